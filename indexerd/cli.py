@@ -1,0 +1,290 @@
+"""The command line: parse, call one function, map errors to a message and an exit code.
+
+Exit codes, for every command: 0 success (also no search results, and documents skipped or
+failed inside a pass, which the summary reports); 1 the command failed; 2 bad usage, bad config
+or a malformed query; 3 the daemon is needed and not running; 4 another indexerd process holds
+the state dir.
+
+Heavy libraries (Whoosh, requests, APScheduler) are imported only by the commands that use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+
+from . import __version__
+from .errors import IndexerdError
+
+UTC = timezone.utc
+log = logging.getLogger("indexerd")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _load(args, *, required: bool = False):
+    from .config import load_config
+
+    return load_config(getattr(args, "config", None), required=required)
+
+
+# -- commands -------------------------------------------------------------------------------
+def cmd_index(args) -> int:
+    from .config import Config
+    from .indexer import Indexer
+
+    cfg = _load(args)
+    if not args.paths and not cfg.sources.filesystem:
+        raise _usage("nothing to index: give PATH arguments or configure [[sources.filesystem]] "
+                     f"(config: {cfg.origin})")
+    ix = Indexer(cfg)
+    ix.open("index", rebuild=args.rebuild)
+    try:
+        summary = ix.run_pass(args.source or None, args.paths or None, forced=args.force)
+    finally:
+        ix.close()
+    d = summary.as_dict()
+    if args.json:
+        print(json.dumps(d, ensure_ascii=True))
+    else:
+        print(f"seen {d['seen']}, indexed {d['indexed']}, unchanged {d['unchanged']}, "
+              f"deleted {d['deleted']}, skipped {d['skipped']}, errors {d['errors']} "
+              f"in {d['elapsed_seconds']:.2f} s (state dir {ix.state.path})")
+    return 0
+
+
+def cmd_check_config(args) -> int:
+    from .config import resolve_control_socket, resolve_state_dir, to_toml
+    from .indexer import build_sources
+
+    cfg = _load(args, required=True)
+    build_sources(cfg)  # meta maps are read and checked too
+    print(f"# {cfg.origin}: OK")
+    print(f"# effective state_dir = {resolve_state_dir(cfg)}")
+    print(f"# effective control_socket = {resolve_control_socket(cfg)}")
+    print(to_toml(cfg), end="")
+    return 0
+
+
+def _open_index_readonly(cfg):
+    from .config import resolve_state_dir
+    from .index import WhooshIndex
+
+    return WhooshIndex.open(resolve_state_dir(cfg), create=False)
+
+
+def _open_store_readonly(cfg):
+    from .config import resolve_state_dir
+    from .store import Store
+
+    return Store.in_dir(resolve_state_dir(cfg), readonly=True)
+
+
+def cmd_search(args) -> int:
+    from .dates import format_utc, parse_since
+
+    since = until = None
+    if args.since:
+        since, until = parse_since(args.since, datetime.now(UTC))
+    cfg = _load(args)
+    ix = _open_index_readonly(cfg)
+    try:
+        hits = ix.search(args.query, limit=args.limit, since=since, until=until)
+    finally:
+        ix.close()
+    if args.json:
+        out = [{"rank": h.rank, "key": h.key, "url": h.url, "path": h.path, "title": h.title,
+                "last_modified": format_utc(h.last_modified), "date_source": h.date_source,
+                "score": round(h.score, 4), "snippet": h.snippet, "source": h.source,
+                "media_type": h.media_type} for h in hits]
+        if not any(h.path for h in hits):
+            for o in out:
+                o.pop("path")
+        else:
+            for o in out:
+                if o["path"] is None:
+                    o.pop("path")
+        print(json.dumps(out, ensure_ascii=True))
+        return 0
+    if not hits:
+        print(f"no documents match {args.query!r}")
+        return 0
+    tty = sys.stdout.isatty()
+    bold, off = ("\x1b[1m", "\x1b[0m") if tty else ("", "")
+    from .files import display_path
+
+    for h in hits:
+        where = display_path(h.path) if h.path else h.url
+        print(f"{h.rank:>3}. {bold}{h.title or '(untitled)'}{off}")
+        print(f"     {where}")
+        print(f"     last modified {format_utc(h.last_modified)} ({h.date_source}), score {h.score:.2f}")
+        if h.snippet:
+            print(f"     {h.snippet}")
+    return 0
+
+
+def _print_rows(rows: list[dict], cols: list[str], as_json: bool, empty: str) -> None:
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=True))
+        return
+    if not rows:
+        print(empty)
+        return
+    for r in rows:
+        print("  ".join(str(r.get(c) if r.get(c) is not None else "-") for c in cols))
+
+
+def cmd_report(args) -> int:
+    from .reports import date_report
+
+    if not args.dates:
+        raise _usage("ctl report: choose a report, e.g. --dates")
+    store = _open_store_readonly(_load(args))
+    try:
+        rows = list(date_report(store, args.source))
+    finally:
+        store.close()
+    _print_rows(rows, ["last_modified", "date_source", "indexed_at", "key"], args.json, "no documents")
+    return 0
+
+
+def cmd_changed(args) -> int:
+    from .reports import changed
+
+    store = _open_store_readonly(_load(args))
+    try:
+        rows = list(changed(store, args.since))
+    finally:
+        store.close()
+    _print_rows(rows, ["last_modified", "date_source", "key"], args.json,
+                f"no documents changed in {args.since!r}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from .reports import explain
+
+    store = _open_store_readonly(_load(args))
+    try:
+        out = explain(store, args.key)
+    finally:
+        store.close()
+    if out is None:
+        print(f"{args.key}: not known to indexerd", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(out, ensure_ascii=True))
+        return 0
+    for k, v in out.items():
+        if k != "explanation" and v is not None:
+            print(f"{k:22} {v}")
+    for line in out["explanation"]:
+        print(f"- {line}")
+    return 0
+
+
+# -- parser ---------------------------------------------------------------------------------
+class _UsageError(IndexerdError):
+    exit_code = 2
+
+
+def _usage(msg: str) -> _UsageError:
+    return _UsageError(msg)
+
+
+def _parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-c", "--config", metavar="PATH",
+                        help="config file (default: $INDEXERD_CONFIG, else /etc/indexerd/indexerd.toml)")
+    common.add_argument("--log-level", default=None, help="debug, info, warning (default), error")
+
+    p = argparse.ArgumentParser(prog="indexerd", formatter_class=fmt,
+                                description="Keep a full-text index of local trees current, and search it.",
+                                epilog="example:\n  indexerd index ~/docs && indexerd ctl search 'event loop'")
+    p.add_argument("--version", action="version", version=f"indexerd {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    s = sub.add_parser("index", parents=[common], formatter_class=fmt,
+                       help="one pass over the configured sources (or PATHs), then exit",
+                       epilog="examples:\n  indexerd index ~/notes\n  indexerd index -c etc/indexerd.toml --json")
+    s.add_argument("paths", nargs="*", metavar="PATH", help="index these files or trees (no config needed)")
+    s.add_argument("--source", action="append", metavar="NAME", help="only this configured source (repeatable)")
+    s.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    s.add_argument("--force", action="store_true", help="read and re-index every document")
+    s.add_argument("--rebuild", action="store_true",
+                   help="move a broken index aside and re-index everything into a new one")
+    s.set_defaults(func=cmd_index)
+
+    s = sub.add_parser("check-config", parents=[common], formatter_class=fmt,
+                       help="validate the config and print the effective settings",
+                       epilog="example:\n  indexerd check-config -c /etc/indexerd/indexerd.toml")
+    s.set_defaults(func=cmd_check_config)
+
+    ctl = sub.add_parser("ctl", help="inspect and search (works with the daemon stopped)")
+    csub = ctl.add_subparsers(dest="ctl_command", metavar="CTL_COMMAND")
+    csub.required = True
+
+    s = csub.add_parser("search", parents=[common], formatter_class=fmt, help="search the index",
+                        epilog="examples:\n  indexerd ctl search 'asyncio event loop'\n"
+                               "  indexerd ctl search '\"GNU General Public License\"' --json\n"
+                               "  indexerd ctl search 'title:sqlite3 OR cursor*' --since 2d")
+    s.add_argument("query", help="Whoosh query: words (ANDed), \"phrases\", AND/OR/NOT, title:word, prefix*")
+    s.add_argument("--limit", type=int, default=10, help="most hits to show (default 10)")
+    s.add_argument("--since", metavar="SPEC",
+                   help="only documents last modified in SPEC: 2d, 3h, 90m, 2024-01-31, FROM..TO (UTC)")
+    s.add_argument("--json", action="store_true", help="print a JSON list of hits")
+    s.set_defaults(func=cmd_search)
+
+    s = csub.add_parser("report", parents=[common], formatter_class=fmt,
+                        help="reports from the state store",
+                        epilog="example:\n  indexerd ctl report --dates --json")
+    s.add_argument("--dates", action="store_true", help="every document with its date and date source")
+    s.add_argument("--source", metavar="NAME", help="only this source")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_report)
+
+    s = csub.add_parser("changed", parents=[common], formatter_class=fmt,
+                        help="documents whose last-modified falls in a time span",
+                        epilog="examples:\n  indexerd ctl changed --since 2d\n"
+                               "  indexerd ctl changed --since 2024-01-01..2024-02-01 --json")
+    s.add_argument("--since", required=True, metavar="SPEC", help="2d, 3h, 90m, ISO date/datetime, FROM..TO")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_changed)
+
+    s = csub.add_parser("explain", parents=[common], formatter_class=fmt,
+                        help="why a document was (not) re-indexed",
+                        epilog="examples:\n  indexerd ctl explain ~/docs/notes.txt\n"
+                               "  indexerd ctl explain https://example.test/page.html --json")
+    s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_explain)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``indexerd`` console script; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.log_level or "warning")
+    try:
+        return args.func(args)
+    except IndexerdError as e:
+        print(f"indexerd: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("indexerd: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""TOML configuration -> validated, frozen settings.  The only home of defaults.
+
+The file is found as ``-c PATH``, else ``$INDEXERD_CONFIG``, else ``/etc/indexerd/indexerd.toml``.
+Validation is done by ``msgspec`` against the typed schema below; unknown keys are errors.  Every
+error is re-raised as :class:`~indexerd.errors.ConfigError` naming the file, the key path
+(``sources.filesystem[0].exclude``, 0-based like TOML tooling) and what was expected.
+
+People write durations as strings (``"15m"``, ``"1h30m"``, ``"2d"``) and sizes as ``"20MB"``; the
+config layer turns them into seconds (float) and bytes (int) once, here.  Nothing reads the
+config at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .errors import ConfigError
+
+DEFAULT_CONFIG_PATH = "/etc/indexerd/indexerd.toml"
+
+#: Editor temp files and VCS folders, excluded unless a source sets ``exclude`` itself.
+DEFAULT_EXCLUDES = (
+    ".git/", ".hg/", ".svn/", ".bzr/", "_darcs/", "CVS/",
+    "*.swp", "*.swx", "*.swo", "*~", ".#*", "4913", "*.tmp", ".~lock.*#",
+)
+
+
+class Seconds(float):
+    """A duration in seconds, written in the config as ``"15m"``, ``"1h30m"``, ``"2d"`` or a number."""
+
+
+class Bytes(int):
+    """A size in bytes, written in the config as ``"20MB"``, ``"512KiB"``, ``"1G"`` or a number."""
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024,
+               "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "mi": 1024**2,
+               "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "gi": 1024**3,
+               "t": 1000**4, "tb": 1000**4, "tib": 1024**4, "ti": 1024**4}
+
+
+def parse_size(value: str | int) -> int:
+    """Parse ``"20MB"`` (decimal), ``"20MiB"`` (binary), ``"512k"`` or a plain number into bytes.
+
+    Raises:
+        ValueError: for anything else, or a negative size.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size like '20MB', got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"expected a non-negative size, got {value}")
+        return value
+    m = _SIZE_RE.match(str(value))
+    unit = (m.group(2) or "").lower() if m else None
+    if not m or unit not in _SIZE_UNITS:
+        raise ValueError(f"expected a size like '20MB' or '512KiB', got {value!r}")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def _dec_hook(type_: type, obj: Any) -> Any:
+    if type_ is Seconds:
+        from .dates import parse_duration
+
+        if isinstance(obj, bool):
+            raise ValueError(f"expected a duration like '15m', got {obj!r}")
+        return Seconds(parse_duration(obj))
+    if type_ is Bytes:
+        return Bytes(parse_size(obj))
+    raise NotImplementedError(type_)
+
+
+class _Struct(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    pass
+
+
+class IndexSettings(_Struct):
+    """``[index]``: how the one writer batches and commits.
+
+    ``commit_interval`` is the most a change may wait before it is searchable (seconds);
+    ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
+    is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments);
+    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only).
+    """
+
+    commit_interval: Seconds = Seconds(1.0)
+    commit_batch: int = 200
+    bulk_commit_batch: int = 5000
+    merge_idle: Seconds = Seconds(600.0)
+    writer_memory: Bytes = Bytes(64 * 1024 * 1024)
+
+
+class FilesystemSource(_Struct):
+    """One ``[[sources.filesystem]]`` table: a local tree, scanned by stat and watched live."""
+
+    name: str
+    path: str
+    include: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    exclude: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_EXCLUDES))
+    follow_symlinks: bool = False
+    watch: bool = True
+    interval: Seconds = Seconds(3600.0)
+    max_size: Bytes | None = None
+    meta_map: str | None = None
+    date_sources: list[str] | None = None
+    refresh_time: Seconds | None = None
+    strict_dates: bool | None = None
+
+
+class Sources(_Struct):
+    """``[sources]``: every kind of source, each a list of tables."""
+
+    filesystem: list[FilesystemSource] = []
+
+
+class Config(_Struct):
+    """The whole validated configuration.  Build it with :func:`load_config`.
+
+    ``state_dir`` / ``control_socket`` are ``None`` here when unset; use :func:`resolve_state_dir`
+    and :func:`resolve_control_socket` so that the daemon and every ``ctl`` call agree.
+    """
+
+    state_dir: str | None = None
+    control_socket: str | None = None
+    log_level: str = "info"
+    max_size: Bytes = Bytes(20 * 1000 * 1000)
+    refresh_time: Seconds = Seconds(86400.0)
+    strict_dates: bool = False
+    meta_map: str | None = None
+    index: IndexSettings = IndexSettings()
+    sources: Sources = Sources()
+    #: where the config came from, for messages (not a TOML key)
+    origin: str = "<defaults>"
+
+
+_PATH_RE = re.compile(r"\$\.?")
+
+
+def _key_path(msg: str) -> tuple[str, str]:
+    """Split msgspec's "what - at `$.a.b[0]`" into ("a.b[0]", "what")."""
+    what, sep, where = msg.rpartition(" - at `")
+    if not sep:
+        return "", msg
+    path = where.rstrip("`")
+    path = _PATH_RE.sub("", path, count=1)
+    return path, what
+
+
+def _friendly(what: str) -> str:
+    what = what.replace("Object contains unknown field", "unknown key")
+    what = re.sub(r"Expected `array`, got `(\w+)`", r"expected a list (of strings or glob patterns), got \1", what)
+    what = re.sub(r"Expected `(\w+)`, got `(\w+)`", r"expected \1, got \2", what)
+    what = what.replace("Object missing required field", "missing required key")
+    return what
+
+
+def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
+    """Validate TOML text into a :class:`Config`.
+
+    Raises:
+        ConfigError: ``"<origin>: <key.path>: <what was expected>"`` for a syntax error, an
+            unknown key, a wrong type or value, a duplicate source name or a bad date order.
+    """
+    data = text.encode() if isinstance(text, str) else text
+    try:
+        cfg = msgspec.toml.decode(data, type=Config, dec_hook=_dec_hook)
+    except msgspec.ValidationError as e:
+        path, what = _key_path(str(e))
+        # "unknown key `x` - at `$.sources`" -> "sources.x: unknown key"
+        m = re.match(r"Object contains unknown field `([^`]+)`", what)
+        if m:
+            path = f"{path}.{m.group(1)}" if path else m.group(1)
+            what = "unknown key"
+        m = re.match(r"Object missing required field `([^`]+)`", what)
+        if m:
+            path = f"{path}.{m.group(1)}" if path else m.group(1)
+            what = "missing required key"
+        raise ConfigError(f"{origin}: {path or '(top level)'}: {_friendly(what)}") from None
+    except msgspec.DecodeError as e:
+        raise ConfigError(f"{origin}: not valid TOML: {e}") from None
+    _check_semantics(cfg, origin)
+    return msgspec.structs.replace(cfg, origin=origin)
+
+
+def _check_semantics(cfg: Config, origin: str) -> None:
+    from .dates import validate_order
+
+    if cfg.log_level.lower() not in {"debug", "info", "warning", "error", "critical"}:
+        raise ConfigError(f"{origin}: log_level: expected one of debug, info, warning, error, critical, "
+                          f"got {cfg.log_level!r}")
+    seen: dict[str, str] = {}
+    for i, src in enumerate(cfg.sources.filesystem):
+        where = f"sources.filesystem[{i}]"
+        if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
+            raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
+                              f"got {src.name!r}")
+        if src.name in seen:
+            raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} "
+                              f"(also {seen[src.name]})")
+        seen[src.name] = where
+        if not os.path.isabs(os.path.expanduser(src.path)):
+            raise ConfigError(f"{origin}: {where}.path: expected an absolute path, got {src.path!r}")
+        for key in ("include", "exclude"):
+            for pat in getattr(src, key):
+                if not pat or pat.strip() != pat:
+                    raise ConfigError(f"{origin}: {where}.{key}: expected a list of glob patterns, got {pat!r}")
+        if src.date_sources is not None:
+            try:
+                validate_order(src.date_sources)
+            except ValueError as e:
+                raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
+    for key, value in (("index.commit_batch", cfg.index.commit_batch),
+                       ("index.bulk_commit_batch", cfg.index.bulk_commit_batch)):
+        if value < 1:
+            raise ConfigError(f"{origin}: {key}: expected a whole number >= 1, got {value}")
+    if cfg.index.commit_interval <= 0:
+        raise ConfigError(f"{origin}: index.commit_interval: expected a duration > 0")
+
+
+def find_config_path(explicit: str | None) -> Path | None:
+    """Return the config file to read: ``explicit``, else ``$INDEXERD_CONFIG``, else the system path.
+
+    Returns None when nothing was asked for and the system file does not exist (callers that can
+    work without a config, like ``indexerd index PATH``, then use the defaults).
+
+    Raises:
+        ConfigError: when an explicitly named file (flag or environment) does not exist.
+    """
+    for name, value in (("-c", explicit), ("INDEXERD_CONFIG", os.environ.get("INDEXERD_CONFIG"))):
+        if value:
+            p = Path(value).expanduser()
+            if not p.is_file():
+                raise ConfigError(f"{value}: config file not found (from {name})")
+            return p
+    p = Path(DEFAULT_CONFIG_PATH)
+    return p if p.is_file() else None
+
+
+def load_config(explicit: str | None = None, *, required: bool = False) -> Config:
+    """Find, read and validate the configuration.
+
+    Args:
+        explicit: the ``-c`` argument, if any.
+        required: raise when no config file is found instead of returning the defaults.
+
+    Raises:
+        ConfigError: file missing (when required or named), unreadable, or invalid.
+    """
+    path = find_config_path(explicit)
+    if path is None:
+        if required:
+            raise ConfigError(f"no config file: pass -c PATH, set INDEXERD_CONFIG, or create {DEFAULT_CONFIG_PATH}")
+        return Config()
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config: {e.strerror}") from None
+    return parse_config(data, str(path))
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def resolve_state_dir(cfg: Config) -> Path:
+    """Where the state store and the index live.
+
+    ``state_dir`` from the config; else systemd's ``$STATE_DIRECTORY`` (first entry); else
+    ``/var/lib/indexerd`` for root; else the user's state dir (``~/.local/state/indexerd``).
+    """
+    if cfg.state_dir:
+        return Path(cfg.state_dir).expanduser()
+    env = os.environ.get("STATE_DIRECTORY")
+    if env:
+        return Path(env.split(":")[0])
+    if _is_root():
+        return Path("/var/lib/indexerd")
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("indexerd", appauthor=False))
+
+
+def resolve_control_socket(cfg: Config) -> Path:
+    """Where the daemon's control socket lives.
+
+    ``control_socket`` from the config; else ``$RUNTIME_DIRECTORY/indexerd.sock``; else
+    ``/run/indexerd/indexerd.sock`` for root; else ``<state_dir>/indexerd.sock``.
+    """
+    if cfg.control_socket:
+        return Path(cfg.control_socket).expanduser()
+    env = os.environ.get("RUNTIME_DIRECTORY")
+    if env:
+        return Path(env.split(":")[0]) / "indexerd.sock"
+    if _is_root():
+        return Path("/run/indexerd/indexerd.sock")
+    return resolve_state_dir(cfg) / "indexerd.sock"
+
+
+@dataclass(frozen=True)
+class SourcePolicy:
+    """The effective per-source settings after applying top-level defaults (seconds, bytes)."""
+
+    max_size_bytes: int
+    refresh_time_seconds: float
+    strict_dates: bool
+    meta_map_path: str | None
+    date_sources: tuple[str, ...] | None
+
+
+def source_policy(cfg: Config, src: FilesystemSource) -> SourcePolicy:
+    """Merge a source's optional overrides with the top-level defaults."""
+    return SourcePolicy(
+        max_size_bytes=int(src.max_size if src.max_size is not None else cfg.max_size),
+        refresh_time_seconds=float(src.refresh_time if src.refresh_time is not None else cfg.refresh_time),
+        strict_dates=bool(src.strict_dates if src.strict_dates is not None else cfg.strict_dates),
+        meta_map_path=src.meta_map or cfg.meta_map,
+        date_sources=tuple(src.date_sources) if src.date_sources is not None else None,
+    )
+
+
+def to_toml(cfg: Config) -> str:
+    """Render the effective configuration (defaults filled in) as TOML, for ``check-config``."""
+    def enc(obj: Any) -> Any:
+        if isinstance(obj, Seconds):
+            return float(obj)
+        if isinstance(obj, Bytes):
+            return int(obj)
+        raise NotImplementedError(type(obj))
+
+    data = msgspec.to_builtins(cfg, enc_hook=enc)
+    data.pop("origin", None)
+    return _dump_toml(data)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(type(v))
+
+
+def _dump_toml(data: dict, prefix: str = "") -> str:
+    lines: list[str] = []
+    tables: list[tuple[str, Any]] = []
+    for k, v in data.items():
+        if v is None:
+            lines.append(f"# {k} = (unset)")
+        elif isinstance(v, dict):
+            tables.append((k, v))
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            tables.append((k, v))
+        else:
+            lines.append(f"{k} = {_toml_value(v)}")
+    out = "\n".join(lines)
+    for k, v in tables:
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out += f"\n\n[{name}]\n" + _dump_toml(v, name + ".")
+        else:
+            for item in v:
+                out += f"\n\n[[{name}]]\n" + _dump_toml(item, name + ".")
+    return out.strip() + "\n"

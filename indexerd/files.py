@@ -1,0 +1,310 @@
+"""Local trees: the stat scan (reconcile) and single-path handling used by the watcher.
+
+Change test: a file whose ``(st_mtime_ns, st_size)`` equals the stored pair costs one ``stat``
+(from ``os.scandir``) and no read.  Everything else is read (at most ``max_size`` bytes) and
+handed to the pipeline, which decides.  Files gone since the last scan are deleted from the index
+-- but never below a directory that could not be listed this time, and never when the root
+itself is missing (an unmounted disk must not empty the index).
+
+Keys are ``file:`` URIs of the real path as ``pathlib.Path.as_uri()`` writes them: bytes that are
+not UTF-8 are percent-encoded, and :func:`key_to_path` maps a key back to the same bytes.
+
+Symlinks are not followed by default.  With ``follow_symlinks = true`` each directory is entered
+once per (st_dev, st_ino), so a loop ends at once, and a file reached through a link is keyed by
+its real path (indexed once however many links lead to it).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import re
+import stat as stat_mod
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import quote_from_bytes, unquote_to_bytes
+
+from .config import FilesystemSource, SourcePolicy
+from .dates import MetaMap
+from .decide import DecideSettings
+from .pipeline import Fetched, PassCounts, Pipeline, Policy
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+def path_to_key(path: str) -> str:
+    """Absolute path (str, may hold surrogate escapes) -> ``file:`` URI, as ``Path.as_uri()``."""
+    return "file://" + quote_from_bytes(os.fsencode(path))
+
+
+def key_to_path(key: str) -> str:
+    """``file:`` URI -> path str whose ``os.fsencode`` gives back the original bytes."""
+    if not key.startswith("file://"):
+        raise ValueError(f"not a file key: {key!r}")
+    return os.fsdecode(unquote_to_bytes(key[len("file://"):]))
+
+
+def display_path(path: str) -> str:
+    """A path safe to print or store as text: undecodable bytes shown as U+FFFD."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
+class PathMatcher:
+    """Include/exclude globs of one source.
+
+    A pattern ending in ``/`` names directories (``.git/``); a pattern without ``/`` matches a
+    file or directory *name* anywhere (``*.swp``); a pattern with an inner ``/`` matches the path
+    relative to the root (``build/*.html``).  Include patterns select files; exclude patterns
+    remove files and prune directories.
+    """
+
+    def __init__(self, include: list[str], exclude: list[str]) -> None:
+        def compile_(pats: list[str]) -> re.Pattern | None:
+            return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in pats)) if pats else None
+
+        self._inc_name = compile_([p for p in include if "/" not in p])
+        self._inc_rel = compile_([p.lstrip("/") for p in include if "/" in p])
+        self._inc_all = include == ["*"]
+        self._exc_file_name = compile_([p for p in exclude if "/" not in p])
+        self._exc_file_rel = compile_([p.lstrip("/") for p in exclude if "/" in p.rstrip("/")
+                                       and not p.endswith("/")])
+        dir_pats = [p.rstrip("/") for p in exclude if p.endswith("/")] + [p for p in exclude if "/" not in p]
+        self._exc_dir_name = compile_([p for p in dir_pats if "/" not in p])
+        self._exc_dir_rel = compile_([p.lstrip("/") for p in dir_pats if "/" in p])
+
+    def dir_excluded(self, name: str, rel: str) -> bool:
+        return bool((self._exc_dir_name and self._exc_dir_name.match(name))
+                    or (self._exc_dir_rel and self._exc_dir_rel.match(rel)))
+
+    def file_selected(self, name: str, rel: str) -> bool:
+        if (self._exc_file_name and self._exc_file_name.match(name)) or \
+                (self._exc_file_rel and self._exc_file_rel.match(rel)):
+            return False
+        if self._inc_all:
+            return True
+        return bool((self._inc_name and self._inc_name.match(name)) or
+                    (self._inc_rel and self._inc_rel.match(rel)))
+
+    def path_selected(self, rel: str) -> bool:
+        """Is the file at ``rel`` (relative to the root, '/'-separated) selected, dirs included?"""
+        parts = rel.split("/")
+        for i in range(len(parts) - 1):
+            if self.dir_excluded(parts[i], "/".join(parts[:i + 1])):
+                return False
+        return self.file_selected(parts[-1], rel)
+
+
+@dataclass
+class WalkResult:
+    """Files found by a walk: ``{key: (path, stat)}`` plus the directories that could not be read."""
+
+    files: dict[str, tuple[str, os.stat_result]]
+    unlisted_dirs: list[str]
+
+
+class FileSource:
+    """One configured tree.
+
+    Args:
+        cfg: the ``[[sources.filesystem]]`` table.
+        policy: the effective per-source settings.
+        meta_map: the loaded meta map (for local HTML).
+    """
+
+    kind = "filesystem"
+
+    def __init__(self, cfg: FilesystemSource, policy: SourcePolicy, meta_map: MetaMap) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.root = os.path.realpath(os.path.expanduser(cfg.path))
+        self.policy = policy
+        self.matcher = PathMatcher(cfg.include, cfg.exclude)
+        self.pipeline_policy = Policy(
+            meta_map=meta_map, date_order=policy.date_sources,
+            settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
+                                    strict_dates=policy.strict_dates))
+
+    # -- walking --------------------------------------------------------------------------
+    def contains(self, path: str) -> bool:
+        """Is ``path`` (absolute, real) inside this source's root?"""
+        return path == self.root or path.startswith(self.root.rstrip("/") + "/")
+
+    def relpath(self, path: str) -> str:
+        return os.path.relpath(path, self.root).replace(os.sep, "/")
+
+    def walk(self, start: str | None = None, on_file=None) -> WalkResult:
+        """Walk the tree (or the subtree ``start``) with ``os.scandir``; nothing is read.
+
+        ``on_file`` is called once per file found (progress).  Unreadable directories are logged
+        and listed in ``unlisted_dirs`` (their documents must not be deleted).
+        """
+        files: dict[str, tuple[str, os.stat_result]] = {}
+        unlisted: list[str] = []
+        follow = self.cfg.follow_symlinks
+        root = self.root
+        top = start or root
+        visited: set[tuple[int, int]] = set()
+        # (directory, path relative to root, reached through a symlink?)
+        stack: list[tuple[str, str, bool]] = [(top, "" if top == root else self.relpath(top), False)]
+        try:
+            st_top = os.stat(top)
+            visited.add((st_top.st_dev, st_top.st_ino))
+        except OSError:
+            pass
+        matcher = self.matcher
+        while stack:
+            dirpath, rel, via_link = stack.pop()
+            try:
+                it = os.scandir(dirpath)
+            except OSError as e:
+                log.warning("cannot list directory %s: %s", display_path(dirpath), e.strerror)
+                unlisted.append(dirpath)
+                continue
+            subdirs = []
+            with it:
+                for entry in it:
+                    name = entry.name
+                    erel = f"{rel}/{name}" if rel else name
+                    try:
+                        is_link = entry.is_symlink()
+                        if is_link and not follow:
+                            continue
+                        if entry.is_dir(follow_symlinks=follow):
+                            if matcher.dir_excluded(name, erel):
+                                continue
+                            if follow:
+                                st = entry.stat(follow_symlinks=True)
+                                ident = (st.st_dev, st.st_ino)
+                                if ident in visited:
+                                    log.debug("not entering %s again (symlink loop or second link)",
+                                              display_path(entry.path))
+                                    continue
+                                visited.add(ident)
+                            subdirs.append((entry.path, erel, via_link or is_link))
+                            continue
+                        if not matcher.file_selected(name, erel):
+                            continue
+                        st = entry.stat(follow_symlinks=follow)
+                    except OSError as e:  # vanished between listing and stat, or a dangling link
+                        log.debug("cannot stat %s: %s", display_path(entry.path), e.strerror)
+                        continue
+                    path = os.path.realpath(entry.path) if is_link or via_link else entry.path
+                    key = path_to_key(path)
+                    if key not in files:
+                        files[key] = (path, st)
+                        if on_file is not None:
+                            on_file()
+            stack.extend(reversed(subdirs))
+        return WalkResult(files, unlisted)
+
+    # -- one path -------------------------------------------------------------------------
+    def read(self, path: str, st: os.stat_result, pipeline: Pipeline, counts: PassCounts, *,
+             forced: bool = False) -> str:
+        """Read one file (stat already taken) and hand it to the pipeline; returns the verdict."""
+        key = path_to_key(path)
+        max_size = self.policy.max_size_bytes
+        name = os.path.basename(path)
+        title = display_path(name)
+        if not stat_mod.S_ISREG(st.st_mode):
+            return pipeline.skip(key, self.name, "not-a-file", f"{display_path(path)} is not a regular file",
+                                 counts, size=st.st_size, mtime_ns=st.st_mtime_ns, title=title).verdict
+        if st.st_size > max_size:
+            return pipeline.skip(key, self.name, "too-large",
+                                 f"{display_path(path)}: {st.st_size} bytes > max_size {max_size}",
+                                 counts, size=st.st_size, mtime_ns=st.st_mtime_ns, title=title).verdict
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            with os.fdopen(fd, "rb") as fh:
+                st2 = os.fstat(fh.fileno())
+                if not stat_mod.S_ISREG(st2.st_mode):
+                    return pipeline.skip(key, self.name, "not-a-file", display_path(path), counts,
+                                         size=st2.st_size, mtime_ns=st2.st_mtime_ns, title=title).verdict
+                data = fh.read(max_size + 1)
+        except FileNotFoundError:
+            stored = pipeline.stored(key)
+            if stored is not None:
+                return pipeline.gone(key, counts, "vanished").verdict
+            return "vanished"
+        except OSError as e:
+            return pipeline.skip(key, self.name, "unreadable", f"{display_path(path)}: {e.strerror}", counts,
+                                 size=st.st_size, mtime_ns=st.st_mtime_ns, status="error", title=title).verdict
+        if len(data) > max_size:
+            return pipeline.skip(key, self.name, "too-large",
+                                 f"{display_path(path)}: grew past max_size {max_size} while read",
+                                 counts, size=len(data), mtime_ns=st2.st_mtime_ns, title=title).verdict
+        mtime = datetime.fromtimestamp(st2.st_mtime_ns / 1e9, UTC)
+        f = Fetched(key=key, source=self.name, url=key, data=data, fetched_at=pipeline.clock(), path=path,
+                    name=name, protocol_date=mtime, protocol_kind="mtime", size=len(data),
+                    mtime_ns=st2.st_mtime_ns)
+        return pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title).verdict
+
+    def handle_path(self, path: str, pipeline: Pipeline, counts: PassCounts, *, forced: bool = False) -> str:
+        """React to one path (a watcher event or a command-line file): index, skip or delete it.
+
+        Always ``stat`` first: a path may be gone by now (editors' temp files, moved dirs).
+        """
+        key = path_to_key(path)
+        rel = self.relpath(path)
+        try:
+            st = os.stat(path) if self.cfg.follow_symlinks else os.lstat(path)
+        except OSError:
+            st = None
+        if st is None or not self.matcher.path_selected(rel) or \
+                (stat_mod.S_ISLNK(st.st_mode) and not self.cfg.follow_symlinks):
+            if pipeline.stored(key) is not None:
+                return pipeline.gone(key, counts, "vanished or excluded").verdict
+            return "ignored"
+        if stat_mod.S_ISDIR(st.st_mode):
+            self.scan(pipeline, counts, start=path)
+            return "scanned"
+        stored = pipeline.stored(key)
+        if not forced and stored is not None and (stored.mtime_ns, stored.size) == (st.st_mtime_ns, st.st_size):
+            counts.seen += 1
+            counts.unchanged += 1
+            return "unchanged"
+        return self.read(path, st, pipeline, counts, forced=forced)
+
+    # -- the reconcile pass ---------------------------------------------------------------
+    def scan(self, pipeline: Pipeline, counts: PassCounts, *, start: str | None = None,
+             progress=None, forced: bool = False) -> None:
+        """Reconcile the tree (or the subtree ``start``) with the store: index what changed,
+        delete what is gone.  ``progress`` is a :class:`~indexerd.progress.Progress` or None."""
+        top = start or self.root
+        if not os.path.isdir(top):
+            log.error("source %s: root %s is missing or not a directory; nothing is deleted",
+                      self.name, display_path(top))
+            counts.errors += 1
+            return
+        stored = pipeline.store.stat_map(self.name)
+        found = self.walk(top, on_file=progress.tick_walk if progress else None)
+        todo: list[tuple[str, os.stat_result]] = []
+        for key, (path, st) in found.files.items():
+            if not forced and stored.get(key) == (st.st_mtime_ns, st.st_size):
+                counts.seen += 1
+                counts.unchanged += 1
+            else:
+                todo.append((path, st))
+        if progress:
+            progress.start_work(len(todo))
+        for path, st in todo:
+            try:
+                self.read(path, st, pipeline, counts, forced=forced)
+            except Exception as e:  # a bug on one file must not end the pass
+                log.exception("failed on %s", display_path(path))
+                counts.seen += 1
+                counts.errors += 1
+                pipeline.counters.inc("error.internal")
+            if progress:
+                progress.tick_work(path)
+        prefix = path_to_key(top).rstrip("/") + "/"
+        protected = [path_to_key(d).rstrip("/") + "/" for d in found.unlisted_dirs]
+        for key in stored.keys() - found.files.keys():
+            if start is not None and not key.startswith(prefix):
+                continue
+            if any(key.startswith(p) for p in protected):
+                continue
+            pipeline.gone(key, counts, "no longer in the tree")

@@ -1,0 +1,343 @@
+"""The search-engine interface and its Whoosh implementation.  Nothing else imports Whoosh.
+
+Outside contract relied on (Whoosh 2.7, the ``whoosh-reloaded`` fork):
+
+- one writer at a time per index, enforced by ``fcntl.flock`` on ``MAIN_WRITELOCK``; the kernel
+  drops the lock when the process dies, so there is never a stale lock (do not delete the file);
+- a commit writes a new TOC and renames it into place, so a kill mid-commit leaves the previous
+  generation readable; readers need no lock and see a snapshot;
+- ``update_document`` on the ``unique`` key field replaces the old copy (re-indexing is idempotent);
+- ``DATETIME`` drops tzinfo, so every date is handed to Whoosh as naive UTC and read back as UTC.
+
+Stored text is kept zlib-compressed in a ``STORED`` field (``text_z``) for snippets: it costs a
+fraction of Recoll's stored text and keeps highlighting exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from .errors import IndexUnavailable, QueryError, RetryLater
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+#: Stored text used for snippets is capped (bytes of UTF-8) to bound index size and highlight time.
+SNIPPET_TEXT_CAP_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class IndexDoc:
+    """One document as the index sees it.
+
+    ``key`` is the unique document key (``file:`` URI, canonical URL, ``sql:<source>/<id>``);
+    ``url`` is what a person opens (equal to the key for web and SQL); ``path`` is the file
+    system path for files (may hold surrogate escapes), else None; ``last_modified`` is aware UTC.
+    """
+
+    key: str
+    source: str
+    url: str
+    path: str | None
+    title: str
+    content: str
+    last_modified: datetime
+    date_source: str
+    media_type: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result.  ``score`` is the engine's relevance (higher is better)."""
+
+    rank: int
+    key: str
+    url: str
+    path: str | None
+    source: str
+    title: str
+    last_modified: datetime | None
+    date_source: str | None
+    media_type: str | None
+    score: float
+    snippet: str
+
+
+class IndexSession(Protocol):
+    """A batch of writes; nothing is visible to searchers until :meth:`commit`."""
+
+    def update(self, doc: IndexDoc) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def commit(self, *, merge: bool) -> None: ...
+    def cancel(self) -> None: ...
+
+
+def _naive_utc(dt: datetime | None) -> datetime | None:
+    if dt is None:
+        return None
+    return dt.astimezone(UTC).replace(tzinfo=None)
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    if dt is None:
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def _schema():
+    from whoosh.analysis import StemmingAnalyzer
+    from whoosh.fields import DATETIME, ID, NUMERIC, STORED, TEXT, Schema
+
+    analyzer = StemmingAnalyzer(cachesize=100_000)
+    return Schema(
+        key=ID(unique=True, stored=True, sortable=True),
+        source=ID(stored=True, sortable=True),
+        path=STORED,
+        title=TEXT(stored=True, field_boost=3.0, analyzer=analyzer),
+        content=TEXT(analyzer=analyzer),
+        text_z=STORED,
+        last_modified=DATETIME(stored=True, sortable=True),
+        date_source=ID(stored=True),
+        media_type=ID(stored=True),
+        size=NUMERIC(stored=True, bits=64),
+    )
+
+
+class _WhooshSession:
+    def __init__(self, writer) -> None:
+        self._w = writer
+
+    def update(self, doc: IndexDoc) -> None:
+        text_bytes = doc.content.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
+        self._w.update_document(
+            key=doc.key, source=doc.source, path=doc.path, title=doc.title, content=doc.content,
+            text_z=zlib.compress(text_bytes, 6), last_modified=_naive_utc(doc.last_modified),
+            date_source=doc.date_source, media_type=doc.media_type, size=doc.size)
+
+    def delete(self, key: str) -> None:
+        self._w.delete_by_term("key", key)
+
+    def commit(self, *, merge: bool) -> None:
+        if merge:
+            self._w.commit()
+        else:
+            self._w.commit(merge=False)
+
+    def cancel(self) -> None:
+        self._w.cancel()
+
+
+def on_disk_generation(state_dir: str | Path) -> int | None:
+    """The newest committed generation in ``<state_dir>/index`` from file names alone (no Whoosh
+    import), or None when there is no index."""
+    best = None
+    try:
+        for name in os.listdir(Path(state_dir) / WhooshIndex.DIRNAME):
+            if name.startswith("_MAIN_") and name.endswith(".toc"):
+                try:
+                    gen = int(name[6:-4])
+                except ValueError:
+                    continue
+                best = gen if best is None or gen > best else best
+    except OSError:
+        return None
+    return best
+
+
+class WhooshIndex:
+    """The embedded full-text index in ``<state_dir>/index``.
+
+    Thread safety: :meth:`search` may be called from any thread (each call opens its own
+    searcher); at most one :class:`IndexSession` may be open at a time in the whole system, and
+    only the writer thread opens one.
+
+    Raises (from :meth:`open`):
+        IndexUnavailable: the directory holds something Whoosh cannot read (a corrupt or
+            foreign index); the message says how to rebuild.
+    """
+
+    DIRNAME = "index"
+
+    def __init__(self, ix, path: Path) -> None:
+        self._ix = ix
+        self.path = path
+
+    @classmethod
+    def open(cls, state_dir: str | Path, *, create: bool = True) -> "WhooshIndex":
+        """Open (or, with ``create``, create) the index under ``state_dir``."""
+        from whoosh import index as windex
+
+        path = Path(state_dir) / cls.DIRNAME
+        try:
+            if windex.exists_in(str(path)):
+                ix = windex.open_dir(str(path))
+            elif create:
+                path.mkdir(parents=True, exist_ok=True)
+                ix = windex.create_in(str(path), _schema())
+            else:
+                raise IndexUnavailable(f"{path}: no index yet (run `indexerd index` first)")
+            ix.doc_count()  # touches the TOC and segments: corrupt files fail here
+        except IndexUnavailable:
+            raise
+        except Exception as e:  # Whoosh raises many kinds on a damaged TOC/segment
+            raise IndexUnavailable(
+                f"{path}: the index cannot be opened ({type(e).__name__}: {e}); "
+                f"rebuild it with `indexerd index --rebuild`") from None
+        return cls(ix, path)
+
+    def session(self, *, memory_bytes: int = 64 * 1024 * 1024, timeout_seconds: float = 10.0) -> IndexSession:
+        """Open the single writer.
+
+        Raises:
+            RetryLater: the writer lock is held by another process for ``timeout_seconds``.
+        """
+        from whoosh.index import LockError
+
+        try:
+            w = self._ix.writer(limitmb=max(8, memory_bytes // (1024 * 1024)), timeout=timeout_seconds)
+        except LockError:
+            raise RetryLater(f"{self.path}: index writer lock is held by another process") from None
+        return _WhooshSession(w)
+
+    def generation(self) -> int:
+        """The committed generation number (grows by one per commit)."""
+        return self._ix.latest_generation()
+
+    def doc_count(self) -> int:
+        """Number of live documents."""
+        return self._ix.doc_count()
+
+    def keys(self) -> dict[str, str]:
+        """``{key: source}`` for every live document (used by the start-up reconcile)."""
+        with self._ix.reader() as r:
+            keys, sources = r.column_reader("key"), r.column_reader("source")
+            return {keys[n]: sources[n] for n in r.all_doc_ids()}
+
+    def last_modified_time(self) -> datetime | None:
+        """When the index last changed (its TOC file's mtime), aware UTC."""
+        try:
+            toc = max(self.path.glob("_MAIN_*.toc"), key=lambda p: p.stat().st_mtime)
+        except ValueError:
+            return None
+        return datetime.fromtimestamp(toc.stat().st_mtime, UTC)
+
+    def size_bytes(self) -> int:
+        """Bytes on disk."""
+        return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
+
+    def optimize(self) -> None:
+        """Merge every segment into one (slow: tens of seconds on thousands of documents)."""
+        self._ix.optimize()
+
+    def segment_count(self) -> int:
+        return len(self._ix._segments())
+
+    def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
+               until: datetime | None = None, snippet_chars: int = 240) -> list[Hit]:
+        """Run a query in Whoosh syntax over title and content.
+
+        Words are ANDed; phrases, ``AND``/``OR``/``NOT``, ``title:word`` and ``prefix*`` work.
+        ``since``/``until`` (aware) filter on last_modified, ``since <= lm < until``.
+
+        Raises:
+            QueryError: the query is malformed (unbalanced quotes or parentheses, a field we do
+                not have, nothing searchable left).
+        """
+        from whoosh import highlight, query as wq
+        from whoosh.qparser import MultifieldParser
+
+        _check_balanced(query)
+        with self._ix.searcher() as searcher:
+            parser = MultifieldParser(["title", "content"], self._ix.schema)
+            try:
+                q = parser.parse(query)
+            except Exception as e:
+                raise QueryError(f"malformed query {query!r}: {e}") from None
+            _check_parsed(q, query, self._ix.schema)
+            flt = None
+            if since or until:
+                flt = wq.DateRange("last_modified", _naive_utc(since), _naive_utc(until),
+                                   startexcl=False, endexcl=True)
+            results = searcher.search(q, limit=limit, filter=flt)
+            results.fragmenter = highlight.ContextFragmenter(maxchars=snippet_chars, surround=60)
+            results.formatter = _PlainFormatter()
+            hits = []
+            for i, h in enumerate(results, 1):
+                stored = h.fields()
+                text = zlib.decompress(stored["text_z"]).decode("utf-8", "replace") if stored.get("text_z") else ""
+                try:
+                    snippet = h.highlights("content", text=text, top=2) if text else ""
+                except Exception:  # highlighting must never fail a search
+                    snippet = ""
+                if not snippet:
+                    snippet = " ".join(text[:snippet_chars].split())
+                hits.append(Hit(rank=i, key=stored["key"],
+                                url=stored["key"], path=stored.get("path"),
+                                source=stored.get("source", ""), title=stored.get("title") or "",
+                                last_modified=_aware(stored.get("last_modified")),
+                                date_source=stored.get("date_source"), media_type=stored.get("media_type"),
+                                score=float(h.score or 0.0), snippet=" ".join(snippet.split())))
+            return hits
+
+    def close(self) -> None:
+        """Release the index object; safe to call twice."""
+        ix, self._ix = getattr(self, "_ix", None), None
+        if ix is not None:
+            ix.close()
+
+
+def _check_balanced(query: str) -> None:
+    if query.count('"') % 2:
+        raise QueryError(f"malformed query {query!r}: unbalanced double quote")
+    depth = 0
+    in_quote = False
+    for ch in query:
+        if ch == '"':
+            in_quote = not in_quote
+        elif not in_quote and ch == "(":
+            depth += 1
+        elif not in_quote and ch == ")":
+            depth -= 1
+            if depth < 0:
+                break
+    if depth != 0:
+        raise QueryError(f"malformed query {query!r}: unbalanced parentheses")
+    if not query.strip():
+        raise QueryError("empty query")
+
+
+def _check_parsed(q, text: str, schema) -> None:
+    from whoosh import query as wq
+
+    if q is wq.NullQuery or isinstance(q, type(wq.NullQuery)):
+        raise QueryError(f"malformed query {text!r}: nothing to search for (only stop words or operators?)")
+    for fieldname, _ in q.iter_all_terms() if hasattr(q, "iter_all_terms") else ():
+        if fieldname not in schema:
+            raise QueryError(f"malformed query {text!r}: unknown field {fieldname!r} "
+                             f"(fields: title, content)")
+    for sub in q.leaves() if hasattr(q, "leaves") else ():
+        fn = getattr(sub, "fieldname", None)
+        if fn and fn not in schema:
+            raise QueryError(f"malformed query {text!r}: unknown field {fn!r} (fields: title, content)")
+
+
+class _PlainFormatter:
+    """Whoosh formatter that returns fragments as plain text, joined by ' … '."""
+
+    between = " … "
+
+    def __call__(self, text, fragments):
+        out = []
+        for f in fragments:
+            out.append(text[f.startchar:f.endchar])
+        return self.between.join(out)
+
+    def format(self, fragments, replace=False):  # pragma: no cover - Whoosh API compat
+        return self.between.join(f.text[f.startchar:f.endchar] for f in fragments)

@@ -1,0 +1,241 @@
+"""Wiring for one state dir: sources from the config, the store, the lazily opened index and
+writer, the start-up reconcile, and one pass over the sources (``indexerd index``; the daemon's
+jobs call the same :meth:`Indexer.run_pass`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .config import Config, FilesystemSource, resolve_state_dir, source_policy
+from .dates import DEFAULT_META_MAP, MetaMap
+from .errors import ConfigError
+from .files import FileSource, display_path
+from .pipeline import Counters, PassCounts, Pipeline
+from .statedir import StateDir
+from .store import DocumentRecord, Store
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+@dataclass
+class PassSummary:
+    """The result of one pass: totals plus per-source counts (see :class:`PassCounts`)."""
+
+    totals: PassCounts = field(default_factory=PassCounts)
+    sources: dict[str, PassCounts] = field(default_factory=dict)
+    elapsed_seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        d = self.totals.as_dict()
+        d["elapsed_seconds"] = round(self.elapsed_seconds, 3)
+        d["sources"] = {k: v.as_dict() for k, v in self.sources.items()}
+        return d
+
+
+def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
+    """The meta map at ``path`` (parsed once per path), or the default map."""
+    if not path:
+        return DEFAULT_META_MAP
+    if path not in cache:
+        cache[path] = MetaMap.load(os.path.expanduser(path))
+    return cache[path]
+
+
+def build_sources(cfg: Config) -> dict[str, FileSource]:
+    """Construct every configured source; meta maps are read (and refused if malformed) here."""
+    cache: dict[str, MetaMap] = {}
+    out: dict[str, FileSource] = {}
+    for src in cfg.sources.filesystem:
+        pol = source_policy(cfg, src)
+        out[src.name] = FileSource(src, pol, load_meta_map(pol.meta_map_path, cache))
+    return out
+
+
+def adhoc_source(cfg: Config, path: str) -> FileSource:
+    """A filesystem source for a path given on the command line (named by its real path)."""
+    real = os.path.realpath(path)
+    src = FilesystemSource(name=real, path=real)
+    pol = source_policy(cfg, src)
+    return FileSource(src, pol, load_meta_map(pol.meta_map_path, {}))
+
+
+class Indexer:
+    """Everything one writing process needs for a state dir.
+
+    Args:
+        cfg: the validated configuration.
+        live: daemon mode for the writer (commit on drain, merge when idle).
+
+    Use :meth:`open` (takes the state-dir lock), then :meth:`run_pass` as often as needed, then
+    :meth:`close` (commits, releases the lock; safe to call twice).
+    """
+
+    def __init__(self, cfg: Config, *, live: bool = False) -> None:
+        self.cfg = cfg
+        self.live = live
+        self.state = StateDir(resolve_state_dir(cfg))
+        self.sources = build_sources(cfg)
+        self.counters = Counters()
+        self.store: Store | None = None
+        self._index = None
+        self._writer = None
+        self.pipeline: Pipeline | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self, mode: str = "index", *, rebuild: bool = False) -> None:
+        """Lock the state dir, open the store, and reconcile it with the index if they may differ.
+
+        Raises:
+            StateDirLocked, SchemaTooNew, StoreError, IndexUnavailable, ConfigError.
+        """
+        self.state.lock(mode)
+        try:
+            self.store = Store(self.state.store_path)
+            if rebuild:
+                self._rebuild()
+            self.pipeline = Pipeline(self._get_writer, self.store, self.counters)
+            self._reconcile_if_needed()
+        except BaseException:
+            self.close()
+            raise
+
+    def index(self):
+        """The Whoosh index, opened (and created) on first use."""
+        if self._index is None:
+            from .index import WhooshIndex
+
+            self._index = WhooshIndex.open(self.state.path)
+        return self._index
+
+    def _get_writer(self):
+        if self._writer is None:
+            from .writer import IndexWriter
+
+            s = self.cfg.index
+            self._writer = IndexWriter(
+                self.index(), self.state.store_path, live=self.live,
+                commit_interval_seconds=float(s.commit_interval),
+                commit_batch=s.commit_batch if self.live else s.bulk_commit_batch,
+                merge_idle_seconds=float(s.merge_idle), memory_bytes=int(s.writer_memory))
+        return self._writer
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Make every submitted change searchable and stored."""
+        if self._writer is not None:
+            self._writer.flush(timeout)
+
+    def close(self) -> None:
+        """Commit pending work, close the index and store, release the lock; safe twice."""
+        try:
+            if self._writer is not None:
+                w, self._writer = self._writer, None
+                w.close()
+        finally:
+            if self._index is not None:
+                ix, self._index = self._index, None
+                ix.close()
+            if self.store is not None:
+                st, self.store = self.store, None
+                st.close()
+            self.state.unlock()
+
+    # -- reconcile ------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        """Move a (corrupt) index aside and make every document be read again."""
+        ix_dir = self.state.path / "index"
+        if ix_dir.exists():
+            aside = self.state.path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+            shutil.move(str(ix_dir), str(aside))
+            log.warning("moved the old index to %s", aside)
+        self.store.reset_stats(self.store.keys())
+        self.store.write_batch([], meta={"index_generation": ""})
+
+    def _reconcile_if_needed(self) -> None:
+        """After a crash the store may lag the index (or the index may be gone): repair both.
+
+        The writer records the index generation with every store batch; when the generation on
+        disk differs, documents the store believes indexed but the index lacks are marked stale
+        (re-read next pass), and documents only the index knows get a stale row (re-indexed if
+        they still exist, deleted if not).
+        """
+        from .index import on_disk_generation
+
+        on_disk = on_disk_generation(self.state.path)
+        recorded = self.store.get_meta("index_generation")
+        if on_disk is None and not self.store.keys(status="indexed"):
+            return
+        if recorded is not None and recorded != "" and on_disk is not None and int(recorded) == on_disk:
+            return
+        started = time.monotonic()
+        index_keys = self.index().keys() if on_disk is not None else {}
+        stored_indexed = self.store.keys(status="indexed")
+        missing = stored_indexed - index_keys.keys()
+        known = self.store.keys()
+        orphans = [DocumentRecord(key=k, source=src, status="stale", reason="reconcile")
+                   for k, src in index_keys.items() if k not in known]
+        if missing:
+            self.store.reset_stats(missing)
+        gen = str(self.index().generation()) if on_disk is not None else ""
+        self.store.write_batch(orphans, meta={"index_generation": gen})
+        if missing or orphans:
+            log.warning("reconcile: %d documents missing from the index will be re-indexed, "
+                        "%d unknown to the store will be checked (%.2f s)",
+                        len(missing), len(orphans), time.monotonic() - started)
+
+    # -- passes ---------------------------------------------------------------------------
+    def run_pass(self, names: list[str] | None = None, paths: list[str] | None = None, *,
+                 forced: bool = False, progress: bool = True) -> PassSummary:
+        """One pass over the named sources (default: all), or over ``paths``.
+
+        A path inside a configured source is scanned as part of it (deletions limited to that
+        subtree); any other path becomes an ad-hoc source named by its real path.
+
+        Raises:
+            ConfigError: an unknown source name or a path that does not exist.
+        """
+        from .progress import Progress
+
+        started = time.monotonic()
+        summary = PassSummary()
+        jobs: list[tuple[FileSource, str | None]] = []
+        if paths:
+            for p in paths:
+                real = os.path.realpath(p)
+                if not os.path.exists(real):
+                    raise ConfigError(f"{p}: no such file or directory")
+                src = next((s for s in self.sources.values() if s.contains(real)), None)
+                if src is None:
+                    src = adhoc_source(self.cfg, real if os.path.isdir(real) else os.path.dirname(real))
+                jobs.append((src, None if real == src.root else real))
+        else:
+            for n in names or list(self.sources):
+                if n not in self.sources:
+                    raise ConfigError(f"unknown source {n!r} (configured: {', '.join(self.sources) or 'none'})")
+                jobs.append((self.sources[n], None))
+        for src, start in jobs:
+            counts = summary.sources.setdefault(src.name, PassCounts())
+            t0 = datetime.now(UTC)
+            bar = Progress(src.name, tty=None if progress else False)
+            try:
+                if start is not None and not os.path.isdir(start):
+                    src.handle_path(start, self.pipeline, counts, forced=forced)
+                else:
+                    src.scan(self.pipeline, counts, start=start, progress=bar, forced=forced)
+            finally:
+                bar.close()
+            if not paths:
+                self.store.record_run(src.name, src.kind, t0, datetime.now(UTC), counts.as_dict())
+            log.info("%s: %s", display_path(src.name), counts.as_dict())
+        self.flush()
+        for c in summary.sources.values():
+            summary.totals.add(c)
+        summary.elapsed_seconds = time.monotonic() - started
+        return summary

@@ -1,0 +1,246 @@
+"""candidate -> extract -> resolve date -> decide -> hand to the writer.
+
+Sources only discover and fetch: they give the pipeline a :class:`Fetched` (bytes plus the
+protocol facts) or tell it a document is gone, skipped or failed.  The pipeline never touches
+Whoosh or SQLite rows itself: it submits operations to the one :class:`~indexerd.writer.IndexWriter`.
+
+Every document met in a pass lands in exactly one of ``indexed``, ``unchanged``, ``skipped`` or
+``errors`` of :class:`PassCounts`, so ``seen = indexed + unchanged + skipped + errors``;
+``deleted`` counts documents removed because they are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Callable
+
+from . import decide as decide_mod
+from .dates import DateEvidence, MetaMap, resolve_date
+from .errors import SkipDocument
+from .extract import content_hash, extract
+from .index import IndexDoc
+from .store import DocumentRecord, Store
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+@dataclass
+class PassCounts:
+    """Counts of one pass over one source (or several, when summed)."""
+
+    seen: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    errors: int = 0
+
+    def add(self, other: "PassCounts") -> None:
+        for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors")}
+
+
+class Counters:
+    """Named, thread-safe counters (``decide.content-unchanged``, ``skip.too-large`` ...)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._c: dict[str, int] = {}
+
+    def inc(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._c[name] = self._c.get(name, 0) + n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._c.items()))
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A document's bytes and the facts its source learned while reading or fetching it.
+
+    ``protocol_date`` is the HTTP ``Last-Modified`` string, the file's mtime (aware UTC) or a
+    SQL column value; ``protocol_kind`` names it (``header``, ``mtime``, ``column``).
+    ``fetched_at`` is aware UTC.  ``size`` is in bytes; ``mtime_ns`` is for files only.
+    """
+
+    key: str
+    source: str
+    url: str
+    data: bytes
+    fetched_at: datetime
+    path: str | None = None
+    name: str | None = None
+    declared_type: str | None = None
+    charset: str | None = None
+    base_url: str | None = None
+    protocol_date: str | datetime | None = None
+    protocol_kind: str = "header"
+    server_date: str | None = None
+    sitemap_date: str | datetime | None = None
+    size: int = 0
+    mtime_ns: int | None = None
+    etag: str | None = None
+    last_modified_header: str | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the pipeline needs to know about the source a document came from."""
+
+    meta_map: MetaMap
+    date_order: tuple[str, ...] | None = None
+    settings: decide_mod.DecideSettings = field(default_factory=decide_mod.DecideSettings)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one document: ``verdict`` is indexed / unchanged / skipped / errors /
+    deleted; ``reason`` the fixed word behind it."""
+
+    verdict: str
+    reason: str
+    extracted: object | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Pipeline:
+    """Turns fetched documents into writer operations.
+
+    Args:
+        writer_factory: returns the :class:`~indexerd.writer.IndexWriter`; called lazily on the
+            first write, so a pass over an unchanged tree never opens the index.
+        store: a read connection to the state store (stored records for the decision).
+        counters: named counters shared with ``ctl status``.
+
+    Thread safety: one Pipeline per thread (the store connection is per thread).
+    """
+
+    def __init__(self, writer_factory: Callable[[], object], store: Store,
+                 counters: Counters | None = None, clock: Callable[[], datetime] = _now) -> None:
+        self._writer_factory = writer_factory
+        self._writer = None
+        self.store = store
+        self.counters = counters or Counters()
+        self.clock = clock
+
+    @property
+    def writer(self):
+        if self._writer is None:
+            self._writer = self._writer_factory()
+        return self._writer
+
+    @property
+    def writer_opened(self) -> bool:
+        return self._writer is not None
+
+    def stored(self, key: str) -> DocumentRecord | None:
+        """The latest record for ``key``: a queued write if there is one, else the store's row."""
+        if self._writer is not None:
+            queued, rec = self._writer.pending_record(key)
+            if queued:
+                return rec
+        return self.store.get(key)
+
+    # -- outcomes without a body ----------------------------------------------------------
+    def skip(self, key: str, source: str, reason: str, detail: str, counts: PassCounts, *,
+             size: int | None = None, mtime_ns: int | None = None, status: str = "skipped",
+             stored: DocumentRecord | None = None, title: str | None = None) -> Outcome:
+        """Record that ``key`` cannot be indexed now (``reason`` is a fixed word).
+
+        A previously indexed copy is removed from the index: it no longer matches the document.
+        ``status`` is ``skipped`` or ``error`` (errors are counted in ``errors``).
+        """
+        now = self.clock()
+        stored = stored if stored is not None else self.stored(key)
+        rec = DocumentRecord(key=key, source=source, status=status, reason=reason, detail=detail[:500],
+                             size=size, mtime_ns=mtime_ns, checked_at=now, decided_at=now,
+                             title=title if title is not None else (stored.title if stored else None))
+        if stored is not None and stored.status == "indexed":
+            self.writer.submit_remove(key, rec)
+        else:
+            self.writer.submit_record(rec)
+        counts.seen += 1
+        if status == "error":
+            counts.errors += 1
+            self.counters.inc(f"error.{reason}")
+            log.warning("error %s: %s (%s)", reason, key, detail)
+        else:
+            counts.skipped += 1
+            self.counters.inc(f"skip.{reason}")
+            log.info("skipped %s: %s (%s)", reason, key, detail)
+        return Outcome("errors" if status == "error" else "skipped", reason)
+
+    def gone(self, key: str, counts: PassCounts, why: str = "") -> Outcome:
+        """The document no longer exists at its source: delete it from the index and the store."""
+        d = decide_mod.decide(None, decide_mod.NewFacts(None, None, gone=True), self.clock())
+        self.writer.submit_remove(key, None)
+        counts.deleted += 1
+        self.counters.inc(f"decide.{d.reason}")
+        log.info("deleted %s%s", key, f" ({why})" if why else "")
+        return Outcome("deleted", d.reason)
+
+    # -- the main path --------------------------------------------------------------------
+    def handle(self, f: Fetched, policy: Policy, counts: PassCounts, *, forced: bool = False,
+               stored: DocumentRecord | None = None, fallback_title: str = "") -> Outcome:
+        """Extract, date, decide and submit one fetched document."""
+        stored = stored if stored is not None else self.stored(f.key)
+        try:
+            ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
+        except SkipDocument as e:
+            return self.skip(f.key, f.source, e.reason, e.detail or f.url, counts, size=f.size,
+                             mtime_ns=f.mtime_ns, stored=stored)
+        except Exception as e:  # an extractor bug must not stop the pass
+            log.exception("extraction failed for %s", f.url)
+            return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
+                             size=f.size, mtime_ns=f.mtime_ns, status="error", stored=stored)
+        if ex.noindex:
+            return self.skip(f.key, f.source, "noindex", "meta robots noindex", counts, size=f.size,
+                             mtime_ns=f.mtime_ns, stored=stored)
+        resolved = resolve_date(
+            DateEvidence(fetched_at=f.fetched_at, meta=ex.meta, protocol=f.protocol_date,
+                         protocol_kind=f.protocol_kind, sitemap=f.sitemap_date, server_date=f.server_date),
+            policy.meta_map, policy.date_order)
+        title = ex.title or fallback_title
+        chash = content_hash(title, ex.text)
+        now = self.clock()
+        usable = stored if stored is not None and stored.status == "indexed" else None
+        stored_facts = None if usable is None else decide_mod.StoredFacts(
+            usable.last_modified, usable.date_source, usable.content_hash, usable.indexed_at)
+        d = decide_mod.decide(stored_facts,
+                              decide_mod.NewFacts(resolved.value, resolved.source, chash, forced=forced),
+                              now, policy.settings)
+        self.counters.inc(f"decide.{d.reason}")
+        counts.seen += 1
+        common = dict(key=f.key, source=f.source, size=f.size, mtime_ns=f.mtime_ns, etag=f.etag,
+                      last_modified_header=f.last_modified_header, media_type=ex.media_type,
+                      checked_at=now, decided_at=now, reason=d.reason)
+        if d.action is decide_mod.Action.INDEX:
+            rec = DocumentRecord(status="indexed", title=title, last_modified=resolved.value,
+                                 date_source=resolved.source, date_notes="; ".join(resolved.notes),
+                                 content_hash=chash, indexed_at=now, **common)
+            doc = IndexDoc(key=f.key, source=f.source, url=f.url, path=f.path, title=title,
+                           content=ex.text, last_modified=resolved.value, date_source=resolved.source,
+                           media_type=ex.media_type, size=f.size)
+            self.writer.submit_index(doc, rec)
+            counts.indexed += 1
+            log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
+            return Outcome("indexed", d.reason, ex)
+        # skip: keep what the index holds (date, hash, indexed_at), refresh the validators/stat
+        base = usable or stored
+        rec = replace(base, status="indexed", **common) if base is not None else DocumentRecord(
+            status="indexed", **common)
+        self.writer.submit_record(rec)
+        counts.unchanged += 1
+        return Outcome("unchanged", d.reason, ex)

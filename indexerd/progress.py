@@ -1,0 +1,81 @@
+"""Progress of a long pass: a bar on a terminal, one log line a while elsewhere (the daemon).
+
+A pass has two phases: the walk (files found, total unknown) and the work (documents to read
+and index, total known).  ``tqdm`` draws the bar on stderr only when stderr is a terminal; it is
+imported only then, so scripted and daemon runs never pay for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+log = logging.getLogger(__name__)
+
+
+class Progress:
+    """Progress for one source's pass.
+
+    Args:
+        label: shown before the bar / in the log line (the source name).
+        tty: force the bar on or off; None means "when stderr is a terminal".
+        log_every_seconds: interval of the log line when there is no bar.
+
+    Not thread-safe: one pass, one Progress.
+    """
+
+    def __init__(self, label: str, *, tty: bool | None = None, log_every_seconds: float = 10.0) -> None:
+        self.label = label
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self.log_every_seconds = log_every_seconds
+        self.found = 0
+        self.done = 0
+        self.total = 0
+        self._bar = None
+        self._last_log = time.monotonic()
+        self._started = time.monotonic()
+
+    def tick_walk(self) -> None:
+        """One more file found by the walk."""
+        self.found += 1
+        if self.found % 2000 == 0:
+            if self.tty:
+                sys.stderr.write(f"\r{self.label}: scanning, {self.found} files found")
+                sys.stderr.flush()
+            else:
+                self._maybe_log(f"{self.label}: scanning, {self.found} files found")
+
+    def start_work(self, total: int) -> None:
+        """The walk is over; ``total`` documents need reading."""
+        self.total = total
+        if self.tty and self.found >= 2000:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+        if self.tty and total:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=self.label, unit="doc", file=sys.stderr,
+                             dynamic_ncols=True, leave=False, mininterval=0.2)
+        elif total:
+            log.info("%s: %d files found, %d to read", self.label, self.found, total)
+
+    def tick_work(self, item: str = "") -> None:
+        """One document done."""
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(1)
+        else:
+            self._maybe_log(f"{self.label}: {self.done}/{self.total} documents read")
+
+    def _maybe_log(self, msg: str) -> None:
+        now = time.monotonic()
+        if now - self._last_log >= self.log_every_seconds:
+            self._last_log = now
+            elapsed = now - self._started
+            log.info("%s (%.0f s)", msg, elapsed)
+
+    def close(self) -> None:
+        """Remove the bar; safe to call twice."""
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            bar.close()

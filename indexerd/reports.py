@@ -1,0 +1,79 @@
+"""Read-only reports from the state store: dates (Verity's ``vsdb -date``), changed in a span
+(LCWA's query by time), and ``explain`` for one document.  They open the store read-only, so
+they work while the daemon runs and while it is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from typing import Iterator
+
+from .dates import format_utc, parse_since
+from .decide import REASONS
+from .files import key_to_path, path_to_key
+from .store import DocumentRecord, Store
+
+UTC = timezone.utc
+
+
+def record_to_json(rec: DocumentRecord) -> dict:
+    """A record as JSON-ready values (times as ISO 8601 UTC with ``Z``)."""
+    out = {}
+    for k, v in rec.__dict__.items():
+        out[k] = format_utc(v) if isinstance(v, datetime) else v
+    if rec.key.startswith("file://"):
+        out["path"] = key_to_path(rec.key)
+    return out
+
+
+def date_report(store: Store, source: str | None = None) -> Iterator[dict]:
+    """Every document: key, last_modified, date_source, indexed_at, status (ordered by key)."""
+    for rec in store.iter_records(source=source):
+        yield {"key": rec.key, "last_modified": format_utc(rec.last_modified),
+               "date_source": rec.date_source, "indexed_at": format_utc(rec.indexed_at),
+               "status": rec.status, "source": rec.source}
+
+
+def changed(store: Store, spec: str, now: datetime | None = None) -> Iterator[dict]:
+    """Documents whose last-modified falls in the span ``spec`` (see :func:`dates.parse_since`),
+    newest first.
+
+    Raises:
+        QueryError: the span cannot be parsed.
+    """
+    start, end = parse_since(spec, now or datetime.now(UTC))
+    for rec in store.iter_records(lm_from=start, lm_to=end, order="last_modified"):
+        if rec.last_modified is None:
+            continue
+        yield {"key": rec.key, "last_modified": format_utc(rec.last_modified),
+               "date_source": rec.date_source, "title": rec.title, "source": rec.source}
+
+
+def normalise_key(arg: str) -> str:
+    """A key as typed: a URL or ``sql:`` key as is; a file path (relative or absolute) as its
+    ``file:`` URI."""
+    if "://" in arg or arg.startswith("sql:"):
+        return arg
+    return path_to_key(os.path.realpath(arg))
+
+
+def explain(store: Store, key: str) -> dict | None:
+    """The stored record for ``key`` plus plain-language lines on its date and last decision."""
+    rec = store.get(normalise_key(key))
+    if rec is None:
+        return None
+    out = record_to_json(rec)
+    why = []
+    if rec.date_source:
+        why.append(f"last-modified {format_utc(rec.last_modified)} came from {rec.date_source}"
+                   + (" (the fallback: no usable date in the document or protocol)"
+                      if rec.date_source == "fallback" else ""))
+    if rec.date_notes:
+        why.append(f"date candidates: {rec.date_notes}")
+    if rec.reason:
+        meaning = REASONS.get(rec.reason)
+        why.append(f"last decision at {format_utc(rec.decided_at)}: {rec.reason}"
+                   + (f" ({meaning})" if meaning else "") + (f" — {rec.detail}" if rec.detail else ""))
+    out["explanation"] = why
+    return out

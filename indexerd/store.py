@@ -1,0 +1,317 @@
+"""SQLite state store: one row per document key, plus per-source run records.
+
+Contract relied on: SQLite in WAL mode allows one writer and many concurrent readers across
+threads and processes; every connection here sets ``busy_timeout`` so a reader never fails on a
+momentary write lock.  The writer thread (:mod:`indexerd.writer`) is the only code that writes
+document rows during a pass; readers (the scan's stat map, ``ctl report``) open their own
+connection.
+
+Schema changes go through numbered migrations (:data:`MIGRATIONS`); a database whose
+``schema_version`` is newer than the code is refused with :class:`~indexerd.errors.SchemaTooNew`.
+
+All times are stored as ISO 8601 UTC text with a ``Z`` suffix and microseconds, so they sort and
+compare as text; they come back as aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .errors import SchemaTooNew, StoreError
+
+UTC = timezone.utc
+
+#: Numbered migration steps; index i moves the schema from version i to i + 1.
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: the first release
+    """
+    CREATE TABLE documents (
+        key                  TEXT PRIMARY KEY,
+        source               TEXT NOT NULL,
+        status               TEXT NOT NULL,      -- indexed | skipped | error
+        reason               TEXT,               -- last decision or skip reason (a fixed word)
+        detail               TEXT,               -- human text for errors and skips
+        title                TEXT,
+        media_type           TEXT,
+        size                 INTEGER,
+        mtime_ns             INTEGER,            -- files: stat mtime in ns at the last verdict
+        last_modified        TEXT,               -- the resolved date (ISO UTC)
+        date_source          TEXT,               -- meta:<name> | header | mtime | column | sitemap | fallback
+        date_notes           TEXT,               -- why each date candidate was taken or dropped
+        etag                 TEXT,               -- web: ETag as received
+        last_modified_header TEXT,               -- web: Last-Modified exactly as received
+        content_hash         TEXT,
+        indexed_at           TEXT,
+        checked_at           TEXT,
+        decided_at           TEXT
+    );
+    CREATE INDEX documents_source ON documents(source, key);
+    CREATE INDEX documents_last_modified ON documents(last_modified);
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT
+    );
+    CREATE TABLE source_runs (
+        source      TEXT PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        started_at  TEXT,
+        finished_at TEXT,
+        counts      TEXT                         -- JSON of the pass summary
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def to_db_time(dt: datetime | None) -> str | None:
+    """Aware datetime -> ``'2001-09-09T01:46:40.000000Z'``; None stays None.
+
+    Raises:
+        ValueError: for a naive datetime (never store a time without a zone).
+    """
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        raise ValueError("naive datetime given to the state store")
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def from_db_time(s: str | None) -> datetime | None:
+    """Inverse of :func:`to_db_time`: aware UTC or None."""
+    if not s:
+        return None
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(UTC)
+
+
+@dataclass
+class DocumentRecord:
+    """One document's row.  Times are aware UTC; ``None`` means unknown or not applicable."""
+
+    key: str
+    source: str
+    status: str = "indexed"
+    reason: str | None = None
+    detail: str | None = None
+    title: str | None = None
+    media_type: str | None = None
+    size: int | None = None
+    mtime_ns: int | None = None
+    last_modified: datetime | None = None
+    date_source: str | None = None
+    date_notes: str | None = None
+    etag: str | None = None
+    last_modified_header: str | None = None
+    content_hash: str | None = None
+    indexed_at: datetime | None = None
+    checked_at: datetime | None = None
+    decided_at: datetime | None = None
+
+
+_COLUMNS = tuple(f.name for f in fields(DocumentRecord))
+_TIME_COLUMNS = frozenset({"last_modified", "indexed_at", "checked_at", "decided_at"})
+_UPSERT = (f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+           f"ON CONFLICT(key) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in _COLUMNS[1:]))
+
+
+def _row_to_record(row: sqlite3.Row) -> DocumentRecord:
+    values = {c: (from_db_time(row[c]) if c in _TIME_COLUMNS else row[c]) for c in _COLUMNS}
+    return DocumentRecord(**values)
+
+
+def _record_to_row(rec: DocumentRecord) -> tuple:
+    return tuple(to_db_time(getattr(rec, c)) if c in _TIME_COLUMNS else getattr(rec, c) for c in _COLUMNS)
+
+
+class Store:
+    """The state store at ``<state_dir>/state.sqlite3``.
+
+    One object per thread (sqlite3 connections are not shared across threads here); open as many
+    as needed, WAL lets them coexist.  ``close()`` is safe to call twice.
+
+    Raises (from the constructor):
+        SchemaTooNew: the file was written by a newer indexerd.
+        StoreError: the file cannot be opened or is not a database.
+    """
+
+    FILENAME = "state.sqlite3"
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        try:
+            if readonly:
+                if not self.path.exists():
+                    raise StoreError(f"{self.path}: no state store yet (nothing has been indexed)")
+                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
+                                           check_same_thread=False)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False,
+                                           isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: cannot open the state store: {e}") from None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def in_dir(cls, state_dir: str | Path, *, readonly: bool = False) -> "Store":
+        """Open the store file inside ``state_dir``."""
+        return cls(Path(state_dir) / cls.FILENAME, readonly=readonly)
+
+    # -- schema ---------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(f"{self.path}: state store schema version {version} is newer than this "
+                               f"indexerd understands ({SCHEMA_VERSION}); upgrade indexerd")
+        if version == SCHEMA_VERSION:
+            return
+        if self.readonly:
+            raise StoreError(f"{self.path}: state store needs migration; run `indexerd index` once")
+        for step in range(version, SCHEMA_VERSION):
+            # executescript commits any open transaction first, so the BEGIN goes in the script
+            try:
+                self._db.executescript(f"BEGIN IMMEDIATE;{MIGRATIONS[step]};"
+                                       f"PRAGMA user_version = {step + 1};COMMIT;")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    @property
+    def schema_version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- reads ----------------------------------------------------------------------------
+    def get(self, key: str) -> DocumentRecord | None:
+        """The record for ``key``, or None."""
+        row = self._db.execute("SELECT * FROM documents WHERE key = ?", (key,)).fetchone()
+        return _row_to_record(row) if row else None
+
+    def stat_map(self, source: str) -> dict[str, tuple[int | None, int | None]]:
+        """``{key: (mtime_ns, size)}`` for every document of ``source``: the scan's change test."""
+        cur = self._db.execute("SELECT key, mtime_ns, size FROM documents WHERE source = ?", (source,))
+        return {k: (m, s) for k, m, s in cur}
+
+    def keys(self, source: str | None = None, status: str | None = None) -> set[str]:
+        """Every key (of one source / with one status when given)."""
+        sql, args = "SELECT key FROM documents WHERE 1=1", []
+        if source is not None:
+            sql += " AND source = ?"
+            args.append(source)
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        return {r[0] for r in self._db.execute(sql, args)}
+
+    def iter_records(self, *, source: str | None = None, lm_from: datetime | None = None,
+                     lm_to: datetime | None = None, order: str = "key") -> Iterator[DocumentRecord]:
+        """Records, optionally of one source and with ``lm_from <= last_modified < lm_to``."""
+        sql, args = "SELECT * FROM documents WHERE 1=1", []
+        if source is not None:
+            sql += " AND source = ?"
+            args.append(source)
+        if lm_from is not None:
+            sql += " AND last_modified >= ?"
+            args.append(to_db_time(lm_from))
+        if lm_to is not None:
+            sql += " AND last_modified < ?"
+            args.append(to_db_time(lm_to))
+        sql += " ORDER BY " + {"key": "key", "last_modified": "last_modified DESC, key"}[order]
+        for row in self._db.execute(sql, args):
+            yield _row_to_record(row)
+
+    def counts_by_source(self) -> dict[str, dict[str, int]]:
+        """``{source: {status: n}}``."""
+        out: dict[str, dict[str, int]] = {}
+        for src, status, n in self._db.execute(
+                "SELECT source, status, count(*) FROM documents GROUP BY source, status"):
+            out.setdefault(src, {})[status] = n
+        return out
+
+    def source_runs(self) -> dict[str, dict]:
+        """Last run of each source: ``{source: {kind, started_at, finished_at, counts}}``."""
+        import json
+
+        out = {}
+        for row in self._db.execute("SELECT * FROM source_runs"):
+            out[row["source"]] = {"kind": row["kind"], "started_at": from_db_time(row["started_at"]),
+                                  "finished_at": from_db_time(row["finished_at"]),
+                                  "counts": json.loads(row["counts"] or "{}")}
+        return out
+
+    # -- writes ---------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        """A value from the ``meta`` table (e.g. ``index_generation``), or None."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def write_batch(self, upserts: Iterable[DocumentRecord], deletes: Iterable[str] = (),
+                    meta: dict[str, str] | None = None) -> None:
+        """Apply upserts, deletions and ``meta`` values in one transaction (all or nothing).
+
+        Raises:
+            StoreError: the transaction failed (disk full, read-only file system); nothing of
+                the batch was written.
+        """
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(_UPSERT, (_record_to_row(r) for r in upserts))
+                self._db.executemany("DELETE FROM documents WHERE key = ?", ((k,) for k in deletes))
+                self._db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                                     (meta or {}).items())
+                self._db.execute("COMMIT")
+            except sqlite3.Error as e:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(f"{self.path}: write failed: {e}") from None
+
+    def reset_stats(self, keys: Iterable[str]) -> None:
+        """Forget the stored stat and hash of ``keys`` so the next pass reads and re-indexes them."""
+        self._exec_many("UPDATE documents SET mtime_ns = NULL, content_hash = NULL, "
+                        "status = 'stale' WHERE key = ?", ((k,) for k in keys))
+
+    def record_run(self, source: str, kind: str, started_at: datetime, finished_at: datetime | None,
+                   counts: dict) -> None:
+        """Remember the last pass of a source (for ``ctl status``)."""
+        import json
+
+        self._exec_many("INSERT INTO source_runs(source, kind, started_at, finished_at, counts) "
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT(source) DO UPDATE SET kind=excluded.kind, "
+                        "started_at=excluded.started_at, finished_at=excluded.finished_at, "
+                        "counts=excluded.counts",
+                        [(source, kind, to_db_time(started_at), to_db_time(finished_at), json.dumps(counts))])
+
+    def _exec_many(self, sql: str, rows: Iterable[tuple]) -> None:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(sql, rows)
+                self._db.execute("COMMIT")
+            except sqlite3.Error as e:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(f"{self.path}: write failed: {e}") from None
+
+    def close(self) -> None:
+        """Close the connection; safe to call twice."""
+        db, self._db = getattr(self, "_db", None), None
+        if db is not None:
+            db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

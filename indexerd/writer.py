@@ -1,0 +1,296 @@
+"""The one writer: a thread that owns the index session and the state store's document rows.
+
+Sources and the pipeline never write the index; they :meth:`~IndexWriter.submit` operations.
+The thread batches them and commits:
+
+- in *live* mode (the daemon) as soon as its queue drains (after a 50 ms grace for more work),
+  and at the latest ``commit_interval_seconds`` after the first pending change, with
+  ``merge=False`` so a commit never waits for a segment merge; merges run after
+  ``merge_idle_seconds`` of idleness;
+- in *bulk* mode (one-shot ``indexerd index``) every ``bulk_commit_batch`` documents, merging as
+  Whoosh likes, so a big first index makes few, large segments.
+
+Order of durability: the index commit happens first, then the store rows of that batch are
+written in one SQLite transaction.  A crash between the two leaves the store behind the index,
+and the next pass simply re-indexes those documents (update-by-key is idempotent); a document is
+never marked indexed in the store before it is searchable.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from .errors import IndexerdError, RetryLater
+from .index import IndexDoc, WhooshIndex
+from .store import DocumentRecord, Store
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+@dataclass
+class WriterStats:
+    """Counters the writer keeps; read by ``ctl status``.  Updated only by the writer thread."""
+
+    commits: int = 0
+    docs_written: int = 0
+    docs_deleted: int = 0
+    commit_errors: int = 0
+    last_commit_at: datetime | None = None
+    last_commit_seconds: float = 0.0
+    last_error: str | None = None
+    merges: int = 0
+
+
+@dataclass
+class _Op:
+    kind: str                       # "index" | "remove" | "record" | "barrier" | "stop"
+    key: str = ""
+    doc: IndexDoc | None = None
+    record: DocumentRecord | None = None
+    event: threading.Event | None = field(default=None, repr=False)
+
+
+class IndexWriter:
+    """Owns the Whoosh writer and the document rows of the state store.
+
+    Args:
+        index: the open index.
+        store_path: the state store file; the thread opens its own connection.
+        live: daemon mode (commit on drain, never merge on the hot path) vs bulk mode.
+        commit_interval_seconds: the most a change may wait before it is committed.
+        commit_batch: commit once this many documents are pending.
+        merge_idle_seconds: live mode: merge segments after this long without work.
+        memory_bytes: Whoosh's in-memory posting buffer before it spills to temp files.
+
+    Thread safety: :meth:`submit_*`, :meth:`flush`, :meth:`pending_record` and :meth:`close`
+    may be called from any thread.
+    """
+
+    def __init__(self, index: WhooshIndex, store_path, *, live: bool = False,
+                 commit_interval_seconds: float = 1.0, commit_batch: int = 200,
+                 merge_idle_seconds: float = 600.0, memory_bytes: int = 64 * 1024 * 1024,
+                 max_queue: int = 512) -> None:
+        self.index = index
+        self._store_path = store_path
+        self.live = live
+        self.commit_interval_seconds = commit_interval_seconds
+        self.commit_batch = commit_batch
+        self.merge_idle_seconds = merge_idle_seconds
+        self.memory_bytes = memory_bytes
+        self.stats = WriterStats()
+        self._q: queue.Queue[_Op] = queue.Queue(maxsize=max_queue)
+        self._pending_lock = threading.Lock()
+        self._pending: dict[str, DocumentRecord | None] = {}   # key -> record (None = row deleted)
+        self._thread = threading.Thread(target=self._run, name="index-writer", daemon=True)
+        self._closed = False
+        self._failure: BaseException | None = None
+        self._thread.start()
+
+    # -- producer side --------------------------------------------------------------------
+    def submit_index(self, doc: IndexDoc, record: DocumentRecord) -> None:
+        """Add or replace ``doc`` (by key) and then store ``record``."""
+        self._put(_Op("index", doc.key, doc=doc, record=record))
+
+    def submit_remove(self, key: str, record: DocumentRecord | None = None) -> None:
+        """Delete ``key`` from the index; then delete its row (``record`` None) or store ``record``."""
+        self._put(_Op("remove", key, record=record))
+
+    def submit_record(self, record: DocumentRecord) -> None:
+        """Store ``record`` without touching the index (skips, unchanged verdicts)."""
+        self._put(_Op("record", record.key, record=record))
+
+    def pending_record(self, key: str) -> tuple[bool, DocumentRecord | None]:
+        """``(True, record_or_None)`` when a write for ``key`` is queued but not yet committed."""
+        with self._pending_lock:
+            if key in self._pending:
+                return True, self._pending[key]
+        return False, None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Commit everything submitted so far; True once it is searchable and stored."""
+        ev = threading.Event()
+        self._put(_Op("barrier", event=ev))
+        return ev.wait(timeout)
+
+    def queue_depth(self) -> int:
+        return self._q.qsize()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit what is pending and stop the thread; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread.is_alive():
+            self._q.put(_Op("stop"))
+            self._thread.join(timeout)
+        if self._failure is not None:
+            raise self._failure
+
+    def _put(self, op: _Op) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._closed:
+            raise RuntimeError("index writer is closed")
+        if op.record is not None or op.kind == "remove":
+            with self._pending_lock:
+                self._pending[op.key] = op.record
+        self._q.put(op)
+
+    # -- the thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        store = Store(self._store_path)
+        session = None
+        upserts: dict[str, DocumentRecord] = {}
+        deletes: set[str] = set()
+        batch_keys: dict[str, DocumentRecord | None] = {}
+        docs_pending = 0
+        first_pending_at: float | None = None
+        last_work_at = time.monotonic()
+        dirty_segments = False
+
+        def commit() -> None:
+            nonlocal session, docs_pending, first_pending_at, dirty_segments
+            started = time.monotonic()
+            if session is not None:
+                try:
+                    session.commit(merge=not self.live)
+                    dirty_segments = dirty_segments or self.live
+                except Exception as e:  # disk full, permission denied...: keep running
+                    self.stats.commit_errors += 1
+                    self.stats.last_error = f"index commit failed: {e}"
+                    log.error("index commit failed, %d changes will be retried at the next pass: %s",
+                              docs_pending, e)
+                    try:
+                        session.cancel()
+                    except Exception:
+                        pass
+                    session = None
+                    # the store keeps its old rows: the next pass redoes these documents
+                    upserts.clear()
+                    deletes.clear()
+                    self._forget_pending(batch_keys)
+                    docs_pending, first_pending_at = 0, None
+                    return
+                session = None
+            if upserts or deletes:
+                try:
+                    store.write_batch(list(upserts.values()), deletes,
+                                      meta={"index_generation": str(self.index.generation())})
+                except IndexerdError as e:
+                    self.stats.commit_errors += 1
+                    self.stats.last_error = str(e)
+                    log.error("%s", e)
+            n_docs = docs_pending
+            upserts.clear()
+            deletes.clear()
+            self._forget_pending(batch_keys)
+            docs_pending, first_pending_at = 0, None
+            if n_docs:
+                self.stats.commits += 1
+                self.stats.last_commit_at = datetime.now(UTC)
+                self.stats.last_commit_seconds = time.monotonic() - started
+                log.debug("committed %d documents in %.3f s", n_docs, self.stats.last_commit_seconds)
+
+        def need_session():
+            nonlocal session
+            if session is None:
+                while True:
+                    try:
+                        session = self.index.session(memory_bytes=self.memory_bytes)
+                        break
+                    except RetryLater as e:
+                        log.warning("%s; retrying", e)
+                        time.sleep(1.0)
+            return session
+
+        try:
+            while True:
+                if first_pending_at is not None:
+                    timeout = max(0.0, first_pending_at + self.commit_interval_seconds - time.monotonic())
+                elif self.live and dirty_segments:
+                    timeout = max(0.0, last_work_at + self.merge_idle_seconds - time.monotonic())
+                else:
+                    timeout = None
+                try:
+                    op = self._q.get(timeout=timeout)
+                except queue.Empty:
+                    if first_pending_at is not None:
+                        commit()
+                    elif self.live and dirty_segments:
+                        self._merge()
+                        dirty_segments = False
+                    continue
+                last_work_at = time.monotonic()
+                if op.kind == "stop":
+                    commit()
+                    break
+                if op.kind == "barrier":
+                    commit()
+                    op.event.set()
+                    continue
+                if first_pending_at is None:
+                    first_pending_at = time.monotonic()
+                batch_keys[op.key] = op.record
+                try:
+                    if op.kind == "index":
+                        need_session().update(op.doc)
+                        docs_pending += 1
+                        self.stats.docs_written += 1
+                        deletes.discard(op.key)
+                        upserts[op.key] = op.record
+                    elif op.kind == "remove":
+                        need_session().delete(op.key)
+                        docs_pending += 1
+                        self.stats.docs_deleted += 1
+                        if op.record is None:
+                            upserts.pop(op.key, None)
+                            deletes.add(op.key)
+                        else:
+                            deletes.discard(op.key)
+                            upserts[op.key] = op.record
+                    elif op.kind == "record":
+                        deletes.discard(op.key)
+                        upserts[op.key] = op.record
+                except Exception as e:
+                    # one bad document must not take the writer down
+                    log.error("index write of %s failed: %s", op.key, e)
+                    self.stats.last_error = f"{op.key}: {e}"
+                batch = self.commit_batch
+                if docs_pending >= batch or len(upserts) >= max(batch, 2000):
+                    commit()
+                elif self.live and self._q.empty():
+                    time.sleep(0.05)  # grace: a burst usually brings more work
+                    if self._q.empty():
+                        commit()
+        except BaseException as e:  # pragma: no cover - last-resort reporting
+            self._failure = e
+            log.exception("index writer stopped")
+        finally:
+            if session is not None:
+                try:
+                    session.cancel()
+                except Exception:
+                    pass
+            store.close()
+
+    def _forget_pending(self, batch_keys: dict) -> None:
+        """Drop the overlay entries this batch wrote, unless a newer submission replaced them."""
+        with self._pending_lock:
+            for key, rec in batch_keys.items():
+                if key in self._pending and self._pending[key] is rec:
+                    del self._pending[key]
+        batch_keys.clear()
+
+    def _merge(self) -> None:
+        try:
+            session = self.index.session(memory_bytes=self.memory_bytes, timeout_seconds=1.0)
+            session.commit(merge=True)
+            self.stats.merges += 1
+        except Exception as e:
+            log.warning("idle merge skipped: %s", e)

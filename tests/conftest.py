@@ -1,0 +1,117 @@
+"""Shared fixtures: a real corpus (../shared/corpus, else documents every Python install has),
+temp state dirs, and a runner for the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CORPUS = REPO.parent / "shared" / "corpus"
+FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
+
+
+def _fallback_corpus(dest: Path) -> None:
+    """Real documents without ../shared: pydoc HTML of stdlib modules and stdlib text files.
+
+    Layout mirrors the shared corpus's known answers: library/asyncio-eventloop.html is the page
+    about the asyncio event loop, tutorial/controlflow.html mentions for/range, library/sqlite3.html
+    documents sqlite3, text/GPL-3.txt holds "GNU General Public License".
+    """
+    import importlib
+    import pydoc
+
+    pages = {
+        "library/asyncio-eventloop.html": "asyncio.events",
+        "library/sqlite3.html": "sqlite3",
+        "tutorial/controlflow.html": "builtins",
+        "library/json.html": "json",
+        "library/pathlib.html": "pathlib",
+        "library/argparse.html": "argparse",
+        "library/email.html": "email.utils",
+        "library/http.html": "http.client",
+        "library/shutil.html": "shutil",
+        "library/textwrap.html": "textwrap",
+    }
+    for rel, modname in pages.items():
+        mod = importlib.import_module(modname)
+        html = pydoc.HTMLDoc().page(pydoc.describe(mod), pydoc.HTMLDoc().document(mod))
+        if modname == "asyncio.events":
+            html = html.replace("<title>", "<title>asyncio Event Loop: ", 1)
+        p = dest / "python-docs" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(html, encoding="utf-8")
+    text = dest / "text"
+    text.mkdir(parents=True, exist_ok=True)
+    lic = Path(os.__file__).parent / "LICENSE.txt"
+    body = lic.read_text(encoding="utf-8", errors="replace") if lic.exists() else ""
+    (text / "GPL-3.txt").write_text(
+        "GNU GENERAL PUBLIC LICENSE\nThis is the GNU General Public License, version 3.\n\n" + body,
+        encoding="utf-8")
+    for name in ("this.py", "antigravity.py", "colorsys.py"):
+        src = Path(os.__file__).parent / name
+        if src.exists():
+            shutil.copy(src, text / (name + ".txt"))
+
+
+@pytest.fixture(scope="session")
+def corpus_src(tmp_path_factory) -> Path:
+    """A read-only source corpus: the shared one when present, else a generated fallback."""
+    if SHARED_CORPUS.is_dir():
+        return SHARED_CORPUS
+    dest = tmp_path_factory.mktemp("fallback-corpus")
+    _fallback_corpus(dest)
+    return dest
+
+
+@pytest.fixture
+def corpus(tmp_path, corpus_src) -> Path:
+    """A private, writable copy of the corpus with every mtime set to 2024-01-01T00:00:00Z."""
+    dest = tmp_path / "corpus"
+    shutil.copytree(corpus_src, dest)
+    for dirpath, dirs, files in os.walk(dest):
+        os.chmod(dirpath, 0o755)
+        for f in files:
+            p = os.path.join(dirpath, f)
+            os.chmod(p, 0o644)
+            os.utime(p, (FIXED_MTIME, FIXED_MTIME))
+    return dest
+
+
+class CLI:
+    """Runs the real ``indexerd`` in a subprocess with its own state dir."""
+
+    def __init__(self, state_dir: Path, config: Path | None = None) -> None:
+        self.state_dir = state_dir
+        self.config = config
+        self.env = dict(os.environ, STATE_DIRECTORY=str(state_dir))
+        self.env.pop("INDEXERD_CONFIG", None)
+        self.env.pop("RUNTIME_DIRECTORY", None)
+
+    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "indexerd.cli", *args]
+        if self.config is not None and args and args[0] in ("index", "check-config"):
+            cmd[4:4] = ["-c", str(self.config)]
+        elif self.config is not None and args and args[0] == "ctl":
+            cmd[5:5] = ["-c", str(self.config)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{cmd} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+        return p
+
+    def index(self, *args: str) -> dict:
+        return json.loads(self.run("index", "--json", *args).stdout)
+
+    def search(self, query: str, *args: str) -> list[dict]:
+        return json.loads(self.run("ctl", "search", query, "--json", *args).stdout)
+
+
+@pytest.fixture
+def cli(tmp_path) -> CLI:
+    return CLI(tmp_path / "state")
