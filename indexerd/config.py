@@ -120,12 +120,8 @@ class Sources(_Struct):
     filesystem: list[FilesystemSource] = []
 
 
-class Config(_Struct):
-    """The whole validated configuration.  Build it with :func:`load_config`.
-
-    ``state_dir`` / ``control_socket`` are ``None`` here when unset; use :func:`resolve_state_dir`
-    and :func:`resolve_control_socket` so that the daemon and every ``ctl`` call agree.
-    """
+class ConfigFile(_Struct):
+    """The keys of the TOML file (see :class:`Config`, which adds where it came from)."""
 
     state_dir: str | None = None
     control_socket: str | None = None
@@ -136,7 +132,17 @@ class Config(_Struct):
     meta_map: str | None = None
     index: IndexSettings = IndexSettings()
     sources: Sources = Sources()
-    #: where the config came from, for messages (not a TOML key)
+
+
+class Config(ConfigFile):
+    """The whole validated configuration.  Build it with :func:`load_config`.
+
+    ``state_dir`` / ``control_socket`` are ``None`` here when unset; use :func:`resolve_state_dir`
+    and :func:`resolve_control_socket` so that the daemon and every ``ctl`` call agree.
+    ``origin`` is where it came from (a file path, ``<defaults>``), for messages; it is not a
+    TOML key.
+    """
+
     origin: str = "<defaults>"
 
 
@@ -156,7 +162,7 @@ def _key_path(msg: str) -> tuple[str, str]:
 def _friendly(what: str) -> str:
     what = what.replace("Object contains unknown field", "unknown key")
     what = re.sub(r"Expected `array`, got `(\w+)`", r"expected a list (of strings or glob patterns), got \1", what)
-    what = re.sub(r"Expected `(\w+)`, got `(\w+)`", r"expected \1, got \2", what)
+    what = re.sub(r"Expected `([^`]+)`, got `(\w+)`", lambda m: f"expected {m.group(1).replace(' | null', '')}, got {m.group(2)}", what)
     what = what.replace("Object missing required field", "missing required key")
     return what
 
@@ -170,7 +176,7 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
     """
     data = text.encode() if isinstance(text, str) else text
     try:
-        cfg = msgspec.toml.decode(data, type=Config, dec_hook=_dec_hook)
+        raw = msgspec.toml.decode(data, type=ConfigFile, dec_hook=_dec_hook)
     except msgspec.ValidationError as e:
         path, what = _key_path(str(e))
         # "unknown key `x` - at `$.sources`" -> "sources.x: unknown key"
@@ -185,8 +191,9 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
         raise ConfigError(f"{origin}: {path or '(top level)'}: {_friendly(what)}") from None
     except msgspec.DecodeError as e:
         raise ConfigError(f"{origin}: not valid TOML: {e}") from None
+    cfg = Config(**msgspec.structs.asdict(raw), origin=origin)
     _check_semantics(cfg, origin)
-    return msgspec.structs.replace(cfg, origin=origin)
+    return cfg
 
 
 def _check_semantics(cfg: Config, origin: str) -> None:

@@ -16,7 +16,6 @@ its real path (indexed once however many links lead to it).
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 import re
@@ -28,6 +27,7 @@ from typing import Iterator
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from .config import FilesystemSource, SourcePolicy
+from .errors import IndexUnavailable, StoreError
 from .dates import MetaMap
 from .decide import DecideSettings
 from .pipeline import Fetched, PassCounts, Pipeline, Policy
@@ -53,6 +53,39 @@ def display_path(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "replace")
 
 
+def glob_to_regex(pattern: str) -> str:
+    """Translate a glob into a regex: ``*`` and ``?`` never match ``/``, ``**`` matches across
+    directories, ``[...]`` classes as in :mod:`fnmatch` (as glob, pathlib and gitignore do)."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern[i:i + 2] == "**":
+                i += 2
+                if pattern[i:i + 1] == "/":
+                    out.append("(?:.*/)?")
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1:j]
+                body = "^" + body[1:] if body.startswith("!") else body
+                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "(?s:" + "".join(out) + r")\Z"
+
+
 class PathMatcher:
     """Include/exclude globs of one source.
 
@@ -64,7 +97,7 @@ class PathMatcher:
 
     def __init__(self, include: list[str], exclude: list[str]) -> None:
         def compile_(pats: list[str]) -> re.Pattern | None:
-            return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in pats)) if pats else None
+            return re.compile("|".join(f"(?:{glob_to_regex(p)})" for p in pats)) if pats else None
 
         self._inc_name = compile_([p for p in include if "/" not in p])
         self._inc_rel = compile_([p.lstrip("/") for p in include if "/" in p])
@@ -277,6 +310,7 @@ class FileSource:
         if not os.path.isdir(top):
             log.error("source %s: root %s is missing or not a directory; nothing is deleted",
                       self.name, display_path(top))
+            counts.seen += 1
             counts.errors += 1
             return
         stored = pipeline.store.stat_map(self.name)
@@ -293,7 +327,9 @@ class FileSource:
         for path, st in todo:
             try:
                 self.read(path, st, pipeline, counts, forced=forced)
-            except Exception as e:  # a bug on one file must not end the pass
+            except (IndexUnavailable, StoreError):
+                raise  # the whole pass cannot go on; the CLI reports it
+            except Exception:  # a bug on one file must not end the pass
                 log.exception("failed on %s", display_path(path))
                 counts.seen += 1
                 counts.errors += 1

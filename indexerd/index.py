@@ -266,7 +266,7 @@ class WhooshIndex:
                 flt = wq.DateRange("last_modified", _naive_utc(since), _naive_utc(until),
                                    startexcl=False, endexcl=True)
             results = searcher.search(q, limit=limit, filter=flt)
-            results.fragmenter = highlight.ContextFragmenter(maxchars=snippet_chars, surround=60)
+            results.fragmenter = highlight.ContextFragmenter(maxchars=snippet_chars // 2, surround=40)
             results.formatter = _PlainFormatter()
             hits = []
             for i, h in enumerate(results, 1):

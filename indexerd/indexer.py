@@ -102,6 +102,8 @@ class Indexer:
             if rebuild:
                 self._rebuild()
             self.pipeline = Pipeline(self._get_writer, self.store, self.counters)
+            if (self.state.path / "index").exists():
+                self.index()  # a corrupt index is reported now, not after a pass that looks fine
             self._reconcile_if_needed()
         except BaseException:
             self.close()

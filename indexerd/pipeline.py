@@ -171,7 +171,7 @@ class Pipeline:
             self.writer.submit_remove(key, rec)
         else:
             self.writer.submit_record(rec)
-        counts.seen += 1
+        counts.seen += 1  # only once the writer took it: a failure above is counted by the caller
         if status == "error":
             counts.errors += 1
             self.counters.inc(f"error.{reason}")
@@ -222,7 +222,6 @@ class Pipeline:
                               decide_mod.NewFacts(resolved.value, resolved.source, chash, forced=forced),
                               now, policy.settings)
         self.counters.inc(f"decide.{d.reason}")
-        counts.seen += 1
         common = dict(key=f.key, source=f.source, size=f.size, mtime_ns=f.mtime_ns, etag=f.etag,
                       last_modified_header=f.last_modified_header, media_type=ex.media_type,
                       checked_at=now, decided_at=now, reason=d.reason)
@@ -234,6 +233,7 @@ class Pipeline:
                            content=ex.text, last_modified=resolved.value, date_source=resolved.source,
                            media_type=ex.media_type, size=f.size)
             self.writer.submit_index(doc, rec)
+            counts.seen += 1
             counts.indexed += 1
             log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
             return Outcome("indexed", d.reason, ex)
@@ -242,5 +242,6 @@ class Pipeline:
         rec = replace(base, status="indexed", **common) if base is not None else DocumentRecord(
             status="indexed", **common)
         self.writer.submit_record(rec)
+        counts.seen += 1
         counts.unchanged += 1
         return Outcome("unchanged", d.reason, ex)

@@ -264,10 +264,11 @@ class Store:
             StoreError: the transaction failed (disk full, read-only file system); nothing of
                 the batch was written.
         """
+        rows = [_record_to_row(r) for r in upserts]  # ValueError (naive time) before any write
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany(_UPSERT, (_record_to_row(r) for r in upserts))
+                self._db.executemany(_UPSERT, rows)
                 self._db.executemany("DELETE FROM documents WHERE key = ?", ((k,) for k in deletes))
                 self._db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                                      (meta or {}).items())
@@ -294,6 +295,7 @@ class Store:
                         [(source, kind, to_db_time(started_at), to_db_time(finished_at), json.dumps(counts))])
 
     def _exec_many(self, sql: str, rows: Iterable[tuple]) -> None:
+        rows = list(rows)
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")

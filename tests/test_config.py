@@ -1,0 +1,268 @@
+"""Configuration: defaults, durations and sizes, every kind of mistake named by file and key path,
+where the file and the state dir are found, the shipped etc/indexerd.toml, and check-config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from indexerd import config as config_mod
+from indexerd.config import (
+    DEFAULT_EXCLUDES,
+    Config,
+    IndexSettings,
+    find_config_path,
+    load_config,
+    parse_config,
+    parse_size,
+    resolve_state_dir,
+    source_policy,
+)
+from indexerd.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+ETC = REPO / "etc" / "indexerd.toml"
+ORIGIN = "/etc/test/indexerd.toml"
+
+
+def src(extra: str = "", name: str = "docs", path: str = "/srv/docs") -> str:
+    return f'[[sources.filesystem]]\nname = "{name}"\npath = "{path}"\n{extra}'
+
+
+def config_error(text: str) -> str:
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, ORIGIN)
+    msg = str(ei.value)
+    assert msg.startswith(ORIGIN + ": "), msg
+    assert ei.value.exit_code == 2
+    return msg
+
+
+def test_defaults() -> None:
+    cfg = parse_config("", ORIGIN)
+    assert cfg.origin == ORIGIN
+    assert (cfg.state_dir, cfg.control_socket, cfg.meta_map) == (None, None, None)
+    assert cfg.log_level == "info"
+    assert cfg.max_size == 20_000_000
+    assert cfg.refresh_time == 86400.0
+    assert cfg.strict_dates is False
+    assert cfg.index == IndexSettings(commit_interval=1.0, commit_batch=200, bulk_commit_batch=5000,
+                                      merge_idle=600.0, writer_memory=64 * 1024 * 1024)
+    assert cfg.sources.filesystem == []
+    s = parse_config(src(), ORIGIN).sources.filesystem[0]
+    assert s.include == ["*"]
+    assert s.exclude == list(DEFAULT_EXCLUDES)
+    assert (s.follow_symlinks, s.watch, s.interval) == (False, True, 3600.0)
+    assert (s.max_size, s.meta_map, s.date_sources, s.refresh_time, s.strict_dates) == (None,) * 5
+    assert Config().origin == "<defaults>"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("15m", 900.0), ("1h30m", 5400.0), ("2d", 172800.0), ("1.5h", 5400.0), ("500ms", 0.5), ("1w", 604800.0),
+])
+def test_durations(text, expected) -> None:
+    cfg = parse_config(f'refresh_time = "{text}"\n[index]\nmerge_idle = "{text}"\n', ORIGIN)
+    assert cfg.refresh_time == expected and isinstance(cfg.refresh_time, float)
+    assert cfg.index.merge_idle == expected
+
+
+def test_duration_as_number_of_seconds() -> None:
+    assert parse_config("refresh_time = 90\n").refresh_time == 90.0
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('"20MB"', 20_000_000), ('"20MiB"', 20 * 1024**2), ('"512KiB"', 512 * 1024), ('"1G"', 10**9),
+    ('"1.5MB"', 1_500_000), ("1000", 1000), ('"7"', 7), ('"20 mb"', 20_000_000),
+])
+def test_sizes(text, expected) -> None:
+    cfg = parse_config(f"max_size = {text}\n[index]\nwriter_memory = {text}\n", ORIGIN)
+    assert cfg.max_size == expected and isinstance(cfg.max_size, int)
+    assert cfg.index.writer_memory == expected
+
+
+@pytest.mark.parametrize("bad", ["20XB", "-5MB", "", "MB", "twenty"])
+def test_bad_sizes(bad) -> None:
+    with pytest.raises(ValueError):
+        parse_size(bad)
+    msg = config_error(f'max_size = "{bad}"\n')
+    assert "max_size" in msg and "size" in msg
+
+
+def test_bad_duration() -> None:
+    msg = config_error('[index]\nmerge_idle = "soon"\n')
+    assert "index.merge_idle" in msg and "'soon'" in msg
+
+
+def test_zero_commit_interval() -> None:
+    assert "index.commit_interval" in config_error('[index]\ncommit_interval = "0s"\n')
+
+
+@pytest.mark.parametrize("text,path", [
+    ('stat_dir = "/x"\n', "stat_dir"),
+    ('[index]\ncommit_intervall = "1s"\n', "index.commit_intervall"),
+    (src('exlcude = ["*.tmp"]\n'), "sources.filesystem[0].exlcude"),
+    (src() + src("folow_symlinks = true\n", name="b", path="/b"), "sources.filesystem[1].folow_symlinks"),
+    ("[sources]\nweb = []\n", "sources.web"),
+])
+def test_unknown_key_names_the_path(text, path) -> None:
+    msg = config_error(text)
+    assert f": {path}: unknown key" in msg, msg
+
+
+def test_origin_is_not_a_config_key() -> None:
+    config_error('origin = "somewhere else"\n')
+
+
+@pytest.mark.parametrize("text,path,words", [
+    ('max_size = true\n', "max_size", "size"),
+    ('[index]\ncommit_batch = "many"\n', "index.commit_batch", "expected int"),
+    (src('exclude = "*.swp"\n'), "sources.filesystem[0].exclude", "expected a list"),
+    (src("follow_symlinks = \"yes\"\n"), "sources.filesystem[0].follow_symlinks", "expected bool"),
+    ('state_dir = 5\n', "state_dir", "str"),
+    ('[index]\ncommit_batch = 0\n', "index.commit_batch", ">= 1"),
+    ('log_level = "loud"\n', "log_level", "expected one of"),
+    (src('exclude = ["", "*.swp"]\n'), "sources.filesystem[0].exclude", "glob"),
+    ('[[sources.filesystem]]\nname = "docs"\n', "sources.filesystem[0].path", "missing required key"),
+    (src(name="has space"), "sources.filesystem[0].name", "expected a name"),
+])
+def test_wrong_type_or_value(text, path, words) -> None:
+    msg = config_error(text)
+    assert f": {path}: " in msg and words in msg, msg
+
+
+def test_not_toml() -> None:
+    assert "not valid TOML" in config_error("state_dir = \n")
+
+
+def test_duplicate_source_names() -> None:
+    msg = config_error(src() + src(path="/other"))
+    assert "sources.filesystem[1].name" in msg and "duplicate source name 'docs'" in msg
+    assert "sources.filesystem[0]" in msg
+
+
+def test_relative_source_path_refused() -> None:
+    msg = config_error(src(path="docs/notes"))
+    assert "sources.filesystem[0].path" in msg and "absolute" in msg and "'docs/notes'" in msg
+
+
+def test_home_relative_source_path_accepted() -> None:
+    assert parse_config(src(path="~/notes")).sources.filesystem[0].path == "~/notes"
+
+
+@pytest.mark.parametrize("order,words", [
+    ('["mtime", "bogus"]', "unknown date source 'bogus'"),
+    ('["fallback", "mtime"]', "comes after 'fallback'"),
+    ('["mtime", "header"]', "repeats the protocol slot"),
+    ("[]", "at least one"),
+])
+def test_bad_date_sources(order, words) -> None:
+    msg = config_error(src(f"date_sources = {order}\n"))
+    assert "sources.filesystem[0].date_sources" in msg and words in msg, msg
+
+
+def test_good_date_sources_and_source_policy() -> None:
+    cfg = parse_config('max_size = "1MB"\nrefresh_time = "2h"\n'
+                       + src('date_sources = ["mtime", "meta"]\nmax_size = "5MB"\nstrict_dates = true\n'))
+    pol = source_policy(cfg, cfg.sources.filesystem[0])
+    assert pol.date_sources == ("mtime", "meta")
+    assert (pol.max_size_bytes, pol.refresh_time_seconds, pol.strict_dates) == (5_000_000, 7200.0, True)
+
+
+# -- where things are found -------------------------------------------------------------------
+@pytest.fixture
+def no_system_config(monkeypatch, tmp_path):
+    monkeypatch.setattr(config_mod, "DEFAULT_CONFIG_PATH", str(tmp_path / "no-such-system.toml"))
+    monkeypatch.delenv("INDEXERD_CONFIG", raising=False)
+
+
+def test_find_config_path_order(no_system_config, monkeypatch, tmp_path) -> None:
+    flag = tmp_path / "flag.toml"
+    env = tmp_path / "env.toml"
+    flag.write_text('log_level = "debug"\n')
+    env.write_text('log_level = "error"\n')
+    assert find_config_path(None) is None
+    monkeypatch.setenv("INDEXERD_CONFIG", str(env))
+    assert find_config_path(None) == env
+    assert find_config_path(str(flag)) == flag  # -c beats the environment
+    assert load_config(str(flag)).log_level == "debug"
+    assert load_config(None).log_level == "error"
+    assert load_config(None).origin == str(env)
+
+
+def test_find_config_path_system_file(no_system_config, monkeypatch, tmp_path) -> None:
+    system = tmp_path / "system.toml"
+    system.write_text("")
+    monkeypatch.setattr(config_mod, "DEFAULT_CONFIG_PATH", str(system))
+    assert find_config_path(None) == system
+
+
+def test_named_config_missing(no_system_config, monkeypatch, tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"config file not found \(from -c\)"):
+        find_config_path(str(tmp_path / "nope.toml"))
+    monkeypatch.setenv("INDEXERD_CONFIG", str(tmp_path / "nope-env.toml"))
+    with pytest.raises(ConfigError, match=r"nope-env.toml: config file not found \(from INDEXERD_CONFIG\)"):
+        find_config_path(None)
+
+
+def test_load_config_without_file(no_system_config) -> None:
+    assert load_config(None) == Config()
+    with pytest.raises(ConfigError, match="no config file"):
+        load_config(None, required=True)
+
+
+def test_resolve_state_dir(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("STATE_DIRECTORY", f"{tmp_path}/first:{tmp_path}/second")
+    assert resolve_state_dir(Config()) == tmp_path / "first"
+    assert resolve_state_dir(parse_config(f'state_dir = "{tmp_path}/cfg"\n')) == tmp_path / "cfg"
+    monkeypatch.delenv("STATE_DIRECTORY")
+    assert resolve_state_dir(Config()) != tmp_path / "first"
+
+
+# -- the shipped example and check-config ------------------------------------------------------
+def test_etc_config_parses_and_documents_the_defaults() -> None:
+    cfg = parse_config(ETC.read_bytes(), str(ETC))
+    defaults = Config()
+    assert cfg.index == defaults.index
+    assert (cfg.max_size, cfg.refresh_time, cfg.strict_dates, cfg.log_level) == \
+        (defaults.max_size, defaults.refresh_time, defaults.strict_dates, defaults.log_level)
+    (s,) = cfg.sources.filesystem
+    d = parse_config(src()).sources.filesystem[0]
+    assert (s.include, s.exclude, s.follow_symlinks, s.watch, s.interval) == \
+        (d.include, d.exclude, d.follow_symlinks, d.watch, d.interval)
+
+
+def test_check_config_of_etc_exits_0(cli) -> None:
+    p = cli.run("check-config", "-c", str(ETC), check=False)
+    assert p.returncode == 0, p.stderr
+    assert f"# {ETC}: OK" in p.stdout
+    assert "effective state_dir = /var/lib/indexerd" in p.stdout
+    # what it prints is itself a valid config equal to the input
+    assert parse_config(p.stdout) == parse_config(ETC.read_bytes())
+
+
+def test_check_config_with_malformed_meta_map_exits_2(cli, tmp_path) -> None:
+    metamap = tmp_path / "metamap.txt"
+    metamap.write_text("# comment\nlast-modified Last-Modified Y\ndc.date Last-Modified maybe\n")
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(f'meta_map = "{metamap}"\n' + src(path=str(tmp_path)))
+    p = cli.run("check-config", "-c", str(cfg), check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert f"{metamap}:3" in p.stderr
+    assert "dc.date Last-Modified maybe" in p.stderr
+    assert "Traceback" not in p.stderr
+    # indexing with it refuses to start too
+    p = cli.run("index", "-c", str(cfg), check=False)
+    assert p.returncode == 2 and f"{metamap}:3" in p.stderr
+
+
+@pytest.mark.skipif(Path(config_mod.DEFAULT_CONFIG_PATH).exists(), reason="a system config exists here")
+def test_check_config_without_config_exits_2(cli) -> None:
+    p = cli.run("check-config", check=False)
+    assert p.returncode == 2 and "no config file" in p.stderr
+
+
+def test_etc_metamap_parses() -> None:
+    from indexerd.dates import MetaMap
+
+    MetaMap.load(REPO / "etc" / "metamap.txt")

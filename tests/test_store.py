@@ -1,0 +1,236 @@
+"""The SQLite state store on real files: migrations, refusal of a newer schema, round trips of
+records with aware datetimes, read-only opening, WAL, and a writer and a reader side by side."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from indexerd.errors import SchemaTooNew, StoreError
+from indexerd.store import MIGRATIONS, SCHEMA_VERSION, DocumentRecord, Store, from_db_time, to_db_time
+
+UTC = timezone.utc
+T1 = datetime(2001, 9, 9, 1, 46, 40, 123456, tzinfo=UTC)
+T2 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def rec(key: str, **kw) -> DocumentRecord:
+    base = dict(source="docs", status="indexed", reason="new", title=f"title of {key}", media_type="text/plain",
+                size=10, mtime_ns=1_000_000_000_123, last_modified=T1, date_source="mtime",
+                content_hash="h-" + key, indexed_at=T2, checked_at=T2, decided_at=T2)
+    base.update(kw)
+    return DocumentRecord(key=key, **base)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store.in_dir(tmp_path)
+    yield s
+    s.close()
+
+
+def tables(path: Path) -> set[str]:
+    con = sqlite3.connect(path)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        con.close()
+
+
+def test_migrations_from_zero_create_the_schema(tmp_path) -> None:
+    path = tmp_path / "state.sqlite3"
+    sqlite3.connect(path).close()  # an empty database: user_version 0
+    with Store(path) as s:
+        assert s.schema_version == SCHEMA_VERSION == len(MIGRATIONS) >= 1
+    assert {"documents", "meta", "source_runs"} <= tables(path)
+    # opening again does not migrate again (it would fail on CREATE TABLE)
+    with Store(path) as s:
+        assert s.schema_version == SCHEMA_VERSION
+        assert s.keys() == set()
+
+
+def test_in_dir_creates_missing_parent(tmp_path) -> None:
+    with Store.in_dir(tmp_path / "a" / "b") as s:
+        assert s.path == tmp_path / "a" / "b" / "state.sqlite3"
+    assert (tmp_path / "a" / "b" / "state.sqlite3").is_file()
+
+
+def test_newer_schema_is_refused_and_left_alone(tmp_path) -> None:
+    path = tmp_path / "state.sqlite3"
+    Store(path).close()
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 998}")
+    con.commit()
+    con.close()
+    for readonly in (False, True):
+        with pytest.raises(SchemaTooNew) as ei:
+            Store(path, readonly=readonly)
+        assert "newer" in str(ei.value) and str(path) in str(ei.value)
+        assert isinstance(ei.value, StoreError) and ei.value.exit_code == 2
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 998
+    con.close()
+
+
+def test_not_a_database_is_a_store_error(tmp_path) -> None:
+    path = tmp_path / "state.sqlite3"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="cannot open the state store"):
+        Store(path)
+
+
+def test_write_batch_round_trip(store) -> None:
+    other_zone = timezone(timedelta(hours=-4))
+    a = rec("file:///a", last_modified=datetime(2001, 9, 8, 21, 46, 40, 123456, tzinfo=other_zone))
+    b = rec("file:///b", date_source="meta:last-modified", etag='"v1"', last_modified_header="Sat, 08 Sep 2001 21:46:40 GMT")
+    store.write_batch([a, b], meta={"index_generation": "7"})
+    got = store.get("file:///a")
+    assert got.last_modified == T1  # the same instant, in UTC, microseconds kept
+    assert got.last_modified.tzinfo is UTC
+    assert got.indexed_at == T2 and got.indexed_at.tzinfo is UTC
+    assert got.mtime_ns == 1_000_000_000_123
+    assert store.get("file:///b") == b
+    assert store.get_meta("index_generation") == "7"
+    assert store.keys() == {"file:///a", "file:///b"}
+    assert store.stat_map("docs") == {"file:///a": (1_000_000_000_123, 10), "file:///b": (1_000_000_000_123, 10)}
+
+    # upsert replaces every column, including with None
+    store.write_batch([rec("file:///a", status="skipped", reason="too-large", last_modified=None,
+                           date_source=None, content_hash=None, size=99)])
+    got = store.get("file:///a")
+    assert (got.status, got.reason, got.last_modified, got.date_source, got.content_hash, got.size) == \
+        ("skipped", "too-large", None, None, None, 99)
+    assert store.keys(status="indexed") == {"file:///b"}
+
+    # delete
+    store.write_batch([], deletes=["file:///a", "file:///never-there"])
+    assert store.get("file:///a") is None
+    assert store.keys() == {"file:///b"}
+    assert store.counts_by_source() == {"docs": {"indexed": 1}}
+
+
+def test_times_sort_as_text_and_filter(store) -> None:
+    store.write_batch([rec("k1", last_modified=datetime(2001, 1, 1, tzinfo=UTC)),
+                       rec("k2", last_modified=datetime(2010, 6, 15, 12, tzinfo=UTC)),
+                       rec("k3", last_modified=datetime(2024, 1, 1, tzinfo=UTC)),
+                       rec("k4", last_modified=None)])
+    got = [r.key for r in store.iter_records(lm_from=datetime(2009, 1, 1, tzinfo=UTC),
+                                             lm_to=datetime(2011, 1, 1, tzinfo=UTC))]
+    assert got == ["k2"]
+    newest_first = [r.key for r in store.iter_records(lm_from=datetime(2000, 1, 1, tzinfo=UTC), order="last_modified")]
+    assert newest_first == ["k3", "k2", "k1"]
+    assert to_db_time(datetime(2001, 9, 9, 1, 46, 40, tzinfo=UTC)) == "2001-09-09T01:46:40.000000Z"
+    assert from_db_time("2001-09-09T01:46:40.000000Z") == datetime(2001, 9, 9, 1, 46, 40, tzinfo=UTC)
+    assert to_db_time(None) is None and from_db_time(None) is None
+
+
+def test_naive_datetime_raises_value_error(store) -> None:
+    with pytest.raises(ValueError, match="naive"):
+        to_db_time(datetime(2024, 1, 1))
+    with pytest.raises(ValueError, match="naive"):
+        store.write_batch([rec("naive", indexed_at=datetime(2024, 1, 1))])
+
+
+def test_failed_batch_writes_nothing_and_store_stays_usable(store, tmp_path) -> None:
+    with pytest.raises(ValueError):
+        store.write_batch([rec("good-first"), rec("naive", indexed_at=datetime(2024, 1, 1))])
+    assert store.keys() == set()  # all or nothing
+    store.write_batch([rec("after")])  # the connection still works
+    with Store.in_dir(tmp_path, readonly=True) as reader:
+        assert reader.keys() == {"after"}
+
+
+def test_readonly_open_of_missing_store(tmp_path) -> None:
+    with pytest.raises(StoreError, match="no state store yet"):
+        Store.in_dir(tmp_path / "nothing-here", readonly=True)
+    assert not (tmp_path / "nothing-here").exists()  # nothing created
+
+
+def test_readonly_store_cannot_write(tmp_path) -> None:
+    Store.in_dir(tmp_path).close()
+    with Store.in_dir(tmp_path, readonly=True) as ro:
+        with pytest.raises(StoreError, match="write failed"):
+            ro.write_batch([rec("x")])
+        assert ro.keys() == set()
+
+
+def test_readonly_open_of_unmigrated_store(tmp_path) -> None:
+    sqlite3.connect(tmp_path / "state.sqlite3").close()
+    with pytest.raises(StoreError, match="needs migration"):
+        Store.in_dir(tmp_path, readonly=True)
+
+
+def test_wal_mode(tmp_path, store) -> None:
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con = sqlite3.connect(store.path)  # persistent: any other connection sees it too
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+
+
+def test_reset_stats_and_record_run(store) -> None:
+    store.write_batch([rec("a"), rec("b")])
+    store.reset_stats({"a"})
+    a = store.get("a")
+    assert (a.status, a.mtime_ns, a.content_hash) == ("stale", None, None)
+    assert store.get("b").status == "indexed"
+    store.record_run("docs", "filesystem", T1, T2, {"seen": 2})
+    store.record_run("docs", "filesystem", T2, T2, {"seen": 3})
+    assert store.source_runs() == {"docs": {"kind": "filesystem", "started_at": T2, "finished_at": T2,
+                                            "counts": {"seen": 3}}}
+
+
+def test_a_writer_and_a_reader_coexist(tmp_path) -> None:
+    """WAL: one connection writes batches in a thread while another reads; neither fails, and
+    the reader sees every committed batch whole (never half of one)."""
+    writer = Store.in_dir(tmp_path)
+    reader = Store.in_dir(tmp_path, readonly=True)
+    batches, per_batch = 60, 20
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for i in range(batches):
+                writer.write_batch([rec(f"k{i:03d}-{j:02d}") for j in range(per_batch)],
+                                   meta={"batch": str(i)})
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=write)
+    t.start()
+    seen = []
+    deadline = time.monotonic() + 60
+    try:
+        while t.is_alive() and time.monotonic() < deadline:
+            n = len(reader.keys())
+            assert n % per_batch == 0, n  # atomic batches
+            seen.append(n)
+        t.join(timeout=60)
+        assert not t.is_alive()
+        assert not errors, errors
+        assert seen == sorted(seen)  # never goes backwards
+        assert len(reader.keys()) == batches * per_batch
+        assert reader.get_meta("batch") == str(batches - 1)
+
+        # an open write transaction does not block a reader in another connection
+        writer._db.execute("BEGIN IMMEDIATE")
+        writer._db.execute("DELETE FROM documents")
+        try:
+            other = Store.in_dir(tmp_path, readonly=True)
+            assert len(other.keys()) == batches * per_batch  # the last committed snapshot
+            other.close()
+        finally:
+            writer._db.execute("ROLLBACK")
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_close_twice(tmp_path) -> None:
+    s = Store.in_dir(tmp_path)
+    s.close()
+    s.close()
