@@ -92,6 +92,8 @@ def cmd_search(args) -> int:
     since = until = None
     if args.since:
         since, until = parse_since(args.since, datetime.now(UTC))
+    if args.limit < 1:
+        raise _usage(f"--limit must be 1 or more, got {args.limit}")
     cfg = _load(args)
     ix = _open_index_readonly(cfg)
     try:

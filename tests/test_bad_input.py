@@ -135,7 +135,8 @@ def test_locked_state_dir_exit_4(tree, cli) -> None:
 # -- corrupt index ------------------------------------------------------------------------------
 def _corrupt(state_dir: Path, what: str) -> None:
     ix = state_dir / "index"
-    files = sorted(ix.glob("_MAIN_*.toc" if what == "toc" else "*.seg"))
+    files = sorted(ix.glob("_MAIN_*.toc")) if what == "toc" else \
+        sorted(set(ix.glob("*.seg")) | set(ix.glob("MAIN_*.trm")) | set(ix.glob("MAIN_*.pst")))
     assert files, list(ix.iterdir())
     for f in files:
         f.write_bytes(os.urandom(max(64, f.stat().st_size)))
