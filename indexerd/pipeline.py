@@ -156,16 +156,19 @@ class Pipeline:
     # -- outcomes without a body ----------------------------------------------------------
     def skip(self, key: str, source: str, reason: str, detail: str, counts: PassCounts, *,
              size: int | None = None, mtime_ns: int | None = None, status: str = "skipped",
-             stored: DocumentRecord | None = None, title: str | None = None) -> Outcome:
+             stored: DocumentRecord | None = None, title: str | None = None,
+             ctime_ns: int | None = None) -> Outcome:
         """Record that ``key`` cannot be indexed now (``reason`` is a fixed word).
 
         A previously indexed copy is removed from the index: it no longer matches the document.
-        ``status`` is ``skipped`` or ``error`` (errors are counted in ``errors``).
+        ``status`` is ``skipped`` or ``error`` (errors are counted in ``errors``); for errors,
+        ``ctime_ns`` lets the next scan retry the file once its status changes (a chmod).
         """
         now = self.clock()
         stored = stored if stored is not None else self.stored(key)
         rec = DocumentRecord(key=key, source=source, status=status, reason=reason, detail=detail[:500],
                              size=size, mtime_ns=mtime_ns, checked_at=now, decided_at=now,
+                             ctime_ns=ctime_ns if status == "error" else None,
                              title=title if title is not None else (stored.title if stored else None))
         if stored is not None and stored.status == "indexed":
             self.writer.submit_remove(key, rec)

@@ -64,6 +64,11 @@ MIGRATIONS: tuple[str, ...] = (
         counts      TEXT                         -- JSON of the pass summary
     );
     """,
+    # 1 -> 2: the status-change time of files whose last verdict was an error, so that fixing a
+    # permission (which changes ctime, not mtime) makes the next pass retry them
+    """
+    ALTER TABLE documents ADD COLUMN ctime_ns INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -110,6 +115,7 @@ class DocumentRecord:
     indexed_at: datetime | None = None
     checked_at: datetime | None = None
     decided_at: datetime | None = None
+    ctime_ns: int | None = None
 
 
 _COLUMNS = tuple(f.name for f in fields(DocumentRecord))
@@ -198,10 +204,13 @@ class Store:
         row = self._db.execute("SELECT * FROM documents WHERE key = ?", (key,)).fetchone()
         return _row_to_record(row) if row else None
 
-    def stat_map(self, source: str) -> dict[str, tuple[int | None, int | None]]:
-        """``{key: (mtime_ns, size)}`` for every document of ``source``: the scan's change test."""
-        cur = self._db.execute("SELECT key, mtime_ns, size FROM documents WHERE source = ?", (source,))
-        return {k: (m, s) for k, m, s in cur}
+    def stat_map(self, source: str) -> dict[str, tuple[int | None, int | None, int | None, str | None]]:
+        """``{key: (mtime_ns, size, ctime_ns, reason)}`` for every document of ``source``: the
+        scan's change test.  ``ctime_ns`` is set only for documents whose last verdict was an
+        error."""
+        cur = self._db.execute("SELECT key, mtime_ns, size, ctime_ns, reason FROM documents WHERE source = ?",
+                               (source,))
+        return {k: (m, s, c, r) for k, m, s, c, r in cur}
 
     def keys(self, source: str | None = None, status: str | None = None) -> set[str]:
         """Every key (of one source / with one status when given)."""

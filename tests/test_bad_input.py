@@ -354,6 +354,12 @@ def test_permission_denied_file() -> None:
         assert [h["path"] for h in hits] == [str(root / "good.txt")]
         s = json.loads(r.run("index", "--json", str(root)).stdout)
         assert (s["seen"], s["unchanged"], s["errors"], s["skipped"], s["indexed"]) == (2, 2, 0, 0, 0)
+        # the admin fixes the permission (ctime changes, mtime does not): the file is retried
+        os.chmod(secret, 0o644)
+        s = json.loads(r.run("index", "--json", str(root)).stdout)
+        assert (s["seen"], s["indexed"], s["unchanged"], s["errors"]) == (2, 1, 1, 0)
+        hits = json.loads(r.run("ctl", "search", "classified", "--json").stdout)
+        assert [h["path"] for h in hits] == [str(secret)]
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -268,3 +268,33 @@ def test_single_path_inside_a_source(tmp_path) -> None:
         assert ix.store.keys() == keys_of(root, "b.txt")
     finally:
         ix.close()
+
+
+def test_error_verdict_is_retried_when_ctime_changes(tmp_path) -> None:
+    """A file that failed stays unchanged while its stat is the same, and is retried once its
+    status changes (chmod changes ctime only): unit-level check of FileSource.unchanged."""
+    root = tmp_path / "root"
+    f = write(root / "a.txt", "x\n")
+    ix = make_indexer(tmp_path, root)
+    src = next(iter(ix.sources.values()))
+    st = os.stat(f)
+    assert src.unchanged((st.st_mtime_ns, st.st_size, st.st_ctime_ns, "unreadable"), st)
+    assert src.unchanged((st.st_mtime_ns, st.st_size, None, "new"), st)
+    os.chmod(f, 0o600)
+    st2 = os.stat(f)
+    if st2.st_ctime_ns == st.st_ctime_ns:  # coarse clock: force a visible change
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        st2 = os.stat(f)
+    assert not src.unchanged((st.st_mtime_ns, st.st_size, st.st_ctime_ns, "unreadable"), st2)
+    assert src.unchanged((st.st_mtime_ns, st.st_size, None, "new"), st2)
+
+
+def test_too_large_is_retried_when_max_size_grows(tmp_path) -> None:
+    root = tmp_path / "root"
+    write(root / "big.txt", "word " * 300)  # 1,500 bytes
+    d, _ = run_pass(tmp_path, root, 'max_size = "1KB"')
+    assert (d["skipped"], d["indexed"]) == (1, 0)
+    d, _ = run_pass(tmp_path, root, 'max_size = "1KB"')
+    assert (d["unchanged"], d["skipped"]) == (1, 0)
+    d, _ = run_pass(tmp_path, root, 'max_size = "2KB"')  # the admin raised the limit
+    assert (d["indexed"], d["skipped"]) == (1, 0)
