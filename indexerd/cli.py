@@ -191,9 +191,79 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    from .config import load_config
+    from .daemon import run_daemon
+
+    level = args.log_level or load_config(args.config).log_level
+    logging.getLogger().setLevel(getattr(logging, level.upper(), logging.INFO))
+    return run_daemon(args.config)
+
+
+def _daemon_request(args, payload: dict, timeout: float = 30.0) -> dict:
+    from .config import resolve_control_socket
+    from .control import request
+
+    reply = request(resolve_control_socket(_load(args)), payload, timeout=timeout)
+    if not reply.get("ok", False):
+        err = _DaemonError(reply.get("error", "the daemon refused the request"))
+        err.exit_code = int(reply.get("exit_code", 1))
+        raise err
+    return reply
+
+
+def cmd_status(args) -> int:
+    r = _daemon_request(args, {"cmd": "status"})
+    if args.json:
+        print(json.dumps(r, ensure_ascii=True))
+        return 0
+    print(f"indexerd pid {r['pid']}, up {r['uptime_seconds']:.0f} s, state dir {r['state_dir']}")
+    ix = r["index"]
+    print(f"index: {ix['documents']} documents, {ix['segments']} segments, "
+          f"{(ix['size_bytes'] or 0) / 1e6:.1f} MB; last commit {r['writer']['last_commit'] or '-'}; "
+          f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
+    if r["writer"]["last_error"]:
+        print(f"writer error: {r['writer']['last_error']}")
+    for name, s in r["sources"].items():
+        docs = ", ".join(f"{k} {v}" for k, v in sorted(s["documents"].items())) or "no documents"
+        print(f"- {name} ({s['kind']}, {s['root']}{', watched' if s['watched'] else ''}): {docs}")
+        if s["running"]:
+            p = s["progress"] or {}
+            print(f"    reconciling now: {p.get('done', 0)}/{p.get('total', 0)} read, {p.get('found', 0)} files found")
+        lr = s["last_run"]
+        if lr["finished"]:
+            print(f"    last run {lr['started']} .. {lr['finished']}: {lr['counts']}"
+                  + (f" error: {lr['error']}" if lr["error"] else ""))
+        print(f"    next run {s['next_run'] or '-'}")
+    return 0
+
+
+def cmd_scan(args) -> int:
+    r = _daemon_request(args, {"cmd": args.ctl_command, "source": args.name, "wait": args.wait},
+                        timeout=None if args.wait else 30.0)
+    print(json.dumps(r.get("counts"), ensure_ascii=True) if args.wait else f"{args.ctl_command} of {args.name} started")
+    return 0
+
+
+def cmd_reindex(args) -> int:
+    r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": args.targets}, timeout=None)
+    print(json.dumps(r["counts"], ensure_ascii=True))
+    return 0
+
+
+def cmd_forget(args) -> int:
+    r = _daemon_request(args, {"cmd": "forget", "key": args.key})
+    print(f"forgot {r['forgotten']}")
+    return 0
+
+
 # -- parser ---------------------------------------------------------------------------------
 class _UsageError(IndexerdError):
     exit_code = 2
+
+
+class _DaemonError(IndexerdError):
+    """An error the daemon reported, with its exit code."""
 
 
 def _usage(msg: str) -> _UsageError:
@@ -230,9 +300,39 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example:\n  indexerd check-config -c /etc/indexerd/indexerd.toml")
     s.set_defaults(func=cmd_check_config)
 
-    ctl = sub.add_parser("ctl", help="inspect and search (works with the daemon stopped)")
+    s = sub.add_parser("run", parents=[common], formatter_class=fmt,
+                       help="run the daemon in the foreground (systemd Type=notify)",
+                       epilog="example:\n  indexerd run -c /etc/indexerd/indexerd.toml --log-level info")
+    s.set_defaults(func=cmd_run)
+
+    ctl = sub.add_parser("ctl", help="control the daemon; search and reports also work with it stopped")
     csub = ctl.add_subparsers(dest="ctl_command", metavar="CTL_COMMAND")
     csub.required = True
+
+    s = csub.add_parser("status", parents=[common], formatter_class=fmt, help="what the daemon is doing",
+                        epilog="example:\n  indexerd ctl status --json")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_status)
+
+    for name, what in (("scan", "reconcile a filesystem source now"), ("crawl", "crawl a web source now"),
+                       ("poll", "poll a SQL source now")):
+        s = csub.add_parser(name, parents=[common], formatter_class=fmt, help=what,
+                            epilog=f"example:\n  indexerd ctl {name} docs --wait")
+        s.add_argument("name", metavar="NAME", help="the source's name")
+        s.add_argument("--wait", action="store_true", help="wait until the pass ends and print its counts")
+        s.set_defaults(func=cmd_scan)
+
+    s = csub.add_parser("reindex", parents=[common], formatter_class=fmt, help="force re-indexing",
+                        epilog="examples:\n  indexerd ctl reindex ~/docs/a.html\n  indexerd ctl reindex --source docs")
+    s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY")
+    s.add_argument("--source", metavar="NAME", help="every document of this source")
+    s.set_defaults(func=cmd_reindex)
+
+    s = csub.add_parser("forget", parents=[common], formatter_class=fmt,
+                        help="drop one document from the index and the store",
+                        epilog="example:\n  indexerd ctl forget ~/docs/secret.txt")
+    s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
+    s.set_defaults(func=cmd_forget)
 
     s = csub.add_parser("search", parents=[common], formatter_class=fmt, help="search the index",
                         epilog="examples:\n  indexerd ctl search 'asyncio event loop'\n"

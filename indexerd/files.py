@@ -326,9 +326,11 @@ class FileSource:
 
     # -- the reconcile pass ---------------------------------------------------------------
     def scan(self, pipeline: Pipeline, counts: PassCounts, *, start: str | None = None,
-             progress=None, forced: bool = False) -> None:
+             progress=None, forced: bool = False, cancel=None) -> None:
         """Reconcile the tree (or the subtree ``start``) with the store: index what changed,
-        delete what is gone.  ``progress`` is a :class:`~indexerd.progress.Progress` or None."""
+        delete what is gone.  ``progress`` is a :class:`~indexerd.progress.Progress` or None;
+        ``cancel`` a :class:`threading.Event`: when set, the pass stops early and deletes
+        nothing (what it did not see is not gone)."""
         top = start or self.root
         if not os.path.isdir(top):
             log.error("source %s: root %s is missing or not a directory; nothing is deleted",
@@ -349,6 +351,9 @@ class FileSource:
         if progress:
             progress.start_work(len(todo))
         for path, st in todo:
+            if cancel is not None and cancel.is_set():
+                log.info("source %s: pass cancelled; nothing deleted", self.name)
+                return
             try:
                 self.read(path, st, pipeline, counts, forced=forced)
             except (IndexUnavailable, StoreError):
@@ -360,6 +365,8 @@ class FileSource:
                 pipeline.counters.inc("error.internal")
             if progress:
                 progress.tick_work(path)
+        if cancel is not None and cancel.is_set():
+            return
         prefix = path_to_key(top).rstrip("/") + "/"
         protected = [path_to_key(d).rstrip("/") + "/" for d in found.unlisted_dirs]
         for key in stored.keys() - found.files.keys():

@@ -223,6 +223,13 @@ class Store:
             args.append(status)
         return {r[0] for r in self._db.execute(sql, args)}
 
+    def keys_with_prefix(self, source: str, prefix: str) -> set[str]:
+        """Keys of ``source`` that start with ``prefix`` (every document below a directory)."""
+        hi = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        cur = self._db.execute("SELECT key FROM documents WHERE source = ? AND key >= ? AND key < ?",
+                               (source, prefix, hi))
+        return {r[0] for r in cur}
+
     def iter_records(self, *, source: str | None = None, lm_from: datetime | None = None,
                      lm_to: datetime | None = None, order: str = "key") -> Iterator[DocumentRecord]:
         """Records, optionally of one source and with ``lm_from <= last_modified < lm_to``."""

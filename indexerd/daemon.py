@@ -1,0 +1,452 @@
+"""``indexerd run``: the long-running service.
+
+Start order (stop runs in reverse): lock the state dir and open the store/index (reconciling
+after a crash) -> control socket -> watchers -> scheduler, whose first run of every source's job
+is the start-up reconcile, in the background -> ``READY=1`` to systemd.  So a long first scan
+never trips systemd's start timeout, and ``ctl status`` shows its progress.
+
+Threads: the index writer (one); the change worker (watcher events, one path at a time); the
+scheduler's pool (reconcile jobs; ``max_instances=1`` per job, missed runs coalesced); the control
+server's connection threads; the watchdog pinger.  Each thread that reads the store opens its own
+connection (:meth:`Daemon._pipeline`).
+
+Signals stay at this edge: SIGTERM/SIGINT set one stop Event; SIGHUP sets a reload Event; the
+main thread acts on both.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+from . import notify
+from .config import Config, load_config, resolve_control_socket
+from .errors import ConfigError, IndexerdError
+from .files import FileSource, display_path, path_to_key
+from .indexer import Indexer, build_sources
+from .pipeline import PassCounts, Pipeline
+from .progress import Progress
+from .store import Store
+from .watch import ChangeQueue, TreeWatcher
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+class SourceState:
+    """What ``ctl status`` shows for one source's jobs (guarded by the daemon's lock)."""
+
+    def __init__(self) -> None:
+        self.running = False
+        self.current: PassCounts | None = None
+        self.progress: Progress | None = None
+        self.last_started: datetime | None = None
+        self.last_finished: datetime | None = None
+        self.last_counts: dict | None = None
+        self.last_error: str | None = None
+        self.watched = False
+        self.lock = threading.Lock()  # one pass of a source at a time
+
+
+class Daemon:
+    """The service for one config file.
+
+    Args:
+        cfg: the validated configuration.
+        config_path: where it came from (re-read on SIGHUP); None for defaults.
+    """
+
+    def __init__(self, cfg: Config, config_path: str | None) -> None:
+        self.cfg = cfg
+        self.config_path = config_path
+        self.indexer = Indexer(cfg, live=True)
+        self.stop_event = threading.Event()
+        self.reload_event = threading.Event()
+        self.changes = ChangeQueue()
+        self.states: dict[str, SourceState] = {}
+        self._lock = threading.Lock()
+        self.started_at = datetime.now(UTC)
+        self.watcher: TreeWatcher | None = None
+        self.scheduler = None
+        self.control = None
+        self._worker: threading.Thread | None = None
+        self._pinger: notify.WatchdogPinger | None = None
+
+    @property
+    def sources(self) -> dict[str, FileSource]:
+        return self.indexer.sources
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean stop)."""
+        self._install_signals()
+        self.indexer.open("daemon")
+        try:
+            from .control import ControlServer
+
+            sock = resolve_control_socket(self.cfg)
+            self.control = ControlServer(sock, self.handle_request)
+            self.control.start()
+            self.indexer._get_writer()  # the writer thread runs from the start
+            self._worker = threading.Thread(target=self._change_loop, name="change-worker", daemon=True)
+            self._worker.start()
+            self.watcher = TreeWatcher(self.changes, self._accepts, self._on_overflow, self._on_watch_limit)
+            self.watcher.start()
+            self._start_scheduler()
+            self._apply_sources(initial=True)
+            self._pinger = notify.WatchdogPinger(healthy=self._healthy)
+            self._pinger.start()
+            notify.ready(self._status_line())
+            log.info("indexerd %s ready: %d sources, control socket %s", os.getpid(), len(self.sources), sock)
+            last_status = 0.0
+            while not self.stop_event.wait(0.5):
+                if self.reload_event.is_set():
+                    self.reload_event.clear()
+                    self.reload()
+                if time.monotonic() - last_status > 10:
+                    last_status = time.monotonic()
+                    notify.status(self._status_line())
+            log.info("stopping")
+            notify.stopping()
+            return 0
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self.stop_event.set()
+        if self._pinger is not None:
+            self._pinger.stop()
+        if self.control is not None:
+            self.control.stop()
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+        self.changes.wake()
+        if self._worker is not None:
+            self._worker.join(timeout=5)
+        for st in self.states.values():  # a running scan notices stop_event and ends early
+            st.lock.acquire(timeout=8)
+        self.indexer.close()  # commits what is pending
+        log.info("stopped cleanly")
+
+    def _install_signals(self) -> None:
+        def stop(signum, frame):
+            self.stop_event.set()
+
+        def hup(signum, frame):
+            self.reload_event.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, hup)
+
+    def _healthy(self) -> bool:
+        w = self.indexer._writer
+        return w is not None and w._thread.is_alive() and (self._worker is None or self._worker.is_alive())
+
+    # -- sources, watches, jobs -----------------------------------------------------------
+    def _start_scheduler(self) -> None:
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self.scheduler = BackgroundScheduler(
+            timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": 2}},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600})
+        self.scheduler.start()
+
+    def _apply_sources(self, initial: bool, changed: set[str] | None = None) -> None:
+        """(Re)arm watches and jobs for the current sources; reconcile new/changed ones now."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        self.watcher.unwatch_all()
+        for job in self.scheduler.get_jobs():
+            if job.id.startswith("reconcile:"):
+                job.remove()
+        now = datetime.now(UTC)
+        for name, src in self.sources.items():
+            st = self.states.setdefault(name, SourceState())
+            st.watched = bool(src.cfg.watch) and os.path.isdir(src.root) and self.watcher.watch(name, src.root)
+            interval = float(src.cfg.interval)
+            run_now = initial or (changed is not None and name in changed)
+            extra = {"next_run_time": now} if run_now else {}  # else: one interval from now
+            self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=interval, jitter=min(60, interval / 10)),
+                                   args=[name], id=f"reconcile:{name}", replace_existing=True, **extra)
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the config; on any error keep the old one and say why."""
+        notify.reloading()
+        try:
+            new = load_config(self.config_path) if self.config_path else self.cfg
+            new_sources = build_sources(new)
+        except IndexerdError as e:
+            log.error("reload refused, keeping the old config: %s", e)
+            notify.ready(self._status_line())
+            return
+        old = self.sources
+        removed = set(old) - set(new_sources)
+        changed = {n for n, s in new_sources.items() if n not in old or old[n].cfg != s.cfg}
+        if new.index != self.cfg.index or new.state_dir != self.cfg.state_dir:
+            log.warning("reload: [index] and state_dir changes take effect at the next restart")
+        self.cfg = new
+        self.indexer.cfg = new
+        self.indexer.sources = new_sources
+        for name in removed:
+            self.states.pop(name, None)
+            threading.Thread(target=self._purge, args=(name,), name=f"purge:{name}", daemon=True).start()
+        self._apply_sources(initial=False, changed=changed)
+        log.info("reloaded %s: %d sources (%d new or changed, %d removed)", self.config_path,
+                 len(new_sources), len(changed), len(removed))
+        notify.ready(self._status_line())
+
+    @contextmanager
+    def _pipeline(self):
+        store = Store(self.indexer.state.store_path)
+        try:
+            yield Pipeline(self.indexer._get_writer, store, self.indexer.counters)
+        finally:
+            store.close()
+
+    def reconcile(self, name: str, forced: bool = False, start: str | None = None) -> dict | None:
+        """One stat reconcile of source ``name`` (the scheduled job, ``ctl scan``, overflow)."""
+        src = self.sources.get(name)
+        st = self.states.get(name)
+        if src is None or st is None:
+            return None
+        if not st.lock.acquire(timeout=0.1 if not forced else 30):
+            log.info("%s: a pass is already running", name)
+            return None
+        counts = PassCounts()
+        try:
+            with self._lock:
+                st.running, st.current = True, counts
+                st.last_started = datetime.now(UTC)
+                st.progress = Progress(name, tty=False, log_every_seconds=10)
+            with self._pipeline() as pipeline:
+                src.scan(pipeline, counts, progress=st.progress, forced=forced, start=start,
+                         cancel=self.stop_event)
+            self.indexer.flush(timeout=60)
+            st.last_error = None
+        except Exception as e:
+            st.last_error = f"{type(e).__name__}: {e}"
+            log.exception("%s: reconcile failed", name)
+        finally:
+            with self._lock:
+                st.running, st.current = False, None
+                st.last_finished = datetime.now(UTC)
+                st.last_counts = counts.as_dict()
+            st.lock.release()
+        try:
+            with Store(self.indexer.state.store_path) as store:
+                store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts)
+        except IndexerdError as e:
+            log.error("%s", e)
+        log.info("%s: reconcile %s", name, st.last_counts)
+        return st.last_counts
+
+    def _purge(self, name: str) -> None:
+        """Delete every document of a source removed from the config."""
+        counts = PassCounts()
+        with self._pipeline() as pipeline:
+            for key in pipeline.store.keys(source=name):
+                pipeline.gone(key, counts, f"source {name} removed from the config")
+        self.indexer.flush(timeout=60)
+        log.info("removed source %s: %d documents deleted", name, counts.deleted)
+
+    # -- live changes ---------------------------------------------------------------------
+    def _source_for(self, path: str) -> FileSource | None:
+        best = None
+        for src in self.sources.values():
+            if src.contains(path) and (best is None or len(src.root) > len(best.root)):
+                best = src
+        return best
+
+    def _accepts(self, source: str, path: str, is_dir: bool) -> bool:
+        src = self.sources.get(source)
+        if src is None or not src.contains(path) or path == src.root:
+            return False
+        rel = src.relpath(path)
+        if is_dir:
+            parts = rel.split("/")
+            return not any(src.matcher.dir_excluded(parts[i], "/".join(parts[:i + 1])) for i in range(len(parts)))
+        return src.matcher.path_selected(rel)
+
+    def _on_overflow(self) -> None:
+        log.warning("file events were lost (inotify queue overflow): reconciling every watched tree now")
+        self.indexer.counters.inc("watch.overflow")
+        self._reconcile_soon(self.watcher.watched_sources() if self.watcher else set(self.sources))
+
+    def _on_watch_limit(self, name: str) -> None:
+        self.indexer.counters.inc("watch.limit")
+        self._reconcile_soon({name})
+
+    def _reconcile_soon(self, names) -> None:
+        if self.scheduler is None:
+            return
+        now = datetime.now(UTC)
+        for n in names:
+            job = self.scheduler.get_job(f"reconcile:{n}")
+            if job is not None:
+                job.modify(next_run_time=now)
+
+    def _change_loop(self) -> None:
+        with self._pipeline() as pipeline:
+            while not self.stop_event.is_set():
+                for ch in self.changes.take_due(timeout=0.5):
+                    try:
+                        self._apply_change(pipeline, ch.source, ch.path, ch.was_dir)
+                    except IndexerdError as e:
+                        log.error("%s: %s", display_path(ch.path), e)
+                    except Exception:
+                        log.exception("failed on %s", display_path(ch.path))
+
+    def _apply_change(self, pipeline: Pipeline, name: str, path: str, was_dir: bool) -> None:
+        src = self.sources.get(name)
+        if src is None:
+            return
+        counts = PassCounts()
+        if os.path.isdir(path) and not os.path.islink(path):
+            src.scan(pipeline, counts, start=path, cancel=self.stop_event)  # a directory moved in or created
+        elif was_dir or not os.path.lexists(path):
+            # gone: the file itself, or every document below a directory moved out / deleted
+            prefix = path_to_key(path).rstrip("/") + "/"
+            key = path_to_key(path)
+            for k in pipeline.store.keys_with_prefix(name, prefix) | ({key} if pipeline.stored(key) else set()):
+                if not os.path.lexists(_key_path(k)):
+                    pipeline.gone(k, counts, "deleted or moved away")
+        else:
+            src.handle_path(path, pipeline, counts)
+        if counts.indexed or counts.deleted or counts.skipped or counts.errors:
+            log.info("%s: %s %s", name, display_path(path), counts.as_dict())
+
+    # -- control --------------------------------------------------------------------------
+    def _status_line(self) -> str:
+        running = [n for n, s in self.states.items() if s.running]
+        return (f"{len(self.sources)} sources, {sum(s.watched for s in self.states.values())} watched"
+                + (f", reconciling {', '.join(running)}" if running else ""))
+
+    def handle_request(self, req: dict) -> dict:
+        """Answer one control request (called from the control server's threads)."""
+        cmd = req.get("cmd")
+        if cmd == "status":
+            return self.status()
+        if cmd == "scan":
+            return self._cmd_scan(req)
+        if cmd == "reindex":
+            return self._cmd_reindex(req)
+        if cmd == "forget":
+            return self._cmd_forget(req)
+        if cmd in ("crawl", "poll"):
+            kind = "web" if cmd == "crawl" else "sql"
+            raise ConfigError(f"no {kind} source named {req.get('source')!r} (configured sources: "
+                              f"{', '.join(self.sources) or 'none'})")
+        raise ConfigError(f"unknown control command {cmd!r}")
+
+    def status(self) -> dict:
+        from .dates import format_utc
+
+        w = self.indexer._writer
+        try:
+            with Store(self.indexer.state.store_path) as store:
+                counts = store.counts_by_source()
+        except IndexerdError:
+            counts = {}
+        ix = self.indexer._index
+        sources = {}
+        for name, src in self.sources.items():
+            st = self.states.get(name) or SourceState()
+            job = self.scheduler.get_job(f"reconcile:{name}") if self.scheduler else None
+            with self._lock:
+                cur = st.current.as_dict() if st.current else None
+                prog = {"found": st.progress.found, "done": st.progress.done, "total": st.progress.total} \
+                    if st.running and st.progress else None
+            sources[name] = {
+                "kind": src.kind, "root": display_path(src.root), "watched": st.watched,
+                "documents": counts.get(name, {}), "running": st.running, "current": cur, "progress": prog,
+                "last_run": {"started": format_utc(st.last_started), "finished": format_utc(st.last_finished),
+                             "counts": st.last_counts, "error": st.last_error},
+                "next_run": format_utc(job.next_run_time) if job and job.next_run_time else None}
+        return {
+            "pid": os.getpid(), "uptime_seconds": round((datetime.now(UTC) - self.started_at).total_seconds(), 1),
+            "state_dir": str(self.indexer.state.path), "config": self.config_path,
+            "sources": sources, "change_queue": len(self.changes),
+            "writer": {"queue": w.queue_depth() if w else 0, "commits": w.stats.commits if w else 0,
+                       "last_commit": format_utc(w.stats.last_commit_at) if w else None,
+                       "commit_errors": w.stats.commit_errors if w else 0,
+                       "last_error": w.stats.last_error if w else None},
+            "index": {"documents": ix.doc_count() if ix else None,
+                      "size_bytes": ix.size_bytes() if ix else None,
+                      "segments": ix.segment_count() if ix else None},
+            "counters": self.indexer.counters.snapshot()}
+
+    def _cmd_scan(self, req: dict) -> dict:
+        name = req.get("source")
+        if name not in self.sources:
+            raise ConfigError(f"no filesystem source named {name!r} (configured: {', '.join(self.sources) or 'none'})")
+        if req.get("wait"):
+            counts = self.reconcile(name, forced=False)
+            if counts is None:  # another pass held the lock: wait for it instead
+                self.states[name].lock.acquire()
+                self.states[name].lock.release()
+                counts = self.states[name].last_counts
+            return {"source": name, "counts": counts}
+        self._reconcile_soon({name})
+        return {"source": name, "started": True}
+
+    def _cmd_reindex(self, req: dict) -> dict:
+        targets = req.get("targets") or []
+        name = req.get("source")
+        if name is not None and name not in self.sources:
+            raise ConfigError(f"no source named {name!r}")
+        counts = PassCounts()
+        if not targets:
+            names = [name] if name else list(self.sources)
+            for n in names:
+                c = self.reconcile(n, forced=True)
+                if c:
+                    for k, v in c.items():
+                        setattr(counts, k, getattr(counts, k) + v)
+            return {"counts": counts.as_dict()}
+        with self._pipeline() as pipeline:
+            for t in targets:
+                path = _key_path(t) if t.startswith("file://") else os.path.realpath(t)
+                src = self._source_for(path)
+                if src is None:
+                    raise ConfigError(f"{t}: not inside any configured source")
+                src.handle_path(path, pipeline, counts, forced=True)
+        self.indexer.flush(timeout=60)
+        return {"counts": counts.as_dict()}
+
+    def _cmd_forget(self, req: dict) -> dict:
+        from .reports import normalise_key
+
+        key = normalise_key(req.get("key") or "")
+        with self._pipeline() as pipeline:
+            if pipeline.stored(key) is None:
+                raise ConfigError(f"{req.get('key')}: not known to indexerd")
+            pipeline.gone(key, PassCounts(), "forgotten (ctl forget)")
+        self.indexer.flush(timeout=60)
+        return {"forgotten": key}
+
+
+def _key_path(key: str) -> str:
+    from .files import key_to_path
+
+    return key_to_path(key)
+
+
+def run_daemon(config_path: str | None) -> int:
+    """Entry point of ``indexerd run``.
+
+    Raises:
+        ConfigError, StateDirLocked, SchemaTooNew, IndexUnavailable: refused at start.
+    """
+    from .config import find_config_path
+
+    path = find_config_path(config_path)
+    cfg = load_config(config_path)
+    return Daemon(cfg, str(path) if path else None).run()

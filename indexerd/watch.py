@@ -1,0 +1,214 @@
+"""Live file watching: watchdog events -> a coalescing change queue -> the daemon's worker.
+
+Outside contract relied on (watchdog 7 on Linux, ``InotifyObserver``, LIBRARIES.md §6):
+
+- a close-after-write arrives as ``closed``; an editor's atomic save (write a temp file, rename it
+  over the original) arrives as ``moved temp -> original`` with no event on the original name;
+- a directory moved *out* of the tree gives one ``deleted``/``moved`` event for the directory and
+  none for its files, and later writes in it may still arrive with paths that no longer exist;
+- a directory moved *in* gives synthesised ``created`` events for its contents;
+- a kernel queue overflow is not an event: watchdog only logs a WARNING on
+  ``watchdog.observers.inotify_c`` ("Inotify queue overflowed"), so we hook that logger;
+- the per-user watch limit (``fs.inotify.max_user_watches``) raises ``OSError(ENOSPC)``.
+
+So every path is ``stat``-ed again when it is processed (the queue holds paths, not facts), a
+vanished directory removes every document under it, and an overflow or a watch-limit error asks
+for a stat reconcile of the tree.  Directory ``modified`` events are ignored (they fire for every
+file created inside); file ``modified`` bursts are debounced; ``closed`` and ``moved`` act at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+#: how long a file's burst of ``modified``/``created`` events is left to settle (seconds)
+DEFAULT_DEBOUNCE_SECONDS = 0.2
+
+
+@dataclass
+class Change:
+    """One path waiting to be processed.  ``was_dir`` is what the event said it was;
+    ``first`` is when the first event of this burst arrived (monotonic seconds)."""
+
+    source: str
+    path: str
+    was_dir: bool
+    due: float
+    first: float
+
+
+class ChangeQueue:
+    """Pending paths, one entry per path: a burst of events on one path is processed once.
+
+    ``put(..., delay)``: ``delay=0`` makes the entry due now; a positive delay (debounce) pushes
+    its due time back with each new event, but never past ``first + max_delay_seconds`` so a file
+    that is written continuously is still indexed regularly.  Thread-safe.
+    """
+
+    def __init__(self, max_delay_seconds: float = 1.0) -> None:
+        self._cv = threading.Condition()
+        self._items: dict[str, Change] = {}
+        self.max_delay_seconds = max_delay_seconds
+
+    def put(self, source: str, path: str, was_dir: bool, delay: float) -> None:
+        now = time.monotonic()
+        with self._cv:
+            old = self._items.get(path)
+            first = old.first if old else now
+            due = min(now + delay, first + self.max_delay_seconds)
+            if old is not None and delay == 0:
+                due = min(due, old.due)
+            self._items[path] = Change(source, path, was_dir or (old.was_dir if old else False), due, first)
+            self._cv.notify()
+
+    def take_due(self, timeout: float) -> list[Change]:
+        """Wait up to ``timeout`` seconds for due entries; return them (oldest due first)."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while True:
+                now = time.monotonic()
+                due = [c for c in self._items.values() if c.due <= now]
+                if due:
+                    for c in due:
+                        del self._items[c.path]
+                    return sorted(due, key=lambda c: c.due)
+                nxt = min((c.due for c in self._items.values()), default=None)
+                wait = deadline - now if nxt is None else min(deadline, nxt) - now
+                if wait <= 0:
+                    return []
+                self._cv.wait(wait)
+
+    def __len__(self) -> int:
+        with self._cv:
+            return len(self._items)
+
+    def wake(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
+
+class _OverflowHook(logging.Handler):
+    """Turns watchdog's overflow log lines into a callback (there is no overflow event)."""
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._callback = callback
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            try:
+                self._callback()
+            except Exception:  # pragma: no cover - never break logging
+                pass
+
+
+class TreeWatcher:
+    """Watches the roots of the watched filesystem sources and feeds a :class:`ChangeQueue`.
+
+    Args:
+        queue: where changed paths go.
+        accepts: ``accepts(source, path, is_dir) -> bool``: the source's globs (excluded paths
+            such as ``.git/`` or editor temp files never enter the queue).
+        on_overflow: called (from watchdog's thread) when events were lost; the daemon starts a
+            reconcile of every watched tree.
+        on_watch_limit: ``on_watch_limit(source)`` when the watch limit stops a tree from being
+            watched; the daemon then relies on scheduled reconciles for it.
+        debounce_seconds: settle time of ``modified``/``created`` bursts.
+
+    Lifecycle: :meth:`start`, :meth:`watch` / :meth:`unwatch_all` at any time, :meth:`stop`
+    (safe twice).
+    """
+
+    def __init__(self, queue: ChangeQueue, accepts: Callable[[str, str, bool], bool],
+                 on_overflow: Callable[[], None], on_watch_limit: Callable[[str], None],
+                 debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS) -> None:
+        from watchdog.observers import Observer
+
+        self.queue = queue
+        self.accepts = accepts
+        self.on_watch_limit = on_watch_limit
+        self.debounce_seconds = debounce_seconds
+        self._observer = Observer()
+        self._roots: dict[str, str] = {}  # root -> source
+        self._lock = threading.Lock()
+        self._hook = _OverflowHook(on_overflow)
+        self._started = False
+
+    def start(self) -> None:
+        for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
+            logging.getLogger(name).addHandler(self._hook)
+        self._observer.start()
+        self._started = True
+
+    def watch(self, source: str, root: str) -> bool:
+        """Watch ``root`` recursively for ``source``; False (and ``on_watch_limit``) on ENOSPC."""
+        from watchdog.events import FileSystemEventHandler
+
+        watcher = self
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event) -> None:  # noqa: D401 - watchdog callback
+                watcher._on_event(source, event)
+
+        try:
+            self._observer.schedule(Handler(), root, recursive=True)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EMFILE):
+                log.error("cannot watch %s for source %s: %s (raise fs.inotify.max_user_watches); "
+                          "relying on scheduled reconciles", root, source, e.strerror)
+                self.on_watch_limit(source)
+                return False
+            log.error("cannot watch %s for source %s: %s", root, source, e)
+            return False
+        with self._lock:
+            self._roots[root] = source
+        return True
+
+    def unwatch_all(self) -> None:
+        self._observer.unschedule_all()
+        with self._lock:
+            self._roots.clear()
+
+    def watched_sources(self) -> set[str]:
+        with self._lock:
+            return set(self._roots.values())
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
+            logging.getLogger(name).removeHandler(self._hook)
+        self._observer.stop()
+        self._observer.join(timeout=5)
+
+    # -- events ---------------------------------------------------------------------------
+    def _offer(self, source: str, path: str, is_dir: bool, delay: float) -> None:
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if self.accepts(source, path, is_dir):
+            self.queue.put(source, path, is_dir, delay)
+
+    def _on_event(self, source: str, event) -> None:
+        kind = event.event_type
+        if kind in ("opened", "closed_no_write"):
+            return
+        if event.is_directory and kind in ("modified", "attrib", "closed"):
+            return  # fires for every file created inside; the file events carry the news
+        if kind == "moved":
+            self._offer(source, event.src_path, event.is_directory, 0.0)
+            self._offer(source, event.dest_path, event.is_directory, 0.0)
+        elif kind in ("closed", "deleted"):
+            self._offer(source, event.src_path, event.is_directory, 0.0)
+        elif kind == "created" and event.is_directory:
+            self._offer(source, event.src_path, True, 0.0)
+        else:  # created / modified / attrib of a file: wait for the burst (or the close) to settle
+            self._offer(source, event.src_path, False, self.debounce_seconds)
