@@ -200,6 +200,10 @@ def cmd_run(args) -> int:
     return run_daemon(args.config)
 
 
+#: how long ``--wait`` style commands wait for the daemon's answer (seconds): a pass may be long
+_LONG_WAIT = 24 * 3600.0
+
+
 def _daemon_request(args, payload: dict, timeout: float = 30.0) -> dict:
     from .config import resolve_control_socket
     from .control import request
@@ -240,13 +244,14 @@ def cmd_status(args) -> int:
 
 def cmd_scan(args) -> int:
     r = _daemon_request(args, {"cmd": args.ctl_command, "source": args.name, "wait": args.wait},
-                        timeout=None if args.wait else 30.0)
+                        timeout=_LONG_WAIT if args.wait else 30.0)
     print(json.dumps(r.get("counts"), ensure_ascii=True) if args.wait else f"{args.ctl_command} of {args.name} started")
     return 0
 
 
 def cmd_reindex(args) -> int:
-    r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": args.targets}, timeout=None)
+    r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": args.targets},
+                        timeout=_LONG_WAIT)
     print(json.dumps(r["counts"], ensure_ascii=True))
     return 0
 

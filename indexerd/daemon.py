@@ -50,6 +50,7 @@ class SourceState:
         self.last_counts: dict | None = None
         self.last_error: str | None = None
         self.watched = False
+        self.rerun = False  # a reconcile was asked for while one was running
         self.lock = threading.Lock()  # one pass of a source at a time
 
 
@@ -218,11 +219,14 @@ class Daemon:
         if src is None or st is None:
             return None
         if not st.lock.acquire(timeout=0.1 if not forced else 30):
-            log.info("%s: a pass is already running", name)
+            with self._lock:
+                st.rerun = True  # the running pass starts another when it ends
+            log.info("%s: a pass is already running; another will follow it", name)
             return None
         counts = PassCounts()
         try:
             with self._lock:
+                st.rerun = False  # this pass covers every request made before it started
                 st.running, st.current = True, counts
                 st.last_started = datetime.now(UTC)
                 st.progress = Progress(name, tty=False, log_every_seconds=10)
@@ -239,7 +243,11 @@ class Daemon:
                 st.running, st.current = False, None
                 st.last_finished = datetime.now(UTC)
                 st.last_counts = counts.as_dict()
+                rerun, st.rerun = st.rerun, False
             st.lock.release()
+            if rerun and not self.stop_event.is_set():
+                log.info("%s: another reconcile was requested during this one; running it now", name)
+                self._reconcile_soon({name})
         try:
             with Store(self.indexer.state.store_path) as store:
                 store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts)
@@ -289,9 +297,16 @@ class Daemon:
             return
         now = datetime.now(UTC)
         for n in names:
-            job = self.scheduler.get_job(f"reconcile:{n}")
-            if job is not None:
-                job.modify(next_run_time=now)
+            st = self.states.get(n)
+            if st is None:
+                continue
+            with self._lock:
+                if st.running:
+                    st.rerun = True  # run again when this pass ends (a second instance would be skipped)
+                    continue
+            # a one-off job of its own: the periodic job may be the caller, still "running"
+            self.scheduler.add_job(self.reconcile, "date", run_date=now, args=[n], id=f"reconcile-now:{n}",
+                                   replace_existing=True, misfire_grace_time=None)
 
     def _change_loop(self) -> None:
         with self._pipeline() as pipeline:
@@ -316,6 +331,8 @@ class Daemon:
             prefix = path_to_key(path).rstrip("/") + "/"
             key = path_to_key(path)
             for k in pipeline.store.keys_with_prefix(name, prefix) | ({key} if pipeline.stored(key) else set()):
+                if pipeline.pending(k) == (True, None):
+                    continue  # already being removed (watchdog reports each level of a moved tree)
                 if not os.path.lexists(_key_path(k)):
                     pipeline.gone(k, counts, "deleted or moved away")
         else:

@@ -343,6 +343,11 @@ class FileSource:
         todo: list[tuple[str, os.stat_result]] = []
         for key, (path, st) in found.files.items():
             sv = stored.get(key)
+            if not forced and (sv is None or not self.unchanged(sv, st)):
+                # the store may lag: a queued write (the watcher's) may already cover this stat
+                queued, rec = pipeline.pending(key)
+                if queued and rec is not None:
+                    sv = (rec.mtime_ns, rec.size, rec.ctime_ns, rec.reason)
             if not forced and sv is not None and self.unchanged(sv, st):
                 counts.seen += 1
                 counts.unchanged += 1
@@ -374,4 +379,6 @@ class FileSource:
                 continue
             if any(key.startswith(p) for p in protected):
                 continue
+            if pipeline.pending(key) == (True, None):
+                continue  # its removal is already queued
             pipeline.gone(key, counts, "no longer in the tree")

@@ -92,10 +92,11 @@ def _aware(dt: datetime | None) -> datetime | None:
 
 
 def _schema():
-    from whoosh.analysis import StemmingAnalyzer
     from whoosh.fields import DATETIME, ID, NUMERIC, STORED, TEXT, Schema
 
-    analyzer = StemmingAnalyzer(cachesize=100_000)
+    from .analysis import FusedStemmingAnalyzer
+
+    analyzer = FusedStemmingAnalyzer()
     return Schema(
         key=ID(unique=True, stored=True, sortable=True),
         source=ID(stored=True, sortable=True),

@@ -145,6 +145,13 @@ class Pipeline:
     def writer_opened(self) -> bool:
         return self._writer is not None
 
+    def pending(self, key: str) -> tuple[bool, DocumentRecord | None]:
+        """``(True, record or None)`` when a write for ``key`` is queued and not yet committed
+        (None: a removal); ``(False, None)`` otherwise."""
+        if self._writer is not None:
+            return self._writer.pending_record(key)
+        return False, None
+
     def stored(self, key: str) -> DocumentRecord | None:
         """The latest record for ``key``: a queued write if there is one, else the store's row."""
         if self._writer is not None:

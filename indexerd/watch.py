@@ -143,8 +143,8 @@ class TreeWatcher:
         self._started = False
 
     def start(self) -> None:
-        for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
-            logging.getLogger(name).addHandler(self._hook)
+        # watchdog 7 logs one overflow on both inotify_c and inotify: hook the first only
+        logging.getLogger("watchdog.observers.inotify_c").addHandler(self._hook)
         self._observer.start()
         self._started = True
 
@@ -185,8 +185,7 @@ class TreeWatcher:
         if not self._started:
             return
         self._started = False
-        for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
-            logging.getLogger(name).removeHandler(self._hook)
+        logging.getLogger("watchdog.observers.inotify_c").removeHandler(self._hook)
         self._observer.stop()
         self._observer.join(timeout=5)
 

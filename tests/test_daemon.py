@@ -1,0 +1,784 @@
+"""``indexerd run`` end to end: the real daemon in a subprocess, a temp tree, the real CLI over the
+real control socket.
+
+Every test gets its own base dir (short, from ``tempfile.mkdtemp(prefix="ixd")``: AF_UNIX paths
+max out at 107 bytes) holding ``root/`` (watched), ``outside/`` (its unwatched sibling, CASES
+convention), ``state/``, the control socket and the daemon log.  The ``daemon`` fixture starts
+the daemon, waits until ``ctl status`` answers and the start-up reconcile finished, and on
+teardown sends SIGTERM and requires exit code 0 within 10 s.  Every wait polls with short sleeps
+against a hard deadline; every subprocess has a timeout.
+
+Cases covered: B08 (atomic save), B09 (dir moved out), B10 (inotify overflow, ``slow``), B11
+(short-lived files), B24 (re-index replaces), B27 (single instance).  Tests marked xfail(strict)
+assert the right value for a bug found here and not fixed yet; their reason says where it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CLI_TIMEOUT = 30.0          # one CLI call
+READY_TIMEOUT = 30.0        # daemon start-up incl. the first reconcile
+STOP_TIMEOUT = 10.0         # SIGTERM -> exit
+LIVE_SECONDS = 2.0          # issue 4: an edit shows in search within 2 s
+POLL = 0.05
+
+CTL_TIMEOUT_BUG = ("BUG: cli.cmd_reindex and cli.cmd_scan(--wait) pass timeout=None to "
+                   "control.request, which computes time.monotonic() + timeout -> TypeError "
+                   "traceback, exit 1 (control.py request())")
+
+ENV = dict(os.environ)
+for _k in ("INDEXERD_CONFIG", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET",
+           "WATCHDOG_USEC", "WATCHDOG_PID"):
+    ENV.pop(_k, None)
+
+
+def cli(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
+    """Run the real ``indexerd`` CLI in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "indexerd.cli", *args], capture_output=True,
+                          text=True, env=ENV, cwd=REPO, timeout=timeout)
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def decide_total(counters: dict) -> int:
+    return sum(v for k, v in counters.items() if k.startswith("decide."))
+
+
+class DaemonUnderTest:
+    """One ``indexerd run`` process and its files; helpers talk to it through the real CLI."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.root = base / "root"
+        self.outside = base / "outside"
+        self.cfg = base / "indexerd.toml"           # the daemon's (and ``indexerd index``'s)
+        self.client_cfg = base / "client.toml"      # what ``ctl`` reads: just the two paths
+        self.sock = base / "s.sock"
+        self.log_path = base / "daemon.log"
+        self.proc: subprocess.Popen | None = None
+        self._log_fh = None
+        self.write_config({"docs": self.root})
+        # ``ctl`` needs only the socket and the state dir; its own file keeps it working while
+        # the daemon's config is broken on purpose (a broken config makes ``ctl`` exit 2 too)
+        self.client_cfg.write_text(self.config_text({}), encoding="utf-8")
+
+    # -- config -------------------------------------------------------------------------------
+    def config_text(self, sources: dict[str, Path], typo: bool = False) -> str:
+        lines = [f'state_dir = "{self.base / "state"}"', f'control_socket = "{self.sock}"',
+                 'log_level = "info"', ""]
+        for name, root in sources.items():
+            lines += ["[[sources.filesystem]]", f'name = "{name}"', f'path = "{root}"']
+            if typo:
+                lines.append('intervall = "1h"')   # misspelt key: the config is invalid
+            lines.append("")
+        return "\n".join(lines)
+
+    def write_config(self, sources: dict[str, Path], typo: bool = False) -> None:
+        tmp = self.cfg.with_suffix(".new")
+        tmp.write_text(self.config_text(sources, typo), encoding="utf-8")
+        os.replace(tmp, self.cfg)
+
+    # -- process ------------------------------------------------------------------------------
+    def start(self, sources: tuple[str, ...] = ("docs",), wait: bool = True) -> None:
+        self._log_fh = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "indexerd.cli", "run", "-c", str(self.cfg), "--log-level", "info"],
+            stdout=self._log_fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
+        if wait:
+            self.wait_ready(sources)
+
+    def wait_ready(self, sources: tuple[str, ...]) -> dict:
+        """Until ``ctl status`` answers and every source's first reconcile has finished."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        last = None
+        while time.monotonic() < deadline:
+            self.assert_alive()
+            p = self.ctl("status", "--json")
+            if p.returncode == 0:
+                st = json.loads(p.stdout)
+                last = st
+                if all(st["sources"].get(n, {}).get("last_run", {}).get("finished") for n in sources):
+                    return st
+            time.sleep(POLL)
+        self.fail(f"daemon not ready within {READY_TIMEOUT} s (last status {last})")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def assert_alive(self) -> None:
+        if not self.alive():
+            self.fail(f"the daemon exited with {self.proc.returncode if self.proc else None}")
+
+    def signal(self, sig: int) -> None:
+        self.assert_alive()
+        self.proc.send_signal(sig)
+
+    def stop(self) -> int:
+        """SIGTERM; the daemon must exit 0 within 10 s (else kill -9 and fail)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)   # in case a test left it stopped
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                self._close_log()
+                self.fail(f"the daemon did not exit within {STOP_TIMEOUT} s of SIGTERM (killed)")
+        self._close_log()
+        rc = self.proc.returncode
+        if rc != 0:
+            self.fail(f"the daemon exited {rc} after SIGTERM, expected 0")
+        return rc
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log_fh is not None:
+            self._log_fh.close()
+            self._log_fh = None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, n: int = 80) -> str:
+        return "\n".join(self.log().splitlines()[-n:])
+
+    def fail(self, msg: str):
+        pytest.fail(msg, pytrace=False)   # the fixture prints the daemon log of a failed test
+
+    # -- CLI ----------------------------------------------------------------------------------
+    def ctl(self, cmd: str, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
+        return cli("ctl", cmd, *args, "-c", str(self.client_cfg), timeout=timeout)
+
+    def ctl_ok(self, cmd: str, *args: str, timeout: float = CLI_TIMEOUT) -> str:
+        p = self.ctl(cmd, *args, timeout=timeout)
+        if p.returncode != 0:
+            self.fail(f"ctl {cmd} {' '.join(args)} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+        return p.stdout
+
+    def status(self) -> dict:
+        return json.loads(self.ctl_ok("status", "--json"))
+
+    def search(self, query: str, limit: int = 10) -> list[dict]:
+        return json.loads(self.ctl_ok("search", query, "--json", "--limit", str(limit)))
+
+    def keys(self, source: str | None = None) -> set[str]:
+        args = ["--dates", "--json"] + (["--source", source] if source else [])
+        return {r["key"] for r in json.loads(self.ctl_ok("report", *args))}
+
+    def key(self, path: Path) -> str:
+        return Path(os.path.realpath(path)).as_uri()
+
+    # -- waiting ------------------------------------------------------------------------------
+    def poll(self, fn, ok, timeout: float, what: str, interval: float = POLL):
+        """Call ``fn`` until ``ok(value)``; return ``(value, seconds)``; fail after ``timeout``.
+        Long waits use a longer ``interval``: every CLI call costs CPU the daemon needs."""
+        t0 = time.monotonic()
+        while True:
+            v = fn()
+            if ok(v):
+                return v, time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                self.fail(f"{what}: not within {timeout} s; last value: {str(v)[:2000]}")
+            self.assert_alive()
+            time.sleep(interval)
+
+    def wait_hits(self, query: str, n: int, timeout: float = 10.0, limit: int = 10):
+        return self.poll(lambda: self.search(query, limit), lambda h: len(h) == n, timeout,
+                         f"search {query!r} == {n} hits")
+
+    def settle(self, timeout: float = 15.0, quiet: float = 0.4) -> dict:
+        """Until the change queue, the writer queue and every pass are idle for ``quiet`` s."""
+        t0 = time.monotonic()
+        idle_since = None
+        while True:
+            st = self.status()
+            idle = (st["change_queue"] == 0 and st["writer"]["queue"] == 0
+                    and not any(s["running"] for s in st["sources"].values()))
+            now = time.monotonic()
+            if idle:
+                idle_since = idle_since or now
+                if now - idle_since >= quiet:
+                    return st
+            else:
+                idle_since = None
+            if now - t0 > timeout:
+                self.fail(f"daemon not idle within {timeout} s: {st}")
+            time.sleep(POLL)
+
+
+@pytest.fixture
+def base():
+    d = Path(tempfile.mkdtemp(prefix="ixd"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def tree(base) -> DaemonUnderTest:
+    """The standard tree (3 documents) and config, daemon not started."""
+    d = DaemonUnderTest(base)
+    write(d.root / "a.txt", "apple original\n")
+    write(d.root / "notes.txt", "alpha\n")
+    write(d.root / "bar" / "abc.txt", "orphan\n")
+    for sub in ("tmp", "burst", "bulk"):
+        (d.root / sub).mkdir()
+    for i, w in enumerate(("incomingone", "incomingtwo", "incomingthree")):
+        write(d.outside / "incoming" / f"f{i}.txt", f"{w}\n")
+    return d
+
+
+INITIAL_DOCS = 3
+
+
+@pytest.fixture
+def daemon(tree, request, capsys):
+    """A running daemon on the standard tree; SIGTERM -> exit 0 within 10 s at teardown."""
+    failed_before = request.session.testsfailed
+    try:
+        tree.start()
+        yield tree
+    finally:
+        try:
+            if tree.proc is not None and tree.proc.returncode is None:
+                tree.stop()
+        finally:
+            if request.session.testsfailed > failed_before:
+                with capsys.disabled():
+                    print(f"\n--- daemon log of {request.node.name} (tail) ---\n{tree.log_tail(150)}")
+
+
+# -- 1. live edits, new files, deletions (and B11) ---------------------------------------------
+
+def test_edit_new_and_deleted_file_show_in_search_within_2s(daemon):
+    d = daemon
+    assert len(d.search("apple")) == 1
+
+    t0 = time.monotonic()
+    write(d.root / "a.txt", "apple editedword\n")
+    hits, _ = d.wait_hits("editedword", 1)
+    elapsed = time.monotonic() - t0
+    assert hits[0]["key"] == d.key(d.root / "a.txt")
+    assert elapsed < LIVE_SECONDS, f"edit took {elapsed:.2f} s to show in search"
+    assert d.search("original") == []
+
+    t0 = time.monotonic()
+    write(d.root / "sub" / "fresh.txt", "freshword\n")
+    hits, _ = d.wait_hits("freshword", 1)
+    elapsed = time.monotonic() - t0
+    assert hits[0]["key"] == d.key(d.root / "sub" / "fresh.txt")
+    assert elapsed < LIVE_SECONDS, f"new file took {elapsed:.2f} s to show in search"
+
+    t0 = time.monotonic()
+    os.unlink(d.root / "a.txt")
+    d.wait_hits("editedword", 0)
+    elapsed = time.monotonic() - t0
+    assert elapsed < LIVE_SECONDS, f"deleted file took {elapsed:.2f} s to leave search"
+    assert d.key(d.root / "a.txt") not in d.keys()
+
+
+def test_b11_short_lived_files_do_not_crash_or_linger(daemon):
+    d = daemon
+    tmp = d.root / "tmp"
+    for i in range(200):
+        p = tmp / f"x{i}"
+        write(p, f"ephemeral x{i}\n")
+        os.unlink(p)
+    t0 = time.monotonic()
+    write(d.root / "keep.txt", "survivor\n")
+    hits, _ = d.wait_hits("survivor", 1)
+    assert time.monotonic() - t0 < LIVE_SECONDS
+    assert hits[0]["key"] == d.key(d.root / "keep.txt")
+    d.settle()
+    d.assert_alive()
+    prefix = d.key(tmp) + "/x"
+    assert [k for k in d.keys() if k.startswith(prefix)] == []
+    assert d.search("ephemeral") == []
+    log = d.log()
+    assert "Traceback" not in log and "failed on" not in log, d.log_tail()
+
+
+def test_b24_touching_a_file_never_duplicates_it(daemon):
+    d = daemon
+    a = d.root / "a.txt"
+    write(a, "apple beta\n")
+    d.wait_hits("beta", 1)
+    for i in range(1, 4):   # touch 3 times: newer mtimes, same content
+        t = time.time() + i
+        os.utime(a, (t, t))
+        d.settle(quiet=0.3)
+    assert [h["key"] for h in d.search("apple")] == [d.key(a)]
+    assert len(d.search("beta")) == 1
+    st = d.status()
+    assert st["index"]["documents"] == INITIAL_DOCS
+    assert st["sources"]["docs"]["documents"] == {"indexed": INITIAL_DOCS}
+
+
+def test_b24_ctl_reindex_three_times_replaces_the_document(daemon):
+    d = daemon
+    a = d.root / "a.txt"
+    write(a, "apple beta\n")
+    d.wait_hits("beta", 1)
+    for _ in range(3):      # three forced re-indexes
+        out = json.loads(d.ctl_ok("reindex", str(a)))
+        assert out["indexed"] == 1
+    assert [h["key"] for h in d.search("apple")] == [d.key(a)]
+    assert len(d.search("beta")) == 1
+    st = d.status()
+    assert st["index"]["documents"] == INITIAL_DOCS
+    assert st["counters"].get("decide.forced", 0) == 3
+
+
+# -- 2. B08: atomic rename-over save -----------------------------------------------------------
+
+def test_b08_atomic_save_is_seen_once_per_save(daemon):
+    d = daemon
+    notes = d.root / "notes.txt"
+    notes_key = d.key(notes)
+    assert [h["key"] for h in d.search("alpha")] == [notes_key]
+
+    def save(word: str) -> None:
+        swp, tmp = d.root / ".notes.txt.swp", d.root / "notes.txt.tmp"
+        write(swp, f"{word}\n")
+        write(tmp, f"{word}\n")
+        os.replace(tmp, notes)
+        os.unlink(swp)
+
+    def no_temp_keys() -> None:
+        bad = [k for k in d.keys() if k.endswith(".swp") or k.endswith(".tmp")]
+        assert bad == [], f"editor temp files in the store: {bad}"
+
+    old = ["alpha"]
+    for word in ("beta", "gamma"):
+        before = decide_total(d.settle()["counters"])
+        t0 = time.monotonic()
+        save(word)
+        hits, _ = d.wait_hits(word, 1)
+        assert time.monotonic() - t0 < LIVE_SECONDS
+        assert [h["key"] for h in hits] == [notes_key]
+        for w in old:
+            assert d.search(w) == [], f"{w!r} still found after saving {word!r}"
+        no_temp_keys()
+        after = d.settle()["counters"]
+        assert decide_total(after) - before == 1, f"save of {word!r}: decide counters {after}"
+        expl = json.loads(d.ctl_ok("explain", str(notes), "--json"))
+        assert expl["status"] == "indexed"
+        assert expl["key"] == notes_key
+        old.append(word)
+    no_temp_keys()
+
+
+# -- 3. directories moved in and out (B09) -----------------------------------------------------
+
+def test_directory_moved_in_is_indexed(daemon):
+    d = daemon
+    t0 = time.monotonic()
+    os.rename(d.outside / "incoming", d.root / "incoming")
+    for i, w in enumerate(("incomingone", "incomingtwo", "incomingthree")):
+        hits, _ = d.wait_hits(w, 1)
+        assert hits[0]["key"] == d.key(d.root / "incoming" / f"f{i}.txt")
+    assert time.monotonic() - t0 < LIVE_SECONDS + 1.0   # three CLI searches included
+
+
+def test_b09_directory_moved_out_leaves_no_ghosts(daemon):
+    d = daemon
+    assert len(d.search("orphan")) == 1
+    t0 = time.monotonic()
+    os.rename(d.root / "bar", d.outside / "bar")
+    d.wait_hits("orphan", 0)
+    assert time.monotonic() - t0 < LIVE_SECONDS, "moved-out directory took too long to leave search"
+    prefix = d.key(d.root / "bar") + "/"
+    assert [k for k in d.keys() if k.startswith(prefix)] == []
+
+    # writes in the moved-out directory (its inotify watch may still be alive) resurrect nothing
+    write(d.outside / "bar" / "abc.txt", "orphan again\n")
+    write(d.outside / "bar" / "new.txt", "ghostword\n")
+    os.mkdir(d.outside / "bar" / "deeper")
+    write(d.outside / "bar" / "deeper" / "x.txt", "ghostword deeper\n")
+    time.sleep(0.5)
+    d.settle()
+    assert d.search("orphan") == []
+    assert d.search("ghostword") == []
+    assert d.keys() == {d.key(d.root / "a.txt"), d.key(d.root / "notes.txt")}
+
+
+def _nested_tree(top: Path, per_level: int = 10, depth: int = 3) -> list[Path]:
+    files, d = [], top
+    for level in range(depth):
+        for i in range(per_level):
+            files.append(d / f"n{level}_{i}.txt")
+            write(files[-1], f"nestedword n{level}x{i}\n")
+        d = d / f"sub{level}"
+    return files
+
+
+def test_directory_renamed_inside_the_tree_moves_its_documents(daemon):
+    d = daemon
+    files = _nested_tree(d.root / "proj")
+    d.wait_hits("nestedword", len(files), limit=100)
+    os.rename(d.root / "proj", d.root / "renamed")
+    moved = [d.root / "renamed" / f.relative_to(d.root / "proj") for f in files]
+    d.poll(lambda: {h["key"] for h in d.search("nestedword", limit=100)},
+           lambda ks: ks == {d.key(f) for f in moved}, LIVE_SECONDS, "renamed directory's keys")
+    # the watches follow the rename: later writes deep inside are indexed under the new path
+    deep = moved[-1].parent / "later.txt"
+    write(deep, "laterword\n")
+    write(moved[-1], "nestedword editedafterrename\n")
+    hits, _ = d.wait_hits("laterword", 1, timeout=LIVE_SECONDS + 1)
+    assert hits[0]["key"] == d.key(deep)
+    hits, _ = d.wait_hits("editedafterrename", 1, timeout=LIVE_SECONDS + 1)
+    assert hits[0]["key"] == d.key(moved[-1])
+    d.settle()
+    old = d.key(d.root / "proj") + "/"
+    assert [k for k in d.keys() if k.startswith(old)] == []
+
+
+def test_directory_renamed_inside_the_tree_decides_each_file_once(daemon):
+    d = daemon
+    files = _nested_tree(d.root / "proj")   # 10 files at each of 3 levels
+    d.wait_hits("nestedword", len(files), limit=100)
+    before = d.settle()["counters"]
+    os.rename(d.root / "proj", d.root / "renamed")
+    d.poll(lambda: len(d.keys()), lambda n: n == INITIAL_DOCS + len(files), 10.0, "rename settled")
+    after = d.settle()["counters"]
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+    # each moved file: one delete of the old key and one index of the new key, nothing more
+    assert delta == {"decide.gone": len(files), "decide.new": len(files)}, delta
+
+
+def test_vim_style_save_and_excluded_paths(daemon):
+    d = daemon
+    notes = d.root / "notes.txt"
+    # vim with backupcopy=no: rename the original to a backup, write anew, delete the backup
+    os.rename(notes, d.root / "notes.txt~")
+    write(notes, "delta\n")
+    os.unlink(d.root / "notes.txt~")
+    hits, _ = d.wait_hits("delta", 1)
+    assert [h["key"] for h in hits] == [d.key(notes)]
+    # excluded by the default globs: never indexed live
+    write(d.root / ".git" / "config", "gitword\n")
+    write(d.root / "x.swp", "swapword\n")
+    write(d.root / "y.txt~", "tildeword\n")
+    write(d.root / "seen.txt", "sentinelword\n")
+    d.wait_hits("sentinelword", 1)
+    d.settle()
+    assert d.search("alpha") == []
+    for w in ("gitword", "swapword", "tildeword"):
+        assert d.search(w) == [], w
+    assert d.keys() == {d.key(p) for p in (d.root / "a.txt", notes, d.root / "bar" / "abc.txt",
+                                           d.root / "seen.txt")}
+    assert json.loads(d.ctl_ok("explain", str(notes), "--json"))["status"] == "indexed"
+
+
+# -- 4. a burst of 2,000 new files -------------------------------------------------------------
+
+def test_burst_of_2000_new_files_each_indexed_once(daemon):
+    d = daemon
+    n = 2000
+    before = d.settle()["counters"].get("decide.new", 0)
+    t0 = time.monotonic()
+    for i in range(n):
+        write(d.root / "burst" / f"b{i:05d}.txt", f"w{i:05d} burstword\n")
+    d.poll(lambda: d.status()["sources"]["docs"]["documents"].get("indexed", 0),
+           lambda v: v == INITIAL_DOCS + n, 30.0, f"{n} burst files indexed", interval=0.2)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 30.0
+    sample = [0, 1, 42, 99, 100, 333, 500, 512, 640, 777, 999, 1000, 1234, 1500, 1666, 1800, 1901,
+              1998, 1999, 1024]
+    hits = d.search(" OR ".join(f"w{i:05d}" for i in sample), limit=100)
+    assert sorted(h["key"] for h in hits) == \
+        sorted(d.key(d.root / "burst" / f"b{i:05d}.txt") for i in sample)
+    st = d.settle()
+    assert st["index"]["documents"] == INITIAL_DOCS + n
+    assert st["counters"].get("decide.new", 0) - before == n, st["counters"]
+
+
+# -- 5. SIGHUP reload --------------------------------------------------------------------------
+
+def test_sighup_adds_refuses_and_removes_sources(daemon):
+    d = daemon
+    root2 = d.base / "root2"
+    write(root2 / "h.txt", "hupword\n")
+
+    d.write_config({"docs": d.root, "extra": root2})
+    t0 = time.monotonic()
+    d.signal(signal.SIGHUP)
+    d.wait_hits("hupword", 1)
+    assert time.monotonic() - t0 < 5.0
+    st = d.status()
+    assert set(st["sources"]) == {"docs", "extra"}
+    assert st["sources"]["extra"]["watched"] and st["sources"]["docs"]["watched"]
+    # both trees are still watched live after the reload
+    t0 = time.monotonic()
+    write(d.root / "a.txt", "apple afterhup\n")
+    write(root2 / "new.txt", "hupnew\n")
+    d.wait_hits("afterhup", 1)
+    d.wait_hits("hupnew", 1)
+    assert time.monotonic() - t0 < LIVE_SECONDS + 0.5
+
+    # a broken config is refused; the old sources stay
+    d.write_config({"docs": d.root, "extra": root2}, typo=True)
+    d.signal(signal.SIGHUP)
+    d.poll(d.log, lambda s: "reload refused" in s, 5.0, "'reload refused' in the log")
+    d.assert_alive()
+    assert set(d.status()["sources"]) == {"docs", "extra"}
+    assert len(d.search("hupword")) == 1
+
+    # removing a source deletes its documents
+    d.write_config({"docs": d.root})
+    t0 = time.monotonic()
+    d.signal(signal.SIGHUP)
+    d.wait_hits("hupword", 0)
+    assert time.monotonic() - t0 < 5.0
+    d.settle()
+    assert set(d.status()["sources"]) == {"docs"}
+    assert d.search("hupnew") == []
+    assert d.keys(source="extra") == set()
+    assert len(d.search("afterhup")) == 1
+
+
+# -- 6. SIGTERM leaves a clean index -----------------------------------------------------------
+
+def test_sigterm_leaves_a_clean_index(daemon):
+    d = daemon
+    write(d.root / "a.txt", "apple lastword\n")
+    write(d.root / "late.txt", "lateword\n")
+    d.wait_hits("lastword", 1)
+    d.wait_hits("lateword", 1)
+    t0 = time.monotonic()
+    assert d.stop() == 0
+    assert time.monotonic() - t0 < STOP_TIMEOUT
+    assert "stopped cleanly" in d.log()
+    assert not d.sock.exists(), "the control socket file was left behind"
+    p = cli("index", "--json", "-c", str(d.cfg))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert (out["indexed"], out["deleted"], out["errors"]) == (0, 0, 0), out
+    assert out["unchanged"] == INITIAL_DOCS + 1
+    assert len(d.search("lastword")) == 1
+    assert len(d.search("lateword")) == 1
+    p = d.ctl("status")
+    assert p.returncode == 3
+
+
+def test_sigterm_while_busy_exits_0_and_leaves_a_consistent_index(daemon):
+    d = daemon
+    n = 500
+    for i in range(n):
+        write(d.root / "burst" / f"t{i:04d}.txt", f"busyword t{i:04d}\n")
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    assert d.stop() == 0
+    assert time.monotonic() - t0 < STOP_TIMEOUT
+    p = cli("index", "--json", "-c", str(d.cfg))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["deleted"] == 0 and out["errors"] == 0, out
+    assert out["seen"] == INITIAL_DOCS + n, out
+    hits = d.search("busyword", limit=1000)
+    assert len(hits) == n and len({h["key"] for h in hits}) == n
+
+
+# -- 7. kill -9 during a burst, then restart ---------------------------------------------------
+
+def test_kill9_during_burst_then_restart_recovers(daemon):
+    d = daemon
+    n = 500
+    t0 = time.monotonic()
+    for i in range(n):
+        write(d.root / "burst" / f"k{i:04d}.txt", f"killword k{i:04d}\n")
+    time.sleep(max(0.0, 0.3 - (time.monotonic() - t0)))
+    d.kill9()
+    assert d.sock.exists()      # a stale socket file (and maybe a half-written batch) is left
+    d.start()                   # no stale lock, the stale socket is replaced
+    hits = d.search("killword", limit=1000)
+    keys = [h["key"] for h in hits]
+    assert len(keys) == n and len(set(keys)) == n, f"{len(keys)} hits, {len(set(keys))} unique"
+    st = d.settle()
+    assert st["sources"]["docs"]["documents"] == {"indexed": INITIAL_DOCS + n}
+    assert st["index"]["documents"] == INITIAL_DOCS + n
+    # and it still watches live
+    write(d.root / "after.txt", "afterkill\n")
+    d.wait_hits("afterkill", 1, timeout=LIVE_SECONDS + 3)
+
+
+# -- 8. B27: one writer per state dir ----------------------------------------------------------
+
+def test_b27_second_instance_and_oneshot_index_are_refused(daemon):
+    d = daemon
+    p = cli("run", "-c", str(d.cfg), "--log-level", "info", timeout=20)
+    assert p.returncode == 4, (p.returncode, p.stderr)
+    assert "in use" in p.stderr
+    p = cli("index", "-c", str(d.cfg), timeout=20)
+    assert p.returncode == 4, (p.returncode, p.stderr)
+    assert "indexerd ctl scan" in p.stderr
+    # the first daemon is untouched: its socket still answers and it still indexes
+    assert d.sock.exists()
+    st = d.status()
+    assert st["pid"] == d.proc.pid
+    write(d.root / "one.txt", "singleton\n")
+    d.wait_hits("singleton", 1)
+
+
+# -- 9. ctl commands ---------------------------------------------------------------------------
+
+def test_ctl_scan_wait_prints_counts(daemon):
+    d = daemon
+    out = json.loads(d.ctl_ok("scan", "docs", "--wait"))
+    assert set(out) == {"seen", "indexed", "unchanged", "skipped", "deleted", "errors"}
+    assert out["seen"] == INITIAL_DOCS and out["unchanged"] == INITIAL_DOCS
+
+
+def test_ctl_scan_without_wait_and_unknown_sources(daemon):
+    d = daemon
+    assert "started" in d.ctl_ok("scan", "docs")
+    for args in (("scan", "nosuch"), ("crawl", "x"), ("poll", "x")):
+        p = d.ctl(*args)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert "nosuch" in p.stderr or "'x'" in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr
+    d.settle()
+    assert d.status()["sources"]["docs"]["documents"] == {"indexed": INITIAL_DOCS}
+
+
+def test_ctl_scan_wait_unknown_source_exits_2(daemon):
+    p = daemon.ctl("scan", "nosuch", "--wait")
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "nosuch" in p.stderr
+
+
+def test_ctl_forget(daemon):
+    d = daemon
+    a = d.root / "a.txt"
+    assert "forgot" in d.ctl_ok("forget", str(a))
+    assert d.search("apple") == []
+    assert d.ctl("explain", str(a)).returncode == 1
+    p = d.ctl("forget", str(d.root / "never-there.txt"))
+    assert p.returncode == 2, p.stderr
+    assert len(d.search("alpha")) == 1
+    d.assert_alive()
+
+
+def test_ctl_reindex_path(daemon):
+    d = daemon
+    a = d.root / "a.txt"
+    d.ctl_ok("forget", str(a))
+    assert d.search("apple") == []
+    out = json.loads(d.ctl_ok("reindex", str(a)))
+    assert out["indexed"] == 1
+    assert [h["key"] for h in d.search("apple")] == [d.key(a)]
+    out = json.loads(d.ctl_ok("reindex", str(d.root / "notes.txt")))
+    assert out["indexed"] == 1
+    assert len(d.search("alpha")) == 1
+
+
+def test_ctl_reindex_outside_every_source_exits_2(daemon):
+    p = daemon.ctl("reindex", str(daemon.outside / "incoming" / "f0.txt"))
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "not inside" in p.stderr
+
+
+def test_ctl_status_without_daemon_exits_3(tree):
+    p = tree.ctl("status", "--json")
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    assert "not running" in p.stderr and str(tree.sock) in p.stderr
+    for args in (("scan", "docs"), ("forget", str(tree.root / "a.txt"))):
+        p = tree.ctl(*args)
+        assert p.returncode == 3, (args, p.returncode, p.stderr)
+
+
+def test_ctl_scan_wait_and_reindex_without_daemon_exit_3(tree):
+    for args in (("scan", "docs", "--wait"), ("reindex", str(tree.root / "a.txt"))):
+        p = tree.ctl(*args)
+        assert p.returncode == 3, (args, p.returncode, p.stderr)
+        assert "not running" in p.stderr
+
+
+# -- 10. B10: inotify queue overflow -----------------------------------------------------------
+
+@pytest.mark.slow
+def test_b10_overflow_triggers_a_reconcile(daemon):
+    d = daemon
+    n = 20000
+    try:
+        d.signal(signal.SIGSTOP)
+        bulk = d.root / "bulk"
+        t0 = time.monotonic()
+        for i in range(n):
+            with open(bulk / f"f{i:05d}.txt", "w") as f:
+                f.write(f"f{i:05d}\n")
+            if time.monotonic() - t0 > 30:
+                pytest.skip("creating 20,000 files is too slow here")
+    finally:
+        if d.alive():
+            d.proc.send_signal(signal.SIGCONT)
+    d.poll(lambda: d.status()["sources"]["docs"]["documents"].get("indexed", 0),
+           lambda v: v == INITIAL_DOCS + n, 60.0, f"{n} bulk files indexed", interval=0.5)
+    assert len(d.search("f01999")) == 1
+    assert "overflow" in d.log().lower()
+    st = d.settle(timeout=30)
+    prefix = d.key(d.root / "bulk") + "/"
+    assert sum(1 for k in d.keys() if k.startswith(prefix)) == n
+    assert st["index"]["documents"] == INITIAL_DOCS + n
+    assert st["counters"].get("watch.overflow", 0) >= 1
+
+
+@pytest.mark.slow
+def test_b10_overflow_during_a_running_reconcile_is_not_dropped(tree):
+    d = tree
+    pre, n = 1000, 5000
+    for i in range(pre):
+        write(d.root / "pre" / f"p{i:05d}.txt", f"p{i:05d} preword\n")
+    d.start(wait=False)
+    try:
+        # wait until the start-up reconcile has walked the tree and is busy reading
+        def progress():
+            p = d.ctl("status", "--json")
+            return json.loads(p.stdout)["sources"]["docs"] if p.returncode == 0 else None
+        s, _ = d.poll(progress, lambda s: s is not None and (
+            s["last_run"]["finished"] or (s["progress"] or {}).get("total")), READY_TIMEOUT,
+            "start-up reconcile walking")
+        if s["last_run"]["finished"] or s["progress"]["total"] - s["progress"]["done"] < 300:
+            pytest.skip("the start-up reconcile was too fast to overlap with the overflow")
+        d.signal(signal.SIGSTOP)
+        try:
+            for i in range(n):   # created after the running pass's walk; overflows the queue
+                with open(d.root / "bulk" / f"f{i:05d}.txt", "w") as f:
+                    f.write(f"f{i:05d}\n")
+        finally:
+            d.proc.send_signal(signal.SIGCONT)
+        d.poll(lambda: d.status()["sources"]["docs"]["last_run"]["finished"], bool, 60.0,
+               "start-up reconcile finished", interval=0.25)
+        assert "overflow" in d.log().lower()
+        total = INITIAL_DOCS + pre + n
+        d.poll(lambda: d.status()["sources"]["docs"]["documents"].get("indexed", 0),
+               lambda v: v == total, 10.0, f"all {total} documents indexed after the overflow",
+               interval=0.5)
+        assert len(d.search(f"f{n - 1:05d}")) == 1
+    finally:
+        if d.alive():
+            d.stop()
