@@ -110,6 +110,9 @@ class PathMatcher:
         self._exc_file_name = compile_([p for p in exclude if "/" not in p])
         self._exc_file_rel = compile_([p.lstrip("/") for p in exclude if "/" in p.rstrip("/")
                                        and not p.endswith("/")])
+        self.needs_rel = self._exc_file_rel is not None or self._inc_rel is not None
+        self.include_all = self._inc_all
+        self.exc_file_name_match = self._exc_file_name.match if self._exc_file_name else None
         dir_pats = [p.rstrip("/") for p in exclude if p.endswith("/")] + [p for p in exclude if "/" not in p]
         self._exc_dir_name = compile_([p for p in dir_pats if "/" not in p])
         self._exc_dir_rel = compile_([p.lstrip("/") for p in dir_pats if "/" in p])
@@ -177,7 +180,7 @@ class FileSource:
     def walk(self, start: str | None = None, on_file=None) -> WalkResult:
         """Walk the tree (or the subtree ``start``) with ``os.scandir``; nothing is read.
 
-        ``on_file`` is called once per file found (progress).  Unreadable directories are logged
+        ``on_file(n)`` is called after each directory with the number of files it added (progress).  Unreadable directories are logged
         and listed in ``unlisted_dirs`` (their documents must not be deleted).
         """
         files: dict[str, tuple[str, os.stat_result]] = {}
@@ -194,6 +197,11 @@ class FileSource:
         except OSError:
             pass
         matcher = self.matcher
+        # hot loop: bind what it calls; build the relative path only when a pattern needs it
+        needs_rel = matcher.needs_rel
+        exc_name = matcher.exc_file_name_match
+        inc_all = matcher.include_all
+        safe = _URI_SAFE.fullmatch
         while stack:
             dirpath, rel, via_link = stack.pop()
             try:
@@ -203,15 +211,16 @@ class FileSource:
                 unlisted.append(dirpath)
                 continue
             subdirs = []
+            n_before = len(files)
             with it:
                 for entry in it:
                     name = entry.name
-                    erel = f"{rel}/{name}" if rel else name
                     try:
                         is_link = entry.is_symlink()
                         if is_link and not follow:
                             continue
                         if entry.is_dir(follow_symlinks=follow):
+                            erel = f"{rel}/{name}" if rel else name
                             if matcher.dir_excluded(name, erel):
                                 continue
                             if follow:
@@ -224,18 +233,21 @@ class FileSource:
                                 visited.add(ident)
                             subdirs.append((entry.path, erel, via_link or is_link))
                             continue
-                        if not matcher.file_selected(name, erel):
+                        if exc_name is not None and exc_name(name):
                             continue
+                        if needs_rel or not inc_all:
+                            if not matcher.file_selected(name, f"{rel}/{name}" if rel else name):
+                                continue
                         st = entry.stat(follow_symlinks=follow)
                     except OSError as e:  # vanished between listing and stat, or a dangling link
                         log.debug("cannot stat %s: %s", display_path(entry.path), e.strerror)
                         continue
                     path = os.path.realpath(entry.path) if is_link or via_link else entry.path
-                    key = path_to_key(path)
+                    key = "file://" + path if safe(path) else path_to_key(path)
                     if key not in files:
                         files[key] = (path, st)
-                        if on_file is not None:
-                            on_file()
+            if on_file is not None and len(files) > n_before:
+                on_file(len(files) - n_before)
             stack.extend(reversed(subdirs))
         return WalkResult(files, unlisted)
 
@@ -341,18 +353,24 @@ class FileSource:
         stored = pipeline.store.stat_map(self.name)
         found = self.walk(top, on_file=progress.tick_walk if progress else None)
         todo: list[tuple[str, os.stat_result]] = []
+        unchanged = self.unchanged
         for key, (path, st) in found.files.items():
-            sv = stored.get(key)
-            if not forced and (sv is None or not self.unchanged(sv, st)):
+            if not forced:
+                sv = stored.get(key)
+                if sv is not None and (
+                        # the common case inline: same mtime and size, no error or too-large verdict
+                        (sv[0] == st.st_mtime_ns and sv[1] == st.st_size and sv[2] is None
+                         and sv[3] != "too-large") or unchanged(sv, st)):
+                    counts.seen += 1
+                    counts.unchanged += 1
+                    continue
                 # the store may lag: a queued write (the watcher's) may already cover this stat
                 queued, rec = pipeline.pending(key)
-                if queued and rec is not None:
-                    sv = (rec.mtime_ns, rec.size, rec.ctime_ns, rec.reason)
-            if not forced and sv is not None and self.unchanged(sv, st):
-                counts.seen += 1
-                counts.unchanged += 1
-            else:
-                todo.append((path, st))
+                if queued and rec is not None and unchanged((rec.mtime_ns, rec.size, rec.ctime_ns, rec.reason), st):
+                    counts.seen += 1
+                    counts.unchanged += 1
+                    continue
+            todo.append((path, st))
         if progress:
             progress.start_work(len(todo))
         for path, st in todo:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -176,25 +177,36 @@ class WhooshIndex:
         from whoosh import index as windex
 
         path = Path(state_dir) / cls.DIRNAME
-        try:
-            if windex.exists_in(str(path)):
-                ix = windex.open_dir(str(path))
-            elif create:
-                path.mkdir(parents=True, exist_ok=True)
-                ix = windex.create_in(str(path), _schema())
-            else:
-                raise IndexUnavailable(f"{path}: no index yet (run `indexerd index` first)")
-            with ix.reader() as r:  # touches the TOC and opens each segment: corrupt files fail here
-                r.doc_count()
-                for fieldname in ("key", "content"):
-                    r.field_length(fieldname)
-                    next(iter(r.lexicon(fieldname)), None)
-        except IndexUnavailable:
-            raise
-        except Exception as e:  # Whoosh raises many kinds on a damaged TOC/segment
-            raise IndexUnavailable(
-                f"{path}: the index cannot be opened ({type(e).__name__}: {e}); "
-                f"rebuild it with `indexerd index --rebuild`") from None
+        attempt = 0
+        while True:
+            try:
+                if windex.exists_in(str(path)):
+                    ix = windex.open_dir(str(path))
+                elif create:
+                    path.mkdir(parents=True, exist_ok=True)
+                    ix = windex.create_in(str(path), _schema())
+                else:
+                    raise IndexUnavailable(f"{path}: no index yet (run `indexerd index` first)")
+                with ix.reader() as r:  # touches the TOC and opens each segment: corrupt files fail here
+                    r.doc_count()
+                    for fieldname in ("key", "content"):
+                        r.field_length(fieldname)
+                        next(iter(r.lexicon(fieldname)), None)
+                break
+            except IndexUnavailable:
+                raise
+            except FileNotFoundError:
+                # a commit replaced the TOC (or a merge removed a segment) between listing the
+                # directory and opening the file: the next generation is already there
+                attempt += 1
+                if attempt > 20:
+                    raise IndexUnavailable(f"{path}: the index keeps changing under the reader; "
+                                           f"try again") from None
+                time.sleep(0.01 * attempt)
+            except Exception as e:  # Whoosh raises many kinds on a damaged TOC/segment
+                raise IndexUnavailable(
+                    f"{path}: the index cannot be opened ({type(e).__name__}: {e}); "
+                    f"rebuild it with `indexerd index --rebuild`") from None
         return cls(ix, path)
 
     def session(self, *, memory_bytes: int = 64 * 1024 * 1024, timeout_seconds: float = 10.0) -> IndexSession:

@@ -36,10 +36,10 @@ class Progress:
         self._last_log = time.monotonic()
         self._started = time.monotonic()
 
-    def tick_walk(self) -> None:
-        """One more file found by the walk."""
-        self.found += 1
-        if self.found % 2000 == 0:
+    def tick_walk(self, n: int = 1) -> None:
+        """``n`` more files found by the walk."""
+        before, self.found = self.found, self.found + n
+        if self.found // 2000 != before // 2000:
             if self.tty:
                 sys.stderr.write(f"\r{self.label}: scanning, {self.found} files found")
                 sys.stderr.flush()

@@ -782,3 +782,45 @@ def test_b10_overflow_during_a_running_reconcile_is_not_dropped(tree):
     finally:
         if d.alive():
             d.stop()
+
+
+def test_readers_never_fail_while_the_writer_commits(tmp_path):
+    """A searcher opened while commits replace the TOC retries instead of calling the index
+    corrupt (seen as FileNotFoundError on _MAIN_<n>.toc in the live benchmark)."""
+    import threading
+    from datetime import datetime, timezone
+
+    from indexerd.index import IndexDoc, WhooshIndex
+
+    ix = WhooshIndex.open(tmp_path)
+    stop = threading.Event()
+    errors = []
+
+    def commits():
+        n = 0
+        while not stop.is_set():
+            s = ix.session()
+            s.update(IndexDoc(key=f"k{n % 5}", source="s", url="u", path=None, title="t", content=f"word{n} common",
+                              last_modified=datetime.now(timezone.utc), date_source="mtime",
+                              media_type="text/plain", size=1))
+            s.commit(merge=n % 7 == 0)
+            n += 1
+
+    t = threading.Thread(target=commits, daemon=True)
+    t.start()
+    try:
+        deadline = time.time() + 4
+        opened = 0
+        while time.time() < deadline:
+            try:
+                r = WhooshIndex.open(tmp_path, create=False)
+                r.search("common", limit=3)
+                r.close()
+                opened += 1
+            except Exception as e:  # noqa: BLE001 - any failure is the bug
+                errors.append(repr(e))
+    finally:
+        stop.set()
+        t.join(10)
+    assert not errors, errors[:3]
+    assert opened > 20
