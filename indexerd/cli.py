@@ -40,7 +40,7 @@ def cmd_index(args) -> int:
     from .indexer import Indexer
 
     cfg = _load(args)
-    if not args.paths and not cfg.sources.filesystem:
+    if not args.paths and not cfg.sources.filesystem and not cfg.sources.sql:
         raise _usage("nothing to index: give PATH arguments or configure [[sources.filesystem]] "
                      f"(config: {cfg.origin})")
     ix = Indexer(cfg)
@@ -230,7 +230,8 @@ def cmd_status(args) -> int:
         print(f"writer error: {r['writer']['last_error']}")
     for name, s in r["sources"].items():
         docs = ", ".join(f"{k} {v}" for k, v in sorted(s["documents"].items())) or "no documents"
-        print(f"- {name} ({s['kind']}, {s['root']}{', watched' if s['watched'] else ''}): {docs}")
+        where = f", {s['root']}" if s["root"] else ""
+        print(f"- {name} ({s['kind']}{where}{', watched' if s['watched'] else ''}): {docs}")
         if s["running"]:
             p = s["progress"] or {}
             print(f"    reconciling now: {p.get('done', 0)}/{p.get('total', 0)} read, {p.get('found', 0)} files found")

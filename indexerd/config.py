@@ -114,10 +114,41 @@ class FilesystemSource(_Struct):
     strict_dates: bool | None = None
 
 
+class SqlSource(_Struct):
+    """One ``[[sources.sql]]`` table: a database change queue (the Aspire RDB connector model).
+
+    ``url`` is an SQLAlchemy URL without the password; the password comes from
+    ``password_env`` (an environment variable) or ``password_file`` and is never logged or shown.
+    SQL texts may use ``{id}``, ``{sequenceId}``, ``{action}`` and ``{batchSize}``: they become
+    bound parameters, never pasted into the SQL.
+    """
+
+    name: str
+    url: str
+    full_sql: str
+    incremental_sql: str | None = None
+    pre_update_sql: str | None = None
+    post_update_sql: str | None = None
+    interval: Seconds = Seconds(300.0)
+    id_column: str = "id"
+    sequence_column: str = "seq"
+    action_column: str = "action"
+    title_column: str | None = None
+    text_columns: list[str] = []
+    date_column: str | None = None
+    batch_size: int = 1000
+    password_env: str | None = None
+    password_file: str | None = None
+    date_sources: list[str] | None = None
+    refresh_time: Seconds | None = None
+    strict_dates: bool | None = None
+
+
 class Sources(_Struct):
     """``[sources]``: every kind of source, each a list of tables."""
 
     filesystem: list[FilesystemSource] = []
+    sql: list[SqlSource] = []
 
 
 class ConfigFile(_Struct):
@@ -223,6 +254,27 @@ def _check_semantics(cfg: Config, origin: str) -> None:
                 validate_order(src.date_sources)
             except ValueError as e:
                 raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
+    for i, src in enumerate(cfg.sources.sql):
+        where = f"sources.sql[{i}]"
+        if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
+            raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
+                              f"got {src.name!r}")
+        if src.name in seen:
+            raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} "
+                              f"(also {seen[src.name]})")
+        seen[src.name] = where
+        if "://" not in src.url:
+            raise ConfigError(f"{origin}: {where}.url: expected an SQLAlchemy URL like "
+                              f"'sqlite:////var/lib/app.db', got {mask_url(src.url)!r}")
+        if src.batch_size < 1:
+            raise ConfigError(f"{origin}: {where}.batch_size: expected a whole number >= 1, got {src.batch_size}")
+        if src.password_env and src.password_file:
+            raise ConfigError(f"{origin}: {where}: set password_env or password_file, not both")
+        if src.date_sources is not None:
+            try:
+                validate_order(src.date_sources)
+            except ValueError as e:
+                raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
     for key, value in (("index.commit_batch", cfg.index.commit_batch),
                        ("index.bulk_commit_batch", cfg.index.bulk_commit_batch)):
         if value < 1:
@@ -321,13 +373,19 @@ class SourcePolicy:
     date_sources: tuple[str, ...] | None
 
 
-def source_policy(cfg: Config, src: FilesystemSource) -> SourcePolicy:
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (for messages and ``check-config``)."""
+    return re.sub(r"(://[^:/@?#]*:)[^@/?#]*@", r"\1***@", url)
+
+
+def source_policy(cfg: Config, src: FilesystemSource | SqlSource) -> SourcePolicy:
     """Merge a source's optional overrides with the top-level defaults."""
+    max_size = getattr(src, "max_size", None)
     return SourcePolicy(
-        max_size_bytes=int(src.max_size if src.max_size is not None else cfg.max_size),
+        max_size_bytes=int(max_size if max_size is not None else cfg.max_size),
         refresh_time_seconds=float(src.refresh_time if src.refresh_time is not None else cfg.refresh_time),
         strict_dates=bool(src.strict_dates if src.strict_dates is not None else cfg.strict_dates),
-        meta_map_path=src.meta_map or cfg.meta_map,
+        meta_map_path=getattr(src, "meta_map", None) or cfg.meta_map,
         date_sources=tuple(src.date_sources) if src.date_sources is not None else None,
     )
 
@@ -343,6 +401,8 @@ def to_toml(cfg: Config) -> str:
 
     data = msgspec.to_builtins(cfg, enc_hook=enc)
     data.pop("origin", None)
+    for src in data.get("sources", {}).get("sql", []):
+        src["url"] = mask_url(src["url"])
     return _dump_toml(data)
 
 

@@ -171,7 +171,8 @@ class Daemon:
         now = datetime.now(UTC)
         for name, src in self.sources.items():
             st = self.states.setdefault(name, SourceState())
-            st.watched = bool(src.cfg.watch) and os.path.isdir(src.root) and self.watcher.watch(name, src.root)
+            st.watched = (src.kind == "filesystem" and bool(src.cfg.watch) and os.path.isdir(src.root)
+                          and self.watcher.watch(name, src.root))
             interval = float(src.cfg.interval)
             run_now = initial or (changed is not None and name in changed)
             extra = {"next_run_time": now} if run_now else {}  # else: one interval from now
@@ -231,8 +232,8 @@ class Daemon:
                 st.last_started = datetime.now(UTC)
                 st.progress = Progress(name, tty=False, log_every_seconds=10)
             with self._pipeline() as pipeline:
-                src.scan(pipeline, counts, progress=st.progress, forced=forced, start=start,
-                         cancel=self.stop_event)
+                src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
+                             cancel=self.stop_event)
             self.indexer.flush(timeout=60)
             st.last_error = None
         except Exception as e:
@@ -269,13 +270,13 @@ class Daemon:
     def _source_for(self, path: str) -> FileSource | None:
         best = None
         for src in self.sources.values():
-            if src.contains(path) and (best is None or len(src.root) > len(best.root)):
+            if src.kind == "filesystem" and src.contains(path) and (best is None or len(src.root) > len(best.root)):
                 best = src
         return best
 
     def _accepts(self, source: str, path: str, is_dir: bool) -> bool:
         src = self.sources.get(source)
-        if src is None or not src.contains(path) or path == src.root:
+        if src is None or src.kind != "filesystem" or not src.contains(path) or path == src.root:
             return False
         rel = src.relpath(path)
         if is_dir:
@@ -321,7 +322,7 @@ class Daemon:
 
     def _apply_change(self, pipeline: Pipeline, name: str, path: str, was_dir: bool) -> None:
         src = self.sources.get(name)
-        if src is None:
+        if src is None or src.kind != "filesystem":
             return
         counts = PassCounts()
         if os.path.isdir(path) and not os.path.islink(path):
@@ -358,9 +359,7 @@ class Daemon:
         if cmd == "forget":
             return self._cmd_forget(req)
         if cmd in ("crawl", "poll"):
-            kind = "web" if cmd == "crawl" else "sql"
-            raise ConfigError(f"no {kind} source named {req.get('source')!r} (configured sources: "
-                              f"{', '.join(self.sources) or 'none'})")
+            return self._cmd_scan(req, kind="web" if cmd == "crawl" else "sql")
         raise ConfigError(f"unknown control command {cmd!r}")
 
     def status(self) -> dict:
@@ -382,7 +381,7 @@ class Daemon:
                 prog = {"found": st.progress.found, "done": st.progress.done, "total": st.progress.total} \
                     if st.running and st.progress else None
             sources[name] = {
-                "kind": src.kind, "root": display_path(src.root), "watched": st.watched,
+                "kind": src.kind, "root": display_path(src.root) if src.root else None, "watched": st.watched,
                 "documents": counts.get(name, {}), "running": st.running, "current": cur, "progress": prog,
                 "last_run": {"started": format_utc(st.last_started), "finished": format_utc(st.last_finished),
                              "counts": st.last_counts, "error": st.last_error},
@@ -400,10 +399,13 @@ class Daemon:
                       "segments": ix.segment_count() if ix else None},
             "counters": self.indexer.counters.snapshot()}
 
-    def _cmd_scan(self, req: dict) -> dict:
+    def _cmd_scan(self, req: dict, kind: str = "filesystem") -> dict:
         name = req.get("source")
-        if name not in self.sources:
-            raise ConfigError(f"no filesystem source named {name!r} (configured: {', '.join(self.sources) or 'none'})")
+        src = self.sources.get(name)
+        if src is None or src.kind != kind:
+            same = [n for n, s in self.sources.items() if s.kind == kind]
+            raise ConfigError(f"no {kind} source named {name!r} (configured {kind} sources: "
+                              f"{', '.join(same) or 'none'})")
         if req.get("wait"):
             counts = self.reconcile(name, forced=False)
             if counts is None:  # another pass held the lock: wait for it instead
@@ -430,6 +432,8 @@ class Daemon:
             return {"counts": counts.as_dict()}
         with self._pipeline() as pipeline:
             for t in targets:
+                if t.startswith("sql:"):
+                    raise ConfigError(f"{t}: re-index SQL rows with `ctl reindex --source NAME` (a full load)")
                 path = _key_path(t) if t.startswith("file://") else os.path.realpath(t)
                 src = self._source_for(path)
                 if src is None:

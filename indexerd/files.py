@@ -336,6 +336,10 @@ class FileSource:
             return False
         return True
 
+    def run_pass(self, pipeline: Pipeline, counts: PassCounts, **kw) -> None:
+        """The source interface every kind shares: for a tree, one stat reconcile (:meth:`scan`)."""
+        self.scan(pipeline, counts, **kw)
+
     # -- the reconcile pass ---------------------------------------------------------------
     def scan(self, pipeline: Pipeline, counts: PassCounts, *, start: str | None = None,
              progress=None, forced: bool = False, cancel=None) -> None:

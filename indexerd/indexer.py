@@ -49,13 +49,20 @@ def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
     return cache[path]
 
 
-def build_sources(cfg: Config) -> dict[str, FileSource]:
-    """Construct every configured source; meta maps are read (and refused if malformed) here."""
+def build_sources(cfg: Config) -> dict:
+    """Construct every configured source (``FileSource``, ``SqlFeed``) by name; meta maps are
+    read (and refused if malformed) here.  Nothing connects yet."""
     cache: dict[str, MetaMap] = {}
-    out: dict[str, FileSource] = {}
+    out: dict = {}
     for src in cfg.sources.filesystem:
         pol = source_policy(cfg, src)
         out[src.name] = FileSource(src, pol, load_meta_map(pol.meta_map_path, cache))
+    if cfg.sources.sql:
+        from .sqlfeed import SqlFeed
+
+        for src in cfg.sources.sql:
+            pol = source_policy(cfg, src)
+            out[src.name] = SqlFeed(src, pol, load_meta_map(pol.meta_map_path, cache))
     return out
 
 
@@ -147,6 +154,9 @@ class Indexer:
             if self.store is not None:
                 st, self.store = self.store, None
                 st.close()
+            for src in self.sources.values():
+                if hasattr(src, "close"):
+                    src.close()
             self.state.unlock()
 
     # -- reconcile ------------------------------------------------------------------------
@@ -207,13 +217,13 @@ class Indexer:
 
         started = time.monotonic()
         summary = PassSummary()
-        jobs: list[tuple[FileSource, str | None]] = []
+        jobs: list[tuple[object, str | None]] = []
         if paths:
             for p in paths:
                 real = os.path.realpath(p)
                 if not os.path.exists(real):
                     raise ConfigError(f"{p}: no such file or directory")
-                src = next((s for s in self.sources.values() if s.contains(real)), None)
+                src = next((s for s in self.sources.values() if s.kind == "filesystem" and s.contains(real)), None)
                 if src is None:
                     src = adhoc_source(self.cfg, real if os.path.isdir(real) else os.path.dirname(real))
                 jobs.append((src, None if real == src.root else real))
@@ -230,7 +240,7 @@ class Indexer:
                 if start is not None and not os.path.isdir(start):
                     src.handle_path(start, self.pipeline, counts, forced=forced)
                 else:
-                    src.scan(self.pipeline, counts, start=start, progress=bar, forced=forced)
+                    src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced)
             finally:
                 bar.close()
             if not paths:

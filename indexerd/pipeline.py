@@ -90,6 +90,7 @@ class Fetched:
     mtime_ns: int | None = None
     etag: str | None = None
     last_modified_header: str | None = None
+    title: str | None = None  # the source's own title (a SQL column); overrides extraction's
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,11 @@ class Pipeline:
     @property
     def writer_opened(self) -> bool:
         return self._writer is not None
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Commit every submitted change (no-op when nothing was written)."""
+        if self._writer is not None:
+            self._writer.flush(timeout)
 
     def pending(self, key: str) -> tuple[bool, DocumentRecord | None]:
         """``(True, record or None)`` when a write for ``key`` is queued and not yet committed
@@ -222,7 +228,7 @@ class Pipeline:
             DateEvidence(fetched_at=f.fetched_at, meta=ex.meta, protocol=f.protocol_date,
                          protocol_kind=f.protocol_kind, sitemap=f.sitemap_date, server_date=f.server_date),
             policy.meta_map, policy.date_order)
-        title = ex.title or fallback_title
+        title = f.title if f.title else (ex.title or fallback_title)
         chash = content_hash(title, ex.text)
         now = self.clock()
         usable = stored if stored is not None and stored.status == "indexed" else None

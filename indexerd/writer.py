@@ -6,7 +6,8 @@ The thread batches them and commits:
 - in *live* mode (the daemon) as soon as its queue drains (after a 50 ms grace for more work),
   and at the latest ``commit_interval_seconds`` after the first pending change, with
   ``merge=False`` so a commit never waits for a segment merge; merges run after
-  ``merge_idle_seconds`` of idleness;
+  ``merge_idle_seconds`` of idleness, or after 2 s of idleness once 16 live commits (16 small
+  segments) have piled up;
 - in *bulk* mode (one-shot ``indexerd index``) every ``bulk_commit_batch`` documents, merging as
   Whoosh likes, so a big first index makes few, large segments.
 
@@ -89,6 +90,7 @@ class IndexWriter:
         self._pending: dict[str, DocumentRecord | None] = {}   # key -> record (None = row deleted)
         self._thread = threading.Thread(target=self._run, name="index-writer", daemon=True)
         self._closed = False
+        self._live_commits = 0  # live commits (each a new segment) since the last merge
         self._failure: BaseException | None = None
         self._thread.start()
 
@@ -161,6 +163,8 @@ class IndexWriter:
                 try:
                     session.commit(merge=not self.live)
                     dirty_segments = dirty_segments or self.live
+                    if self.live:
+                        self._live_commits += 1
                 except Exception as e:  # disk full, permission denied...: keep running
                     self.stats.commit_errors += 1
                     self.stats.last_error = f"index commit failed: {e}"
@@ -214,7 +218,9 @@ class IndexWriter:
                 if first_pending_at is not None:
                     timeout = max(0.0, first_pending_at + self.commit_interval_seconds - time.monotonic())
                 elif self.live and dirty_segments:
-                    timeout = max(0.0, last_work_at + self.merge_idle_seconds - time.monotonic())
+                    # many small segments slow every search: merge after a short idle then
+                    idle = 2.0 if self._live_commits >= 16 else self.merge_idle_seconds
+                    timeout = max(0.0, last_work_at + idle - time.monotonic())
                 else:
                     timeout = None
                 try:
@@ -292,5 +298,6 @@ class IndexWriter:
             session = self.index.session(memory_bytes=self.memory_bytes, timeout_seconds=1.0)
             session.commit(merge=True)
             self.stats.merges += 1
+            self._live_commits = 0
         except Exception as e:
             log.warning("idle merge skipped: %s", e)

@@ -1,0 +1,293 @@
+"""The SQL change-queue source (the Aspire RDB connector model).
+
+A trigger writes each change of a main table into a queue table (sequence, id, action I/U/D/N,
+status W/I/C).  One pass:
+
+1. the first time (or ``ctl reindex``): ``full_sql`` indexes every row, and documents of this
+   source that the full load did not return are deleted;
+2. ``pre_update_sql`` once (typically marks up to ``{batchSize}`` waiting rows W -> I);
+3. ``incremental_sql`` once: the changed rows joined to the main table, with id, sequence and
+   action; they are processed in increasing sequence order, one at a time (so two jobs for one
+   id never run at once, and a later change of an id always follows the earlier one);
+4. the index commits, and only then ``post_update_sql`` runs for each processed row (typically
+   I -> C).  A crash between the commit and ``post_update_sql`` leaves rows in I: the next pass
+   indexes them again (harmless, update-by-key) -- never a lost update.  A row that fails stays
+   in I and is counted in ``errors``; the rest of the batch goes on.
+
+Rows are selected by status, not by ``sequence > last seen``, so a row whose transaction commits
+after a higher sequence was processed is not lost (CASES B29).
+
+Placeholders ``{id}``, ``{sequenceId}``, ``{action}``, ``{batchSize}`` (Aspire's spelling) become
+SQLAlchemy bound parameters; nothing from a row is pasted into SQL text.  The password comes from
+``password_env`` or ``password_file`` and is set on the URL object, never logged.
+
+Contract relied on: SQLAlchemy 2 (``text()``, ``engine.begin()``); datetimes the driver returns
+without a zone are taken as UTC (the date layer's rule for naive values).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from .config import SourcePolicy, SqlSource, mask_url
+from .dates import MetaMap
+from .decide import DecideSettings
+from .errors import ConfigError, IndexerdError
+from .pipeline import Fetched, PassCounts, Pipeline, Policy
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+_PLACEHOLDER = re.compile(r"\{(id|sequenceId|action|batchSize)\}")
+ACTIONS = {"I": "insert", "U": "update", "D": "delete", "N": "none"}
+
+
+def bind_placeholders(sql: str) -> str:
+    """``"... WHERE seq = {sequenceId}"`` -> ``"... WHERE seq = :sequenceId"`` (bound, not pasted)."""
+    return _PLACEHOLDER.sub(lambda m: f":{m.group(1)}", sql)
+
+
+def used_params(sql: str) -> set[str]:
+    return set(_PLACEHOLDER.findall(sql))
+
+
+class SqlFeed:
+    """One ``[[sources.sql]]`` source.
+
+    Args:
+        cfg: the config table.
+        policy: effective per-source settings (refresh time, strict dates, date order).
+        meta_map: unused for rows (no meta tags), kept for the shared pipeline policy.
+    """
+
+    kind = "sql"
+
+    def __init__(self, cfg: SqlSource, policy: SourcePolicy, meta_map: MetaMap) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.root = None
+        self._engine = None
+        self.pipeline_policy = Policy(
+            meta_map=meta_map, date_order=policy.date_sources,
+            settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
+                                    strict_dates=policy.strict_dates))
+
+    # -- connection -----------------------------------------------------------------------
+    def password(self) -> str | None:
+        """The password from ``password_env`` / ``password_file``, or None.
+
+        Raises:
+            ConfigError: the variable is unset or the file unreadable (names which, not the value).
+        """
+        if self.cfg.password_env:
+            value = os.environ.get(self.cfg.password_env)
+            if value is None:
+                raise ConfigError(f"source {self.name}: environment variable {self.cfg.password_env} is not set")
+            return value
+        if self.cfg.password_file:
+            try:
+                with open(self.cfg.password_file, encoding="utf-8") as fh:
+                    return fh.read().strip("\r\n")
+            except OSError as e:
+                raise ConfigError(f"source {self.name}: cannot read password_file "
+                                  f"{self.cfg.password_file}: {e.strerror}") from None
+        return None
+
+    def engine(self):
+        """The SQLAlchemy engine (created once)."""
+        if self._engine is None:
+            from sqlalchemy import create_engine
+            from sqlalchemy.engine import make_url
+            from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+            try:
+                url = make_url(self.cfg.url)
+                pw = self.password()
+                if pw is not None:
+                    url = url.set(password=pw)
+                self._engine = create_engine(url, pool_pre_ping=True, hide_parameters=True)
+            except (ArgumentError, NoSuchModuleError, ImportError) as e:
+                raise ConfigError(f"source {self.name}: url {mask_url(self.cfg.url)}: {e}") from None
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    # -- passes ---------------------------------------------------------------------------
+    def _meta_key(self) -> str:
+        return f"sql:{self.name}:full_loaded_at"
+
+    def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
+                 cancel=None, start: str | None = None) -> None:
+        """One pass: the full load the first time (or when ``forced``), then the queue."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            if forced or not pipeline.store.get_meta(self._meta_key()) or not self.cfg.incremental_sql:
+                self.full_load(pipeline, counts, progress=progress, forced=forced, cancel=cancel)
+            if self.cfg.incremental_sql and not (cancel is not None and cancel.is_set()):
+                self.drain_queue(pipeline, counts, cancel=cancel)
+        except SQLAlchemyError as e:
+            counts.errors += 1
+            pipeline.counters.inc("error.sql")
+            log.error("source %s: %s", self.name, _short(e))
+
+    def full_load(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
+                  cancel=None) -> None:
+        """Index every row of ``full_sql``; delete this source's documents it did not return."""
+        from sqlalchemy import text
+
+        started = datetime.now(UTC)
+        seen: set[str] = set()
+        with self.engine().connect() as conn:
+            result = conn.execution_options(stream_results=True).execute(
+                text(bind_placeholders(self.cfg.full_sql)),
+                {k: v for k, v in {"batchSize": self.cfg.batch_size}.items() if k in used_params(self.cfg.full_sql)})
+            for rows in iter(lambda: result.mappings().fetchmany(1000), []):
+                for row in rows:
+                    if cancel is not None and cancel.is_set():
+                        return  # nothing deleted, not marked loaded: the next pass starts again
+                    key = self._index_row(pipeline, row, counts, forced=forced)
+                    if key:
+                        seen.add(key)
+                    if progress:
+                        progress.tick_walk()
+        for key in pipeline.store.keys(source=self.name) - seen:
+            if pipeline.pending(key) != (True, None):
+                pipeline.gone(key, counts, "not in the full load")
+        pipeline.flush()
+        pipeline.store.write_batch([], meta={self._meta_key(): started.isoformat()})
+        log.info("source %s: full load of %d rows", self.name, len(seen))
+
+    def drain_queue(self, pipeline: Pipeline, counts: PassCounts, *, cancel=None) -> None:
+        """pre_update_sql, incremental_sql, index in sequence order, commit, post_update_sql."""
+        from sqlalchemy import text
+
+        c = self.cfg
+        eng = self.engine()
+        if c.pre_update_sql:
+            with eng.begin() as conn:
+                conn.execute(text(bind_placeholders(c.pre_update_sql)),
+                             {k: v for k, v in {"batchSize": c.batch_size}.items() if k in used_params(c.pre_update_sql)})
+        with eng.connect() as conn:
+            rows = conn.execute(text(bind_placeholders(c.incremental_sql)),
+                                {k: v for k, v in {"batchSize": c.batch_size}.items()
+                                 if k in used_params(c.incremental_sql)}).mappings().all()
+        rows = sorted(rows, key=lambda r: _sort_key(r.get(c.sequence_column)))
+        done: list[Mapping[str, Any]] = []
+        for row in rows:
+            if cancel is not None and cancel.is_set():
+                break
+            try:
+                action = str(row.get(c.action_column) or "").strip().upper()
+                if action not in ACTIONS:
+                    raise ValueError(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
+                if action in ("I", "U"):
+                    self._index_row(pipeline, row, counts)
+                elif action == "D":
+                    self._delete_row(pipeline, row, counts)
+                else:
+                    counts.seen += 1
+                    counts.unchanged += 1
+                    pipeline.counters.inc("sql.action-n")
+                done.append(row)
+            except IndexerdError:
+                raise
+            except Exception as e:  # bad data in one row: it stays in the queue
+                counts.seen += 1
+                counts.errors += 1
+                pipeline.counters.inc("error.sql-row")
+                log.error("source %s: queue row %s (id %s) failed: %s", self.name, row.get(c.sequence_column),
+                          row.get(c.id_column), e)
+        if not done:
+            return
+        pipeline.flush()  # the index commit comes before any row is marked done
+        if c.post_update_sql:
+            self._post_update(done, counts, pipeline)
+
+    def _post_update(self, rows: list[Mapping[str, Any]], counts: PassCounts, pipeline: Pipeline) -> None:
+        from sqlalchemy import text
+
+        c = self.cfg
+        stmt = text(bind_placeholders(c.post_update_sql))
+        names = used_params(c.post_update_sql)
+
+        def params(row):
+            p = {"id": row.get(c.id_column), "sequenceId": row.get(c.sequence_column),
+                 "action": row.get(c.action_column), "batchSize": c.batch_size}
+            return {k: v for k, v in p.items() if k in names}
+
+        eng = self.engine()
+        try:
+            with eng.begin() as conn:  # one transaction for the batch: the fast path
+                conn.execute(stmt, [params(r) for r in rows])
+            return
+        except Exception as e:
+            log.warning("source %s: post_update_sql failed for the batch (%s); retrying row by row",
+                        self.name, _short(e))
+        for r in rows:  # one transaction per row: a failing row stays, the others are done
+            try:
+                with eng.begin() as conn:
+                    conn.execute(stmt, params(r))
+            except Exception as e:
+                counts.errors += 1
+                pipeline.counters.inc("error.sql-post-update")
+                log.error("source %s: post_update_sql failed for queue row %s (id %s): %s", self.name,
+                          r.get(c.sequence_column), r.get(c.id_column), _short(e))
+
+    # -- one row --------------------------------------------------------------------------
+    def key_for(self, row_id: Any) -> str:
+        return f"sql:{self.name}/{row_id}"
+
+    def _main_row_gone(self, row: Mapping[str, Any]) -> bool:
+        cols = [c for c in (self.cfg.title_column, self.cfg.date_column, *self.cfg.text_columns) if c]
+        return bool(cols) and all(row.get(c) is None for c in cols)
+
+    def _delete_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts) -> None:
+        key = self.key_for(row.get(self.cfg.id_column))
+        if pipeline.stored(key) is not None:
+            pipeline.gone(key, counts, "action D")
+        else:
+            pipeline.counters.inc("sql.delete-unknown")
+
+    def _index_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts, *,
+                   forced: bool = False) -> str | None:
+        c = self.cfg
+        row_id = row.get(c.id_column)
+        if row_id is None:
+            raise ValueError(f"row without {c.id_column}")
+        key = self.key_for(row_id)
+        if self._main_row_gone(row):  # an I/U whose main-table row is gone: a delete
+            self._delete_row(pipeline, row, counts)
+            return None
+        title = _text(row.get(c.title_column)) if c.title_column else ""
+        texts = [_text(row.get(col)) for col in c.text_columns if row.get(col) is not None]
+        body = "\n\n".join(t for t in texts if t) or title
+        data = body.encode("utf-8", "replace")
+        f = Fetched(key=key, source=self.name, url=key, data=data, fetched_at=pipeline.clock(),
+                    declared_type="text/plain", protocol_date=row.get(c.date_column) if c.date_column else None,
+                    protocol_kind="column", size=len(data), title=title or None)
+        pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title or key)
+        return key
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _sort_key(seq: Any):
+    return (0, seq) if isinstance(seq, (int, float)) else (1, str(seq))
+
+
+def _short(e: Exception) -> str:
+    return str(e).splitlines()[0][:300]
