@@ -261,6 +261,31 @@ class WhooshIndex:
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240) -> list[Hit]:
+        """Run a query (see :meth:`_search_once`), retrying on a fresh snapshot when a concurrent
+        commit or merge removed a segment file this reader had not opened yet (Whoosh opens
+        segment columns lazily).
+
+        Raises:
+            QueryError: the query is malformed.
+            IndexUnavailable: the index kept failing after retries.
+        """
+        attempts = 6
+        for attempt in range(attempts):
+            try:
+                return self._search_once(query, limit=limit, since=since, until=until,
+                                         snippet_chars=snippet_chars)
+            except QueryError:
+                raise
+            except Exception as e:  # FileNotFoundError, or Whoosh's TypeError on a vanished column
+                if attempt == attempts - 1:
+                    raise IndexUnavailable(f"{self.path}: search failed ({type(e).__name__}: {e}); "
+                                           f"if this persists, rebuild with `indexerd index --rebuild`") from None
+                log.debug("search retry %d after %s: %s", attempt + 1, type(e).__name__, e)
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _search_once(self, query: str, *, limit: int, since: datetime | None,
+                     until: datetime | None, snippet_chars: int) -> list[Hit]:
         """Run a query in Whoosh syntax over title and content.
 
         Words are ANDed; phrases, ``AND``/``OR``/``NOT``, ``title:word`` and ``prefix*`` work.

@@ -151,6 +151,9 @@ class IndexWriter:
         upserts: dict[str, DocumentRecord] = {}
         deletes: set[str] = set()
         batch_keys: dict[str, DocumentRecord | None] = {}
+        # keys added in the open Whoosh session: Whoosh's delete_by_term and update_document only
+        # reach committed segments, so a second write of such a key must follow a commit
+        session_keys: set[str] = set()
         docs_pending = 0
         first_pending_at: float | None = None
         last_work_at = time.monotonic()
@@ -159,6 +162,7 @@ class IndexWriter:
         def commit() -> None:
             nonlocal session, docs_pending, first_pending_at, dirty_segments
             started = time.monotonic()
+            session_keys.clear()
             if session is not None:
                 try:
                     session.commit(merge=not self.live)
@@ -240,12 +244,15 @@ class IndexWriter:
                     commit()
                     op.event.set()
                     continue
+                if op.kind in ("index", "remove") and op.key in session_keys:
+                    commit()  # the earlier add must be committed before it can be replaced or deleted
                 if first_pending_at is None:
                     first_pending_at = time.monotonic()
                 batch_keys[op.key] = op.record
                 try:
                     if op.kind == "index":
                         need_session().update(op.doc)
+                        session_keys.add(op.key)
                         docs_pending += 1
                         self.stats.docs_written += 1
                         deletes.discard(op.key)

@@ -824,3 +824,31 @@ def test_readers_never_fail_while_the_writer_commits(tmp_path):
         t.join(10)
     assert not errors, errors[:3]
     assert opened > 20
+
+
+def test_writer_add_then_remove_or_update_in_one_batch(tmp_path):
+    """Whoosh's delete/update reach committed segments only: a key written twice before a
+    commit must neither survive its removal nor be duplicated (the kind behind B11 and B24)."""
+    from datetime import datetime, timezone
+
+    from indexerd.index import IndexDoc, WhooshIndex
+    from indexerd.store import DocumentRecord
+    from indexerd.writer import IndexWriter
+
+    ix = WhooshIndex.open(tmp_path)
+    w = IndexWriter(ix, tmp_path / "state.sqlite3", live=False, commit_batch=1000)
+    now = datetime.now(timezone.utc)
+
+    def doc(key, text):
+        return IndexDoc(key=key, source="s", url=key, path=None, title="t", content=text, last_modified=now,
+                        date_source="mtime", media_type="text/plain", size=1)
+
+    w.submit_index(doc("a", "ephemeral"), DocumentRecord(key="a", source="s"))
+    w.submit_remove("a")
+    for text in ("first version", "second version", "third version"):
+        w.submit_index(doc("b", text), DocumentRecord(key="b", source="s"))
+    w.close()
+    assert ix.search("ephemeral") == []
+    hits = ix.search("version")
+    assert [h.key for h in hits] == ["b"]
+    assert ix.search("third") and not ix.search("first")
