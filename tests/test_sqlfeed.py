@@ -243,13 +243,18 @@ class Feed:
         tmp.write_text(self.config_text(**overrides), encoding="utf-8")
         os.replace(tmp, self.cfg)
 
-    def index(self) -> dict:
-        """One pass (``indexerd index -c CFG --json``); returns this source's counts."""
+    def index(self, balanced: bool = True) -> dict:
+        """One pass (``indexerd index -c CFG --json``); returns this source's counts.
+
+        ``balanced``: check the summary's invariant seen = indexed + unchanged + skipped + errors
+        (pipeline.py); the tests of failing post_update_sql turn it off (a known bug, see
+        test_summary_stays_balanced_when_post_update_fails)."""
         p = self.cli.run("index", "--json", timeout=CLI_TIMEOUT)
         summary = json.loads(p.stdout)
         counts = summary["sources"][SOURCE]
-        for c in (summary, counts):
-            assert c["seen"] == c["indexed"] + c["unchanged"] + c["skipped"] + c["errors"], summary
+        if balanced:
+            for c in (summary, counts):
+                assert c["seen"] == c["indexed"] + c["unchanged"] + c["skipped"] + c["errors"], summary
         return counts
 
     def search(self, query: str, limit: int = 10) -> list[dict]:
@@ -356,6 +361,18 @@ def test_several_updates_of_one_id_between_passes_final_content_wins(feed):
     assert [h["key"] for h in feed.search("common", limit=50)].count(key(1)) == 1
     assert feed.explain(key(1))["last_modified"] == "2024-02-03T00:00:00Z"
     assert feed.db.statuses(1) == ["C", "C", "C", "C"]
+
+
+def test_delete_and_reinsert_of_one_id_in_one_batch(feed):
+    load_base(feed)
+    feed.db.delete(2)
+    feed.db.insert(2, "common reborn lemma", "Bravo again", "2024-02-02T00:00:00Z")
+    assert [a for _, i, a, st in feed.db.queue() if i == 2 and st == "W"] == ["D", "I"]
+    counts = feed.index()
+    assert counts["errors"] == 0, counts
+    assert feed.keys("reborn") == [key(2)] and feed.keys("giraffe") == []
+    assert feed.explain(key(2))["title"] == "Bravo again"
+    assert set(feed.db.statuses()) == {"C"}
 
 
 def test_null_body_is_found_by_title_and_garbage_date_falls_back(feed):
@@ -470,7 +487,7 @@ def test_crash_between_index_commit_and_post_update_loses_nothing(feed):
     feed.write_config(post_update_sql="UPDATE queue SET no_such_column = 'C' WHERE seq = {sequenceId}")
     db.insert(20, "common capybara lemma", "Twenty", "2024-02-20T00:00:00Z")
     db.insert(21, "common okapi lemma", "Twenty-one", "2024-02-21T00:00:00Z")
-    c1 = feed.index()
+    c1 = feed.index(balanced=False)
     assert c1["errors"] >= 1, c1
     assert feed.keys("capybara") == [key(20)] and feed.keys("okapi") == [key(21)]  # the index committed
     assert db.statuses(20) == ["I"] and db.statuses(21) == ["I"]
@@ -506,7 +523,7 @@ def test_a_failing_row_stays_in_i_and_the_rest_of_the_batch_completes(feed):
     db.script(FAIL_13[db.kind])
     for i, word in ((12, "mongoose"), (13, "meerkat"), (14, "marmot")):
         db.insert(i, f"common {word} lemma", f"Row {i}", f"2024-02-{i}T00:00:00Z")
-    c1 = feed.index()
+    c1 = feed.index(balanced=False)
     assert c1["errors"] >= 1, c1
     assert db.statuses(12) == ["C"] and db.statuses(14) == ["C"]
     assert db.statuses(13) == ["I"]
@@ -517,6 +534,50 @@ def test_a_failing_row_stays_in_i_and_the_rest_of_the_batch_completes(feed):
     assert db.statuses(13) == ["C"]
     assert feed.keys("meerkat") == [key(13)]
     assert set(db.statuses()) == {"C"}
+
+
+def test_a_row_that_fails_to_process_stays_in_i(feed):
+    """A bad row (here an unknown action, made by the incremental query) is counted in errors, is
+    not marked done, and does not stop the rest of the batch."""
+    db = feed.db
+    load_base(feed)
+    feed.write_config(incremental_sql=BASE_SOURCE["incremental_sql"].replace(
+        "q.action,", "CASE WHEN q.id = 16 THEN 'X' ELSE q.action END AS action,"))
+    for i, word in ((15, "civet"), (16, "genet"), (17, "fossa")):
+        db.insert(i, f"common {word} lemma", f"Row {i}", f"2024-02-{i}T00:00:00Z")
+    c1 = feed.index()
+    assert c1["errors"] == 1 and c1["indexed"] == 2, c1
+    assert db.statuses(15) == ["C"] and db.statuses(17) == ["C"] and db.statuses(16) == ["I"]
+    assert feed.keys("civet") == [key(15)] and feed.keys("fossa") == [key(17)] and feed.keys("genet") == []
+    feed.write_config()
+    c2 = feed.index()
+    assert c2["errors"] == 0 and c2["indexed"] == 1, c2
+    assert feed.keys("genet") == [key(16)] and db.statuses(16) == ["C"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: sqlfeed._post_update counts a row whose post_update_sql failed in `errors` although "
+    "pipeline.handle already counted it in `indexed` (seen unchanged), so the summary breaks "
+    "pipeline.py's invariant seen = indexed + unchanged + skipped + errors"))
+def test_summary_stays_balanced_when_post_update_fails(feed):
+    load_base(feed)
+    feed.db.script(FAIL_13[feed.db.kind])
+    feed.db.insert(13, "common meerkat lemma", "Row 13", "2024-02-13T00:00:00Z")
+    c = feed.index(balanced=False)
+    assert c["errors"] == 1, c
+    assert c["seen"] == c["indexed"] + c["unchanged"] + c["skipped"] + c["errors"], c
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: sqlfeed.SqlFeed.run_pass counts a failed connection or statement (SQLAlchemyError) "
+    "as errors += 1 without seen += 1, unlike files.FileSource.scan for a missing root, so the "
+    "summary breaks seen = indexed + unchanged + skipped + errors"))
+def test_summary_stays_balanced_when_the_database_is_unreachable(feed):
+    load_base(feed)
+    feed.write_config(incremental_sql="SELECT * FROM no_such_table")
+    c = feed.index(balanced=False)
+    assert c["errors"] == 1 and c["indexed"] == 0, c
+    assert c["seen"] == c["indexed"] + c["unchanged"] + c["skipped"] + c["errors"], c
 
 
 ARRIVE = {
@@ -631,14 +692,37 @@ def test_failed_index_commit_leaves_rows_for_the_next_pass(feed, monkeypatch):
     "BUG: sqlfeed.full_load records full_loaded_at after pipeline.flush() even when the index "
     "commit failed (the writer drops the batch), so the full load is never redone and the rows "
     "it read are never indexed"))
-def test_failed_index_commit_during_the_full_load_is_redone(feed, monkeypatch):
+def test_failed_index_commit_during_the_full_load_is_redone(feed, monkeypatch, tmp_path):
+    # an index with one committed file first, so the failure below is not the index's first commit
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "note.txt").write_text("a plain note", encoding="utf-8")
+    feed.cli.run("index", str(tree), timeout=CLI_TIMEOUT)
     for i, title, body, updated in BASE_ROWS:
         feed.db.insert(i, body, title, updated)
     feed.db.exec("UPDATE queue SET status = 'C'")   # only the full load can bring them in
     _in_process_pass(feed.cfg, fail_commits=1, monkeypatch=monkeypatch)
-    assert feed.keys("common") == []
+    assert feed.keys("common") == []                 # the commit really failed
     feed.index()
     assert len(feed.search("common", limit=50)) == len(BASE_ROWS)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (index.py/indexer.py, not sqlfeed): when the index directory exists but holds no "
+    "commit yet (the first pass died or its first commit failed) and the store has no "
+    "index_generation, Indexer._reconcile_if_needed calls WhooshIndex.keys(), whose "
+    "reader.column_reader() raises NotImplementedError on Whoosh's EmptyReader: every later "
+    "`indexerd index` exits 1 with a traceback until --rebuild"))
+def test_index_runs_after_a_first_pass_that_never_committed(feed):
+    from indexerd.index import WhooshIndex
+
+    for i, title, body, updated in BASE_ROWS:
+        feed.db.insert(i, body, title, updated)
+    (feed.base / "state").mkdir(exist_ok=True)
+    WhooshIndex.open(feed.base / "state").close()   # what the writer leaves before its first commit
+    p = feed.cli.run("index", "--json", check=False, timeout=CLI_TIMEOUT)
+    assert p.returncode == 0, p.stderr[-600:]
+    assert json.loads(p.stdout)["sources"][SOURCE]["indexed"] == len(BASE_ROWS)
 
 
 # -- passwords ----------------------------------------------------------------------------------
@@ -661,6 +745,25 @@ def test_check_config_masks_passwords(tmp_path):
     assert inline not in out and from_env not in out
     assert "postgresql+psycopg://ixuser:***@db.invalid:5432/app" in p.stdout
     assert SECRET_ENV in p.stdout     # the variable's name is fine to show
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: config.mask_url masks the password with [^@/?#]*, but SQLAlchemy's URL takes every "
+    "character up to '@' as the password, so a password holding '/', '?' or '#' is accepted by "
+    "the connection and printed in clear by `check-config`"))
+@pytest.mark.parametrize("secret", ["se/cr3t", "s?cr3t", "s#cr3t"])
+def test_check_config_masks_passwords_with_url_delimiters(tmp_path, secret):
+    from sqlalchemy.engine import make_url
+
+    url = f"postgresql+psycopg://ixuser:{secret}@db.invalid:5432/app"
+    assert make_url(url).password == secret                  # what the connection would send
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n\n[[sources.sql]]\n'
+                   + "\n".join(f"{k} = {toml_value(v)}" for k, v in dict(BASE_SOURCE, url=url).items())
+                   + "\n", encoding="utf-8")
+    p = CLI(tmp_path / "state", cfg).run("check-config")
+    assert secret not in p.stdout + p.stderr
+    assert "postgresql+psycopg://ixuser:***@db.invalid:5432/app" in p.stdout
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -815,3 +918,15 @@ def test_daemon_ctl_poll_wait(sql_daemon):
     assert p.returncode == 2 and "no-such-source" in p.stderr, (p.returncode, p.stderr)
     st = json.loads(d.ctl("status", "--json").stdout)["sources"][SOURCE]
     assert st["kind"] == "sql" and st["documents"].get("indexed") == 6, st
+    p = d.ctl("status")
+    assert p.returncode == 0 and f"- {SOURCE} (sql" in p.stdout, (p.stdout, p.stderr)
+    # a row deleted behind the trigger's back: only a full load (ctl reindex --source) sees it
+    db.exec("DELETE FROM articles WHERE id = 5")
+    db.exec("DELETE FROM queue WHERE id = 5 AND action = 'D'")
+    p = d.ctl("reindex", "--source", SOURCE)
+    assert p.returncode == 0, p.stderr
+    counts = json.loads(p.stdout)
+    assert counts["deleted"] == 1 and counts["errors"] == 0, counts
+    assert feed.keys("axolotl") == [] and len(feed.search("common", limit=50)) == 5
+    p = d.ctl("reindex", key(1))
+    assert p.returncode == 2 and "--source" in p.stderr, (p.returncode, p.stderr)
