@@ -374,8 +374,19 @@ class SourcePolicy:
 
 
 def mask_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for messages and ``check-config``)."""
-    return re.sub(r"(://[^:/@?#]*:)[^@/?#]*@", r"\1***@", url)
+    """The URL with any password replaced by ``***`` (for messages and ``check-config``).
+
+    Parsed by SQLAlchemy's own URL parser, so a password holding ``/``, ``?`` or ``#`` is masked
+    whole; an unparseable URL keeps only its scheme.
+    """
+    try:
+        from sqlalchemy.engine import make_url
+
+        u = make_url(url)
+        return u.render_as_string(hide_password=True) if u.password is not None else url
+    except Exception:
+        scheme = url.split("://", 1)[0] if "://" in url else "?"
+        return f"{scheme}://***"
 
 
 def source_policy(cfg: Config, src: FilesystemSource | SqlSource) -> SourcePolicy:
@@ -412,7 +423,9 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        import json
+
+        return json.dumps(v, ensure_ascii=False)  # JSON string escapes are valid TOML basic-string escapes
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(type(v))

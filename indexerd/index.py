@@ -237,6 +237,8 @@ class WhooshIndex:
     def keys(self) -> dict[str, str]:
         """``{key: source}`` for every live document (used by the start-up reconcile)."""
         with self._ix.reader() as r:
+            if r.doc_count_all() == 0:
+                return {}  # an index with no segments has no columns (Whoosh raises)
             keys, sources = r.column_reader("key"), r.column_reader("source")
             return {keys[n]: sources[n] for n in r.all_doc_ids()}
 

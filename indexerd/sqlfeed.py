@@ -36,7 +36,7 @@ from typing import Any, Mapping
 from .config import SourcePolicy, SqlSource, mask_url
 from .dates import MetaMap
 from .decide import DecideSettings
-from .errors import ConfigError, IndexerdError
+from .errors import ConfigError, IndexerdError, RetryLater
 from .pipeline import Fetched, PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)
@@ -134,9 +134,15 @@ class SqlFeed:
             if self.cfg.incremental_sql and not (cancel is not None and cancel.is_set()):
                 self.drain_queue(pipeline, counts, cancel=cancel)
         except SQLAlchemyError as e:
+            counts.seen += 1  # the pass itself is the item that failed (as a missing root is)
             counts.errors += 1
             pipeline.counters.inc("error.sql")
             log.error("source %s: %s", self.name, _short(e))
+        except RetryLater as e:  # the index commit failed: nothing was acknowledged to the queue
+            counts.seen += 1
+            counts.errors += 1
+            pipeline.counters.inc("error.index-commit")
+            log.error("source %s: %s; the queue rows stay for the next pass", self.name, e)
 
     def full_load(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
                   cancel=None) -> None:
@@ -153,7 +159,7 @@ class SqlFeed:
                 for row in rows:
                     if cancel is not None and cancel.is_set():
                         return  # nothing deleted, not marked loaded: the next pass starts again
-                    key = self._index_row(pipeline, row, counts, forced=forced)
+                    key = self._index_row(pipeline, row, counts, forced=forced)[0]
                     if key:
                         seen.add(key)
                     if progress:
@@ -180,7 +186,7 @@ class SqlFeed:
                                 {k: v for k, v in {"batchSize": c.batch_size}.items()
                                  if k in used_params(c.incremental_sql)}).mappings().all()
         rows = sorted(rows, key=lambda r: _sort_key(r.get(c.sequence_column)))
-        done: list[Mapping[str, Any]] = []
+        done: list[tuple[Mapping[str, Any], str]] = []  # (row, verdict)
         for row in rows:
             if cancel is not None and cancel.is_set():
                 break
@@ -189,14 +195,15 @@ class SqlFeed:
                 if action not in ACTIONS:
                     raise ValueError(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
                 if action in ("I", "U"):
-                    self._index_row(pipeline, row, counts)
+                    verdict = self._index_row(pipeline, row, counts)[1]
                 elif action == "D":
-                    self._delete_row(pipeline, row, counts)
+                    verdict = self._delete_row(pipeline, row, counts)
                 else:
                     counts.seen += 1
                     counts.unchanged += 1
+                    verdict = "unchanged"
                     pipeline.counters.inc("sql.action-n")
-                done.append(row)
+                done.append((row, verdict))
             except IndexerdError:
                 raise
             except Exception as e:  # bad data in one row: it stays in the queue
@@ -211,7 +218,10 @@ class SqlFeed:
         if c.post_update_sql:
             self._post_update(done, counts, pipeline)
 
-    def _post_update(self, rows: list[Mapping[str, Any]], counts: PassCounts, pipeline: Pipeline) -> None:
+    def _post_update(self, rows: list[tuple[Mapping[str, Any], str]], counts: PassCounts,
+                     pipeline: Pipeline) -> None:
+        """Acknowledge processed rows; a row that cannot be acknowledged moves from its verdict to
+        ``errors`` (it stays queued), so ``seen = indexed + unchanged + skipped + errors`` holds."""
         from sqlalchemy import text
 
         c = self.cfg
@@ -226,16 +236,20 @@ class SqlFeed:
         eng = self.engine()
         try:
             with eng.begin() as conn:  # one transaction for the batch: the fast path
-                conn.execute(stmt, [params(r) for r in rows])
+                conn.execute(stmt, [params(r) for r, _ in rows])
             return
         except Exception as e:
             log.warning("source %s: post_update_sql failed for the batch (%s); retrying row by row",
                         self.name, _short(e))
-        for r in rows:  # one transaction per row: a failing row stays, the others are done
+        for r, verdict in rows:  # one transaction per row: a failing row stays, the others are done
             try:
                 with eng.begin() as conn:
                     conn.execute(stmt, params(r))
             except Exception as e:
+                if verdict in ("indexed", "unchanged", "skipped"):
+                    setattr(counts, verdict, getattr(counts, verdict) - 1)
+                else:  # a delete happened but is not acknowledged: count the row as seen, failed
+                    counts.seen += 1
                 counts.errors += 1
                 pipeline.counters.inc("error.sql-post-update")
                 log.error("source %s: post_update_sql failed for queue row %s (id %s): %s", self.name,
@@ -249,23 +263,23 @@ class SqlFeed:
         cols = [c for c in (self.cfg.title_column, self.cfg.date_column, *self.cfg.text_columns) if c]
         return bool(cols) and all(row.get(c) is None for c in cols)
 
-    def _delete_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts) -> None:
+    def _delete_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts) -> str:
         key = self.key_for(row.get(self.cfg.id_column))
         if pipeline.stored(key) is not None:
-            pipeline.gone(key, counts, "action D")
-        else:
-            pipeline.counters.inc("sql.delete-unknown")
+            return pipeline.gone(key, counts, "action D").verdict
+        pipeline.counters.inc("sql.delete-unknown")
+        return "deleted-unknown"
 
     def _index_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts, *,
-                   forced: bool = False) -> str | None:
+                   forced: bool = False) -> tuple[str | None, str]:
+        """Index one row; returns (key or None when it was a delete, verdict)."""
         c = self.cfg
         row_id = row.get(c.id_column)
         if row_id is None:
             raise ValueError(f"row without {c.id_column}")
         key = self.key_for(row_id)
         if self._main_row_gone(row):  # an I/U whose main-table row is gone: a delete
-            self._delete_row(pipeline, row, counts)
-            return None
+            return None, self._delete_row(pipeline, row, counts)
         title = _text(row.get(c.title_column)) if c.title_column else ""
         texts = [_text(row.get(col)) for col in c.text_columns if row.get(col) is not None]
         body = "\n\n".join(t for t in texts if t) or title
@@ -273,8 +287,8 @@ class SqlFeed:
         f = Fetched(key=key, source=self.name, url=key, data=data, fetched_at=pipeline.clock(),
                     declared_type="text/plain", protocol_date=row.get(c.date_column) if c.date_column else None,
                     protocol_kind="column", size=len(data), title=title or None)
-        pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title or key)
-        return key
+        out = pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title or key)
+        return key, out.verdict
 
 
 def _text(value: Any) -> str:

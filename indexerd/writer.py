@@ -52,6 +52,7 @@ class WriterStats:
 class _Op:
     kind: str                       # "index" | "remove" | "record" | "barrier" | "stop"
     key: str = ""
+    error: str | None = None        # barrier: why a commit since the last barrier failed
     doc: IndexDoc | None = None
     record: DocumentRecord | None = None
     event: threading.Event | None = field(default=None, repr=False)
@@ -115,10 +116,21 @@ class IndexWriter:
         return False, None
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Commit everything submitted so far; True once it is searchable and stored."""
+        """Commit everything submitted so far; True once it is searchable and stored, False on
+        timeout.
+
+        Raises:
+            RetryLater: a commit since the previous flush failed (disk full, read-only): those
+                changes are not in the index nor the store, and a caller that acknowledges work
+                to someone else (a SQL queue) must not do so.
+        """
         ev = threading.Event()
-        self._put(_Op("barrier", event=ev))
-        return ev.wait(timeout)
+        op = _Op("barrier", event=ev)
+        self._put(op)
+        done = ev.wait(timeout)
+        if op.error:
+            raise RetryLater(op.error)
+        return done
 
     def queue_depth(self) -> int:
         return self._q.qsize()
@@ -154,6 +166,7 @@ class IndexWriter:
         # keys added in the open Whoosh session: Whoosh's delete_by_term and update_document only
         # reach committed segments, so a second write of such a key must follow a commit
         session_keys: set[str] = set()
+        failed_since_barrier: list[str] = []
         docs_pending = 0
         first_pending_at: float | None = None
         last_work_at = time.monotonic()
@@ -174,6 +187,7 @@ class IndexWriter:
                     self.stats.last_error = f"index commit failed: {e}"
                     log.error("index commit failed, %d changes will be retried at the next pass: %s",
                               docs_pending, e)
+                    failed_since_barrier.append(f"index commit failed: {e}")
                     try:
                         session.cancel()
                     except Exception:
@@ -193,6 +207,7 @@ class IndexWriter:
                 except IndexerdError as e:
                     self.stats.commit_errors += 1
                     self.stats.last_error = str(e)
+                    failed_since_barrier.append(str(e))
                     log.error("%s", e)
             n_docs = docs_pending
             upserts.clear()
@@ -242,6 +257,9 @@ class IndexWriter:
                     break
                 if op.kind == "barrier":
                     commit()
+                    if failed_since_barrier:
+                        op.error = "; ".join(dict.fromkeys(failed_since_barrier))
+                        failed_since_barrier.clear()
                     op.event.set()
                     continue
                 if op.kind in ("index", "remove") and op.key in session_keys:

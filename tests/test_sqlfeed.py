@@ -555,10 +555,6 @@ def test_a_row_that_fails_to_process_stays_in_i(feed):
     assert feed.keys("genet") == [key(16)] and db.statuses(16) == ["C"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: sqlfeed._post_update counts a row whose post_update_sql failed in `errors` although "
-    "pipeline.handle already counted it in `indexed` (seen unchanged), so the summary breaks "
-    "pipeline.py's invariant seen = indexed + unchanged + skipped + errors"))
 def test_summary_stays_balanced_when_post_update_fails(feed):
     load_base(feed)
     feed.db.script(FAIL_13[feed.db.kind])
@@ -568,11 +564,7 @@ def test_summary_stays_balanced_when_post_update_fails(feed):
     assert c["seen"] == c["indexed"] + c["unchanged"] + c["skipped"] + c["errors"], c
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: sqlfeed.SqlFeed.run_pass counts a failed connection or statement (SQLAlchemyError) "
-    "as errors += 1 without seen += 1, unlike files.FileSource.scan for a missing root, so the "
-    "summary breaks seen = indexed + unchanged + skipped + errors"))
-def test_summary_stays_balanced_when_the_database_is_unreachable(feed):
+def test_summary_stays_balanced_when_a_statement_fails(feed):
     load_base(feed)
     feed.write_config(incremental_sql="SELECT * FROM no_such_table")
     c = feed.index(balanced=False)
@@ -671,11 +663,6 @@ def _in_process_pass(cfg_path: Path, fail_commits: int, monkeypatch) -> dict:
         monkeypatch.setattr(index_mod._WhooshSession, "commit", real_commit)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: sqlfeed.drain_queue runs post_update_sql after pipeline.flush() even when the index "
-    "commit failed: IndexWriter.commit() logs the error, drops the batch and still sets the "
-    "barrier event, and flush() returns nothing that says so, so the rows are marked C and the "
-    "change is never indexed (a lost update)"))
 def test_failed_index_commit_leaves_rows_for_the_next_pass(feed, monkeypatch):
     db = feed.db
     load_base(feed)
@@ -688,10 +675,6 @@ def test_failed_index_commit_leaves_rows_for_the_next_pass(feed, monkeypatch):
     assert db.statuses(50) == ["C"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: sqlfeed.full_load records full_loaded_at after pipeline.flush() even when the index "
-    "commit failed (the writer drops the batch), so the full load is never redone and the rows "
-    "it read are never indexed"))
 def test_failed_index_commit_during_the_full_load_is_redone(feed, monkeypatch, tmp_path):
     # an index with one committed file first, so the failure below is not the index's first commit
     tree = tmp_path / "tree"
@@ -707,12 +690,6 @@ def test_failed_index_commit_during_the_full_load_is_redone(feed, monkeypatch, t
     assert len(feed.search("common", limit=50)) == len(BASE_ROWS)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (index.py/indexer.py, not sqlfeed): when the index directory exists but holds no "
-    "commit yet (the first pass died or its first commit failed) and the store has no "
-    "index_generation, Indexer._reconcile_if_needed calls WhooshIndex.keys(), whose "
-    "reader.column_reader() raises NotImplementedError on Whoosh's EmptyReader: every later "
-    "`indexerd index` exits 1 with a traceback until --rebuild"))
 def test_index_runs_after_a_first_pass_that_never_committed(feed):
     from indexerd.index import WhooshIndex
 
@@ -747,10 +724,6 @@ def test_check_config_masks_passwords(tmp_path):
     assert SECRET_ENV in p.stdout     # the variable's name is fine to show
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: config.mask_url masks the password with [^@/?#]*, but SQLAlchemy's URL takes every "
-    "character up to '@' as the password, so a password holding '/', '?' or '#' is accepted by "
-    "the connection and printed in clear by `check-config`"))
 @pytest.mark.parametrize("secret", ["se/cr3t", "s?cr3t", "s#cr3t"])
 def test_check_config_masks_passwords_with_url_delimiters(tmp_path, secret):
     from sqlalchemy.engine import make_url
@@ -766,9 +739,6 @@ def test_check_config_masks_passwords_with_url_delimiters(tmp_path, secret):
     assert "postgresql+psycopg://ixuser:***@db.invalid:5432/app" in p.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: config._toml_value writes strings with a newline as one-line TOML basic strings with "
-    "raw newlines, so `check-config` prints invalid TOML for multi-line SQL (as in etc/sql-*.toml)"))
 def test_check_config_output_is_valid_toml_for_multiline_sql(tmp_path):
     shutil.copy(ETC / "sql-sqlite.toml", tmp_path / "c.toml")
     cli = CLI(tmp_path / "state", tmp_path / "c.toml")
