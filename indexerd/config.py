@@ -227,54 +227,49 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
     return cfg
 
 
-def _check_semantics(cfg: Config, origin: str) -> None:
+def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> None:
+    """Checks every kind of source shares: a valid, unique name and a valid date order."""
     from .dates import validate_order
 
+    if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
+        raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
+                          f"got {src.name!r}")
+    if src.name in seen:
+        raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} (also {seen[src.name]})")
+    seen[src.name] = where
+    if src.date_sources is not None:
+        try:
+            validate_order(src.date_sources)
+        except ValueError as e:
+            raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
+
+
+def _check_semantics(cfg: Config, origin: str) -> None:
     if cfg.log_level.lower() not in {"debug", "info", "warning", "error", "critical"}:
         raise ConfigError(f"{origin}: log_level: expected one of debug, info, warning, error, critical, "
                           f"got {cfg.log_level!r}")
     seen: dict[str, str] = {}
-    for i, src in enumerate(cfg.sources.filesystem):
-        where = f"sources.filesystem[{i}]"
-        if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
-            raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
-                              f"got {src.name!r}")
-        if src.name in seen:
-            raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} "
-                              f"(also {seen[src.name]})")
-        seen[src.name] = where
-        if not os.path.isabs(os.path.expanduser(src.path)):
-            raise ConfigError(f"{origin}: {where}.path: expected an absolute path, got {src.path!r}")
-        for key in ("include", "exclude"):
-            for pat in getattr(src, key):
-                if not pat or pat.strip() != pat:
-                    raise ConfigError(f"{origin}: {where}.{key}: expected a list of glob patterns, got {pat!r}")
-        if src.date_sources is not None:
-            try:
-                validate_order(src.date_sources)
-            except ValueError as e:
-                raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
-    for i, src in enumerate(cfg.sources.sql):
-        where = f"sources.sql[{i}]"
-        if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
-            raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
-                              f"got {src.name!r}")
-        if src.name in seen:
-            raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} "
-                              f"(also {seen[src.name]})")
-        seen[src.name] = where
-        if "://" not in src.url:
-            raise ConfigError(f"{origin}: {where}.url: expected an SQLAlchemy URL like "
-                              f"'sqlite:////var/lib/app.db', got {mask_url(src.url)!r}")
-        if src.batch_size < 1:
-            raise ConfigError(f"{origin}: {where}.batch_size: expected a whole number >= 1, got {src.batch_size}")
-        if src.password_env and src.password_file:
-            raise ConfigError(f"{origin}: {where}: set password_env or password_file, not both")
-        if src.date_sources is not None:
-            try:
-                validate_order(src.date_sources)
-            except ValueError as e:
-                raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
+    for kind, tables in (("filesystem", cfg.sources.filesystem), ("sql", cfg.sources.sql)):
+        for i, src in enumerate(tables):
+            where = f"sources.{kind}[{i}]"
+            _check_source_common(src, where, seen, origin)
+            if kind == "filesystem":
+                if not os.path.isabs(os.path.expanduser(src.path)):
+                    raise ConfigError(f"{origin}: {where}.path: expected an absolute path, got {src.path!r}")
+                for key in ("include", "exclude"):
+                    for pat in getattr(src, key):
+                        if not pat or pat.strip() != pat:
+                            raise ConfigError(f"{origin}: {where}.{key}: expected a list of glob patterns, "
+                                              f"got {pat!r}")
+            else:
+                if "://" not in src.url:
+                    raise ConfigError(f"{origin}: {where}.url: expected an SQLAlchemy URL like "
+                                      f"'sqlite:////var/lib/app.db', got {mask_url(src.url)!r}")
+                if src.batch_size < 1:
+                    raise ConfigError(f"{origin}: {where}.batch_size: expected a whole number >= 1, "
+                                      f"got {src.batch_size}")
+                if src.password_env and src.password_file:
+                    raise ConfigError(f"{origin}: {where}: set password_env or password_file, not both")
     for key, value in (("index.commit_batch", cfg.index.commit_batch),
                        ("index.bulk_commit_batch", cfg.index.bulk_commit_batch)):
         if value < 1:

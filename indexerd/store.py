@@ -277,22 +277,14 @@ class Store:
         """Apply upserts, deletions and ``meta`` values in one transaction (all or nothing).
 
         Raises:
+            ValueError: a record holds a naive datetime (checked before anything is written).
             StoreError: the transaction failed (disk full, read-only file system); nothing of
                 the batch was written.
         """
         rows = [_record_to_row(r) for r in upserts]  # ValueError (naive time) before any write
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany(_UPSERT, rows)
-                self._db.executemany("DELETE FROM documents WHERE key = ?", ((k,) for k in deletes))
-                self._db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                                     (meta or {}).items())
-                self._db.execute("COMMIT")
-            except sqlite3.Error as e:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StoreError(f"{self.path}: write failed: {e}") from None
+        self._transaction([(_UPSERT, rows),
+                           ("DELETE FROM documents WHERE key = ?", [(k,) for k in deletes]),
+                           ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
 
     def reset_stats(self, keys: Iterable[str]) -> None:
         """Forget the stored stat and hash of ``keys`` so the next pass reads and re-indexes them."""
@@ -311,11 +303,20 @@ class Store:
                         [(source, kind, to_db_time(started_at), to_db_time(finished_at), json.dumps(counts))])
 
     def _exec_many(self, sql: str, rows: Iterable[tuple]) -> None:
-        rows = list(rows)
+        self._transaction([(sql, list(rows))])
+
+    def _transaction(self, steps: list[tuple[str, list[tuple]]]) -> None:
+        """Run ``executemany`` steps in one write transaction; roll back on any error.
+
+        Raises:
+            StoreError: naming the store file and SQLite's reason.
+        """
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany(sql, rows)
+                for sql, rows in steps:
+                    if rows:
+                        self._db.executemany(sql, rows)
                 self._db.execute("COMMIT")
             except sqlite3.Error as e:
                 if self._db.in_transaction:
