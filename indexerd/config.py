@@ -24,10 +24,10 @@ from .errors import ConfigError
 
 DEFAULT_CONFIG_PATH = "/etc/indexerd/indexerd.toml"
 
-#: Editor temp files and VCS folders, excluded unless a source sets ``exclude`` itself.
+#: Editor temp files, VCS folders and bytecode caches, excluded unless a source sets ``exclude``.
 DEFAULT_EXCLUDES = (
-    ".git/", ".hg/", ".svn/", ".bzr/", "_darcs/", "CVS/",
-    "*.swp", "*.swx", "*.swo", "*~", ".#*", "4913", "*.tmp", ".~lock.*#",
+    ".git/", ".hg/", ".svn/", ".bzr/", "_darcs/", "CVS/", "__pycache__/",
+    "*.swp", "*.swx", "*.swo", "*~", ".#*", "4913", "*.tmp", ".~lock.*#", "*.pyc", "*.pyo",
 )
 
 
