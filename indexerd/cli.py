@@ -237,8 +237,10 @@ def cmd_status(args) -> int:
             print(f"    reconciling now: {p.get('done', 0)}/{p.get('total', 0)} read, {p.get('found', 0)} files found")
         lr = s["last_run"]
         if lr["finished"]:
-            print(f"    last run {lr['started']} .. {lr['finished']}: {lr['counts']}"
-                  + (f" error: {lr['error']}" if lr["error"] else ""))
+            c = lr["counts"] or {}
+            counts = ", ".join(f"{k} {v}" for k, v in c.items())
+            print(f"    last run {lr['started']} .. {lr['finished']}: {counts}"
+                  + (f"; error: {lr['error']}" if lr["error"] else ""))
         print(f"    next run {s['next_run'] or '-'}")
     return 0
 
@@ -246,7 +248,8 @@ def cmd_status(args) -> int:
 def cmd_scan(args) -> int:
     r = _daemon_request(args, {"cmd": args.ctl_command, "source": args.name, "wait": args.wait},
                         timeout=_LONG_WAIT if args.wait else 30.0)
-    print(json.dumps(r.get("counts"), ensure_ascii=True) if args.wait else f"{args.ctl_command} of {args.name} started")
+    print(json.dumps(r.get("counts"), ensure_ascii=True) if args.wait else
+          f"{args.ctl_command} of {args.name} started (see `indexerd ctl status`)")
     return 0
 
 
@@ -284,7 +287,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--log-level", default=None, help="debug, info, warning (default), error")
 
     p = argparse.ArgumentParser(prog="indexerd", formatter_class=fmt,
-                                description="Keep a full-text index of local trees current, and search it.",
+                                description="Keep a full-text index of local trees and SQL change queues current, and search it.",
                                 epilog="example:\n  indexerd index ~/docs && indexerd ctl search 'event loop'")
     p.add_argument("--version", action="version", version=f"indexerd {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -311,7 +314,12 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example:\n  indexerd run -c /etc/indexerd/indexerd.toml --log-level info")
     s.set_defaults(func=cmd_run)
 
-    ctl = sub.add_parser("ctl", help="control the daemon; search and reports also work with it stopped")
+    ctl = sub.add_parser("ctl", formatter_class=fmt,
+                         help="control the daemon; search and reports also work with it stopped",
+                         description="Talk to the running daemon over its control socket (status, scan, poll, "
+                                     "reindex, forget), or read the index and state store directly "
+                                     "(search, report, changed, explain: these work with the daemon stopped).",
+                         epilog="examples:\n  indexerd ctl status\n  indexerd ctl search 'event loop' --limit 5")
     csub = ctl.add_subparsers(dest="ctl_command", metavar="CTL_COMMAND")
     csub.required = True
 

@@ -155,6 +155,9 @@ class Daemon:
     def _start_scheduler(self) -> None:
         from apscheduler.schedulers.background import BackgroundScheduler
 
+        # APScheduler logs every job run at INFO; ours says what a pass did. Its warnings
+        # (skipped or missed runs) still show.
+        logging.getLogger("apscheduler").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
         self.scheduler = BackgroundScheduler(
             timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": 2}},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600})
@@ -166,8 +169,9 @@ class Daemon:
 
         self.watcher.unwatch_all()
         for job in self.scheduler.get_jobs():
-            if job.id.startswith("reconcile:"):
-                job.remove()
+            name = job.id.partition(":")[2]
+            if job.id.startswith("reconcile:") and (name not in self.sources or (changed and name in changed)):
+                job.remove()  # unchanged sources keep their schedule across a reload
         now = datetime.now(UTC)
         for name, src in self.sources.items():
             st = self.states.setdefault(name, SourceState())
@@ -175,6 +179,8 @@ class Daemon:
                           and self.watcher.watch(name, src.root))
             interval = float(src.cfg.interval)
             run_now = initial or (changed is not None and name in changed)
+            if not run_now and self.scheduler.get_job(f"reconcile:{name}") is not None:
+                continue
             extra = {"next_run_time": now} if run_now else {}  # else: one interval from now
             self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=interval, jitter=min(60, interval / 10)),
                                    args=[name], id=f"reconcile:{name}", replace_existing=True, **extra)
