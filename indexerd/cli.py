@@ -36,7 +36,6 @@ def _load(args, *, required: bool = False):
 
 # -- commands -------------------------------------------------------------------------------
 def cmd_index(args) -> int:
-    from .config import Config
     from .indexer import Indexer
 
     cfg = _load(args)

@@ -22,8 +22,6 @@ import re
 import stat as stat_mod
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Iterator
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from .config import FilesystemSource, SourcePolicy

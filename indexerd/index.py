@@ -369,7 +369,7 @@ def _check_parsed(q, text: str, schema) -> None:
             raise QueryError(f"malformed query {text!r}: unknown field {fn!r} (fields: title, content)")
 
 
-def _snippet_regex(q) -> "re.Pattern | None":
+def _snippet_regex(q):
     """A regex finding the query's content terms (stems used as word prefixes) in raw text."""
     import re
 

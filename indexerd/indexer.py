@@ -11,7 +11,6 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 from .config import Config, FilesystemSource, resolve_state_dir, source_policy
 from .dates import DEFAULT_META_MAP, MetaMap
