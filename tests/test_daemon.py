@@ -852,3 +852,37 @@ def test_writer_add_then_remove_or_update_in_one_batch(tmp_path):
     hits = ix.search("version")
     assert [h.key for h in hits] == ["b"]
     assert ix.search("third") and not ix.search("first")
+
+
+def test_watch_limit_is_reported_once_and_falls_back_to_reconciles(tmp_path, monkeypatch, caplog):
+    """fs.inotify.max_user_watches exhausted: watchdog raises OSError(ENOSPC) when scheduling.
+    The watcher logs it, tells the daemon (which reconciles that tree now and on its interval)
+    and keeps watching the other trees."""
+    import errno
+    import logging
+
+    from indexerd.watch import ChangeQueue, TreeWatcher
+
+    limited = []
+    w = TreeWatcher(ChangeQueue(), lambda s, p, d: True, on_overflow=lambda: None,
+                    on_watch_limit=limited.append)
+    real_schedule = w._observer.schedule
+
+    def schedule(handler, path, recursive=True):
+        if path.endswith("big"):
+            raise OSError(errno.ENOSPC, "inotify watch limit reached")
+        return real_schedule(handler, path, recursive=recursive)
+
+    monkeypatch.setattr(w._observer, "schedule", schedule)
+    (tmp_path / "big").mkdir()
+    (tmp_path / "small").mkdir()
+    w.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="indexerd.watch"):
+            assert w.watch("big", str(tmp_path / "big")) is False
+            assert w.watch("small", str(tmp_path / "small")) is True
+        assert limited == ["big"]
+        assert w.watched_sources() == {"small"}
+        assert sum("max_user_watches" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        w.stop()
