@@ -70,11 +70,9 @@ def corpus_src(tmp_path_factory) -> Path:
     return dest
 
 
-@pytest.fixture
-def corpus(tmp_path, corpus_src) -> Path:
-    """A private, writable copy of the corpus with every mtime set to 2024-01-01T00:00:00Z."""
-    dest = tmp_path / "corpus"
-    shutil.copytree(corpus_src, dest)
+def copy_corpus(src: Path, dest: Path) -> Path:
+    """Copy ``src`` to ``dest`` writable, with every file's mtime set to 2024-01-01T00:00:00Z."""
+    shutil.copytree(src, dest)
     for dirpath, dirs, files in os.walk(dest):
         os.chmod(dirpath, 0o755)
         for f in files:
@@ -82,6 +80,12 @@ def corpus(tmp_path, corpus_src) -> Path:
             os.chmod(p, 0o644)
             os.utime(p, (FIXED_MTIME, FIXED_MTIME))
     return dest
+
+
+@pytest.fixture
+def corpus(tmp_path, corpus_src) -> Path:
+    """A private, writable copy of the corpus with every mtime set to 2024-01-01T00:00:00Z."""
+    return copy_corpus(corpus_src, tmp_path / "corpus")
 
 
 class CLI:

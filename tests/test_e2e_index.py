@@ -10,13 +10,12 @@ import calendar
 import json
 import os
 import re
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from conftest import CLI, FIXED_MTIME
+from conftest import CLI, FIXED_MTIME, copy_corpus
 
 UTC = timezone.utc
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
@@ -60,14 +59,7 @@ def utc_ts(*fields: int) -> int:
 def indexed(tmp_path_factory, corpus_src):
     """(corpus copy with mtimes 2024-01-01, its CLI, the first summary): indexed once per module."""
     base = tmp_path_factory.mktemp("e2e-ro")
-    dest = base / "corpus"
-    shutil.copytree(corpus_src, dest)
-    for dirpath, _, files in os.walk(dest):
-        os.chmod(dirpath, 0o755)
-        for f in files:
-            p = os.path.join(dirpath, f)
-            os.chmod(p, 0o644)
-            os.utime(p, (FIXED_MTIME, FIXED_MTIME))
+    dest = copy_corpus(corpus_src, base / "corpus")
     cli = CLI(base / "state")
     summary = index_json(cli, str(dest))
     return dest, cli, summary
