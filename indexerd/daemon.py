@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from . import notify
 from .config import Config, load_config, resolve_control_socket
 from .errors import ConfigError, IndexerdError
-from .files import FileSource, display_path, path_to_key
+from .files import FileSource, display_path, key_to_path, path_to_key
 from .indexer import Indexer, build_sources
 from .pipeline import PassCounts, Pipeline
 from .progress import Progress
@@ -340,7 +340,7 @@ class Daemon:
             for k in pipeline.store.keys_with_prefix(name, prefix) | ({key} if pipeline.stored(key) else set()):
                 if pipeline.pending(k) == (True, None):
                     continue  # already being removed (watchdog reports each level of a moved tree)
-                if not os.path.lexists(_key_path(k)):
+                if not os.path.lexists(key_to_path(k)):
                     pipeline.gone(k, counts, "deleted or moved away")
         else:
             src.handle_path(path, pipeline, counts)
@@ -433,14 +433,13 @@ class Daemon:
             for n in names:
                 c = self.reconcile(n, forced=True)
                 if c:
-                    for k, v in c.items():
-                        setattr(counts, k, getattr(counts, k) + v)
+                    counts.add(PassCounts(**c))
             return {"counts": counts.as_dict()}
         with self._pipeline() as pipeline:
             for t in targets:
                 if t.startswith("sql:"):
                     raise ConfigError(f"{t}: re-index SQL rows with `ctl reindex --source NAME` (a full load)")
-                path = _key_path(t) if t.startswith("file://") else os.path.realpath(t)
+                path = key_to_path(t) if t.startswith("file://") else os.path.realpath(t)
                 src = self._source_for(path)
                 if src is None:
                     raise ConfigError(f"{t}: not inside any configured source")
@@ -458,12 +457,6 @@ class Daemon:
             pipeline.gone(key, PassCounts(), "forgotten (ctl forget)")
         self.indexer.flush(timeout=60)
         return {"forgotten": key}
-
-
-def _key_path(key: str) -> str:
-    from .files import key_to_path
-
-    return key_to_path(key)
 
 
 def run_daemon(config_path: str | None) -> int:

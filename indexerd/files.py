@@ -104,12 +104,11 @@ class PathMatcher:
 
         self._inc_name = compile_([p for p in include if "/" not in p])
         self._inc_rel = compile_([p.lstrip("/") for p in include if "/" in p])
-        self._inc_all = include == ["*"]
+        self.include_all = include == ["*"]
         self._exc_file_name = compile_([p for p in exclude if "/" not in p])
         self._exc_file_rel = compile_([p.lstrip("/") for p in exclude if "/" in p.rstrip("/")
                                        and not p.endswith("/")])
         self.needs_rel = self._exc_file_rel is not None or self._inc_rel is not None
-        self.include_all = self._inc_all
         self.exc_file_name_match = self._exc_file_name.match if self._exc_file_name else None
         dir_pats = [p.rstrip("/") for p in exclude if p.endswith("/")] + [p for p in exclude if "/" not in p]
         self._exc_dir_name = compile_([p for p in dir_pats if "/" not in p])
@@ -123,7 +122,7 @@ class PathMatcher:
         if (self._exc_file_name and self._exc_file_name.match(name)) or \
                 (self._exc_file_rel and self._exc_file_rel.match(rel)):
             return False
-        if self._inc_all:
+        if self.include_all:
             return True
         return bool((self._inc_name and self._inc_name.match(name)) or
                     (self._inc_rel and self._inc_rel.match(rel)))

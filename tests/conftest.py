@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,23 @@ def copy_corpus(src: Path, dest: Path) -> Path:
 def corpus(tmp_path, corpus_src) -> Path:
     """A private, writable copy of the corpus with every mtime set to 2024-01-01T00:00:00Z."""
     return copy_corpus(corpus_src, tmp_path / "corpus")
+
+
+def stop_daemon(proc: subprocess.Popen, timeout: float) -> str | None:
+    """SIGCONT + SIGTERM a daemon and wait up to ``timeout`` s.  Returns None after a clean exit 0,
+    else why not (it is killed with SIGKILL when it did not exit in time)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)  # in case a test left it stopped
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            return f"the daemon did not exit within {timeout} s of SIGTERM (killed)"
+    if proc.returncode != 0:
+        return f"the daemon exited {proc.returncode} after SIGTERM, expected 0"
+    return None
 
 
 class CLI:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import stop_daemon
 
 REPO = Path(__file__).resolve().parents[1]
 CLI_TIMEOUT = 30.0          # one CLI call
@@ -132,21 +133,11 @@ class DaemonUnderTest:
     def stop(self) -> int:
         """SIGTERM; the daemon must exit 0 within 10 s (else kill -9 and fail)."""
         assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)   # in case a test left it stopped
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-                self._close_log()
-                self.fail(f"the daemon did not exit within {STOP_TIMEOUT} s of SIGTERM (killed)")
+        why = stop_daemon(self.proc, STOP_TIMEOUT)
         self._close_log()
-        rc = self.proc.returncode
-        if rc != 0:
-            self.fail(f"the daemon exited {rc} after SIGTERM, expected 0")
-        return rc
+        if why:
+            self.fail(why)
+        return self.proc.returncode
 
     def kill9(self) -> None:
         self.proc.kill()

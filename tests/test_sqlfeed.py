@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -38,7 +37,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from conftest import CLI
+from conftest import CLI, stop_daemon
 from pg import PgServer, pg_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -844,16 +843,9 @@ class SqlDaemon:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-                pytest.fail(f"the daemon did not stop within {STOP_TIMEOUT} s of SIGTERM:\n{self.log()}")
+        why = stop_daemon(self.proc, STOP_TIMEOUT)
         self._log.close()
-        assert self.proc.returncode == 0, f"the daemon exited {self.proc.returncode}:\n{self.log()}"
+        assert why is None, f"{why}:\n{self.log()}"
 
 
 @pytest.fixture
