@@ -39,8 +39,9 @@ def cmd_index(args) -> int:
     from .indexer import Indexer
 
     cfg = _load(args)
-    if not args.paths and not cfg.sources.filesystem and not cfg.sources.sql:
-        raise _usage("nothing to index: give PATH arguments or configure [[sources.filesystem]] "
+    if not args.paths and not (cfg.sources.filesystem or cfg.sources.sql or cfg.sources.web):
+        raise _usage("nothing to index: give PATH arguments or configure [[sources.filesystem]], "
+                     "[[sources.web]] or [[sources.sql]] "
                      f"(config: {cfg.origin})")
     ix = Indexer(cfg)
     ix.open("index", rebuild=args.rebuild)
@@ -233,7 +234,12 @@ def cmd_status(args) -> int:
         print(f"- {name} ({s['kind']}{where}{', watched' if s['watched'] else ''}): {docs}")
         if s["running"]:
             p = s["progress"] or {}
-            print(f"    reconciling now: {p.get('done', 0)}/{p.get('total', 0)} read, {p.get('found', 0)} files found")
+            if s["kind"] == "web":
+                print(f"    crawling now: {p.get('done', 0)} pages fetched, "
+                      f"{p.get('total', 0) - p.get('done', 0)} queued")
+            else:
+                print(f"    reconciling now: {p.get('done', 0)}/{p.get('total', 0)} read, "
+                      f"{p.get('found', 0)} files found")
         lr = s["last_run"]
         if lr["finished"]:
             c = lr["counts"] or {}
@@ -241,6 +247,11 @@ def cmd_status(args) -> int:
             print(f"    last run {lr['started']} .. {lr['finished']}: {counts}"
                   + (f"; error: {lr['error']}" if lr["error"] else ""))
         print(f"    next run {s['next_run'] or '-'}")
+    failures = {k: v for k, v in r.get("counters", {}).items() if k.startswith(("error.", "skip.", "web."))}
+    if failures:
+        print("counts by reason: " + ", ".join(f"{k} {v}" for k, v in failures.items()))
+    for host, h in (r.get("hosts") or {}).items():
+        print(f"host {host}: " + ", ".join(f"{k} {v}" for k, v in h.items()))
     return 0
 
 

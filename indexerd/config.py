@@ -144,11 +144,82 @@ class SqlSource(_Struct):
     strict_dates: bool | None = None
 
 
+class Politeness(_Struct):
+    """``[sources.web.politeness]``: how hard one host may be asked (AltaVista Scooter's rule).
+
+    The wait before the next request to a host is
+    ``max(robots.txt Crawl-delay, min_delay, min(last response time x good_guy_factor, max_wait))``
+    (seconds).  Heritrix, which still runs Scooter's rule, uses 5 x the fetch time clamped to
+    3-30 s for the open web; the defaults here are for an intranet or a site you run yourself:
+    at least 1 s between requests, and our share of the server's time at most a third (factor 2).
+    Failures back off exponentially up to ``max_backoff``; ``Retry-After`` is honoured up to
+    ``max_retry_after``.
+    """
+
+    min_delay: Seconds = Seconds(1.0)
+    good_guy_factor: float = 2.0
+    max_wait: Seconds = Seconds(30.0)
+    max_backoff: Seconds = Seconds(600.0)
+    max_retry_after: Seconds = Seconds(3600.0)
+
+
+class WebAuth(_Struct):
+    """``[sources.web.auth]``: HTTP basic credentials, sent only to the source's allowed hosts.
+
+    The password comes from ``password_env`` (an environment variable) or ``password_file``.
+    """
+
+    username: str
+    password_env: str | None = None
+    password_file: str | None = None
+
+
+class WebSource(_Struct):
+    """One ``[[sources.web]]`` table: a site crawled on an interval, optionally mirrored.
+
+    ``max_hops`` is how many links may be followed from a seed (None: no limit); ``path_depth``
+    is LCWA's depth spec on the URL path (``N``, ``>N``, ``<N``, ``N-M``, ``+N``, ``-N``);
+    ``restrict`` regexes must all match, one of ``include`` must match (empty: all), none of
+    ``exclude`` may; ``allowed_domains`` defaults to the seeds' hosts (subdomains included).
+    ``max_pages`` caps the requests of one pass; ``gone_after`` is how many consecutive 404/410
+    answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
+    flight per host whatever their number).  ``timeout`` bounds connect, each read and the
+    whole request (seconds).
+    """
+
+    name: str
+    seeds: list[str]
+    interval: Seconds = Seconds(3600.0)
+    max_hops: int | None = None
+    path_depth: str | None = None
+    restrict: list[str] = []
+    include: list[str] = []
+    exclude: list[str] = []
+    allowed_domains: list[str] | None = None
+    max_pages: int = 100_000
+    order: str = "breadth"
+    user_agent: str = "indexerd/0.1 (+https://github.com/indexerd/indexerd)"
+    politeness: Politeness = Politeness()
+    max_size: Bytes | None = None
+    timeout: Seconds = Seconds(30.0)
+    mirror_dir: str | None = None
+    meta_map: str | None = None
+    auth: WebAuth | None = None
+    sitemaps: bool = True
+    gone_after: int = 1
+    workers: int = 4
+    max_query_variants: int = 100
+    date_sources: list[str] | None = None
+    refresh_time: Seconds | None = None
+    strict_dates: bool | None = None
+
+
 class Sources(_Struct):
     """``[sources]``: every kind of source, each a list of tables."""
 
     filesystem: list[FilesystemSource] = []
     sql: list[SqlSource] = []
+    web: list[WebSource] = []
 
 
 class ConfigFile(_Struct):
@@ -244,16 +315,57 @@ def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> 
             raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
 
 
+def _check_web_source(src: WebSource, where: str, origin: str) -> None:
+    """Seeds, scope regexes, depth spec, numbers and credentials of one web source."""
+    from .urls import Scope, canonicalize
+
+    if not src.seeds:
+        raise ConfigError(f"{origin}: {where}.seeds: expected at least one http(s) URL")
+    for i, seed in enumerate(src.seeds):
+        try:
+            canonicalize(seed)
+        except ValueError as e:
+            raise ConfigError(f"{origin}: {where}.seeds[{i}]: {e}") from None
+    try:
+        Scope(list(src.seeds), allowed_domains=src.allowed_domains, restrict=src.restrict,
+              include=src.include, exclude=src.exclude, path_depth=src.path_depth, max_hops=src.max_hops)
+    except ValueError as e:
+        raise ConfigError(f"{origin}: {where}.{e}") from None
+    if src.order not in ("breadth", "depth"):
+        raise ConfigError(f"{origin}: {where}.order: expected 'breadth' or 'depth', got {src.order!r}")
+    for key in ("max_pages", "gone_after", "workers", "max_query_variants"):
+        if getattr(src, key) < 1:
+            raise ConfigError(f"{origin}: {where}.{key}: expected a whole number >= 1, got {getattr(src, key)}")
+    if src.max_hops is not None and src.max_hops < 0:
+        raise ConfigError(f"{origin}: {where}.max_hops: expected a whole number >= 0, got {src.max_hops}")
+    if not src.user_agent.strip() or not re.match(r"[A-Za-z0-9_-]+", src.user_agent):
+        raise ConfigError(f"{origin}: {where}.user_agent: expected a product token first, like "
+                          f"'indexerd/0.1 (+https://example.org/bot)', got {src.user_agent!r}")
+    if src.timeout <= 0:
+        raise ConfigError(f"{origin}: {where}.timeout: expected a duration > 0")
+    p = src.politeness
+    if p.good_guy_factor < 0 or p.min_delay < 0 or p.max_wait < 0:
+        raise ConfigError(f"{origin}: {where}.politeness: delays and factors must be >= 0")
+    if src.mirror_dir is not None and not os.path.isabs(os.path.expanduser(src.mirror_dir)):
+        raise ConfigError(f"{origin}: {where}.mirror_dir: expected an absolute path, got {src.mirror_dir!r}")
+    if src.auth is not None:
+        if bool(src.auth.password_env) == bool(src.auth.password_file):
+            raise ConfigError(f"{origin}: {where}.auth: set exactly one of password_env or password_file")
+
+
 def _check_semantics(cfg: Config, origin: str) -> None:
     if cfg.log_level.lower() not in {"debug", "info", "warning", "error", "critical"}:
         raise ConfigError(f"{origin}: log_level: expected one of debug, info, warning, error, critical, "
                           f"got {cfg.log_level!r}")
     seen: dict[str, str] = {}
-    for kind, tables in (("filesystem", cfg.sources.filesystem), ("sql", cfg.sources.sql)):
+    for kind, tables in (("filesystem", cfg.sources.filesystem), ("sql", cfg.sources.sql),
+                         ("web", cfg.sources.web)):
         for i, src in enumerate(tables):
             where = f"sources.{kind}[{i}]"
             _check_source_common(src, where, seen, origin)
-            if kind == "filesystem":
+            if kind == "web":
+                _check_web_source(src, where, origin)
+            elif kind == "filesystem":
                 if not os.path.isabs(os.path.expanduser(src.path)):
                     raise ConfigError(f"{origin}: {where}.path: expected an absolute path, got {src.path!r}")
                 for key in ("include", "exclude"):
@@ -384,7 +496,7 @@ def mask_url(url: str) -> str:
         return f"{scheme}://***"
 
 
-def source_policy(cfg: Config, src: FilesystemSource | SqlSource) -> SourcePolicy:
+def source_policy(cfg: Config, src: FilesystemSource | SqlSource | WebSource) -> SourcePolicy:
     """Merge a source's optional overrides with the top-level defaults."""
     max_size = getattr(src, "max_size", None)
     return SourcePolicy(

@@ -159,7 +159,7 @@ class Daemon:
         # (skipped or missed runs) still show.
         logging.getLogger("apscheduler").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
         self.scheduler = BackgroundScheduler(
-            timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": 2}},
+            timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": 4}},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600})
         self.scheduler.start()
 
@@ -269,6 +269,7 @@ class Daemon:
         with self._pipeline() as pipeline:
             for key in pipeline.store.keys(source=name):
                 pipeline.gone(key, counts, f"source {name} removed from the config")
+            pipeline.store.crawl_forget(name)
         self.indexer.flush(timeout=60)
         log.info("removed source %s: %d documents deleted", name, counts.deleted)
 
@@ -403,7 +404,16 @@ class Daemon:
             "index": {"documents": ix.doc_count() if ix else None,
                       "size_bytes": ix.size_bytes() if ix else None,
                       "segments": ix.segment_count() if ix else None},
-            "counters": self.indexer.counters.snapshot()}
+            "counters": self.indexer.counters.snapshot(),
+            "hosts": self._hosts()}
+
+    def _hosts(self) -> dict:
+        """Politeness state of every host a web source talks to (empty without web sources)."""
+        if not any(s.kind == "web" for s in self.sources.values()):
+            return {}
+        from .politeness import HOST_SLOTS
+
+        return HOST_SLOTS.snapshot()
 
     def _cmd_scan(self, req: dict, kind: str = "filesystem") -> dict:
         name = req.get("source")
@@ -439,6 +449,9 @@ class Daemon:
             for t in targets:
                 if t.startswith("sql:"):
                     raise ConfigError(f"{t}: re-index SQL rows with `ctl reindex --source NAME` (a full load)")
+                if t.startswith(("http://", "https://")):
+                    raise ConfigError(f"{t}: re-index web pages with `ctl reindex --source NAME` (a crawl "
+                                      "that sends no validators)")
                 path = key_to_path(t) if t.startswith("file://") else os.path.realpath(t)
                 src = self._source_for(path)
                 if src is None:

@@ -49,7 +49,7 @@ def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
 
 
 def build_sources(cfg: Config) -> dict:
-    """Construct every configured source (``FileSource``, ``SqlFeed``) by name; meta maps are
+    """Construct every configured source (``FileSource``, ``SqlFeed``, ``WebSource``) by name; meta maps are
     read (and refused if malformed) here.  Nothing connects yet."""
     cache: dict[str, MetaMap] = {}
     out: dict = {}
@@ -62,6 +62,12 @@ def build_sources(cfg: Config) -> dict:
         for src in cfg.sources.sql:
             pol = source_policy(cfg, src)
             out[src.name] = SqlFeed(src, pol, load_meta_map(pol.meta_map_path, cache))
+    if cfg.sources.web:
+        from .web import WebSource
+
+        for src in cfg.sources.web:
+            pol = source_policy(cfg, src)
+            out[src.name] = WebSource(src, pol, load_meta_map(pol.meta_map_path, cache))
     return out
 
 

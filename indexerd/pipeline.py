@@ -110,6 +110,8 @@ class Outcome:
     verdict: str
     reason: str
     extracted: object | None = None
+    key: str | None = None
+    last_modified: datetime | None = None
 
 
 def _now() -> datetime:
@@ -207,11 +209,28 @@ class Pipeline:
         log.info("deleted %s%s", key, f" ({why})" if why else "")
         return Outcome("deleted", d.reason)
 
+    def not_modified(self, key: str, counts: PassCounts, stored: DocumentRecord | None = None) -> Outcome:
+        """The source says ``key`` is unchanged without sending it (HTTP 304, RFC 9110 §15.4.5):
+        no parse, no index write; only ``checked_at`` is refreshed."""
+        stored = stored if stored is not None else self.stored(key)
+        now = self.clock()
+        if stored is not None:
+            self.writer.submit_record(replace(stored, checked_at=now, reason="not-modified"))
+        counts.seen += 1
+        counts.unchanged += 1
+        self.counters.inc("decide.not-modified")
+        return Outcome("unchanged", "not-modified", None, key,
+                       stored.last_modified if stored is not None else None)
+
     # -- the main path --------------------------------------------------------------------
     def handle(self, f: Fetched, policy: Policy, counts: PassCounts, *, forced: bool = False,
-               stored: DocumentRecord | None = None, fallback_title: str = "") -> Outcome:
-        """Extract, date, decide and submit one fetched document."""
-        stored = stored if stored is not None else self.stored(f.key)
+               stored: DocumentRecord | None = None, fallback_title: str = "",
+               rekey: Callable[[object], str | None] | None = None) -> Outcome:
+        """Extract, date, decide and submit one fetched document.
+
+        ``rekey(extracted)`` may name another key for the document (a web page's
+        ``rel=canonical``); the decision is then made against that key's stored record.
+        """
         try:
             ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
         except SkipDocument as e:
@@ -221,9 +240,16 @@ class Pipeline:
             log.exception("extraction failed for %s", f.url)
             return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
                              size=f.size, mtime_ns=f.mtime_ns, status="error", stored=stored)
-        if ex.noindex:
-            return self.skip(f.key, f.source, "noindex", "meta robots noindex", counts, size=f.size,
-                             mtime_ns=f.mtime_ns, stored=stored)
+        if rekey is not None:
+            new_key = rekey(ex)
+            if new_key and new_key != f.key:
+                f = replace(f, key=new_key)
+                stored = None
+        stored = stored if stored is not None else self.stored(f.key)
+        if ex.noindex:  # its links may still be followed (unless nofollow): hand them back
+            out = self.skip(f.key, f.source, "noindex", "meta robots noindex", counts, size=f.size,
+                            mtime_ns=f.mtime_ns, stored=stored)
+            return replace(out, extracted=ex, key=f.key)
         resolved = resolve_date(
             DateEvidence(fetched_at=f.fetched_at, meta=ex.meta, protocol=f.protocol_date,
                          protocol_kind=f.protocol_kind, sitemap=f.sitemap_date, server_date=f.server_date),
@@ -252,7 +278,7 @@ class Pipeline:
             counts.seen += 1
             counts.indexed += 1
             log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
-            return Outcome("indexed", d.reason, ex)
+            return Outcome("indexed", d.reason, ex, f.key, resolved.value)
         # skip: keep what the index holds (date, hash, indexed_at), refresh the validators/stat
         base = usable or stored
         rec = replace(base, status="indexed", **common) if base is not None else DocumentRecord(
@@ -260,4 +286,4 @@ class Pipeline:
         self.writer.submit_record(rec)
         counts.seen += 1
         counts.unchanged += 1
-        return Outcome("unchanged", d.reason, ex)
+        return Outcome("unchanged", d.reason, ex, f.key, base.last_modified if base is not None else None)

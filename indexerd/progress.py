@@ -67,6 +67,21 @@ class Progress:
         else:
             self._maybe_log(f"{self.label}: {self.done}/{self.total} documents read")
 
+    def tick_crawl(self, done: int, queued: int) -> None:
+        """One more page of a crawl: ``done`` fetched so far, ``queued`` still in the frontier
+        (the total grows as links are found)."""
+        self.done, self.total = done, done + queued
+        if self.tty:
+            if self._bar is None:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=self.total, desc=self.label, unit="page", file=sys.stderr,
+                                 dynamic_ncols=True, leave=False, mininterval=0.2)
+            self._bar.total = self.total
+            self._bar.update(done - self._bar.n)
+        else:
+            self._maybe_log(f"{self.label}: {done} pages fetched, {queued} queued")
+
     def _maybe_log(self, msg: str) -> None:
         now = time.monotonic()
         if now - self._last_log >= self.log_every_seconds:

@@ -69,6 +69,33 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE documents ADD COLUMN ctime_ns INTEGER;
     """,
+    # 2 -> 3: the web crawler's frontier and seen set (so a crawl resumes after a restart), with
+    # what each URL taught us: where it led (doc_key), its links at the last parse (followed again
+    # on a 304), its sitemap date, and its run of 404s and failures
+    """
+    CREATE TABLE crawl (
+        source          TEXT NOT NULL,
+        url             TEXT NOT NULL,           -- canonical URL as requested
+        pass_id         INTEGER NOT NULL,        -- the pass the state below belongs to
+        state           TEXT NOT NULL,           -- queued | done
+        hops            INTEGER NOT NULL,        -- links followed from a seed
+        seed_depth      INTEGER NOT NULL,        -- path depth of that seed (LCWA +N / -N)
+        seq             INTEGER NOT NULL,        -- discovery order within the pass
+        via             TEXT NOT NULL,           -- seed | link | sitemap | sitemapfile | recheck | redirect
+        origin          TEXT,                    -- redirect hops: the URL first requested
+        redirects       INTEGER NOT NULL DEFAULT 0,
+        doc_key         TEXT,                    -- the document key it resolved to
+        links           TEXT,                    -- JSON list of canonical outlinks at the last parse
+        sitemap_lastmod TEXT,
+        gone_count      INTEGER NOT NULL DEFAULT 0,  -- consecutive 404/410 answers
+        fail_count      INTEGER NOT NULL DEFAULT 0,  -- consecutive 5xx / timeouts / connection errors
+        last_status     INTEGER,
+        last_outcome    TEXT,
+        checked_at      TEXT,
+        PRIMARY KEY (source, url)
+    );
+    CREATE INDEX crawl_pass ON crawl(source, pass_id, state);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -285,6 +312,31 @@ class Store:
         self._transaction([(_UPSERT, rows),
                            ("DELETE FROM documents WHERE key = ?", [(k,) for k in deletes]),
                            ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
+
+    # -- the crawl frontier (web sources) ----------------------------------------------------
+    CRAWL_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via", "origin", "redirects",
+                     "doc_key", "links", "sitemap_lastmod", "gone_count", "fail_count", "last_status",
+                     "last_outcome", "checked_at")
+
+    def crawl_rows(self, source: str) -> dict[str, dict]:
+        """Every crawl row of ``source`` as ``{url: {column: value}}``."""
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ?", (source,))
+        return {r["url"]: dict(r) for r in cur}
+
+    def crawl_write(self, source: str, rows: Iterable[dict], deletes: Iterable[str] = (),
+                    meta: dict[str, str] | None = None) -> None:
+        """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), delete URLs and
+        set meta keys, in one transaction."""
+        cols = ("source",) + self.CRAWL_COLUMNS
+        sql = (f"INSERT OR REPLACE INTO crawl({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})")
+        self._transaction([
+            (sql, [(source,) + tuple(r[c] for c in self.CRAWL_COLUMNS) for r in rows]),
+            ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
+            ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
+
+    def crawl_forget(self, source: str) -> None:
+        """Drop the frontier and seen set of ``source`` (the source was removed)."""
+        self._exec_many("DELETE FROM crawl WHERE source = ?", [(source,)])
 
     def reset_stats(self, keys: Iterable[str]) -> None:
         """Forget the stored stat and hash of ``keys`` so the next pass reads and re-indexes them."""

@@ -103,7 +103,7 @@ def test_zero_commit_interval() -> None:
     ('[index]\ncommit_intervall = "1s"\n', "index.commit_intervall"),
     (src('exlcude = ["*.tmp"]\n'), "sources.filesystem[0].exlcude"),
     (src() + src("folow_symlinks = true\n", name="b", path="/b"), "sources.filesystem[1].folow_symlinks"),
-    ("[sources]\nweb = []\n", "sources.web"),
+    ("[sources]\nftp = []\n", "sources.ftp"),
 ])
 def test_unknown_key_names_the_path(text, path) -> None:
     msg = config_error(text)

@@ -1,0 +1,924 @@
+"""The web source: a polite, incremental crawl of one site per ``[[sources.web]]`` table.
+
+Data flow of one pass (LCWA: parallel fetchers over one shared frontier and a result pool):
+
+* the **frontier** (:class:`Frontier`) holds the URLs still to fetch, one queue per host, in
+  breadth-first (hops, discovery order) or depth-first order.  A small pool of worker threads
+  takes from it; a host is handed out only when its politeness slot is free
+  (:data:`~indexerd.politeness.HOST_SLOTS`, shared by every source of the process) and its
+  robots.txt is known.  Workers only talk HTTP.
+* the thread that runs the pass (the **coordinator**) takes the workers' results in order of
+  arrival and does everything else: robots.txt and sitemaps, redirects, the document pipeline
+  (extract, date, decide, hand to the writer), links, scope and traps, the mirror, and the
+  **seen set** and frontier kept in the state store's ``crawl`` table, so that a daemon stopped
+  mid-crawl resumes the same pass without fetching again what it already did.
+
+A new pass starts from the seeds, the sitemaps, and every URL requested before (so a page whose
+link disappeared is still re-checked, with a conditional GET, until it answers 404).  What is
+deleted: a confirmed 404/410 (after ``gone_after`` answers in a row), a page robots.txt now
+disallows, a page now out of scope, a page that turned ``noindex``, and the old key after a
+permanent redirect.  Nothing else: 5xx, timeouts, other 4xx and pages not reached keep their
+indexed copy.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+import os
+import posixpath
+import queue
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from urllib.parse import urlsplit
+
+from .config import SourcePolicy, WebSource as WebSourceConfig
+from .dates import MetaMap
+from .decide import DecideSettings
+from .errors import ConfigError, IndexerdError
+from .extract import extract, guess_media_type
+from .fetch import Fetcher, Response
+from .pipeline import Fetched, PassCounts, Pipeline, Policy
+from .politeness import HOST_SLOTS, HostSlots, PolitenessSettings
+from .robots import RobotsCache
+from .store import to_db_time
+from .urls import QueryVariants, Scope, canonicalize, host_key, path_depth, trap_reason
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+#: Redirect hops followed from one URL before it counts as a ``redirect-loop``.
+MAX_REDIRECTS = 10
+#: 429 / 503 answers after which a URL is given up for this pass.
+MAX_RETRY_AFTER_ATTEMPTS = 3
+#: Consecutive failures of one host after which its remaining URLs wait for the next pass.
+HOST_FAILURE_LIMIT = 5
+#: Outlinks kept per page (the rest are dropped and counted: a page of 100,000 links is a trap).
+MAX_LINKS_PER_PAGE = 10_000
+#: Sitemap files fetched per pass (a sitemap index may name many).
+MAX_SITEMAP_FILES = 50
+#: robots.txt is read up to this size (RFC 9309 §2.5 asks for at least 500 KiB).
+ROBOTS_MAX_BYTES = 512 * 1024
+#: Path extensions that are (or produce) HTML: fetched with GET straight away.  Any other
+#: extension is asked with HEAD first (LCWA), and fetched only if its type is indexed.
+HTML_EXTENSIONS = frozenset({"", ".html", ".htm", ".xhtml", ".shtml", ".php", ".asp", ".aspx",
+                             ".jsp", ".cgi", ".pl", ".txt", ".md"})
+
+
+@dataclass(frozen=True)
+class Task:
+    """One request the frontier hands to a worker.
+
+    ``kind`` is ``page``, ``sitemap`` or ``robots``; ``method`` ``GET`` or ``HEAD``;
+    ``etag`` / ``last_modified`` are the stored validators, sent verbatim (CASES B15);
+    ``skip`` is set instead of fetching when robots.txt forbids it or cannot be read.
+    """
+
+    url: str
+    host: str
+    kind: str = "page"
+    hops: int = 0
+    seed_depth: int = 1
+    seq: int = 0
+    method: str = "GET"
+    etag: str | None = None
+    last_modified: str | None = None
+    origin: str | None = None
+    redirects: int = 0
+    attempts: int = 0
+    front: bool = False
+    skip: str | None = None
+
+
+class Frontier:
+    """URLs waiting to be fetched, one priority queue per host; thread-safe.
+
+    Args:
+        order: ``breadth`` (fewest hops first, then discovery order) or ``depth`` (most hops
+            first, newest first).
+        slots: the process-wide politeness slots.
+        robots: the source's robots.txt cache; a host's URLs wait until it is known.
+        budget: page and sitemap requests allowed in this pass (``max_pages``).
+
+    A URL taken by :meth:`take` stays *outstanding* until the coordinator calls :meth:`finish`,
+    so workers do not stop while a result that may add URLs is being processed.
+    """
+
+    def __init__(self, order: str, slots: HostSlots, robots: RobotsCache, budget: int) -> None:
+        self.order = order
+        self.slots = slots
+        self.robots = robots
+        self.budget = budget
+        self.requests = 0
+        self._queues: dict[str, list] = {}
+        self._robots_pending: set[str] = set()
+        self._dropped_hosts: dict[str, str] = {}
+        self._counter = itertools.count()
+        self._cond = threading.Condition()
+        self._outstanding = 0
+        self._stopped = False
+
+    def _priority(self, t: Task) -> tuple:
+        if t.front:
+            return (-1, next(self._counter))
+        if self.order == "depth":
+            return (-t.hops, -t.seq, next(self._counter))
+        return (t.hops, t.seq, next(self._counter))
+
+    def put(self, task: Task) -> None:
+        with self._cond:
+            heapq.heappush(self._queues.setdefault(task.host, []), (self._priority(task), task))
+            self._cond.notify_all()
+
+    def drop_host(self, host: str, reason: str) -> None:
+        """Hand every waiting URL of ``host`` back as skipped (``reason``) for this pass."""
+        with self._cond:
+            self._dropped_hosts[host] = reason
+            self._cond.notify_all()
+
+    def refund(self) -> None:
+        """A request that does not spend the page budget (a 429 retry, the GET after a HEAD)."""
+        with self._cond:
+            self.requests -= 1
+
+    def queued(self) -> int:
+        with self._cond:
+            return sum(len(q) for q in self._queues.values())
+
+    def stop(self) -> None:
+        """Make every :meth:`take` return None (cancel, or the coordinator failed)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def finish(self, task: Task) -> None:
+        """The coordinator is done with a task :meth:`take` gave out."""
+        with self._cond:
+            self._outstanding -= 1
+            if task.kind == "robots":
+                self._robots_pending.discard(task.host)
+            self._cond.notify_all()
+
+    def take(self, cancel: threading.Event | None = None) -> Task | None:
+        """The next task whose host is ready, its slot acquired (unless ``task.skip`` is set);
+        blocks while nothing is ready; None when the pass is over (nothing queued and nothing
+        outstanding, the budget spent, or stopped)."""
+        with self._cond:
+            while True:
+                if self._stopped or (cancel is not None and cancel.is_set()):
+                    return None
+                task, wait = self._pick()
+                if task is not None:
+                    self._outstanding += 1
+                    return task
+                if wait is None and self._outstanding == 0:
+                    return None  # nothing left anywhere: the pass is over
+                self._cond.wait(timeout=min(wait if wait is not None else 0.5, 0.5))
+
+    def _pick(self) -> tuple[Task | None, float | None]:
+        """Under the lock: the best ready task, else (None, seconds until one may be ready)."""
+        best = None
+        soonest: float | None = None
+        for host, q in self._queues.items():
+            if not q:
+                continue
+            if host in self._dropped_hosts:
+                _, t = heapq.heappop(q)
+                return replace(t, skip=self._dropped_hosts[host]), None
+            rules = self.robots.get(host)
+            if rules is None:
+                if host in self._robots_pending:
+                    soonest = 0.5 if soonest is None else min(soonest, 0.5)
+                    continue
+                wait = self.slots.try_acquire(host)
+                if wait == 0.0:
+                    self._robots_pending.add(host)
+                    return Task(url=host + "/robots.txt", host=host, kind="robots"), None
+                soonest = wait if soonest is None else min(soonest, wait)
+                continue
+            head = q[0][1]
+            if rules.status == "unreachable":
+                heapq.heappop(q)
+                return replace(head, skip="robots-unreachable"), None
+            if not rules.allowed(head.url):
+                heapq.heappop(q)
+                return replace(head, skip="robots"), None
+            if best is None or q[0][0] < best[0]:
+                best = (q[0][0], host)
+        if best is not None:
+            if self.requests >= self.budget:
+                return None, None if self._outstanding == 0 else 0.5
+            # try hosts in priority order until one is free
+            ready = sorted((q[0][0], h) for h, q in self._queues.items()
+                           if q and h not in self._dropped_hosts and self.robots.get(h) is not None)
+            for _, host in ready:
+                wait = self.slots.try_acquire(host)
+                if wait == 0.0:
+                    _, t = heapq.heappop(self._queues[host])
+                    self.requests += 1
+                    return t, None
+                soonest = wait if soonest is None else min(soonest, wait)
+        return None, soonest
+
+
+def _header_tokens(values: str | None) -> set[str]:
+    """``X-Robots-Tag: noindex, nofollow`` (or ``indexerd: noindex``) -> {'noindex', 'nofollow'}.
+
+    Directives scoped to another user agent (``otherbot: noindex``) are ignored.
+    """
+    out: set[str] = set()
+    if not values:
+        return out
+    for part in values.split(","):
+        part = part.strip().lower()
+        if ":" in part:
+            agent, _, rest = part.partition(":")
+            if agent.strip() not in ("indexerd", "*") and agent.strip() not in ("unavailable_after",):
+                continue
+            part = rest.strip()
+        out.add(part)
+    if "none" in out:
+        out |= {"noindex", "nofollow"}
+    return out
+
+
+def _extension(url: str) -> str:
+    return posixpath.splitext(urlsplit(url).path)[1].lower()
+
+
+def _new_row(url: str) -> dict:
+    return {"url": url, "pass_id": 0, "state": "queued", "hops": 0, "seed_depth": 1, "seq": 0,
+            "via": "link", "origin": None, "redirects": 0, "doc_key": None, "links": None,
+            "sitemap_lastmod": None, "gone_count": 0, "fail_count": 0, "last_status": None,
+            "last_outcome": None, "checked_at": None}
+
+
+class WebSource:
+    """One ``[[sources.web]]`` source (see the module docstring for a pass).
+
+    Args:
+        cfg: the config table.
+        policy: effective per-source settings (max size, dates, refresh time).
+        meta_map: the Verity meta map for page dates.
+        slots: politeness slots (tests may pass their own; default the process-wide one).
+    """
+
+    kind = "web"
+
+    def __init__(self, cfg: WebSourceConfig, policy: SourcePolicy, meta_map: MetaMap,
+                 slots: HostSlots = HOST_SLOTS) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.root = None
+        self.max_size = policy.max_size_bytes
+        self.slots = slots
+        self.scope = Scope(list(cfg.seeds), allowed_domains=cfg.allowed_domains, restrict=cfg.restrict,
+                           include=cfg.include, exclude=cfg.exclude, path_depth=cfg.path_depth,
+                           max_hops=cfg.max_hops)
+        p = cfg.politeness
+        self.politeness = PolitenessSettings(
+            min_delay=float(p.min_delay), good_guy_factor=float(p.good_guy_factor),
+            max_wait=float(p.max_wait), max_backoff=float(p.max_backoff),
+            max_retry_after=float(p.max_retry_after))
+        self.token = cfg.user_agent.split("/")[0].split()[0]
+        self.robots = RobotsCache(token=self.token)
+        self.pipeline_policy = Policy(
+            meta_map=meta_map, date_order=policy.date_sources,
+            settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
+                                    strict_dates=policy.strict_dates))
+        self.mirror = None
+        if cfg.mirror_dir:
+            from .mirror import Mirror
+
+            self.mirror = Mirror(os.path.expanduser(cfg.mirror_dir))
+        self._fetcher: Fetcher | None = None
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _password(self) -> str:
+        a = self.cfg.auth
+        if a.password_env:
+            value = os.environ.get(a.password_env)
+            if value is None:
+                raise ConfigError(f"sources.web {self.name}: auth.password_env: environment variable "
+                                  f"{a.password_env} is not set")
+            return value
+        try:
+            with open(os.path.expanduser(a.password_file), encoding="utf-8") as fh:
+                return fh.read().rstrip("\r\n")
+        except OSError as e:
+            raise ConfigError(f"sources.web {self.name}: auth.password_file: cannot read "
+                              f"{a.password_file}: {e.strerror}") from None
+
+    def fetcher(self) -> Fetcher:
+        """The source's HTTP client (created on first use; credentials read then)."""
+        if self._fetcher is None:
+            auth = (self.cfg.auth.username, self._password()) if self.cfg.auth else None
+            hosts = frozenset(urlsplit(canonicalize(s)).hostname or "" for s in self.cfg.seeds)
+            self._fetcher = Fetcher(self.cfg.user_agent, timeout=float(self.cfg.timeout), auth=auth,
+                                    auth_hosts=hosts)
+        return self._fetcher
+
+    def close(self) -> None:
+        if self._fetcher is not None:
+            f, self._fetcher = self._fetcher, None
+            f.close()
+
+    def contains(self, path: str) -> bool:  # the daemon asks every source about changed paths
+        return False
+
+    def handle_path(self, path, pipeline, counts, forced=False):  # pragma: no cover - not a tree
+        raise ConfigError(f"{self.name} is a web source; give a URL's source name, not a path")
+
+    # -- one pass -------------------------------------------------------------------------
+    def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
+                 start: str | None = None, cancel: threading.Event | None = None) -> None:
+        """Crawl the site once (or resume the pass a stop interrupted).
+
+        ``forced`` (``ctl reindex``) sends no validators and re-indexes every page fetched.
+        Per-reason counters go to ``pipeline.counters`` (``web.*``, ``skip.*``, ``error.*``).
+
+        Raises:
+            ConfigError: credentials cannot be read.
+            StoreError: the state store cannot be written.
+        """
+        _Pass(self, pipeline, counts, progress, forced, cancel).run()
+
+
+class _Pass:
+    """The coordinator of one pass: owns the rows, the seen set and the pipeline calls."""
+
+    def __init__(self, src: WebSource, pipeline: Pipeline, counts: PassCounts, progress, forced: bool,
+                 cancel: threading.Event | None) -> None:
+        self.src = src
+        self.cfg = src.cfg
+        self.pipeline = pipeline
+        self.store = pipeline.store
+        self.counts = counts
+        self.progress = progress
+        self.forced = forced
+        self.cancel = cancel
+        self.counters = pipeline.counters
+        self.results: queue.Queue = queue.Queue()
+        self.frontier = Frontier(self.cfg.order, src.slots, src.robots, self.cfg.max_pages)
+        self.rows: dict[str, dict] = {}
+        self.dirty: set[str] = set()
+        self.seen: set[str] = set()
+        self.sitemaps_asked: set[str] = set()
+        self.sitemap_files = 0
+        self.query_variants = QueryVariants(self.cfg.max_query_variants)
+        self.seq = itertools.count()
+        self.pass_id = 0
+        self.done_pages = 0
+        self._last_persist = time.monotonic()
+        self.meta_key = f"web:{src.name}:pass"
+        self.seed_hosts = {host_key(canonicalize(s)) for s in self.cfg.seeds}
+
+    # -- setup and teardown ---------------------------------------------------------------
+    def run(self) -> None:
+        fetcher = self.src.fetcher()
+        self.rows = self.store.crawl_rows(self.src.name)
+        state = json.loads(self.store.get_meta(self.meta_key) or "{}")
+        if state.get("state") == "running" and not self.forced:
+            self._resume(state)
+        else:
+            self._start(state)
+        workers = [threading.Thread(target=self._worker, args=(fetcher,), daemon=True,
+                                    name=f"crawl:{self.src.name}:{i}") for i in range(self.cfg.workers)]
+        for w in workers:
+            w.start()
+        finished = False
+        try:
+            while True:
+                try:
+                    task, resp = self.results.get(timeout=0.5)
+                except queue.Empty:
+                    if not any(w.is_alive() for w in workers) and self.results.empty():
+                        finished = not (self.cancel is not None and self.cancel.is_set())
+                        break
+                    self._persist_maybe()
+                    continue
+                try:
+                    self._process(task, resp)
+                except IndexerdError:
+                    raise
+                except Exception:  # a bug on one page must not stop the crawl
+                    log.exception("%s: processing %s failed", self.src.name, task.url)
+                    self.counters.inc("error.internal")
+                finally:
+                    self.frontier.finish(task)
+                self._persist_maybe()
+        finally:
+            self.frontier.stop()
+            for w in workers:
+                w.join(timeout=float(self.cfg.timeout) + 5)
+            while not self.results.empty():  # results of requests made before the stop
+                task, resp = self.results.get_nowait()
+                try:
+                    self._process(task, resp)
+                except Exception:
+                    log.exception("%s: processing %s failed", self.src.name, task.url)
+            self.pipeline.flush()
+            self._persist(finished=finished)
+        log.info("%s: crawl %s after %d requests (%d still queued)", self.src.name,
+                 "finished" if finished else "interrupted", self.frontier.requests, self.frontier.queued())
+
+    def _start(self, state: dict) -> None:
+        """A new pass: seeds, then every URL requested before (re-checked conditionally)."""
+        self.pass_id = int(state.get("id", 0)) + 1
+        for seed in self.cfg.seeds:
+            url = canonicalize(seed)
+            self._enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
+        known = sorted((r for r in self.rows.values()
+                        if r["pass_id"] < self.pass_id and r["via"] != "sitemapfile"
+                        and r["last_status"] is not None and r["last_outcome"] != "gone"),
+                       key=lambda r: (r["hops"], r["seq"]))
+        for r in known:
+            if r["url"] in self.seen:  # a seed
+                continue
+            reason = self.src.scope.check(r["url"], hops=r["hops"], seed_depth=r["seed_depth"])
+            if reason is not None:
+                self._out_of_scope(r, reason)
+                continue
+            self._enqueue(r["url"], hops=r["hops"], seed_depth=r["seed_depth"], via="recheck")
+        self._persist(finished=False)
+
+    def _resume(self, state: dict) -> None:
+        """Continue an interrupted pass: what it did stays done, what it queued is queued."""
+        self.pass_id = int(state["id"])
+        last = 0
+        for r in sorted(self.rows.values(), key=lambda r: r["seq"]):
+            if r["pass_id"] != self.pass_id:
+                continue
+            self.seen.add(r["url"])
+            last = max(last, r["seq"])
+            if r["state"] == "queued":
+                if r["via"] == "sitemapfile":
+                    self._put_sitemap(r["url"], count=False)
+                else:
+                    self.frontier.put(self._task_for(r))
+        self.seq = itertools.count(last + 1)
+        log.info("%s: resuming crawl pass %d (%d URLs seen, %d queued)", self.src.name, self.pass_id,
+                 len(self.seen), self.frontier.queued())
+
+    def _persist_maybe(self) -> None:
+        if len(self.dirty) >= 200 or (self.dirty and time.monotonic() - self._last_persist > 2.0):
+            self._persist(finished=False)
+
+    def _persist(self, finished: bool) -> None:
+        rows = [self.rows[u] for u in self.dirty if u in self.rows]
+        deletes = [u for u in self.dirty if u not in self.rows]
+        meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running"})}
+        self.store.crawl_write(self.src.name, rows, deletes, meta)
+        self.dirty.clear()
+        self._last_persist = time.monotonic()
+
+    # -- the frontier ---------------------------------------------------------------------
+    def _validators(self, row: dict) -> tuple[str | None, str | None]:
+        """The stored ETag and Last-Modified of the document ``row`` led to, when it is indexed
+        (and, with a mirror, its file is there); else nothing, so the page is fetched whole."""
+        if self.forced:
+            return None, None
+        rec = self.pipeline.stored(row["doc_key"] or row["url"])
+        if rec is None or rec.status != "indexed" or not (rec.etag or rec.last_modified_header):
+            return None, None
+        if self.src.mirror is not None and not self.src.mirror.exists(row["url"]):
+            return None, None
+        return rec.etag, rec.last_modified_header
+
+    def _task_for(self, row: dict, front: bool = False) -> Task:
+        etag, lm = self._validators(row)
+        url = row["url"]
+        method = "GET" if etag or lm or _extension(url) in HTML_EXTENSIONS else "HEAD"
+        return Task(url=url, host=host_key(url), hops=row["hops"], seed_depth=row["seed_depth"],
+                    seq=row["seq"], method=method, etag=etag, last_modified=lm, origin=row["origin"],
+                    redirects=row["redirects"], front=front)
+
+    def _enqueue(self, url: str, *, hops: int, seed_depth: int, via: str, origin: str | None = None,
+                 redirects: int = 0, front: bool = False) -> bool:
+        """Add ``url`` to the frontier unless it was seen in this pass."""
+        if url in self.seen:
+            return False
+        self.seen.add(url)
+        row = self.rows.get(url) or _new_row(url)
+        row.update(pass_id=self.pass_id, state="queued", hops=hops, seed_depth=seed_depth,
+                   seq=next(self.seq), via=via, origin=origin, redirects=redirects)
+        self.rows[url] = row
+        self.dirty.add(url)
+        self.frontier.put(self._task_for(row, front=front))
+        return True
+
+    def _put_sitemap(self, url: str, count: bool = True) -> None:
+        if count:
+            if url in self.seen or self.sitemap_files >= MAX_SITEMAP_FILES:
+                return
+            self.sitemap_files += 1
+            self.seen.add(url)
+            row = self.rows.get(url) or _new_row(url)
+            row.update(pass_id=self.pass_id, state="queued", seq=next(self.seq), via="sitemapfile")
+            self.rows[url] = row
+            self.dirty.add(url)
+        self.frontier.put(Task(url=url, host=host_key(url), kind="sitemap", front=True))
+
+    def _follow(self, links, task: Task, why: str = "link") -> None:
+        """Canonicalise, filter (scope, traps) and enqueue the outlinks of a page."""
+        hops = task.hops + 1
+        for link in links:
+            if link in self.seen:
+                continue
+            reason = trap_reason(link)
+            if reason is None and not self.query_variants.admit(link):
+                reason = "query-variants"
+            if reason is not None:
+                self.counters.inc(f"web.trap.{reason}")
+                continue
+            reason = self.src.scope.check(link, hops=hops, seed_depth=task.seed_depth)
+            if reason is not None:
+                self.counters.inc(f"web.drop.{reason}")
+                continue
+            self._enqueue(link, hops=hops, seed_depth=task.seed_depth, via=why)
+
+    def _canonical_links(self, raw) -> list[str]:
+        out: list[str] = []
+        seen: set[str] = set()
+        for link in raw:
+            try:
+                c = canonicalize(link)
+            except ValueError:
+                continue
+            if c not in seen:
+                seen.add(c)
+                out.append(c)
+        if len(out) > MAX_LINKS_PER_PAGE:
+            self.counters.inc("web.trap.too-many-links")
+            out = out[:MAX_LINKS_PER_PAGE]
+        return out
+
+    # -- workers --------------------------------------------------------------------------
+    def _worker(self, fetcher: Fetcher) -> None:
+        while True:
+            task = self.frontier.take(self.cancel)
+            if task is None:
+                return
+            if task.skip is not None:
+                self.results.put((task, None))
+                continue
+            resp = None
+            try:
+                if task.kind == "robots":
+                    resp = self._fetch_robots(fetcher, task)
+                else:
+                    max_size = self.src.max_size if task.kind == "page" else 50 * 1024 * 1024
+                    resp = fetcher.fetch(task.url, method=task.method, etag=task.etag,
+                                         last_modified=task.last_modified, max_size=max_size)
+            except Exception as e:  # a bug in the fetcher must not lose the task
+                log.exception("%s: fetching %s failed", self.src.name, task.url)
+                resp = Response(url=task.url, method=task.method, status=None, headers={}, body=b"",
+                                elapsed=0.0, error="internal", detail=str(e))
+            finally:
+                self._release(task, resp)
+            self.results.put((task, resp))
+
+    def _fetch_robots(self, fetcher: Fetcher, task: Task) -> Response:
+        """robots.txt, following up to 5 redirects (RFC 9309 §2.3.1.2) inside one slot."""
+        url = task.url
+        resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True)
+        for _ in range(5):
+            if not resp.is_redirect:
+                break
+            time.sleep(self.src.politeness.min_delay)
+            url = resp.location
+            resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True)
+        return resp
+
+    def _release(self, task: Task, resp: Response | None) -> None:
+        ok = resp is not None and resp.status is not None and resp.status < 500 and resp.status != 429
+        rules = self.src.robots.get(task.host)
+        self.src.slots.release(task.host, self.src.politeness, elapsed=resp.elapsed if resp else 0.0,
+                               ok=ok, crawl_delay=rules.crawl_delay if rules is not None else None,
+                               retry_after=resp.retry_after if resp is not None else None)
+
+    # -- results --------------------------------------------------------------------------
+    def _row(self, url: str) -> dict:
+        row = self.rows.get(url)
+        if row is None:
+            row = self.rows[url] = _new_row(url)
+            row.update(pass_id=self.pass_id, seq=next(self.seq))
+        self.dirty.add(url)
+        return row
+
+    def _done(self, task: Task, resp: Response | None, outcome: str) -> dict:
+        row = self._row(task.url)
+        row.update(state="done", last_outcome=outcome, checked_at=to_db_time(datetime.now(UTC)))
+        if resp is not None:
+            row["last_status"] = resp.status if resp.status is not None else 0  # 0: no HTTP answer
+        return row
+
+    def _process(self, task: Task, resp: Response | None) -> None:
+        if task.kind == "robots":
+            self._robots_result(task, resp)
+            return
+        if task.skip is not None:
+            self._skipped(task)
+            return
+        if task.kind == "sitemap":
+            self._sitemap_result(task, resp)
+            return
+        self.done_pages += 1
+        if self.progress is not None and hasattr(self.progress, "tick_crawl"):
+            self.progress.tick_crawl(self.done_pages, self.frontier.queued())
+        if resp.error is not None and resp.error != "too-large":
+            self._failed(task, resp, resp.error)
+        elif resp.not_modified:
+            self._not_modified(task, resp)
+        elif resp.is_redirect:
+            self._redirect(task, resp)
+        elif task.method == "HEAD" and resp.status in (405, 501):
+            self.frontier.refund()  # HEAD not supported there: ask with GET
+            self.frontier.put(replace(task, method="GET", front=True))
+        elif resp.status in (404, 410):
+            self._gone(task, resp)
+        elif resp.status in (429, 503) or resp.status >= 500:
+            if resp.status in (429, 503) and task.attempts + 1 < MAX_RETRY_AFTER_ATTEMPTS:
+                self.counters.inc(f"web.retry.http-{resp.status}")
+                self.frontier.refund()  # a retry does not spend the page budget twice
+                self.frontier.put(replace(task, attempts=task.attempts + 1))
+                return
+            self._failed(task, resp, f"http-{resp.status}")
+        elif resp.status >= 400 or resp.status < 200 or resp.status >= 300:
+            self._refused(task, resp)
+        elif task.method == "HEAD":
+            self._head_result(task, resp)
+        else:
+            self._page(task, resp)
+
+    def _robots_result(self, task: Task, resp: Response | None) -> None:
+        if resp is None:
+            resp = Response(url=task.url, method="GET", status=None, headers={}, body=b"", elapsed=0.0,
+                            error="internal")
+        rules = self.src.robots.put_response(task.host, resp)
+        self.counters.inc(f"web.robots.{rules.status}")
+        if rules.status == "unreachable":
+            log.warning("%s: %s unreachable (%s); nothing is fetched from %s this pass", self.src.name,
+                        task.url, resp.error or f"HTTP {resp.status}", task.host)
+        if self.cfg.sitemaps and task.host in self.seed_hosts and task.host not in self.sitemaps_asked:
+            self.sitemaps_asked.add(task.host)
+            maps = list(rules.sitemaps) or [task.host + "/sitemap.xml"]
+            for m in maps:
+                try:
+                    url = canonicalize(m)
+                except ValueError:
+                    continue
+                if host_key(url) in self.seed_hosts:
+                    self._put_sitemap(url)
+
+    def _skipped(self, task: Task) -> None:
+        """robots.txt forbids the URL, or could not be read, or its host is down this pass."""
+        self.counters.inc(f"web.drop.{task.skip}")
+        if task.kind == "sitemap":
+            self._done(task, None, task.skip)
+            return
+        row = self._done(task, None, task.skip)
+        if task.skip == "robots":
+            key = row["doc_key"] or task.url
+            if self.pipeline.stored(key) is not None:
+                self.pipeline.gone(key, self.counts, "robots.txt disallows it")
+                self._mirror_remove(task.url)
+            row["last_outcome"] = "gone"
+            row["last_status"] = None  # never requested: not re-checked unless linked again
+
+    def _sitemap_result(self, task: Task, resp: Response) -> None:
+        row = self._done(task, resp, "sitemap")
+        if resp.error is not None or resp.status != 200:
+            self.counters.inc("web.sitemap.unavailable")
+            return
+        from .sitemap import parse_sitemap
+
+        try:
+            pages, children = parse_sitemap(resp.body)
+        except ValueError as e:
+            self.counters.inc("web.sitemap.invalid")
+            log.warning("%s: %s: not a usable sitemap: %s", self.src.name, task.url, e)
+            return
+        row["last_outcome"] = f"sitemap:{len(pages)}+{len(children)}"
+        for child in children:
+            try:
+                url = canonicalize(child.loc)
+            except ValueError:
+                continue
+            if host_key(url) in self.seed_hosts:
+                self._put_sitemap(url)
+        seed_depth = min(path_depth(canonicalize(s)) for s in self.cfg.seeds
+                         if host_key(canonicalize(s)) == task.host)
+        hops = 1
+        for entry in pages:
+            try:
+                url = canonicalize(entry.loc)
+            except ValueError:
+                continue
+            if entry.lastmod:
+                r = self._row(url)
+                r["sitemap_lastmod"] = entry.lastmod
+            reason = trap_reason(url) or self.src.scope.check(url, hops=hops, seed_depth=seed_depth)
+            if reason is not None:
+                self.counters.inc(f"web.drop.{reason}")
+                continue
+            if self._enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
+                self.counters.inc("web.sitemap.urls")
+
+    def _failed(self, task: Task, resp: Response, reason: str) -> None:
+        """5xx, timeouts, connection errors: keep the indexed copy, retry next pass."""
+        row = self._done(task, resp, reason)
+        row["fail_count"] += 1
+        self.counts.seen += 1
+        self.counts.errors += 1
+        self.counters.inc(f"error.{reason}")
+        log.warning("%s: %s: %s %s", self.src.name, task.url, reason, resp.detail or "")
+        if self.src.slots.failures(task.host) >= HOST_FAILURE_LIMIT:
+            self.counters.inc("web.host-down")
+            log.warning("%s: %s failed %d times in a row; its other URLs wait for the next pass",
+                        self.src.name, task.host, HOST_FAILURE_LIMIT)
+            self.frontier.drop_host(task.host, "host-down")
+
+    def _refused(self, task: Task, resp: Response) -> None:
+        """401, 403, other 4xx and odd statuses: not a confirmed deletion; keep what is indexed."""
+        reason = f"http-{resp.status}"
+        row = self._done(task, resp, reason)
+        key = row["doc_key"] or task.url
+        self.counts.seen += 1
+        if self.pipeline.stored(key) is not None:
+            self.counts.errors += 1
+            self.counters.inc(f"error.{reason}")
+        else:
+            self.counts.skipped += 1
+            self.counters.inc(f"skip.{reason}")
+
+    def _gone(self, task: Task, resp: Response) -> None:
+        """404 / 410: delete after ``gone_after`` answers in a row (only a confirmed 404 deletes)."""
+        row = self._done(task, resp, f"http-{resp.status}")
+        row["gone_count"] += 1
+        key = row["doc_key"] or task.url
+        stored = self.pipeline.stored(key)
+        if row["gone_count"] >= self.cfg.gone_after:
+            row["last_outcome"] = "gone"
+            if stored is not None:
+                self.pipeline.gone(key, self.counts, f"HTTP {resp.status}")
+                self._mirror_remove(task.url)
+                return
+        self.counts.seen += 1
+        if stored is not None:
+            self.counts.errors += 1
+            self.counters.inc(f"error.http-{resp.status}")
+        else:
+            self.counts.skipped += 1
+            self.counters.inc(f"skip.http-{resp.status}")
+
+    def _redirect(self, task: Task, resp: Response) -> None:
+        row = self._done(task, resp, f"redirect-{resp.status}")
+        self.counters.inc("web.redirect")
+        origin = task.origin or task.url
+        try:
+            target = canonicalize(resp.location)
+        except ValueError:
+            self._failed(task, resp, "bad-redirect")
+            return
+        if task.redirects + 1 > MAX_REDIRECTS or target == task.url:
+            self._failed(task, resp, "redirect-loop")
+            return
+        row["doc_key"] = target
+        if resp.permanent_redirect:
+            old = self._row(origin)["doc_key"] if origin != task.url else None
+            for key in {task.url, old} - {None, target}:
+                if self.pipeline.stored(key) is not None:
+                    self.pipeline.gone(key, self.counts, f"moved permanently to {target}")
+                    self._mirror_remove(key)
+        reason = trap_reason(target) or self.src.scope.check(target, hops=task.hops,
+                                                              seed_depth=task.seed_depth)
+        if reason is not None:
+            self.counters.inc(f"web.drop.redirect-{reason}")
+            return
+        self._enqueue(target, hops=task.hops, seed_depth=task.seed_depth, via="redirect", origin=origin,
+                      redirects=task.redirects + 1, front=True)
+
+    def _not_modified(self, task: Task, resp: Response) -> None:
+        """304: unchanged; no body, no parse, no index write -- but its stored links are followed."""
+        row = self._done(task, resp, "not-modified")
+        row["gone_count"] = row["fail_count"] = 0
+        self.pipeline.not_modified(row["doc_key"] or task.url, self.counts)
+        if row["links"]:
+            self._follow(json.loads(row["links"]), task)
+
+    def _head_result(self, task: Task, resp: Response) -> None:
+        """LCWA: HEAD first for what does not look like HTML; GET only what we index."""
+        ctype = resp.headers.get("Content-Type")
+        length = resp.headers.get("Content-Length")
+        if guess_media_type(task.url, b"", ctype) is None:
+            row = self._done(task, resp, "unsupported-type")
+            self.pipeline.skip(row["doc_key"] or task.url, self.src.name, "unsupported-type",
+                               f"{task.url}: {ctype or 'no Content-Type'} is not indexed", self.counts)
+            return
+        if length and length.isdigit() and int(length) > self.src.max_size:
+            row = self._done(task, resp, "too-large")
+            self.pipeline.skip(row["doc_key"] or task.url, self.src.name, "too-large",
+                               f"{task.url}: {length} bytes > max_size {self.src.max_size}", self.counts,
+                               size=int(length))
+            return
+        self.frontier.refund()  # the GET is part of the same page
+        self.frontier.put(replace(task, method="GET", front=True))
+
+    def _page(self, task: Task, resp: Response) -> None:
+        row = self._done(task, resp, "fetched")
+        row["gone_count"] = row["fail_count"] = 0
+        key = task.url
+        if resp.error == "too-large":
+            self.pipeline.skip(row["doc_key"] or key, self.src.name, "too-large",
+                               f"{task.url}: more than max_size {self.src.max_size} bytes", self.counts)
+            row["last_outcome"] = "too-large"
+            return
+        robots_header = _header_tokens(resp.headers.get("X-Robots-Tag"))
+        ctype = resp.headers.get("Content-Type")
+        f = Fetched(key=key, source=self.src.name, url=task.url, data=resp.body,
+                    fetched_at=datetime.now(UTC), name=urlsplit(task.url).path or "/",
+                    declared_type=ctype, base_url=task.url,
+                    protocol_date=resp.headers.get("Last-Modified"), protocol_kind="header",
+                    server_date=resp.headers.get("Date"), sitemap_date=row["sitemap_lastmod"],
+                    size=len(resp.body), etag=resp.headers.get("ETag"),
+                    last_modified_header=resp.headers.get("Last-Modified"))
+        if "noindex" in robots_header:
+            out = self.pipeline.skip(row["doc_key"] or key, self.src.name, "noindex", "X-Robots-Tag noindex",
+                                     self.counts, size=f.size)
+            self._mirror_remove(task.url)
+            row["doc_key"] = key
+            if "nofollow" not in robots_header:
+                try:
+                    ex = extract(resp.body, ctype, base_url=task.url, name=f.name)
+                    self._store_links(row, ex.links, task)
+                except Exception:
+                    pass
+            return
+        old_key = row["doc_key"]
+        out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.forced,
+                                   rekey=lambda ex: self._canonical_key(ex, key))
+        new_key = out.key or key
+        if old_key and old_key != new_key and old_key != key and self.pipeline.stored(old_key) is not None \
+                and task.origin is None:
+            self.pipeline.gone(old_key, self.counts, f"now indexed as {new_key}")
+        row["doc_key"] = new_key
+        if task.origin is not None:
+            self._row(task.origin)["doc_key"] = new_key
+        row["last_outcome"] = f"{out.verdict}:{out.reason}"
+        if self.src.mirror is not None:
+            if out.verdict in ("indexed", "unchanged"):
+                self._mirror_write(task.url, resp.body, out.last_modified)
+            elif out.verdict in ("skipped", "errors"):
+                self._mirror_remove(task.url)
+        ex = out.extracted
+        if ex is not None and not ex.nofollow and "nofollow" not in robots_header:
+            self._store_links(row, ex.links, task)
+        else:
+            row["links"] = None
+
+    def _store_links(self, row: dict, raw, task: Task) -> None:
+        links = self._canonical_links(raw)
+        row["links"] = json.dumps(links) if links else None
+        self._follow(links, task)
+
+    def _canonical_key(self, ex, key: str) -> str | None:
+        """``rel=canonical`` on the same host names the document (LIBRARIES.md §11)."""
+        if not getattr(ex, "canonical", None):
+            return None
+        try:
+            c = canonicalize(ex.canonical)
+        except ValueError:
+            return None
+        return c if host_key(c) == host_key(key) else None
+
+    def _out_of_scope(self, row: dict, reason: str) -> None:
+        """A URL known from an earlier pass that the config no longer covers: forget it."""
+        key = row["doc_key"] or row["url"]
+        if self.pipeline.stored(key) is not None:
+            self.pipeline.gone(key, self.counts, f"out of scope ({reason})")
+            self._mirror_remove(row["url"])
+        self.rows.pop(row["url"], None)
+        self.dirty.add(row["url"])
+        self.counters.inc(f"web.drop.{reason}")
+
+    # -- mirror ---------------------------------------------------------------------------
+    def _mirror_write(self, url: str, data: bytes, mtime: datetime | None) -> None:
+        try:
+            self.src.mirror.write(url, data, mtime)
+        except (OSError, ValueError) as e:
+            self.counters.inc("error.mirror")
+            log.warning("%s: mirror of %s not written: %s", self.src.name, url, e)
+
+    def _mirror_remove(self, url: str) -> None:
+        if self.src.mirror is None:
+            return
+        try:
+            self.src.mirror.remove(url)
+        except (OSError, ValueError) as e:
+            self.counters.inc("error.mirror")
+            log.warning("%s: mirror of %s not removed: %s", self.src.name, url, e)

@@ -1,0 +1,254 @@
+"""Canonical URLs, host keys, LCWA path depth, crawl scope and crawler-trap guards."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from indexerd.urls import (DepthSpec, QueryVariants, Scope, canonicalize, host_key, path_depth,
+                           trap_reason)
+
+
+@pytest.mark.parametrize("url, want", [
+    ("HTTP://Example.COM:80/a/../b/./c?b=2&a=1#frag", "http://example.com/b/c?a=1&b=2"),
+    ("https://x.org:443", "https://x.org/"),
+    ("https://x.org:443/p", "https://x.org/p"),
+    ("http://x.org:443/p", "http://x.org:443/p"),
+    ("https://x.org:80/p", "https://x.org:80/p"),
+    ("http://x.org:8080/", "http://x.org:8080/"),
+    ("http://x.org:080/", "http://x.org/"),
+    ("http://x.org:/", "http://x.org/"),
+    ("http://bücher.de/", "http://xn--bcher-kva.de/"),
+    ("http://x.org/a b?q=a b", "http://x.org/a%20b?q=a+b"),
+    ("http://x.org/%7e/%7E", "http://x.org/~/~"),
+    ("http://x.org/%2e%2e/x", "http://x.org/x"),
+    ("http://x.org/a/../../../b", "http://x.org/b"),
+    ("http://x.org/r\u00e9sum\u00e9", "http://x.org/r%C3%A9sum%C3%A9"),
+    ("http://x.org/?a&b=&a=1", "http://x.org/?a=&a=1&b="),
+    ("http://x.org/?x=1/../..", "http://x.org/?x=1%2F..%2F.."),
+    ("http://[::1]:80/x", "http://[::1]/x"),
+    ("http://User:Pw@Ex.com:80/", "http://User:Pw@ex.com/"),
+    ("  http://x.org/a  ", "http://x.org/a"),
+    ("http://x.org/a%/b%zz?q=%", "http://x.org/a%25/b%25zz?q=%25"),
+])
+def test_canonicalize(url: str, want: str) -> None:
+    assert canonicalize(url) == want
+    assert canonicalize(want) == want
+
+
+@pytest.mark.parametrize("url, words", [
+    ("ftp://x.org/", "scheme must be http or https"),
+    ("mailto:a@b.org", "scheme must be http or https"),
+    ("x.org/a", "scheme must be http or https"),
+    ("http:///a", "no host"),
+    ("http://x.org:99999/", "cannot parse URL"),
+    ("http://x.org:abc/", "cannot parse URL"),
+    ("http://[x/", "cannot parse URL"),
+    ("http://a b/", "bad host name"),
+])
+def test_canonicalize_refuses_with_the_url_in_the_message(url: str, words: str) -> None:
+    with pytest.raises(ValueError) as ei:
+        canonicalize(url)
+    assert repr(url) in str(ei.value)
+    assert words in str(ei.value)
+
+
+_URL_BITS = st.lists(st.sampled_from(
+    list("/.?#&=%;:@+ ~abAB019é\x00\t[]\\") + ["%2e", "%2E", "%2f", "%7e", "%ff", "..", "%zz", "\u2028"]),
+    max_size=20).map("".join)
+_PREFIXES = st.sampled_from(["http://", "HTTPS://", "http:", "//", "ftp://", "", "http:///"])
+_HOSTS = st.sampled_from(["Example.COM", "bücher.de", "[::1]", "[::FFFF:1.2.3.4]", "x.org.", "a b",
+                          "u:p@h", "h:80", "h:443", "h:0", "h:", "", "xn--bcher-kva.de", "ß.de",
+                          "例え.テスト", "h:99999", "%41"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_PREFIXES, _HOSTS, _URL_BITS)
+def test_canonicalize_is_idempotent_and_raises_only_value_error(prefix, host, rest) -> None:
+    url = prefix + host + rest
+    try:
+        c = canonicalize(url)
+    except ValueError:
+        return
+    assert canonicalize(c) == c
+    assert c.startswith(("http://", "https://"))
+    assert "#" not in c
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.text())
+def test_canonicalize_on_any_text(text: str) -> None:
+    for url in (text, "http://x.org/" + text, "http://" + text):
+        try:
+            c = canonicalize(url)
+        except ValueError:
+            continue
+        assert canonicalize(c) == c
+
+
+def test_host_key() -> None:
+    assert host_key("http://Example.com/a") == "http://example.com:80"
+    assert host_key("https://example.com/a?b") == "https://example.com:443"
+    assert host_key("http://example.com:8080/") == "http://example.com:8080"
+    assert host_key("http://u:p@[::1]/") == "http://[::1]:80"
+    with pytest.raises(ValueError):
+        host_key("ftp://x.org/")
+
+
+@pytest.mark.parametrize("url, depth", [
+    ("http://x.org/", 1), ("http://x.org", 1), ("http://x.org/any/url/to/data?q", 4),
+    ("http://x.org/any/url/to/data/?q", 5), ("http://x.org/a?b=/c/d", 1),
+])
+def test_path_depth(url: str, depth: int) -> None:
+    assert path_depth(url) == depth
+
+
+@pytest.mark.parametrize("spec, seed, allowed", [
+    ("3", 1, {3}),
+    (">3", 1, {4, 5, 6, 7, 8, 9}),
+    ("<3", 1, {1, 2}),
+    ("2-4", 1, {2, 3, 4}),
+    ("+2", 3, {3, 4, 5}),
+    ("-2", 3, {1, 2, 3}),
+    (" 4 ", 9, {4}),
+])
+def test_depth_spec(spec: str, seed: int, allowed: set[int]) -> None:
+    d = DepthSpec.parse(spec)
+    assert {n for n in range(0, 10) if d.allows(n, seed)} == allowed
+    assert str(d) == spec.strip()
+    assert d == DepthSpec.parse(str(d))
+
+
+@pytest.mark.parametrize("spec", ["", "x", "3-", ">", "<1", "5-3", "++1", "1.5", "٣", "> 3"])
+def test_depth_spec_refuses(spec: str) -> None:
+    with pytest.raises(ValueError) as ei:
+        DepthSpec.parse(spec)
+    assert repr(spec) in str(ei.value)
+
+
+def test_depth_spec_message_lists_the_forms() -> None:
+    with pytest.raises(ValueError, match=r"'N-M' \(N to M\)"):
+        DepthSpec.parse("deep")
+
+
+def test_trap_reason_b18_scheme_less_link_resolved_relative() -> None:
+    """B18: pages under /de/ link to 'www.example.test/privacy/' (no scheme), so each page's
+    link resolves below the page itself and the path grows forever."""
+    from urllib.parse import urljoin
+
+    url = "http://www.example.test/de/"
+    chain = []
+    for _ in range(6):
+        url = canonicalize(urljoin(url, "www.example.test/privacy/"))
+        chain.append(url)
+    assert chain[1] == "http://www.example.test/de/www.example.test/privacy/www.example.test/privacy/"
+    assert [trap_reason(u) for u in chain] == [None, None, None, "repeated-segment",
+                                               "repeated-segment", "repeated-segment"]
+    # max_hops stops the same chain earlier: the seed is 0 hops, the first link 1 hop.
+    scope = Scope(["http://www.example.test/de/"], max_hops=2)
+    seed_depth = path_depth("http://www.example.test/de/")
+    assert [scope.check(u, hops=i + 1, seed_depth=seed_depth) for i, u in enumerate(chain)] == \
+        [None, None, "max-hops", "max-hops", "max-hops", "max-hops"]
+
+
+def test_trap_reason_other_words() -> None:
+    assert trap_reason("http://x.org/" + "a" * 1987) is None  # exactly 2000 characters
+    assert trap_reason("http://x.org/" + "a" * 1988) == "url-too-long"
+    assert trap_reason("http://x.org/abc", max_length=10) == "url-too-long"
+    assert trap_reason("http://x.org/?s=1&s=2&s=3") is None
+    assert trap_reason("http://x.org/?s=1&s=2&s=3&s=4") == "repeated-parameter"
+    assert trap_reason("http://x.org/?s&s&s&s") == "repeated-parameter"
+    assert trap_reason("http://x.org/a/a/a?s=1&s=1", max_segment_repeats=2, max_param_repeats=1) \
+        == "repeated-segment"
+    assert trap_reason("http://x.org/a//////b") is None  # empty segments do not count
+
+
+def test_query_variants_calendar() -> None:
+    qv = QueryVariants(limit=3)
+    months = [f"http://x.org/cal?m=2020-{m:02d}" for m in range(1, 6)]
+    assert [qv.admit(u) for u in months] == [True, True, True, False, False]
+    assert qv.admit(months[0]) is True  # already admitted
+    assert qv.admit("http://x.org/cal") is True  # no query
+    assert qv.admit("http://x.org/other?m=2020-04") is True  # another path
+    assert qv.admit("https://x.org/cal?m=2020-04") is True  # another scheme
+    assert qv.admit("http://y.org/cal?m=2020-04") is True  # another host
+
+
+def test_query_variants_thread_safe() -> None:
+    qv = QueryVariants(limit=50)
+    results: list[bool] = []
+    lock = threading.Lock()
+
+    def work(k: int) -> None:
+        got = [qv.admit(f"http://x.org/cal?k={k}-{i}") for i in range(100)]
+        with lock:
+            results.extend(got)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 50
+    with pytest.raises(ValueError):
+        QueryVariants(limit=-1)
+
+
+def test_scope_domains_and_reasons_in_order() -> None:
+    s = Scope(["https://Docs.Example.com/guide/"], restrict=[r"/guide/"], include=[r"\.html$", r"/$"],
+              exclude=[r"/private/"], path_depth="+2", max_hops=3)
+    sd = path_depth(s.seeds[0])
+    assert s.allowed_domains == ("docs.example.com",)
+    ok = "https://docs.example.com/guide/a.html"
+    assert s.check(ok, hops=1, seed_depth=sd) is None
+    assert s.check("HTTPS://sub.DOCS.example.com:8443/guide/a.html", hops=1, seed_depth=sd) is None
+    assert s.check("mailto:a@docs.example.com", hops=1, seed_depth=sd) == "scheme"
+    assert s.check("javascript:void(0)", hops=1, seed_depth=sd) == "scheme"
+    assert s.check("http://docs.example.com:99999/", hops=1, seed_depth=sd) == "invalid"
+    assert s.check("https://example.com/guide/a.html", hops=1, seed_depth=sd) == "off-site"
+    assert s.check("https://evildocs.example.com/guide/a.html", hops=1, seed_depth=sd) == "off-site"
+    assert s.check("https://docs.example.com.evil.org/guide/", hops=1, seed_depth=sd) == "off-site"
+    assert s.check(ok, hops=4, seed_depth=sd) == "max-hops"
+    assert s.check("https://docs.example.com/guide/a/b/c.html", hops=1, seed_depth=sd) is None  # depth 4
+    assert s.check("https://docs.example.com/guide/a/b/c/d.html", hops=1, seed_depth=sd) == "path-depth"
+    assert s.check("https://docs.example.com/other/a.html", hops=1, seed_depth=sd) == "restrict"
+    assert s.check("https://docs.example.com/guide/a.pdf", hops=1, seed_depth=sd) == "include"
+    assert s.check("https://docs.example.com/guide/private/", hops=1, seed_depth=sd) == "exclude"
+    # regexes see the canonical URL
+    assert s.check("https://docs.example.com/guide/x/../b.html#top", hops=1, seed_depth=sd) is None
+
+
+def test_scope_allowed_domains_rules() -> None:
+    s = Scope(["http://a.org/"], allowed_domains=["Example.COM", "bücher.de.", "[::1]"])
+    assert s.allowed_domains == ("example.com", "xn--bcher-kva.de", "::1")
+    assert s.check("http://www.example.com:8080/", hops=0, seed_depth=1) is None
+    assert s.check("http://xn--bcher-kva.de/", hops=0, seed_depth=1) is None
+    assert s.check("http://bücher.de./x", hops=0, seed_depth=1) is None
+    assert s.check("http://[::1]/", hops=0, seed_depth=1) is None
+    assert s.check("http://a.org/", hops=0, seed_depth=1) == "off-site"  # seeds do not add domains
+
+
+@pytest.mark.parametrize("kwargs, key, bad", [
+    ({"exclude": [r"ok", r"(unclosed"]}, "exclude", "(unclosed"),
+    ({"include": [r"[z-a]"]}, "include", "[z-a]"),
+    ({"restrict": r"*"}, "restrict", "*"),
+    ({"path_depth": "deep"}, "path_depth", "deep"),
+    ({"max_hops": -1}, "max_hops", "-1"),
+    ({"allowed_domains": ["http://x.org/"]}, "allowed_domains", "http://x.org/"),
+    ({"allowed_domains": ["x.org:8080"]}, "allowed_domains", "x.org:8080"),
+])
+def test_scope_errors_name_the_key_and_value(kwargs, key: str, bad: str) -> None:
+    with pytest.raises(ValueError) as ei:
+        Scope(["http://x.org/"], **kwargs)
+    msg = str(ei.value)
+    assert msg.startswith(f"{key}: ")
+    assert bad in msg
+
+
+def test_scope_seed_errors() -> None:
+    with pytest.raises(ValueError, match=r"^seeds: at least one"):
+        Scope([])
+    with pytest.raises(ValueError, match=r"^seeds: bad seed URL 'ftp://x.org/'"):
+        Scope(["http://x.org/", "ftp://x.org/"])
