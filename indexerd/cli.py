@@ -251,7 +251,8 @@ def cmd_status(args) -> int:
     if failures:
         print("counts by reason: " + ", ".join(f"{k} {v}" for k, v in failures.items()))
     for host, h in (r.get("hosts") or {}).items():
-        print(f"host {host}: " + ", ".join(f"{k} {v}" for k, v in h.items()))
+        print(f"host {host}: " + ", ".join(f"{k} {round(v, 2) if isinstance(v, float) else v}"
+                                            for k, v in h.items()))
     return 0
 
 
