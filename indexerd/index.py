@@ -230,9 +230,20 @@ class WhooshIndex:
         """The committed generation number (grows by one per commit)."""
         return self._ix.latest_generation()
 
+    def _retry_vanished(self, fn):
+        """Run ``fn()`` again when a concurrent commit removed the TOC or a segment it was about
+        to read (Whoosh deletes the previous generation's files at each commit)."""
+        for attempt in range(20):
+            try:
+                return fn()
+            except FileNotFoundError:
+                if attempt == 19:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+
     def doc_count(self) -> int:
         """Number of live documents."""
-        return self._ix.doc_count()
+        return self._retry_vanished(self._ix.doc_count)
 
     def keys(self) -> dict[str, str]:
         """``{key: source}`` for every live document (used by the start-up reconcile)."""
@@ -251,15 +262,22 @@ class WhooshIndex:
         return datetime.fromtimestamp(toc.stat().st_mtime, UTC)
 
     def size_bytes(self) -> int:
-        """Bytes on disk."""
-        return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
+        """Bytes on disk (files a concurrent commit removes meanwhile are not counted)."""
+        total = 0
+        for p in self.path.iterdir():
+            try:
+                total += p.stat().st_size if p.is_file() else 0
+            except FileNotFoundError:
+                pass
+        return total
 
     def optimize(self) -> None:
         """Merge every segment into one (slow: tens of seconds on thousands of documents)."""
         self._ix.optimize()
 
     def segment_count(self) -> int:
-        return len(self._ix._segments())
+        """Number of segments in the latest generation."""
+        return self._retry_vanished(lambda: len(self._ix._segments()))
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240) -> list[Hit]:

@@ -149,6 +149,11 @@ class Frontier:
         with self._cond:
             return sum(len(q) for q in self._queues.values())
 
+    def wake(self) -> None:
+        """A host slot was released: waiting workers look again."""
+        with self._cond:
+            self._cond.notify_all()
+
     def stop(self) -> None:
         """Make every :meth:`take` return None (cancel, or the coordinator failed)."""
         with self._cond:
@@ -580,6 +585,7 @@ class _Pass:
                                 elapsed=0.0, error="internal", detail=str(e))
             finally:
                 self._release(task, resp)
+                self.frontier.wake()
             self.results.put((task, resp))
 
     def _fetch_robots(self, fetcher: Fetcher, task: Task) -> Response:

@@ -807,6 +807,10 @@ def test_readers_never_fail_while_the_writer_commits(tmp_path):
                 r = WhooshIndex.open(tmp_path, create=False)
                 r.search("common", limit=3)
                 r.close()
+                for _ in range(20):  # what `ctl status` asks the daemon's own index while it commits
+                    assert ix.doc_count() <= 5
+                    ix.segment_count()
+                    ix.size_bytes()
                 opened += 1
             except Exception as e:  # noqa: BLE001 - any failure is the bug
                 errors.append(repr(e))
