@@ -15,8 +15,9 @@ Sources of the rules:
 - Exponential backoff after failures (5xx, 429, timeouts, connection errors), reset by a success.
 
 Times are ``time.monotonic()`` seconds (or the injected clock's).  The host key is whatever the
-caller uses consistently; the crawler uses the lower-case host name, so ``http`` and ``https`` on
-one server share one slot.
+caller uses consistently; the crawler uses :func:`indexerd.urls.host_key`
+(``scheme://host:port``, the same key as robots.txt, which RFC 9309 §2.3 scopes to scheme, host
+and port), so ``http`` and ``https`` of one server are two slots.
 """
 
 from __future__ import annotations

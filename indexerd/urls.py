@@ -198,6 +198,10 @@ def trap_reason(url: str, *, max_length: int = 2000, max_segment_repeats: int = 
     - ``'repeated-segment'``: some non-empty path segment occurs more than
       ``max_segment_repeats`` times (``/de/www.example.test/privacy/www.example.test/privacy/...``,
       made by a scheme-less link resolved relative to each page);
+    - ``'repeated-path'``: the path ends with a run of two or more segments written twice in a
+      row (``/de/www.example.test/privacy/www.example.test/privacy/``): the first step of that
+      same loop, caught before any URL holding the run twice is fetched (CASES B18).  A single
+      segment repeated (``/2020/01/01/``) is not a trap;
     - ``'repeated-parameter'``: one query parameter name occurs more than ``max_param_repeats``
       times (``?s=1&s=1&s=1&s=1``).
 
@@ -206,9 +210,14 @@ def trap_reason(url: str, *, max_length: int = 2000, max_segment_repeats: int = 
     if len(url) > max_length:
         return "url-too-long"
     parts = urlsplit(url)
-    segs = Counter(s for s in parts.path.split("/") if s)
+    path_segs = [s for s in parts.path.split("/") if s]
+    segs = Counter(path_segs)
     if segs and max(segs.values()) > max_segment_repeats:
         return "repeated-segment"
+    n = len(path_segs)
+    for k in range(2, n // 2 + 1):
+        if path_segs[n - k:] == path_segs[n - 2 * k:n - k]:
+            return "repeated-path"
     if parts.query:
         names = Counter(p.partition("=")[0] for p in parts.query.split("&") if p)
         if names and max(names.values()) > max_param_repeats:

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from .config import SourcePolicy, WebSource as WebSourceConfig
-from .dates import MetaMap
+from .dates import MetaMap, check_plausible, parse_date
 from .decide import DecideSettings
 from .errors import ConfigError, IndexerdError, SkipDocument
 from .extract import extract, guess_media_type
@@ -69,22 +69,25 @@ HTML_EXTENSIONS = frozenset({"", ".html", ".htm", ".xhtml", ".shtml", ".php", ".
                              ".jsp", ".cgi", ".pl", ".txt", ".md"})
 
 
-def _header_tokens(values: str | None) -> set[str]:
-    """``X-Robots-Tag: noindex, nofollow`` (or ``indexerd: noindex``) -> {'noindex', 'nofollow'}.
+def _header_tokens(values: str | None, token: str = "indexerd") -> set[str]:
+    """``X-Robots-Tag: noindex, nofollow`` -> {'noindex', 'nofollow'}.
 
-    Directives scoped to another user agent (``otherbot: noindex``) are ignored.
+    A directive may be scoped to a user agent (``otherbot: noindex, nofollow``): the scope holds
+    for the directives that follow until the next ``agent:`` prefix (Google's reading of the
+    header); only unscoped directives and those for ``token`` apply.  ``none`` means both.
     """
     out: set[str] = set()
     if not values:
         return out
+    agent: str | None = None
     for part in values.split(","):
         part = part.strip().lower()
-        if ":" in part:
-            agent, _, rest = part.partition(":")
-            if agent.strip() not in ("indexerd", "*") and agent.strip() not in ("unavailable_after",):
-                continue
-            part = rest.strip()
-        out.add(part)
+        head, sep, rest = part.partition(":")
+        if sep and head.strip() not in ("unavailable_after", "max-snippet", "max-image-preview",
+                                        "max-video-preview"):
+            agent, part = head.strip(), rest.strip()
+        if agent is None or agent == token.lower():
+            out.add(part)
     if "none" in out:
         out |= {"noindex", "nofollow"}
     return out
@@ -236,15 +239,16 @@ class _Pass:
         for w in workers:
             w.start()
         finished = False
+        running = len(workers)
         try:
-            while True:
+            while running:
                 try:
                     task, resp = self.results.get(timeout=0.5)
                 except queue.Empty:
-                    if not any(w.is_alive() for w in workers) and self.results.empty():
-                        finished = not (self.cancel is not None and self.cancel.is_set())
-                        break
                     self._persist_maybe()
+                    continue
+                if task is None:
+                    running -= 1
                     continue
                 try:
                     self._process(task, resp)
@@ -256,12 +260,15 @@ class _Pass:
                 finally:
                     self.frontier.finish(task)
                 self._persist_maybe()
+            finished = not (self.cancel is not None and self.cancel.is_set())
         finally:
             self.frontier.stop()
             for w in workers:
                 w.join(timeout=float(self.cfg.timeout) + 5)
             while not self.results.empty():  # results of requests made before the stop
                 task, resp = self.results.get_nowait()
+                if task is None:
+                    continue
                 try:
                     self._process(task, resp)
                 except Exception:
@@ -332,7 +339,10 @@ class _Pass:
             return None, None
         if self.src.mirror is not None and not self.src.mirror.exists(row["url"]):
             return None, None
-        return rec.etag, rec.last_modified_header
+        lm = rec.last_modified_header
+        if lm is not None and not check_plausible(parse_date(lm), datetime.now(UTC)).value:
+            lm = None  # an epoch or future "date" would make an exact-match server answer 304 for ever
+        return rec.etag, lm
 
     def _task_for(self, row: dict, front: bool = False) -> Task:
         etag, lm = self._validators(row)
@@ -411,6 +421,12 @@ class _Pass:
 
     # -- workers --------------------------------------------------------------------------
     def _worker(self, fetcher: Fetcher) -> None:
+        try:
+            self._work(fetcher)
+        finally:
+            self.results.put((None, None))  # tells the coordinator this worker is gone
+
+    def _work(self, fetcher: Fetcher) -> None:
         while True:
             task = self.frontier.take(self.cancel)
             if task is None:
@@ -422,6 +438,8 @@ class _Pass:
             try:
                 if task.kind == "robots":
                     resp = self._fetch_robots(fetcher, task)
+                    # the rules (and their Crawl-delay) must be known before the slot is freed
+                    self.src.robots.put_response(task.host, resp)
                 else:
                     max_size = self.src.max_size if task.kind == "page" else 50 * 1024 * 1024
                     resp = fetcher.fetch(task.url, method=task.method, etag=task.etag,
@@ -509,10 +527,11 @@ class _Pass:
             self._page(task, resp)
 
     def _robots_result(self, task: Task, resp: Response | None) -> None:
-        if resp is None:
-            resp = Response(url=task.url, method="GET", status=None, headers={}, body=b"", elapsed=0.0,
-                            error="internal")
-        rules = self.src.robots.put_response(task.host, resp)
+        rules = self.src.robots.get(task.host)
+        if rules is None:  # the worker failed before storing them
+            resp = resp or Response(url=task.url, method="GET", status=None, headers={}, body=b"",
+                                    elapsed=0.0, error="internal")
+            rules = self.src.robots.put_response(task.host, resp)
         self.counters.inc(f"web.robots.{rules.status}")
         if rules.status == "unreachable":
             log.warning("%s: %s unreachable (%s); nothing is fetched from %s this pass", self.src.name,
@@ -638,7 +657,7 @@ class _Pass:
         except ValueError:
             self._failed(task, resp, "bad-redirect")
             return
-        if task.redirects + 1 > MAX_REDIRECTS or target == task.url:
+        if task.redirects + 1 > MAX_REDIRECTS or target in (task.url, origin):
             self._failed(task, resp, "redirect-loop")
             return
         row["doc_key"] = target
@@ -691,7 +710,7 @@ class _Pass:
                                f"{task.url}: more than max_size {self.src.max_size} bytes", self.counts)
             row["last_outcome"] = "too-large"
             return
-        robots_header = _header_tokens(resp.headers.get("X-Robots-Tag"))
+        robots_header = _header_tokens(resp.headers.get("X-Robots-Tag"), self.src.token)
         ctype = resp.headers.get("Content-Type")
         f = Fetched(key=key, source=self.src.name, url=task.url, data=resp.body,
                     fetched_at=datetime.now(UTC), name=urlsplit(task.url).path or "/",

@@ -144,8 +144,12 @@ def test_trap_reason_b18_scheme_less_link_resolved_relative() -> None:
         url = canonicalize(urljoin(url, "www.example.test/privacy/"))
         chain.append(url)
     assert chain[1] == "http://www.example.test/de/www.example.test/privacy/www.example.test/privacy/"
-    assert [trap_reason(u) for u in chain] == [None, None, None, "repeated-segment",
+    # the first URL holding the run twice is refused, so none holding it twice is fetched
+    assert [trap_reason(u) for u in chain] == [None, "repeated-path", "repeated-path", "repeated-segment",
                                                "repeated-segment", "repeated-segment"]
+    assert trap_reason("http://h/2020/01/01/") is None  # one segment repeated is a date, not a trap
+    assert trap_reason("http://h/a/b/a/b/") == "repeated-path"
+    assert trap_reason("http://h/a/b/c/a/b/") is None
     # max_hops stops the same chain earlier: the seed is 0 hops, the first link 1 hop.
     scope = Scope(["http://www.example.test/de/"], max_hops=2)
     seed_depth = path_depth("http://www.example.test/de/")
