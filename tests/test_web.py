@@ -429,6 +429,23 @@ def test_b03_epoch_last_modified_is_no_date(tmp_path, site) -> None:
     assert not crawl.doc("/feed")["last_modified"].startswith("1970")
 
 
+def test_b03_epoch_last_modified_is_never_sent_back_to_an_exact_match_server(tmp_path, site) -> None:
+    """A server comparing If-Modified-Since exactly (nginx's default) would answer 304 for ever to
+    an epoch "date" it keeps sending; an implausible Last-Modified is therefore not a validator."""
+    epoch = "Thu, 01 Jan 1970 00:00:00 GMT"
+    site.static("/", html("Home", "start", ["/feed"]))
+    site.static("/feed", b"version one", last_modified=epoch, content_type="text/plain")
+    crawl = Crawl(tmp_path, site)
+    crawl.run()
+    site.static("/feed", b"version two", last_modified=epoch, content_type="text/plain")
+    site.log.clear()
+    s = crawl.run()
+    (feed,) = [h for h in site.log if h.path == "/feed"]
+    assert feed.header("If-Modified-Since") is None and feed.status == 200
+    assert s["indexed"] == 1
+    assert crawl.search("two") == [site.url("/feed")]
+
+
 def test_b04_future_last_modified_rejected(tmp_path, site) -> None:
     site.static("/", html("Home", "start", ["/f.html"]))
     site.add("/f.html", body=html("F", "old text oldword"),
