@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from . import notify
 from .config import Config, load_config, resolve_control_socket
@@ -77,6 +77,9 @@ class Daemon:
         self.control = None
         self._worker: threading.Thread | None = None
         self._pinger: notify.WatchdogPinger | None = None
+        self._failed_sources: set[str] = set()
+        self._failure_streak = 0
+        self._last_failure = 0.0
 
     @property
     def sources(self) -> dict[str, FileSource]:
@@ -93,7 +96,7 @@ class Daemon:
             sock = resolve_control_socket(self.cfg)
             self.control = ControlServer(sock, self.handle_request)
             self.control.start()
-            self.indexer._get_writer()  # the writer thread runs from the start
+            self.indexer._get_writer().on_failure = self._writer_failed  # runs from the start
             self._worker = threading.Thread(target=self._change_loop, name="change-worker", daemon=True)
             self._worker.start()
             self.watcher = TreeWatcher(self.changes, self._accepts, self._on_overflow, self._on_watch_limit)
@@ -299,6 +302,31 @@ class Daemon:
     def _on_watch_limit(self, name: str) -> None:
         self.indexer.counters.inc("watch.limit")
         self._reconcile_soon({name})
+
+    def _writer_failed(self, sources: set[str] | None) -> None:
+        """The writer dropped changes (disk full, read-only state dir): reconcile their sources
+        again after 2, 4, 8 ... 256 s (the streak restarts after 10 quiet minutes), so they are
+        indexed once the disk has room again without waiting for the interval."""
+        import time as _time
+
+        now = _time.monotonic()
+        with self._lock:
+            self._failed_sources |= sources if sources is not None else set(self.sources)
+            if now - self._last_failure > 600:
+                self._failure_streak = 0
+            self._failure_streak += 1
+            self._last_failure = now
+            delay = 2.0 ** min(self._failure_streak, 8)
+        if self.scheduler is not None and not self.stop_event.is_set():
+            log.warning("index writes failed; reconciling %s in %.0f s",
+                        ", ".join(sorted(self._failed_sources)) or "the sources", delay)
+            self.scheduler.add_job(self._retry_failed, "date", run_date=datetime.now(UTC) + timedelta(seconds=delay),
+                                   id="retry-failed-writes", replace_existing=True, misfire_grace_time=None)
+
+    def _retry_failed(self) -> None:
+        with self._lock:
+            names, self._failed_sources = self._failed_sources, set()
+        self._reconcile_soon(sorted(names))
 
     def _reconcile_soon(self, names) -> None:
         if self.scheduler is None:

@@ -113,8 +113,24 @@ def _schema():
 
 
 class _WhooshSession:
-    def __init__(self, writer) -> None:
+    """One open Whoosh writer and the write lock we took for it.
+
+    Whoosh releases its write lock at the very end of ``commit``/``cancel``, after removing its
+    temp files; when that fails (a read-only or full state dir) the lock's file descriptor stays
+    open, and this process could never write again.  So the lock is ours, and released whatever
+    happens.
+    """
+
+    def __init__(self, writer, lock) -> None:
         self._w = writer
+        self._lock = lock
+
+    def _release(self) -> None:
+        if getattr(self._lock, "fd", None) is not None:
+            try:
+                self._lock.release()
+            except OSError:
+                pass
 
     def update(self, doc: IndexDoc) -> None:
         text_bytes = doc.content.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
@@ -127,13 +143,19 @@ class _WhooshSession:
         self._w.delete_by_term("key", key)
 
     def commit(self, *, merge: bool) -> None:
-        if merge:
-            self._w.commit()
-        else:
-            self._w.commit(merge=False)
+        try:
+            if merge:
+                self._w.commit()
+            else:
+                self._w.commit(merge=False)
+        finally:
+            self._release()
 
     def cancel(self) -> None:
-        self._w.cancel()
+        try:
+            self._w.cancel()
+        finally:
+            self._release()
 
 
 def on_disk_generation(state_dir: str | Path) -> int | None:
@@ -215,16 +237,20 @@ class WhooshIndex:
         Raises:
             RetryLater: the writer lock is held by another process for ``timeout_seconds``.
         """
-        from whoosh.index import LockError
+        from whoosh.util.filelock import try_for
 
+        lock = self._ix.lock("WRITELOCK")
+        if not try_for(lock.acquire, timeout=timeout_seconds, delay=0.1):
+            raise RetryLater(f"{self.path}: index writer lock is held by another process")
         try:
             # compound=False: a searcher then maps segment files instead of copying a compound
             # file into memory on every open (measured: ~10 ms per open per 100 MB of index)
-            w = self._ix.writer(limitmb=max(8, memory_bytes // (1024 * 1024)), timeout=timeout_seconds,
-                                compound=False)
-        except LockError:
-            raise RetryLater(f"{self.path}: index writer lock is held by another process") from None
-        return _WhooshSession(w)
+            w = self._ix.writer(limitmb=max(8, memory_bytes // (1024 * 1024)), compound=False, _lk=False)
+        except BaseException:
+            lock.release()
+            raise
+        w.writelock = lock  # Whoosh releases it at the end of a good commit or cancel
+        return _WhooshSession(w, lock)
 
     def generation(self) -> int:
         """The committed generation number (grows by one per commit)."""

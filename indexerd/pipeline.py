@@ -185,7 +185,8 @@ class Pipeline:
                              size=size, mtime_ns=mtime_ns, checked_at=now, decided_at=now,
                              ctime_ns=ctime_ns if status == "error" else None,
                              title=title if title is not None else (stored.title if stored else None))
-        if stored is not None and stored.status == "indexed":
+        if stored is not None and stored.status in ("indexed", "stale"):
+            # stale: the start-up reconcile found it in the index without a trustworthy row
             self.writer.submit_remove(key, rec)
         else:
             self.writer.submit_record(rec)

@@ -12,7 +12,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import ConfigError, StateDirLocked
+from .errors import ConfigError, StateDirLocked, StoreError
 
 
 class StateDir:
@@ -60,8 +60,12 @@ class StateDir:
                     if what == "daemon" else "")
             raise StateDirLocked(f"state dir {self.path} is in use by another indexerd "
                                  f"({what}, pid {pid}){hint}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {mode}\n".encode(), 0)
+        try:  # who holds it, for the message a second process prints
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {mode}\n".encode(), 0)
+        except OSError as e:
+            os.close(fd)
+            raise StoreError(f"state dir {self.path}: cannot write {lock_path}: {e.strerror}") from None
         self._fd = fd
 
     def unlock(self) -> None:

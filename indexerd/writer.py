@@ -3,8 +3,10 @@
 Sources and the pipeline never write the index; they :meth:`~IndexWriter.submit` operations.
 The thread batches them and commits:
 
-- in *live* mode (the daemon) as soon as its queue drains (after a 50 ms grace for more work),
-  and at the latest ``commit_interval_seconds`` after the first pending change, with
+- in *live* mode (the daemon) as soon as its queue drains (after a 50 ms grace for more work)
+  unless it committed less than :data:`STREAM_COMMIT_SPACING` ago (a steady stream, like a
+  crawl, would otherwise commit every few documents), and at the latest
+  ``commit_interval_seconds`` after the first pending change, with
   ``merge=False`` so a commit never waits for a segment merge; merges run after
   ``merge_idle_seconds`` of idleness, or after 2 s of idleness once 16 live commits (16 small
   segments) have piled up;
@@ -25,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Callable
 
 from .errors import IndexerdError, RetryLater
 from .index import IndexDoc, WhooshIndex
@@ -32,6 +35,11 @@ from .store import DocumentRecord, Store
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
+
+#: Live mode: a drained queue commits at once only if the last commit is at least this old
+#: (seconds); else the change waits for ``commit_interval`` (an edit after a quiet spell is
+#: still searchable in about 0.1 s).
+STREAM_COMMIT_SPACING = 0.25
 
 
 @dataclass
@@ -82,6 +90,7 @@ class IndexWriter:
         self._store_path = store_path
         self.live = live
         self.commit_interval_seconds = commit_interval_seconds
+        self._last_live_commit = 0.0
         self.commit_batch = commit_batch
         self.merge_idle_seconds = merge_idle_seconds
         self.memory_bytes = memory_bytes
@@ -93,7 +102,17 @@ class IndexWriter:
         self._closed = False
         self._live_commits = 0  # live commits (each a new segment) since the last merge
         self._failure: BaseException | None = None
+        #: called (in the writer thread) with the sources whose changes a failed write or commit
+        #: dropped (None: unknown, maybe all); the daemon schedules a retry pass with it
+        self.on_failure: Callable[[set[str] | None], None] | None = None
         self._thread.start()
+
+    def _notify_failure(self, sources: set[str] | None) -> None:
+        if self.on_failure is not None:
+            try:
+                self.on_failure(sources)
+            except Exception:  # the writer must survive its listener
+                log.exception("writer failure callback failed")
 
     # -- producer side --------------------------------------------------------------------
     def submit_index(self, doc: IndexDoc, record: DocumentRecord) -> None:
@@ -184,10 +203,11 @@ class IndexWriter:
                         self._live_commits += 1
                 except Exception as e:  # disk full, permission denied...: keep running
                     self.stats.commit_errors += 1
-                    self.stats.last_error = f"index commit failed: {e}"
-                    log.error("index commit failed, %d changes will be retried at the next pass: %s",
-                              docs_pending, e)
-                    failed_since_barrier.append(f"index commit failed: {e}")
+                    self.stats.last_error = f"index commit failed in {self.index.path}: {e}"
+                    log.error("index commit failed in %s, %d changes will be retried: %s",
+                              self.index.path, docs_pending, e)
+                    failed_since_barrier.append(f"index commit failed in {self.index.path}: {e}")
+                    self._notify_failure({r.source for r in upserts.values()} if not deletes else None)
                     try:
                         session.cancel()
                     except Exception:
@@ -289,16 +309,23 @@ class IndexWriter:
                         deletes.discard(op.key)
                         upserts[op.key] = op.record
                 except Exception as e:
-                    # one bad document must not take the writer down
+                    # one bad document must not take the writer down; but an unwritable index
+                    # (EACCES, ENOSPC) fails the whole batch, so flush() must say so
                     log.error("index write of %s failed: %s", op.key, e)
                     self.stats.last_error = f"{op.key}: {e}"
+                    if isinstance(e, OSError):
+                        failed_since_barrier.append(f"index write failed in {self.index.path}: {e}")
+                        self._notify_failure({op.record.source} if op.record is not None else None)
                 batch = self.commit_batch
                 if docs_pending >= batch or len(upserts) >= max(batch, 2000):
                     commit()
-                elif self.live and self._q.empty():
+                elif self.live and self._q.empty() and \
+                        time.monotonic() - self._last_live_commit >= STREAM_COMMIT_SPACING:
                     time.sleep(0.05)  # grace: a burst usually brings more work
                     if self._q.empty():
                         commit()
+                        self._last_live_commit = time.monotonic()
+                # else: a steady stream (a crawl, a big copy) commits at commit_interval at the latest
         except BaseException as e:  # pragma: no cover - last-resort reporting
             self._failure = e
             log.exception("index writer stopped")

@@ -30,8 +30,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from indexerd.config import parse_config
 from indexerd.errors import RetryLater, StoreError
@@ -240,13 +240,7 @@ def test_index_equals_disk_after_every_pass(ops) -> None:
     run_ops(ops)
 
 
-GHOST_BUG = ("BUG: a document the start-up reconcile found only in the index gets a 'stale' store "
-             "row; when the file is then skipped (emptied, too-large, binary...), Pipeline.skip() "
-             "removes the index copy only for status == 'indexed' (pipeline.py skip()), so the old "
-             "text stays searchable for good")
 
-
-@pytest.mark.xfail(strict=True, reason=GHOST_BUG)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(crash_op_strategy, min_size=1, max_size=20))
 @example([("write", "a.txt"), ("crash",), ("empty", "a.txt")])
@@ -254,7 +248,6 @@ def test_index_equals_disk_after_crashes_between_index_and_store(ops) -> None:
     run_ops(ops)
 
 
-@pytest.mark.xfail(strict=True, reason=GHOST_BUG)
 def test_orphan_document_emptied_while_down_leaves_the_index() -> None:
     """The minimal case, spelled out: a.txt is committed to the index but its store row is lost
     (kill -9 in between); while indexerd is down a.txt is emptied; the next run must drop it."""
