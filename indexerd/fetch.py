@@ -40,6 +40,8 @@ import requests
 import urllib3
 from requests.structures import CaseInsensitiveDict
 
+from .urls import host_key
+
 __all__ = ["ERRORS", "READ_CHUNK_BYTES", "Fetcher", "Response", "parse_retry_after"]
 
 #: The fixed error words of :attr:`Response.error`.
@@ -151,8 +153,10 @@ class Fetcher:
 
     Thread-safe: one ``requests.Session`` per thread (thread-local), each with a connection pool
     (keep-alive).  Proxies and CA bundles come from the environment as requests does
-    (``trust_env``).  ``auth`` (HTTP basic, ``(user, password)``) is sent only to URLs whose host
-    name is in ``auth_hosts`` (compared lower-case), never to other sites a link leads to.
+    (``trust_env``).  ``auth`` (HTTP basic, ``(user, password)``) is sent only to URLs whose
+    origin (``scheme://host:port``, as :func:`indexerd.urls.host_key` writes it) or bare host name
+    is in ``auth_hosts`` (compared lower-case), never to other sites a link leads to -- not even
+    another port of the same host (RFC 9110 §11.6: a protection space belongs to an origin).
 
     Args:
         user_agent: the full User-Agent header value.
@@ -236,7 +240,9 @@ class Fetcher:
         if last_modified:
             headers["If-Modified-Since"] = last_modified
         host = parts.hostname.lower().rstrip(".")
-        auth = self._auth if self._auth is not None and host in self._auth_hosts else None
+        auth = None
+        if self._auth is not None and (host in self._auth_hosts or host_key(url) in self._auth_hosts):
+            auth = self._auth
 
         session = self._session()
         start = time.monotonic()

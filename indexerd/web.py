@@ -36,7 +36,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
-from .config import SourcePolicy, WebSource as WebSourceConfig
+from .config import SourcePolicy
+from .config import WebSource as WebSourceConfig
 from .dates import MetaMap, check_plausible, parse_date
 from .decide import DecideSettings
 from .errors import ConfigError, IndexerdError, SkipDocument
@@ -173,7 +174,7 @@ class WebSource:
         """The source's HTTP client (created on first use; credentials read then)."""
         if self._fetcher is None:
             auth = (self.cfg.auth.username, self._password()) if self.cfg.auth else None
-            hosts = frozenset(urlsplit(canonicalize(s)).hostname or "" for s in self.cfg.seeds)
+            hosts = frozenset(host_key(canonicalize(s)) for s in self.cfg.seeds)
             self._fetcher = Fetcher(self.cfg.user_agent, timeout=float(self.cfg.timeout), auth=auth,
                                     auth_hosts=hosts)
         return self._fetcher

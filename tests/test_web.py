@@ -1006,3 +1006,42 @@ def test_bad_config_is_refused_with_the_key_named(tmp_path, keys, named) -> None
         p.write_text(web_config(seeds, state_dir=tmp_path, **keys))
         r = CLI(tmp_path / "state", config=p).run("check-config", check=False)
         assert r.returncode != 0 and named in r.stderr
+
+
+# -- HTTP basic credentials --------------------------------------------------------------------------
+def test_basic_auth_goes_to_the_seed_host_only_and_a_missing_password_is_named(tmp_path, site, monkeypatch) -> None:
+    import base64
+
+    with Site() as other:
+        other.static("/x.html", html("Other", "otherword"))
+        want = "Basic " + base64.b64encode(b"crawler:s3cret").decode()
+
+        def guarded(hit):
+            if hit.header("Authorization") != want:
+                return 401, {"WWW-Authenticate": 'Basic realm="x"', "Content-Type": "text/plain"}, b"no"
+            return 200, {"Content-Type": "text/html"}, html("Home", "secretword", [other.url("/x.html")])
+
+        site.add("/", handler=guarded)
+        state = tmp_path / "state"
+        cfg = web_config([site.url("/")], state_dir=state,
+                         allowed_domains=["127.0.0.1", "localhost"]) + (
+            '[sources.web.auth]\nusername = "crawler"\npassword_env = "INDEXERD_TEST_PW"\n')
+        monkeypatch.delenv("INDEXERD_TEST_PW", raising=False)
+        ix = Indexer(parse_config(cfg))
+        ix.open("index")
+        try:
+            with pytest.raises(ConfigError, match="auth.password_env: environment variable INDEXERD_TEST_PW"):
+                ix.run_pass(progress=False)
+        finally:
+            ix.close()
+        monkeypatch.setenv("INDEXERD_TEST_PW", "s3cret")
+        ix = Indexer(parse_config(cfg))
+        ix.open("index")
+        try:
+            s = ix.run_pass(progress=False).as_dict()
+        finally:
+            ix.close()
+        assert s["indexed"] == 2, s
+        assert [h.header("Authorization") for h in site.log if h.path == "/"] == [want]
+        # the link to another host is followed without the credentials
+        assert [h.header("Authorization") for h in other.log if h.path == "/x.html"] == [None]
