@@ -625,11 +625,9 @@ class _Pass:
                         self.src.name, task.host, HOST_FAILURE_LIMIT)
             self.frontier.drop_host(task.host, "host-down")
 
-    def _refused(self, task: Task, resp: Response) -> None:
-        """401, 403, other 4xx and odd statuses: not a confirmed deletion; keep what is indexed."""
-        reason = f"http-{resp.status}"
-        row = self._done(task, resp, reason)
-        key = row["doc_key"] or task.url
+    def _count_unfetchable(self, key: str, reason: str) -> None:
+        """A page that answered but cannot be indexed now: an error if we hold an indexed copy
+        (kept), a skip if we never had one."""
         self.counts.seen += 1
         if self.pipeline.stored(key) is not None:
             self.counts.errors += 1
@@ -638,25 +636,25 @@ class _Pass:
             self.counts.skipped += 1
             self.counters.inc(f"skip.{reason}")
 
+    def _refused(self, task: Task, resp: Response) -> None:
+        """401, 403, other 4xx and odd statuses: not a confirmed deletion; keep what is indexed."""
+        reason = f"http-{resp.status}"
+        row = self._done(task, resp, reason)
+        self._count_unfetchable(row["doc_key"] or task.url, reason)
+
     def _gone(self, task: Task, resp: Response) -> None:
         """404 / 410: delete after ``gone_after`` answers in a row (only a confirmed 404 deletes)."""
-        row = self._done(task, resp, f"http-{resp.status}")
+        reason = f"http-{resp.status}"
+        row = self._done(task, resp, reason)
         row["gone_count"] += 1
         key = row["doc_key"] or task.url
-        stored = self.pipeline.stored(key)
         if row["gone_count"] >= self.cfg.gone_after:
             row["last_outcome"] = "gone"
-            if stored is not None:
+            if self.pipeline.stored(key) is not None:
                 self.pipeline.gone(key, self.counts, f"HTTP {resp.status}")
                 self._mirror_remove(task.url)
                 return
-        self.counts.seen += 1
-        if stored is not None:
-            self.counts.errors += 1
-            self.counters.inc(f"error.http-{resp.status}")
-        else:
-            self.counts.skipped += 1
-            self.counters.inc(f"skip.http-{resp.status}")
+        self._count_unfetchable(key, reason)
 
     def _redirect(self, task: Task, resp: Response) -> None:
         row = self._done(task, resp, f"redirect-{resp.status}")
