@@ -241,6 +241,7 @@ class Daemon:
                 st.last_started = datetime.now(UTC)
                 st.progress = Progress(name, tty=False, log_every_seconds=10)
             with self._pipeline() as pipeline:
+                pipeline.urgent = False  # a pass commits about once a second, not per drain
                 src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
                              cancel=self.stop_event)
             self.indexer.flush(timeout=60)

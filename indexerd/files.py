@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from .config import FilesystemSource, SourcePolicy
-from .errors import IndexUnavailable, StoreError
 from .dates import MetaMap
 from .decide import DecideSettings
+from .errors import IndexUnavailable, StoreError
 from .pipeline import Fetched, PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)

@@ -134,6 +134,9 @@ class Pipeline:
                  counters: Counters | None = None, clock: Callable[[], datetime] = _now) -> None:
         self._writer_factory = writer_factory
         self._writer = None
+        #: live mode: this pipeline's index changes are committed as soon as the writer's queue
+        #: drains (live file events); False for scheduled passes, which commit about once a second
+        self.urgent = True
         self.store = store
         self.counters = counters or Counters()
         self.clock = clock
@@ -187,7 +190,7 @@ class Pipeline:
                              title=title if title is not None else (stored.title if stored else None))
         if stored is not None and stored.status in ("indexed", "stale"):
             # stale: the start-up reconcile found it in the index without a trustworthy row
-            self.writer.submit_remove(key, rec)
+            self.writer.submit_remove(key, rec, urgent=self.urgent)
         else:
             self.writer.submit_record(rec)
         counts.seen += 1  # only once the writer took it: a failure above is counted by the caller
@@ -204,7 +207,7 @@ class Pipeline:
     def gone(self, key: str, counts: PassCounts, why: str = "") -> Outcome:
         """The document no longer exists at its source: delete it from the index and the store."""
         d = decide_mod.decide(None, decide_mod.NewFacts(None, None, gone=True), self.clock())
-        self.writer.submit_remove(key, None)
+        self.writer.submit_remove(key, None, urgent=self.urgent)
         counts.deleted += 1
         self.counters.inc(f"decide.{d.reason}")
         log.info("deleted %s%s", key, f" ({why})" if why else "")
@@ -275,7 +278,7 @@ class Pipeline:
             doc = IndexDoc(key=f.key, source=f.source, url=f.url, path=f.path, title=title,
                            content=ex.text, last_modified=resolved.value, date_source=resolved.source,
                            media_type=ex.media_type, size=f.size)
-            self.writer.submit_index(doc, rec)
+            self.writer.submit_index(doc, rec, urgent=self.urgent)
             counts.seen += 1
             counts.indexed += 1
             log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)

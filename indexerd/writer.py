@@ -4,9 +4,10 @@ Sources and the pipeline never write the index; they :meth:`~IndexWriter.submit`
 The thread batches them and commits:
 
 - in *live* mode (the daemon) as soon as its queue drains (after a 50 ms grace for more work)
-  unless it committed less than :data:`STREAM_COMMIT_SPACING` ago (a steady stream, like a
-  crawl, would otherwise commit every few documents), and at the latest
-  ``commit_interval_seconds`` after the first pending change, with
+  when the batch holds an *urgent* change (a live file event: someone is waiting to search
+  it), and at the latest ``commit_interval_seconds`` after the first pending change (so a
+  scheduled pass, a crawl or a queue drain commits about once a second, not every few
+  documents), with
   ``merge=False`` so a commit never waits for a segment merge; merges run after
   ``merge_idle_seconds`` of idleness, or after 2 s of idleness once 16 live commits (16 small
   segments) have piled up;
@@ -36,11 +37,6 @@ from .store import DocumentRecord, Store
 log = logging.getLogger(__name__)
 UTC = timezone.utc
 
-#: Live mode: a drained queue commits at once only if the last commit is at least this old
-#: (seconds); else the change waits for ``commit_interval`` (an edit after a quiet spell is
-#: still searchable in about 0.1 s).
-STREAM_COMMIT_SPACING = 0.25
-
 
 @dataclass
 class WriterStats:
@@ -60,6 +56,7 @@ class WriterStats:
 class _Op:
     kind: str                       # "index" | "remove" | "record" | "barrier" | "stop"
     key: str = ""
+    urgent: bool = True             # live mode: commit as soon as the queue drains
     error: str | None = None        # barrier: why a commit since the last barrier failed
     doc: IndexDoc | None = None
     record: DocumentRecord | None = None
@@ -90,7 +87,6 @@ class IndexWriter:
         self._store_path = store_path
         self.live = live
         self.commit_interval_seconds = commit_interval_seconds
-        self._last_live_commit = 0.0
         self.commit_batch = commit_batch
         self.merge_idle_seconds = merge_idle_seconds
         self.memory_bytes = memory_bytes
@@ -115,17 +111,18 @@ class IndexWriter:
                 log.exception("writer failure callback failed")
 
     # -- producer side --------------------------------------------------------------------
-    def submit_index(self, doc: IndexDoc, record: DocumentRecord) -> None:
-        """Add or replace ``doc`` (by key) and then store ``record``."""
-        self._put(_Op("index", doc.key, doc=doc, record=record))
+    def submit_index(self, doc: IndexDoc, record: DocumentRecord, *, urgent: bool = True) -> None:
+        """Add or replace ``doc`` (by key) and then store ``record``.  ``urgent`` (live mode):
+        commit as soon as the queue drains, not at the next ``commit_interval``."""
+        self._put(_Op("index", doc.key, doc=doc, record=record, urgent=urgent))
 
-    def submit_remove(self, key: str, record: DocumentRecord | None = None) -> None:
+    def submit_remove(self, key: str, record: DocumentRecord | None = None, *, urgent: bool = True) -> None:
         """Delete ``key`` from the index; then delete its row (``record`` None) or store ``record``."""
-        self._put(_Op("remove", key, record=record))
+        self._put(_Op("remove", key, record=record, urgent=urgent))
 
     def submit_record(self, record: DocumentRecord) -> None:
-        """Store ``record`` without touching the index (skips, unchanged verdicts)."""
-        self._put(_Op("record", record.key, record=record))
+        """Store ``record`` without touching the index (skips, unchanged verdicts); never urgent."""
+        self._put(_Op("record", record.key, record=record, urgent=False))
 
     def pending_record(self, key: str) -> tuple[bool, DocumentRecord | None]:
         """``(True, record_or_None)`` when a write for ``key`` is queued but not yet committed."""
@@ -187,12 +184,14 @@ class IndexWriter:
         session_keys: set[str] = set()
         failed_since_barrier: list[str] = []
         docs_pending = 0
+        urgent_pending = False
         first_pending_at: float | None = None
         last_work_at = time.monotonic()
         dirty_segments = False
 
         def commit() -> None:
-            nonlocal session, docs_pending, first_pending_at, dirty_segments
+            nonlocal session, docs_pending, first_pending_at, dirty_segments, urgent_pending
+            urgent_pending = False
             started = time.monotonic()
             session_keys.clear()
             if session is not None:
@@ -286,6 +285,7 @@ class IndexWriter:
                     commit()  # the earlier add must be committed before it can be replaced or deleted
                 if first_pending_at is None:
                     first_pending_at = time.monotonic()
+                urgent_pending = urgent_pending or op.urgent
                 batch_keys[op.key] = op.record
                 try:
                     if op.kind == "index":
@@ -319,13 +319,11 @@ class IndexWriter:
                 batch = self.commit_batch
                 if docs_pending >= batch or len(upserts) >= max(batch, 2000):
                     commit()
-                elif self.live and self._q.empty() and \
-                        time.monotonic() - self._last_live_commit >= STREAM_COMMIT_SPACING:
+                elif self.live and urgent_pending and self._q.empty():
                     time.sleep(0.05)  # grace: a burst usually brings more work
                     if self._q.empty():
                         commit()
-                        self._last_live_commit = time.monotonic()
-                # else: a steady stream (a crawl, a big copy) commits at commit_interval at the latest
+                # else: a scheduled pass commits at commit_interval (or commit_batch) at the latest
         except BaseException as e:  # pragma: no cover - last-resort reporting
             self._failure = e
             log.exception("index writer stopped")
