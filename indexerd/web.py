@@ -784,6 +784,8 @@ class _Pass:
             self._mirror_remove(row["url"])
         self.rows.pop(row["url"], None)
         self.dirty.add(row["url"])
+        if reason not in ("max-hops", "path-depth"):
+            self.dropped.add(row["url"])  # links to it are not counted again in this pass
         self.counters.inc(f"web.drop.{reason}")
 
     # -- mirror ---------------------------------------------------------------------------
