@@ -65,15 +65,27 @@ def parse_size(value: str | int) -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
+#: The largest duration and size the config accepts: beyond them timers and reads overflow
+#: (an interval of 3,000,000 days crashed APScheduler; a size of 10^35 bytes crashed read()).
+MAX_SECONDS = 10 * 365 * 86400.0
+MAX_BYTES = 10**15
+
+
 def _dec_hook(type_: type, obj: Any) -> Any:
     if type_ is Seconds:
         from .dates import parse_duration
 
         if isinstance(obj, bool):
             raise ValueError(f"expected a duration like '15m', got {obj!r}")
-        return Seconds(parse_duration(obj))
+        seconds = parse_duration(obj)
+        if seconds > MAX_SECONDS:
+            raise ValueError(f"expected a duration of at most 10 years, got {obj!r}")
+        return Seconds(seconds)
     if type_ is Bytes:
-        return Bytes(parse_size(obj))
+        size = parse_size(obj)
+        if size > MAX_BYTES:
+            raise ValueError(f"expected a size of at most 1 PB, got {obj!r}")
+        return Bytes(size)
     raise NotImplementedError(type_)
 
 
@@ -153,7 +165,8 @@ class Politeness(_Struct):
     3-30 s for the open web; the defaults here are for an intranet or a site you run yourself:
     at least 1 s between requests, and our share of the server's time at most a third (factor 2).
     Failures back off exponentially up to ``max_backoff``; ``Retry-After`` is honoured up to
-    ``max_retry_after``.
+    ``max_retry_after``, robots.txt ``Crawl-delay`` up to ``max_crawl_delay`` (a hostile
+    ``Crawl-delay: 86400`` would otherwise park a crawl for a day per page).
     """
 
     min_delay: Seconds = Seconds(1.0)
@@ -161,6 +174,7 @@ class Politeness(_Struct):
     max_wait: Seconds = Seconds(30.0)
     max_backoff: Seconds = Seconds(600.0)
     max_retry_after: Seconds = Seconds(3600.0)
+    max_crawl_delay: Seconds = Seconds(120.0)
 
 
 class WebAuth(_Struct):
@@ -336,6 +350,11 @@ def _check_web_source(src: WebSource, where: str, origin: str) -> None:
     for key in ("max_pages", "gone_after", "workers", "max_query_variants"):
         if getattr(src, key) < 1:
             raise ConfigError(f"{origin}: {where}.{key}: expected a whole number >= 1, got {getattr(src, key)}")
+    if src.workers > 64:
+        raise ConfigError(f"{origin}: {where}.workers: expected at most 64 fetch threads (one request per "
+                          f"host is in flight anyway), got {src.workers}")
+    if src.timeout > 86400:
+        raise ConfigError(f"{origin}: {where}.timeout: expected a duration of at most 1 day")
     if src.max_hops is not None and src.max_hops < 0:
         raise ConfigError(f"{origin}: {where}.max_hops: expected a whole number >= 0, got {src.max_hops}")
     if not src.user_agent.strip() or not re.match(r"[A-Za-z0-9_-]+", src.user_agent):
@@ -363,6 +382,9 @@ def _check_semantics(cfg: Config, origin: str) -> None:
         for i, src in enumerate(tables):
             where = f"sources.{kind}[{i}]"
             _check_source_common(src, where, seen, origin)
+            if src.interval < 1:
+                raise ConfigError(f"{origin}: {where}.interval: expected a duration of at least 1 s, "
+                                  f"got {float(src.interval)} s")
             if kind == "web":
                 _check_web_source(src, where, origin)
             elif kind == "filesystem":

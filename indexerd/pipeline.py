@@ -175,8 +175,12 @@ class Pipeline:
     def skip(self, key: str, source: str, reason: str, detail: str, counts: PassCounts, *,
              size: int | None = None, mtime_ns: int | None = None, status: str = "skipped",
              stored: DocumentRecord | None = None, title: str | None = None,
-             ctime_ns: int | None = None) -> Outcome:
+             ctime_ns: int | None = None, etag: str | None = None,
+             last_modified_header: str | None = None) -> Outcome:
         """Record that ``key`` cannot be indexed now (``reason`` is a fixed word).
+
+        ``etag`` / ``last_modified_header`` (web) are kept so that the next pass can ask with a
+        conditional GET instead of downloading a known-unindexable body again.
 
         A previously indexed copy is removed from the index: it no longer matches the document.
         ``status`` is ``skipped`` or ``error`` (errors are counted in ``errors``); for errors,
@@ -186,7 +190,8 @@ class Pipeline:
         stored = stored if stored is not None else self.stored(key)
         rec = DocumentRecord(key=key, source=source, status=status, reason=reason, detail=detail[:500],
                              size=size, mtime_ns=mtime_ns, checked_at=now, decided_at=now,
-                             ctime_ns=ctime_ns if status == "error" else None,
+                             ctime_ns=ctime_ns if status == "error" else None, etag=etag,
+                             last_modified_header=last_modified_header,
                              title=title if title is not None else (stored.title if stored else None))
         if stored is not None and stored.status in ("indexed", "stale"):
             # stale: the start-up reconcile found it in the index without a trustworthy row
@@ -239,7 +244,8 @@ class Pipeline:
             ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
         except SkipDocument as e:
             return self.skip(f.key, f.source, e.reason, e.detail or f.url, counts, size=f.size,
-                             mtime_ns=f.mtime_ns, stored=stored)
+                             mtime_ns=f.mtime_ns, stored=stored, etag=f.etag,
+                             last_modified_header=f.last_modified_header)
         except Exception as e:  # an extractor bug must not stop the pass
             log.exception("extraction failed for %s", f.url)
             return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
@@ -252,7 +258,8 @@ class Pipeline:
         stored = stored if stored is not None else self.stored(f.key)
         if ex.noindex:  # its links may still be followed (unless nofollow): hand them back
             out = self.skip(f.key, f.source, "noindex", "meta robots noindex", counts, size=f.size,
-                            mtime_ns=f.mtime_ns, stored=stored)
+                            mtime_ns=f.mtime_ns, stored=stored, etag=f.etag,
+                            last_modified_header=f.last_modified_header)
             return replace(out, extracted=ex, key=f.key)
         resolved = resolve_date(
             DateEvidence(fetched_at=f.fetched_at, meta=ex.meta, protocol=f.protocol_date,

@@ -70,7 +70,9 @@ def canonicalize(url: str) -> str:
     IDNA host), then: scheme and host lower-case, the default port dropped (``:80`` for http,
     ``:443`` for https), an empty path made ``/``, a ``%``
     that starts no ``%XX`` escape in the path written ``%25`` (w3lib does so in the query
-    only).  User info (``user:pw@``) is kept as written.
+    only).  User info (``user:pw@``) is dropped: a password written into a link must not become
+    a document key, be shown in search results or be sent (credentials come from the config's
+    ``auth`` only).
     Idempotent: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
 
     Example: ``'HTTP://Example.COM:80/a/../b/./c?b=2&a=1#frag'`` -> ``'http://example.com/b/c?a=1&b=2'``.
@@ -83,8 +85,6 @@ def canonicalize(url: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != DEFAULT_PORTS[scheme]:
         netloc = f"{netloc}:{port}"
-    if userinfo:
-        netloc = f"{userinfo}@{netloc}"
     rest = urlsplit(canon)
     # w3lib keeps a '%' that starts no escape ('/a%'); it means the same as '%25' (as w3lib
     # already does in the query), so spell it that way.

@@ -65,6 +65,10 @@ MAX_LINKS_PER_PAGE = 10_000
 MAX_SITEMAP_FILES = 50
 #: robots.txt is read up to this size (RFC 9309 §2.5 asks for at least 500 KiB).
 ROBOTS_MAX_BYTES = 512 * 1024
+#: Skip reasons that depend only on the bytes: a page skipped for one of them is asked with a
+#: conditional GET next time (a 304 keeps the verdict) instead of being downloaded again.
+#: ``too-large`` is not one: raising ``max_size`` must fetch it again.
+SKIPS_BY_CONTENT = frozenset({"binary", "unsupported-type", "empty", "noindex"})
 #: Path extensions that are (or produce) HTML: fetched with GET straight away.  Any other
 #: extension is asked with HEAD first (LCWA), and fetched only if its type is indexed.
 HTML_EXTENSIONS = frozenset({"", ".html", ".htm", ".xhtml", ".shtml", ".php", ".asp", ".aspx",
@@ -141,6 +145,7 @@ class WebSource:
             min_delay=float(p.min_delay), good_guy_factor=float(p.good_guy_factor),
             max_wait=float(p.max_wait), max_backoff=float(p.max_backoff),
             max_retry_after=float(p.max_retry_after))
+        self.max_crawl_delay = float(p.max_crawl_delay)
         self.token = cfg.user_agent.split("/")[0].split()[0]
         self.robots = RobotsCache(token=self.token)
         self.pipeline_policy = Policy(
@@ -345,7 +350,9 @@ class _Pass:
         if self.forced:
             return None, None
         rec = self.pipeline.stored(row["doc_key"] or row["url"])
-        if rec is None or rec.status != "indexed" or not (rec.etag or rec.last_modified_header):
+        if rec is None or not (rec.etag or rec.last_modified_header):
+            return None, None
+        if rec.status != "indexed" and not (rec.status == "skipped" and rec.reason in SKIPS_BY_CONTENT):
             return None, None
         if self.src.mirror is not None and not self.src.mirror.exists(row["url"]):
             return None, None
@@ -479,7 +486,8 @@ class _Pass:
         ok = resp is not None and resp.status is not None and resp.status < 500 and resp.status != 429
         rules = self.src.robots.get(task.host)
         self.src.slots.release(task.host, self.src.politeness, elapsed=resp.elapsed if resp else 0.0,
-                               ok=ok, crawl_delay=rules.crawl_delay if rules is not None else None,
+                               ok=ok, crawl_delay=(min(rules.crawl_delay, self.src.max_crawl_delay)
+                                                   if rules is not None and rules.crawl_delay else None),
                                retry_after=resp.retry_after if resp is not None else None)
 
     # -- results --------------------------------------------------------------------------
@@ -544,6 +552,10 @@ class _Pass:
             rules = self.src.robots.put_response(task.host, resp)
         self.counters.inc(f"web.robots.{rules.status}")
         if rules.status == "unreachable":
+            # the pass failed for this host: say so in the counts, not only in the log
+            self.counts.seen += 1
+            self.counts.errors += 1
+            self.counters.inc("error.robots-unreachable")
             log.warning("%s: %s unreachable (%s); nothing is fetched from %s this pass", self.src.name,
                         task.url, resp.error or f"HTTP {resp.status}", task.host)
         if self.cfg.sitemaps and task.host in self.seed_hosts and task.host not in self.sitemaps_asked:
@@ -729,7 +741,8 @@ class _Pass:
                     last_modified_header=resp.headers.get("Last-Modified"))
         if "noindex" in robots_header:
             self.pipeline.skip(row["doc_key"] or key, self.src.name, "noindex", "X-Robots-Tag noindex",
-                               self.counts, size=f.size)
+                               self.counts, size=f.size, etag=f.etag,
+                               last_modified_header=f.last_modified_header)
             self._mirror_remove(task.url)
             row["doc_key"] = key
             if "nofollow" not in robots_header:

@@ -266,3 +266,22 @@ def test_etc_metamap_parses() -> None:
     from indexerd.dates import MetaMap
 
     MetaMap.load(REPO / "etc" / "metamap.txt")
+
+
+@pytest.mark.parametrize("extra, key", [
+    ('interval = "3000000d"\n', "sources.filesystem[0].interval"),   # overflowed APScheduler on reload
+    ('interval = "0s"\n', "sources.filesystem[0].interval"),
+    ('max_size = "99999999999999999999999TB"\n', "sources.filesystem[0].max_size"),
+])
+def test_values_that_overflow_timers_or_reads_are_refused(extra, key) -> None:
+    assert key in config_error(src(extra))
+
+
+@pytest.mark.parametrize("extra, key", [
+    ("workers = 100000", "sources.web[0].workers"),               # one thread each: memory ran away
+    ('timeout = "10000000d"', "sources.web[0].timeout"),
+    ('timeout = "2d"', "sources.web[0].timeout"),
+])
+def test_web_values_that_would_exhaust_the_process_are_refused(extra, key) -> None:
+    text = f'[[sources.web]]\nname = "w"\nseeds = ["http://127.0.0.1:9/"]\n{extra}\n'
+    assert key in config_error(text)
