@@ -347,6 +347,7 @@ class WhooshIndex:
         _check_balanced(query)
         with self._ix.searcher() as searcher:
             parser = MultifieldParser(["title", "content"], self._ix.schema)
+            _check_field_prefixes(query, self._ix.schema)
             try:
                 q = parser.parse(query)
             except Exception as e:
@@ -398,6 +399,22 @@ def _check_balanced(query: str) -> None:
         raise QueryError("empty query")
 
 
+def _searchable_fields(schema) -> list[str]:
+    return sorted(name for name, field in schema.items()
+                  if getattr(field, "format", None) is not None and not name.endswith("_z"))
+
+
+def _check_field_prefixes(text: str, schema) -> None:
+    """``path:tmp`` names a stored-only field: say which fields can be searched (Whoosh's own
+    message names its internals)."""
+    import re
+
+    for name in re.findall(r"(?<!\w)(\w+):", re.sub(r'"[^"]*"', " ", text)):  # phrases are words
+        if name in schema and name not in _searchable_fields(schema):
+            raise QueryError(f"malformed query {text!r}: field {name!r} is stored but not searchable "
+                             f"(searchable: {', '.join(_searchable_fields(schema))})")
+
+
 def _check_parsed(q, text: str, schema) -> None:
     from whoosh import query as wq
 
@@ -407,10 +424,14 @@ def _check_parsed(q, text: str, schema) -> None:
         if fieldname not in schema:
             raise QueryError(f"malformed query {text!r}: unknown field {fieldname!r} "
                              f"(fields: title, content)")
+    searchable = _searchable_fields(schema)
     for sub in q.leaves() if hasattr(q, "leaves") else ():
         fn = getattr(sub, "fieldname", None)
         if fn and fn not in schema:
             raise QueryError(f"malformed query {text!r}: unknown field {fn!r} (fields: title, content)")
+        if fn and fn not in searchable:
+            raise QueryError(f"malformed query {text!r}: field {fn!r} is stored but not searchable "
+                             f"(searchable: {', '.join(searchable)})")
 
 
 def _snippet_regex(q):

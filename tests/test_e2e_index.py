@@ -144,6 +144,14 @@ def test_malformed_query_is_exit_2(indexed, query) -> None:
     assert p.stdout == ""
 
 
+def test_stored_only_field_names_the_searchable_fields(indexed) -> None:
+    _, cli, _ = indexed
+    p = cli.run("ctl", "search", "path:tmp", check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "field 'path' is stored but not searchable (searchable: content," in p.stderr
+    assert "STORED(" not in p.stderr  # Whoosh's internals are not the user's business
+
+
 def test_bad_since_is_exit_2(indexed) -> None:
     _, cli, _ = indexed
     p = cli.run("ctl", "search", "asyncio", "--since", "yesterday-ish", check=False)
