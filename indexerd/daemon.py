@@ -510,5 +510,5 @@ def run_daemon(config_path: str | None) -> int:
     from .config import find_config_path
 
     path = find_config_path(config_path)
-    cfg = load_config(config_path)
-    return Daemon(cfg, str(path) if path else None).run()
+    cfg = load_config(config_path, required=True)  # a daemon with no sources would watch nothing
+    return Daemon(cfg, str(path)).run()

@@ -262,6 +262,13 @@ def test_check_config_without_config_exits_2(cli) -> None:
     assert p.returncode == 2 and "no config file" in p.stderr
 
 
+@pytest.mark.skipif(Path(config_mod.DEFAULT_CONFIG_PATH).exists(), reason="a system config exists here")
+def test_run_without_config_exits_2(cli) -> None:
+    """A daemon with no config would watch nothing on /var/lib/indexerd (found by a new user)."""
+    p = cli.run("run", check=False, timeout=20)
+    assert p.returncode == 2 and "no config file" in p.stderr, (p.returncode, p.stderr)
+
+
 def test_etc_metamap_parses() -> None:
     from indexerd.dates import MetaMap
 
