@@ -314,23 +314,35 @@ class Store:
                            ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
 
     # -- the crawl frontier (web sources) ----------------------------------------------------
+    #: The crawl columns kept in memory during a pass; ``links`` (JSON, kilobytes per page) is
+    #: read only when a 304 needs it (:meth:`crawl_links`).
     CRAWL_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via", "origin", "redirects",
-                     "doc_key", "links", "sitemap_lastmod", "gone_count", "fail_count", "last_status",
+                     "doc_key", "sitemap_lastmod", "gone_count", "fail_count", "last_status",
                      "last_outcome", "checked_at")
 
     def crawl_rows(self, source: str) -> dict[str, dict]:
-        """Every crawl row of ``source`` as ``{url: {column: value}}``."""
+        """Every crawl row of ``source`` as ``{url: {column: value}}`` (without ``links``)."""
         cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ?", (source,))
         return {r["url"]: dict(r) for r in cur}
 
+    def crawl_links(self, source: str, url: str) -> str | None:
+        """The JSON list of outlinks stored for ``url`` at its last parse, or None."""
+        row = self._db.execute("SELECT links FROM crawl WHERE source = ? AND url = ?", (source, url)).fetchone()
+        return row[0] if row is not None else None
+
     def crawl_write(self, source: str, rows: Iterable[dict], deletes: Iterable[str] = (),
-                    meta: dict[str, str] | None = None) -> None:
-        """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), delete URLs and
-        set meta keys, in one transaction."""
+                    meta: dict[str, str] | None = None, links: dict[str, str | None] | None = None) -> None:
+        """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), set the
+        ``links`` of the URLs in ``links``, delete URLs and set meta keys, in one transaction.
+        A row's stored ``links`` are kept unless ``links`` names its URL."""
         cols = ("source",) + self.CRAWL_COLUMNS
-        sql = (f"INSERT OR REPLACE INTO crawl({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in self.CRAWL_COLUMNS if c != "url")
+        sql = (f"INSERT INTO crawl({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+               f"ON CONFLICT(source, url) DO UPDATE SET {updates}")
         self._transaction([
             (sql, [(source,) + tuple(r[c] for c in self.CRAWL_COLUMNS) for r in rows]),
+            ("UPDATE crawl SET links = ? WHERE source = ? AND url = ?",
+             [(v, source, u) for u, v in (links or {}).items()]),
             ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
             ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
 

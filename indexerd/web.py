@@ -113,7 +113,7 @@ def _extension(url: str) -> str:
 
 def _new_row(url: str) -> dict:
     return {"url": url, "pass_id": 0, "state": "queued", "hops": 0, "seed_depth": 1, "seq": 0,
-            "via": "link", "origin": None, "redirects": 0, "doc_key": None, "links": None,
+            "via": "link", "origin": None, "redirects": 0, "doc_key": None,
             "sitemap_lastmod": None, "gone_count": 0, "fail_count": 0, "last_status": None,
             "last_outcome": None, "checked_at": None}
 
@@ -230,6 +230,7 @@ class _Pass:
         self.dirty: set[str] = set()
         self.seen: set[str] = set()
         self.dropped: set[str] = set()
+        self.links: dict[str, str | None] = {}  # outlinks parsed in this pass, not yet written
         self.sitemaps_asked: set[str] = set()
         self.sitemap_files = 0
         self.query_variants = QueryVariants(self.cfg.max_query_variants)
@@ -339,8 +340,10 @@ class _Pass:
         rows = [self.rows[u] for u in self.dirty if u in self.rows]
         deletes = [u for u in self.dirty if u not in self.rows]
         meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running"})}
-        self.store.crawl_write(self.src.name, rows, deletes, meta)
+        links = {u: v for u, v in self.links.items() if u in self.rows}
+        self.store.crawl_write(self.src.name, rows, deletes, meta, links)
         self.dirty.clear()
+        self.links.clear()  # kilobytes per page: read back from the store when a 304 needs them
         self._last_persist = time.monotonic()
 
     # -- the frontier ---------------------------------------------------------------------
@@ -700,8 +703,12 @@ class _Pass:
         row = self._done(task, resp, "not-modified")
         row["gone_count"] = row["fail_count"] = 0
         self.pipeline.not_modified(row["doc_key"] or task.url, self.counts)
-        if row["links"]:
-            self._follow(json.loads(row["links"]), task)
+        if task.url in self.links:
+            links = self.links[task.url]
+        else:
+            links = self.store.crawl_links(self.src.name, task.url)
+        if links:
+            self._follow(json.loads(links), task)
 
     def _head_result(self, task: Task, resp: Response) -> None:
         """LCWA: HEAD first for what does not look like HTML; GET only what we index."""
@@ -772,11 +779,11 @@ class _Pass:
         if ex is not None and not ex.nofollow and "nofollow" not in robots_header:
             self._store_links(row, ex.links, task)
         else:
-            row["links"] = None
+            self.links[task.url] = None
 
     def _store_links(self, row: dict, raw, task: Task) -> None:
         links = self._canonical_links(raw)
-        row["links"] = json.dumps(links) if links else None
+        self.links[row["url"]] = json.dumps(links) if links else None
         self._follow(links, task)
 
     def _canonical_key(self, ex, key: str) -> str | None:
