@@ -38,8 +38,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,6 +46,9 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nginxsite import Nginx, NginxError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -107,89 +108,15 @@ def restore(rec: list[tuple]) -> None:
         os.utime(p, ns=(atime, mtime))
 
 
-# ---------------------------------------------------------------- nginx
+# ---------------------------------------------------------------- nginx (bench/nginxsite.py)
 
-CONF = """\
-{user}worker_processes 1;
-daemon off;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 512; }}
-http {{
-    include {mime};
-    default_type application/octet-stream;
-    log_format j escape=json '{{"msec":$msec,"rt":$request_time,"m":"$request_method","uri":"$uri",'
-        '"s":$status,"body":$body_bytes_sent,"bytes":$bytes_sent,"ims":"$http_if_modified_since",'
-        '"inm":"$http_if_none_match","ua":"$http_user_agent"}}';
-    access_log {prefix}/access.log j;
-    client_body_temp_path {prefix}/tmp/body;
-    proxy_temp_path {prefix}/tmp/proxy;
-    fastcgi_temp_path {prefix}/tmp/fastcgi;
-    uwsgi_temp_path {prefix}/tmp/uwsgi;
-    scgi_temp_path {prefix}/tmp/scgi;
-    sendfile on;
-    keepalive_timeout 65;
-    etag on;
-    if_modified_since exact;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        index index.html;
-    }}
-}}
-"""
-
-
-class Nginx:
-    def __init__(self, root: Path, prefix: Path):
-        exe = shutil.which("nginx") or "/usr/sbin/nginx"
-        if not os.access(exe, os.X_OK):
-            sys.exit("bench_web: nginx is not installed (apt-get install nginx)")
-        self.root, self.prefix = root, prefix
-        (prefix / "tmp").mkdir(parents=True, exist_ok=True)
-        mime = "/etc/nginx/mime.types"
-        if not os.path.exists(mime):
-            mime = str(prefix / "mime.types")
-            Path(mime).write_text("types { text/html html htm; text/plain txt; text/css css; "
-                                  "application/javascript js; image/png png; image/svg+xml svg; }\n")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        conf = prefix / "nginx.conf"
-        conf.write_text(CONF.format(user="user root;\n" if os.geteuid() == 0 else "", prefix=prefix,
-                                    port=self.port, root=root, mime=mime))
-        self.proc = subprocess.Popen([exe, "-p", f"{prefix}/", "-e", str(prefix / "error.log"), "-c", str(conf)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            self.stop()
-            sys.exit(f"bench_web: nginx did not start, see {prefix}/error.log")
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self.log_path = prefix / "access.log"
-
-    def mark(self) -> int:
-        return self.log_path.stat().st_size if self.log_path.exists() else 0
-
-    def entries(self, since: int, ua: str) -> list[dict]:
-        time.sleep(0.2)  # let nginx write the last lines
-        with open(self.log_path, "rb") as f:
-            f.seek(since)
-            lines = f.read().decode("utf-8", "replace").splitlines()
-        return [e for e in map(json.loads, filter(None, lines)) if ua in e["ua"]]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGQUIT)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def start_nginx(root: Path, prefix: Path) -> Nginx:
+    try:
+        ngx = Nginx(root, prefix)
+    except NginxError as e:
+        sys.exit(f"bench_web: {e}")
+    ngx.url = ngx.base + "/"
+    return ngx
 
 
 # ---------------------------------------------------------------- the tools
@@ -284,11 +211,11 @@ TOOLS = {"indexerd": Indexerd, "wget": Wget, "wget-head": WgetHead, "httrack": H
 def stats(es: list[dict]) -> dict:
     st: dict[str, int] = {}
     for e in es:
-        k = f"{e['m']} {e['s']}"
+        k = f"{e['method']} {e['status']}"
         st[k] = st.get(k, 0) + 1
-    return {"requests": len(es), "body_bytes": sum(e["body"] for e in es),
+    return {"requests": len(es), "body_bytes": sum(e["body_bytes"] for e in es),
             "bytes": sum(e["bytes"] for e in es), "by_status": dict(sorted(st.items())),
-            "html_200": len({e["uri"] for e in es if e["s"] == 200 and e["m"] == "GET"
+            "html_200": len({e["uri"] for e in es if e["status"] == 200 and e["method"] == "GET"
                              and e["uri"].endswith((".html", "/"))})}
 
 
@@ -300,7 +227,7 @@ def one_rep(tool: Tool, ngx: Nginx, site: Path, rep: int) -> dict:
     def step(name: str, first: bool = False) -> dict:
         m = ngx.mark()
         wall, extra = tool.crawl(first)
-        es = ngx.entries(m, ua)
+        es = ngx.log(m, ua)
         r = {"wall": wall, **stats(es), "extra": {k: v for k, v in extra.items() if k != "sources"}}
         res[name] = r
         log(f"  {tool.name} rep {rep} {name}: {wall:.3f} s, {r['requests']} requests, "
@@ -309,7 +236,7 @@ def one_rep(tool: Tool, ngx: Nginx, site: Path, rep: int) -> dict:
 
     f = step("first", first=True)
     res["first"]["pages_per_s"] = f["html_200"] / f["wall"] if f["wall"] else None
-    fetched = {e["uri"] for e in f["_entries"] if e["s"] == 200}
+    fetched = {e["uri"] for e in f["_entries"] if e["status"] == 200}
     step("nochange")
 
     files = all_files(site)
@@ -326,7 +253,7 @@ def one_rep(tool: Tool, ngx: Nginx, site: Path, rep: int) -> dict:
     res["touch1pct"]["touched"] = len(tur)
     res["touch1pct"]["touched_reachable"] = len(tur & fetched)
     res["touch1pct"]["touched_refetched"] = len({e["uri"] for e in t["_entries"]
-                                                 if e["uri"] in tur and e["s"] == 200 and e["m"] == "GET"})
+                                                 if e["uri"] in tur and e["status"] == 200 and e["method"] == "GET"})
 
     html = [p for p in files if p.suffix == ".html"]
     edited = pick(html)
@@ -347,8 +274,8 @@ def one_rep(tool: Tool, ngx: Nginx, site: Path, rep: int) -> dict:
     res["edit1pct"]["edited"] = len(eur)
     res["edit1pct"]["edited_reachable"] = len(eur & fetched)
     res["edit1pct"]["edited_refetched"] = len({x["uri"] for x in e["_entries"]
-                                               if x["uri"] in eur and x["s"] == 200 and x["m"] == "GET"
-                                               and x["body"] > 0})
+                                               if x["uri"] in eur and x["status"] == 200 and x["method"] == "GET"
+                                               and x["body_bytes"] > 0})
     return res
 
 
@@ -356,7 +283,7 @@ def run_tool(name: str, site_src: Path, tmp: Path, reps: int, out: dict, cap: fl
     """A tool's repetitions on its own copy of the site: used for HTTrack in a thread."""
     site = tmp / f"site-{name}"
     shutil.copytree(site_src, site)
-    ngx = Nginx(site, tmp / f"nginx-{name}")
+    ngx = start_nginx(site, tmp / f"nginx-{name}")
     try:
         tool = TOOLS[name](ngx.url, tmp / f"work-{name}")
         if isinstance(tool, HTTrack):
@@ -490,7 +417,7 @@ def main() -> int:
             th.start()
         site = tmp / "site"
         shutil.copytree(src, site)
-        ngx = Nginx(site, tmp / "nginx")
+        ngx = start_nginx(site, tmp / "nginx")
         try:
             seq = [p for p in peers if p != "httrack"]
             tools = {p: TOOLS[p](ngx.url, tmp / f"work-{p}") for p in seq}

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (HERE, REPO, PY, Indexerd, Recoll, append_token, median, measure, p95, pick,  # noqa: E402
+from benchlib import (HERE, REPO, PY, Indexerd, Recoll, append_token, median, p95, pick,  # noqa: E402
                       rand_word, restore, walk_floor, warm)
 
 T0 = time.perf_counter()

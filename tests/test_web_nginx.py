@@ -19,10 +19,7 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import time
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -52,135 +49,21 @@ POLITE_DELAY = 0.2
 CLOCK_SLACK = 0.003
 
 
-# -- nginx -----------------------------------------------------------------------------------
-def find_nginx() -> str:
-    exe = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx",
-                                                      "/usr/local/nginx/sbin/nginx") if os.access(p, os.X_OK)), None)
-    if exe is None:
-        pytest.fail("nginx is not installed: this end-to-end test of the web source needs a real nginx "
-                    "(Debian: apt-get install nginx; .ci/run installs it). Not skipping on purpose.",
-                    pytrace=False)
-    return exe
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-NGINX_CONF = """\
-{user}worker_processes 1;
-daemon off;
-master_process on;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    types {{
-        text/html html htm;
-        text/plain txt;
-        text/css css;
-        application/javascript js;
-        application/xml xml;
-        image/png png;
-        image/svg+xml svg;
-    }}
-    default_type application/octet-stream;
-    log_format crawl escape=json '{{"msec":$msec,"request_time":$request_time,"method":"$request_method",'
-        '"uri":"$uri","request_uri":"$request_uri","status":$status,"body_bytes":$body_bytes_sent,'
-        '"ims":"$http_if_modified_since","inm":"$http_if_none_match","ua":"$http_user_agent"}}';
-    access_log {prefix}/access.log crawl;
-    client_body_temp_path {prefix}/tmp/body;
-    proxy_temp_path {prefix}/tmp/proxy;
-    fastcgi_temp_path {prefix}/tmp/fastcgi;
-    uwsgi_temp_path {prefix}/tmp/uwsgi;
-    scgi_temp_path {prefix}/tmp/scgi;
-    sendfile on;
-    keepalive_timeout 65;
-    etag on;
-    if_modified_since exact;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        index index.html;
-    }}
-}}
-"""
-
-
-class Nginx:
-    """A running nginx serving ``root``; :meth:`log` reads its access log."""
-
-    def __init__(self, root: Path, prefix: Path, port: int, proc: subprocess.Popen) -> None:
-        self.root, self.prefix, self.port, self.proc = root, prefix, port, proc
-        self.base = f"http://127.0.0.1:{port}"
-
-    @property
-    def access_log(self) -> Path:
-        return self.prefix / "access.log"
-
-    def mark(self) -> int:
-        """The access log's current size: pass it to :meth:`log` to read only what follows."""
-        time.sleep(0.05)  # nginx writes the line after the response; let the last one land
-        return self.access_log.stat().st_size if self.access_log.exists() else 0
-
-    def log(self, since: int = 0) -> list[dict]:
-        time.sleep(0.05)
-        with open(self.access_log, "rb") as f:
-            f.seek(since)
-            data = f.read().decode("utf-8")
-        out = []
-        for line in data.splitlines():
-            if line.strip():
-                e = json.loads(line)
-                e["start"] = e["msec"] - e["request_time"]
-                out.append(e)
-        return out
+# -- nginx (bench/nginxsite.py: the benchmark serves the same way) ---------------------------------
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from nginxsite import Nginx, NginxError  # noqa: E402
 
 
 @contextmanager
 def nginx_serving(root: Path, prefix: Path):
-    """Start nginx on 127.0.0.1:<free port> serving ``root``; stop it (SIGQUIT, then kill) after."""
-    exe = find_nginx()
-    (prefix / "tmp").mkdir(parents=True, exist_ok=True)
-    user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read pytest's 0700 temp dirs
-    last_err = ""
-    for _attempt in range(5):
-        port = free_port()
-        conf = prefix / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(user=user, prefix=prefix, port=port, root=root))
-        t = subprocess.run([exe, "-t", "-q", "-p", f"{prefix}/", "-e", str(prefix / "error.log"), "-c", str(conf)],
-                           capture_output=True, text=True)
-        if t.returncode != 0:
-            pytest.fail(f"nginx -t refused the generated config:\n{t.stderr}\n{conf.read_text()}", pytrace=False)
-        proc = subprocess.Popen([exe, "-p", f"{prefix}/", "-e", str(prefix / "error.log"), "-c", str(conf)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 10
-            up = False
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                        up = True
-                        break
-                except OSError:
-                    time.sleep(0.05)
-            if not up:
-                last_err = (proc.stderr.read() if proc.poll() is not None else "did not listen in 10 s") + \
-                    ((prefix / "error.log").read_text() if (prefix / "error.log").exists() else "")
-                continue  # e.g. the port was taken between free_port() and bind: try another
-            yield Nginx(root, prefix, port, proc)
-            return
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGQUIT)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
-    pytest.fail(f"nginx did not start: {last_err}", pytrace=False)
+    """nginx serving ``root``; a missing or broken nginx fails the test (never skips: CI has it)."""
+    try:
+        site = Nginx(root, prefix)
+    except NginxError as e:
+        pytest.fail(f"{e}: this end-to-end test of the web source needs a real nginx. "
+                    "Not skipping on purpose.", pytrace=False)
+    with site:
+        yield site
 
 
 # -- the site --------------------------------------------------------------------------------
