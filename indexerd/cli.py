@@ -259,8 +259,13 @@ def cmd_status(args) -> int:
 def cmd_scan(args) -> int:
     r = _daemon_request(args, {"cmd": args.ctl_command, "source": args.name, "wait": args.wait},
                         timeout=_LONG_WAIT if args.wait else 30.0)
-    print(json.dumps(r.get("counts"), ensure_ascii=True) if args.wait else
-          f"{args.ctl_command} of {args.name} started (see `indexerd ctl status`)")
+    if args.wait:
+        print(json.dumps(r.get("counts"), ensure_ascii=True))
+    elif r.get("queued"):
+        print(f"a pass of {args.name} is running; another {args.ctl_command} will follow it "
+              "(see `indexerd ctl status`)")
+    else:
+        print(f"{args.ctl_command} of {args.name} started (see `indexerd ctl status`)")
     return 0
 
 

@@ -458,8 +458,9 @@ class Daemon:
                 self.states[name].lock.release()
                 counts = self.states[name].last_counts
             return {"source": name, "counts": counts}
+        running = self.states[name].running
         self._reconcile_soon({name})
-        return {"source": name, "started": True}
+        return {"source": name, "started": not running, "queued": running}
 
     def _cmd_reindex(self, req: dict) -> dict:
         targets = req.get("targets") or []
