@@ -223,8 +223,9 @@ class Pipeline:
         no parse, no index write; only ``checked_at`` is refreshed."""
         stored = stored if stored is not None else self.stored(key)
         now = self.clock()
-        if stored is not None:
-            self.writer.submit_record(replace(stored, checked_at=now, reason="not-modified"))
+        if stored is not None:  # a skipped page keeps its skip reason (binary, noindex ...)
+            reason = "not-modified" if stored.status == "indexed" else stored.reason
+            self.writer.submit_record(replace(stored, checked_at=now, reason=reason))
         counts.seen += 1
         counts.unchanged += 1
         self.counters.inc("decide.not-modified")

@@ -1067,6 +1067,11 @@ def test_page_skipped_for_its_bytes_is_asked_conditionally_next_time(tmp_path, s
     assert counts(second) == (3, 0, 3, 0, 0, 0)
     assert {k: v["status"] for k, v in crawl.docs().items()} == {
         site.url("/"): "indexed", site.url("/blob.html"): "skipped", site.url("/quiet.html"): "skipped"}
+    # and so on for ever: the 304 kept the skip reason, so the third pass is conditional too
+    site.log.clear()
+    crawl.run()
+    assert all(h.status == 304 for h in site.log if h.path != "/robots.txt"), [(h.path, h.status) for h in site.log]
+    assert crawl.doc("/blob.html")["reason"] == "binary" and crawl.doc("/quiet.html")["reason"] == "noindex"
 
 
 def test_hostile_crawl_delay_is_capped_by_max_crawl_delay(tmp_path, site) -> None:
