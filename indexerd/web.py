@@ -357,8 +357,8 @@ class _Pass:
             return None, None
         if rec.status != "indexed" and not (rec.status == "skipped" and rec.reason in SKIPS_BY_CONTENT):
             return None, None
-        if self.src.mirror is not None and not self.src.mirror.exists(row["url"]):
-            return None, None
+        if rec.status == "indexed" and self.src.mirror is not None and not self.src.mirror.exists(row["url"]):
+            return None, None  # the mirror lost its copy: fetch it whole
         lm = rec.last_modified_header
         if lm is not None and not check_plausible(parse_date(lm), datetime.now(UTC)).value:
             lm = None  # an epoch or future "date" would make an exact-match server answer 304 for ever
