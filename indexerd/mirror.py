@@ -275,18 +275,23 @@ class Mirror:
                 raise
         return self.root.joinpath(*names)
 
+    @staticmethod
+    def _lstat(dfd: int | None, name: str) -> os.stat_result | None:
+        """The entry ``name`` in the open directory ``dfd`` (links not followed), or None."""
+        if dfd is None:
+            return None
+        try:
+            return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
     def exists(self, url: str) -> bool:
         """True when the file for ``url`` exists as a regular file (a symlink does not count)."""
         names = self._parts(url)
         try:
             with self._open_dirs(names[:-1], create=False) as dfd:
-                if dfd is None:
-                    return False
-                try:
-                    st = os.stat(names[-1], dir_fd=dfd, follow_symlinks=False)
-                except FileNotFoundError:
-                    return False
-                return stat.S_ISREG(st.st_mode)
+                st = self._lstat(dfd, names[-1])
+                return st is not None and stat.S_ISREG(st.st_mode)
         except ValueError:
             return False
 
@@ -299,13 +304,8 @@ class Mirror:
         """
         names = self._parts(url)
         with self._open_dirs(names[:-1], create=False) as dfd:
-            if dfd is None:
-                return False
-            try:
-                st = os.stat(names[-1], dir_fd=dfd, follow_symlinks=False)
-            except FileNotFoundError:
-                return False
-            if stat.S_ISDIR(st.st_mode):
+            st = self._lstat(dfd, names[-1])
+            if st is None or stat.S_ISDIR(st.st_mode):
                 return False
             os.unlink(names[-1], dir_fd=dfd)
         for i in range(len(names) - 1, 1, -1):  # names[1:i] are the dirs below the host dir
