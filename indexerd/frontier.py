@@ -134,7 +134,7 @@ class Frontier:
 
     def _pick(self) -> tuple[Task | None, float | None]:
         """Under the lock: the best ready task, else (None, seconds until one may be ready)."""
-        best = None
+        ready: list[tuple] = []  # (priority of the head, host) of hosts whose head may be fetched
         soonest: float | None = None
         for host, q in self._queues.items():
             if not q:
@@ -160,15 +160,11 @@ class Frontier:
             if not rules.allowed(head.url):
                 heapq.heappop(q)
                 return replace(head, skip="robots"), None
-            if best is None or q[0][0] < best[0]:
-                best = (q[0][0], host)
-        if best is not None:
+            ready.append((q[0][0], host))
+        if ready:
             if self.requests >= self.budget:
                 return None, None if self._outstanding == 0 else 0.5
-            # try hosts in priority order until one is free
-            ready = sorted((q[0][0], h) for h, q in self._queues.items()
-                           if q and h not in self._dropped_hosts and self.robots.get(h) is not None)
-            for _, host in ready:
+            for _, host in sorted(ready):  # best head first, until a host's slot is free
                 wait = self.slots.try_acquire(host)
                 if wait == 0.0:
                     _, t = heapq.heappop(self._queues[host])
