@@ -226,6 +226,8 @@ def cmd_status(args) -> int:
     print(f"index: {ix['documents']} documents, {ix['segments']} segments, "
           f"{(ix['size_bytes'] or 0) / 1e6:.1f} MB; last commit {r['writer']['last_commit'] or '-'}; "
           f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
+    if ix.get("error"):
+        print(f"index error: {ix['error']}")
     if r["writer"]["last_error"]:
         print(f"writer error: {r['writer']['last_error']}")
     for name, s in r["sources"].items():

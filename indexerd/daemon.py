@@ -430,11 +430,20 @@ class Daemon:
                        "last_commit": format_utc(w.stats.last_commit_at) if w else None,
                        "commit_errors": w.stats.commit_errors if w else 0,
                        "last_error": w.stats.last_error if w else None},
-            "index": {"documents": ix.doc_count() if ix else None,
-                      "size_bytes": ix.size_bytes() if ix else None,
-                      "segments": ix.segment_count() if ix else None},
+            "index": self._index_status(ix),
             "counters": self.indexer.counters.snapshot(),
             "hosts": self._hosts()}
+
+    @staticmethod
+    def _index_status(ix) -> dict:
+        """Documents, bytes and segments of the index; a read that keeps failing is reported in
+        ``error`` instead of failing the whole status."""
+        if ix is None:
+            return {"documents": None, "size_bytes": None, "segments": None}
+        try:
+            return {"documents": ix.doc_count(), "size_bytes": ix.size_bytes(), "segments": ix.segment_count()}
+        except IndexerdError as e:
+            return {"documents": None, "size_bytes": None, "segments": None, "error": str(e)}
 
     def _hosts(self) -> dict:
         """Politeness state of every host a web source talks to (empty without web sources)."""

@@ -6,6 +6,12 @@ Outside contract relied on (Whoosh 2.7, the ``whoosh-reloaded`` fork):
   drops the lock when the process dies, so there is never a stale lock (do not delete the file);
 - a commit writes a new TOC and renames it into place, so a kill mid-commit leaves the previous
   generation readable; readers need no lock and see a snapshot;
+- but a reader *finds* the TOC by listing the directory while the writer renames the new TOC in
+  and deletes the old one, and POSIX leaves it unspecified whether ``readdir`` returns an entry
+  added or removed meanwhile: a listing can see no TOC at all (``EmptyIndexError``, seen in CI
+  from ``ctl status`` during a commit).  Readers retry (:meth:`WhooshIndex._retry_vanished`);
+- ``create_in`` deletes every ``_MAIN_*`` file and writes an empty TOC, so it is only called on a
+  directory that holds no TOC or segment file (a missed TOC must never become an empty index);
 - ``update_document`` on the ``unique`` key field replaces the old copy (re-indexing is idempotent);
 - ``DATETIME`` drops tzinfo, so every date is handed to Whoosh as naive UTC and read back as UTC.
 
@@ -175,6 +181,16 @@ def on_disk_generation(state_dir: str | Path) -> int | None:
     return best
 
 
+def _holds_index_files(path: Path) -> bool:
+    """True when ``path`` holds a TOC (``_MAIN_<gen>.toc``) or segment file (``MAIN_<id>.*``) of
+    Whoosh's ``MAIN`` index; the lock file alone does not count."""
+    try:
+        return any(name.startswith(("_MAIN_", "MAIN_")) and name != "MAIN_WRITELOCK"
+                   for name in os.listdir(path))
+    except FileNotFoundError:
+        return False
+
+
 class WhooshIndex:
     """The embedded full-text index in ``<state_dir>/index``.
 
@@ -204,6 +220,10 @@ class WhooshIndex:
             try:
                 if windex.exists_in(str(path)):
                     ix = windex.open_dir(str(path))
+                elif _holds_index_files(path):
+                    # segments but no TOC in this listing: a commit is renaming one in (retry), or
+                    # the TOC is gone for good (the retries run out: corrupt, rebuild)
+                    raise FileNotFoundError(f"{path}: no TOC in this listing")
                 elif create:
                     path.mkdir(parents=True, exist_ok=True)
                     ix = windex.create_in(str(path), _schema())
@@ -222,8 +242,9 @@ class WhooshIndex:
                 # directory and opening the file: the next generation is already there
                 attempt += 1
                 if attempt > 20:
-                    raise IndexUnavailable(f"{path}: the index keeps changing under the reader; "
-                                           f"try again") from None
+                    raise IndexUnavailable(f"{path}: the index has segment files but no readable table "
+                                           f"of contents (or keeps changing under the reader); if this "
+                                           f"persists, rebuild it with `indexerd index --rebuild`") from None
                 time.sleep(0.01 * attempt)
             except Exception as e:  # Whoosh raises many kinds on a damaged TOC/segment
                 raise IndexUnavailable(
@@ -253,18 +274,39 @@ class WhooshIndex:
         return _WhooshSession(w, lock)
 
     def generation(self) -> int:
-        """The committed generation number (grows by one per commit)."""
-        return self._ix.latest_generation()
+        """The committed generation number (grows by one per commit).
+
+        Raises:
+            IndexUnavailable: no TOC could be found after retries.
+        """
+        from whoosh.index import EmptyIndexError
+
+        def read() -> int:
+            gen = self._ix.latest_generation()
+            if gen < 0:  # the listing missed the TOC (see the module docstring)
+                raise EmptyIndexError(f"no TOC in {self.path}")
+            return gen
+
+        return self._retry_vanished(read)
 
     def _retry_vanished(self, fn):
         """Run ``fn()`` again when a concurrent commit removed the TOC or a segment it was about
-        to read (Whoosh deletes the previous generation's files at each commit)."""
+        to read (Whoosh deletes the previous generation's files at each commit), or when the
+        directory listing caught no TOC at all (``EmptyIndexError``, see the module docstring).
+
+        Raises:
+            IndexUnavailable: still failing after 20 tries (about 2 s).
+        """
+        from whoosh.index import EmptyIndexError
+
         for attempt in range(20):
             try:
                 return fn()
-            except FileNotFoundError:
+            except (FileNotFoundError, EmptyIndexError) as e:
                 if attempt == 19:
-                    raise
+                    raise IndexUnavailable(f"{self.path}: the index keeps changing under the reader "
+                                           f"({type(e).__name__}: {e}); if this persists, rebuild it "
+                                           f"with `indexerd index --rebuild`") from None
                 time.sleep(0.01 * (attempt + 1))
 
     def doc_count(self) -> int:
@@ -273,11 +315,14 @@ class WhooshIndex:
 
     def keys(self) -> dict[str, str]:
         """``{key: source}`` for every live document (used by the start-up reconcile)."""
-        with self._ix.reader() as r:
-            if r.doc_count_all() == 0:
-                return {}  # an index with no segments has no columns (Whoosh raises)
-            keys, sources = r.column_reader("key"), r.column_reader("source")
-            return {keys[n]: sources[n] for n in r.all_doc_ids()}
+        def read() -> dict[str, str]:
+            with self._ix.reader() as r:
+                if r.doc_count_all() == 0:
+                    return {}  # an index with no segments has no columns (Whoosh raises)
+                keys, sources = r.column_reader("key"), r.column_reader("source")
+                return {keys[n]: sources[n] for n in r.all_doc_ids()}
+
+        return self._retry_vanished(read)
 
     def last_modified_time(self) -> datetime | None:
         """When the index last changed (its TOC file's mtime), aware UTC."""

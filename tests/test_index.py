@@ -1,0 +1,107 @@
+"""The Whoosh index under a reader that lists the directory while a commit swaps the TOC.
+
+A reader finds the newest TOC by listing the directory; during a commit the writer renames the new
+TOC in and deletes the old one, and a listing may catch neither (POSIX leaves readdir unspecified
+for entries added or removed meanwhile).  CI saw it: ``ctl status`` answered
+``EmptyIndexError: Index 'MAIN' does not exist`` while the start-up reconcile committed.  These
+tests make that moment real -- the TOC file is renamed away on disk for a while -- and check that
+readers wait it out and that opening never mistakes it for "no index" (``create_in`` would wipe
+every segment).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from indexerd.errors import IndexUnavailable
+from indexerd.index import IndexDoc, WhooshIndex
+
+UTC = timezone.utc
+
+
+def doc(n: int) -> IndexDoc:
+    return IndexDoc(key=f"file:///d/{n}.txt", source="docs", url=f"file:///d/{n}.txt", path=f"/d/{n}.txt",
+                    title=f"doc {n}", content=f"word{n} common", last_modified=datetime(2026, 1, 1, tzinfo=UTC),
+                    date_source="mtime", media_type="text/plain", size=10)
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    ix = WhooshIndex.open(tmp_path)
+    s = ix.session()
+    for n in range(3):
+        s.update(doc(n))
+    s.commit(merge=False)
+    return tmp_path
+
+
+def toc(state: Path) -> Path:
+    (only,) = (state / "index").glob("_MAIN_*.toc")
+    return only
+
+
+def hide_toc_for(state: Path, seconds: float) -> threading.Thread:
+    """Rename the TOC out of Whoosh's sight now and back after ``seconds`` (in a thread)."""
+    real = toc(state)
+    hidden = real.with_name("hidden.toc.away")
+    os.rename(real, hidden)
+
+    def back() -> None:
+        time.sleep(seconds)
+        os.rename(hidden, real)
+
+    t = threading.Thread(target=back)
+    t.start()
+    return t
+
+
+def test_doc_count_waits_out_a_listing_without_toc(state: Path) -> None:
+    ix = WhooshIndex.open(state)
+    t = hide_toc_for(state, 0.15)
+    try:
+        assert ix.doc_count() == 3
+        assert ix.segment_count() == 1
+    finally:
+        t.join()
+    assert set(ix.keys()) == {f"file:///d/{n}.txt" for n in range(3)}
+
+
+def test_keys_wait_out_a_listing_without_toc(state: Path) -> None:
+    ix = WhooshIndex.open(state)
+    t = hide_toc_for(state, 0.15)
+    try:
+        assert set(ix.keys()) == {f"file:///d/{n}.txt" for n in range(3)}
+    finally:
+        t.join()
+
+
+def test_open_with_create_never_wipes_an_index_whose_toc_it_missed(state: Path) -> None:
+    t = hide_toc_for(state, 0.15)
+    try:
+        ix = WhooshIndex.open(state, create=True)
+    finally:
+        t.join()
+    assert ix.doc_count() == 3
+    assert [h.key for h in ix.search("word1")] == ["file:///d/1.txt"]
+    assert not (state / "index" / "_MAIN_0.toc").exists()  # no empty index was created over it
+
+
+def test_segments_without_any_toc_are_refused_not_recreated(state: Path) -> None:
+    os.remove(toc(state))
+    segments = sorted(p.name for p in (state / "index").iterdir())
+    with pytest.raises(IndexUnavailable, match=r"no readable table of contents.*--rebuild"):
+        WhooshIndex.open(state, create=True)
+    assert sorted(p.name for p in (state / "index").iterdir()) == segments  # nothing deleted
+
+
+def test_a_toc_gone_for_good_is_a_clear_error(state: Path) -> None:
+    ix = WhooshIndex.open(state)
+    os.remove(toc(state))
+    with pytest.raises(IndexUnavailable, match=r"keeps changing.*--rebuild"):
+        ix.doc_count()
