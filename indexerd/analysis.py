@@ -12,10 +12,13 @@ The class is pickled *by reference* into each index's schema: keep its module pa
 
 from __future__ import annotations
 
+from array import array
+
 from whoosh.analysis import Token
 from whoosh.analysis.analyzers import Analyzer
 from whoosh.analysis.filters import STOP_WORDS
 from whoosh.analysis.tokenizers import default_pattern
+from whoosh.formats import Positions
 from whoosh.lang.porter import stem
 
 _CACHE: dict[str, str] = {}
@@ -84,3 +87,47 @@ class FusedStemmingAnalyzer(Analyzer):
 
     def __setstate__(self, state):
         pass
+
+
+class FusedPositions(Positions):
+    """Whoosh's ``Positions`` posting format with :class:`FusedStemmingAnalyzer` run inline.
+
+    ``Positions.word_values`` makes one ``Token`` per word and keeps every position as a Python
+    ``int`` in a list (about 37 bytes per word: a 9 MB text file held ~50 MB while it was being
+    indexed).  This version tokenizes in the same loop and keeps positions in ``array('I')``
+    (4 bytes per word).  It yields exactly what ``Positions.word_values`` yields for the same
+    text -- the same terms in the same order, frequencies, weights (``freq * field_boost``) and
+    value bytes (``Positions.encode``) -- so the index bytes do not change; any other analyzer or
+    a non-string value goes through ``Positions`` unchanged.
+
+    Pickled by reference into each index's schema: keep its module path and name.
+    """
+
+    def word_values(self, value, analyzer, **kwargs):
+        if type(analyzer) is not FusedStemmingAnalyzer or not isinstance(value, str) \
+                or kwargs.keys() - {"mode"}:
+            yield from super().word_values(value, analyzer, **kwargs)
+            return
+        cache = _CACHE
+        if len(cache) > _CACHE_MAX:
+            cache.clear()
+        stops = STOP_WORDS
+        poses: dict[str, array] = {}
+        pos = None  # renumbered as in FusedStemmingAnalyzer.__call__ (start_pos 0)
+        for tokpos, m in enumerate(default_pattern.finditer(value)):
+            w = m.group().lower()
+            if len(w) < 2 or w in stops:
+                continue
+            s = cache.get(w)
+            if s is None:
+                s = cache[w] = stem(w)
+            pos = tokpos if pos is None else pos + 1
+            plist = poses.get(s)
+            if plist is None:
+                poses[s] = array("I", (pos,))
+            else:
+                plist.append(pos)
+        fb = self.field_boost
+        encode = self.encode
+        for w, plist in poses.items():
+            yield (w, len(plist), float(len(plist)) * fb, encode(plist))
