@@ -746,3 +746,24 @@ def test_large_html_goes_through_the_stream_with_bounded_memory(tmp_path) -> Non
     grown, links, title, last, sections = int(out[0]), int(out[1]), out[2], out[3], int(out[4])
     assert (links, title, last, sections) == (30_000, "Big", "True", 30_000)
     assert grown < 3 * path.stat().st_size, f"extraction grew the process by {grown / 1e6:.0f} MB"
+
+
+@pytest.mark.parametrize("separator", ["\n", "\x00"])
+def test_collapse_lines_in_chunks_equals_the_one_piece_rule(separator) -> None:
+    """Texts longer than a chunk are collapsed chunk by chunk, cut at a separator: the result is
+    what one split of the whole text gives (runs of separators, a separator at a chunk edge, a
+    piece longer than a chunk, trailing blanks)."""
+    import random
+
+    from indexerd.extract import _COLLAPSE_CHUNK_CHARS, _collapse_lines
+
+    rng = random.Random(7)
+    alphabet = ["word", " ", "  ", "\t", separator, separator * 3, "é", "x" * 50]
+    pieces = [rng.choice(alphabet) for _ in range(_COLLAPSE_CHUNK_CHARS // 2)]
+    pieces.insert(1000, "y" * (_COLLAPSE_CHUNK_CHARS + 10))  # one piece longer than a chunk
+    text = "".join(pieces) + separator + "  "
+    assert len(text) > 3 * _COLLAPSE_CHUNK_CHARS
+    whole = "\n".join(filter(None, [" ".join(p.split()) for p in text.split(separator)]))
+    assert _collapse_lines(text, separator) == whole
+    edge = "a" * _COLLAPSE_CHUNK_CHARS + separator + "b"
+    assert _collapse_lines(edge, separator) == "a" * _COLLAPSE_CHUNK_CHARS + "\nb"
