@@ -13,6 +13,8 @@ Outside contract relied on (Whoosh 2.7, the ``whoosh-reloaded`` fork):
 - ``create_in`` deletes every ``_MAIN_*`` file and writes an empty TOC, so it is only called on a
   directory that holds no TOC or segment file (a missed TOC must never become an empty index);
 - ``update_document`` on the ``unique`` key field replaces the old copy (re-indexing is idempotent);
+- Whoosh's ``filetables.HashWriter`` (each segment's term index) is patched to keep its pending
+  entries in arrays (:func:`_compact_hash_writer`): same bytes on disk, a tenth of the memory;
 - ``DATETIME`` drops tzinfo, so every date is handed to Whoosh as naive UTC and read back as UTC.
 
 Stored text is kept zlib-compressed in a ``STORED`` field (``text_z``) for snippets: it costs a
@@ -198,6 +200,62 @@ def on_disk_generation(state_dir: str | Path) -> int | None:
     return best
 
 
+_HASH_WRITER_PATCHED = False
+
+
+def _compact_hash_writer() -> None:
+    """Make Whoosh's on-disk hash writer (the term index of every segment written by a commit or
+    a merge) keep its pending entries in ``array`` columns instead of a list of ``(hash,
+    position)`` tuples: 12 bytes per term instead of ~130.  Measured: the 5,000-document commit of
+    docs-fs (659,102 distinct terms) grew the process by ~70 MB; the daemon's idle merge of a big
+    index paid the same.  The file written is byte-for-byte the same (same hash, same slots, same
+    order: see ``tests/test_index.py``).  Applied once, process-wide, before the first writer."""
+    global _HASH_WRITER_PATCHED
+    if _HASH_WRITER_PATCHED:
+        return
+    from array import array
+
+    from whoosh.filedb import filetables as ft
+
+    original_init = ft.HashWriter.__init__
+    pointer = ft._pointer
+
+    def __init__(self, dbfile, *args, **kwargs):
+        original_init(self, dbfile, *args, **kwargs)
+        self.buckets = [array("I") for _ in range(256)]  # hash values (32-bit: see ft.md5_hash)
+        self._positions = [array("q") for _ in range(256)]  # file positions (ft._pointer "q")
+
+    def add(self, key, value):
+        dbfile = self.dbfile
+        pos = dbfile.tell()
+        dbfile.write(ft._lengths.pack(len(key), len(value)))
+        dbfile.write(key)
+        dbfile.write(value)
+        h = self.hashfn(key)
+        self.buckets[h & 255].append(h)
+        self._positions[h & 255].append(pos)
+
+    def _write_hashes(self):
+        dbfile = self.dbfile
+        null = (0, 0)
+        for hashes, positions in zip(self.buckets, self._positions):
+            pos = dbfile.tell()
+            numslots = 2 * len(hashes)
+            self.directory.append((pos, numslots))
+            hashtable = [null] * numslots
+            for hashval, position in zip(hashes, positions):
+                slot = (hashval >> 8) % numslots
+                while hashtable[slot] != null:
+                    slot = (slot + 1) % numslots
+                hashtable[slot] = (hashval, position)
+            dbfile.write(b"".join(pointer.pack(h, p) for h, p in hashtable))
+
+    ft.HashWriter.__init__ = __init__
+    ft.HashWriter.add = add
+    ft.HashWriter._write_hashes = _write_hashes
+    _HASH_WRITER_PATCHED = True
+
+
 def _holds_index_files(path: Path) -> bool:
     """True when ``path`` holds a TOC (``_MAIN_<gen>.toc``) or segment file (``MAIN_<id>.*``) of
     Whoosh's ``MAIN`` index; the lock file alone does not count."""
@@ -231,6 +289,7 @@ class WhooshIndex:
         """Open (or, with ``create``, create) the index under ``state_dir``."""
         from whoosh import index as windex
 
+        _compact_hash_writer()
         path = Path(state_dir) / cls.DIRNAME
         attempt = 0
         while True:
