@@ -99,14 +99,15 @@ class IndexSettings(_Struct):
     ``commit_interval`` is the most a change may wait before it is searchable (seconds);
     ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
     is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments);
-    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only).
+    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only);
+    ``writer_memory`` is the posting buffer of the writer before it spills a sorted run (bytes).
     """
 
     commit_interval: Seconds = Seconds(1.0)
     commit_batch: int = 200
     bulk_commit_batch: int = 5000
     merge_idle: Seconds = Seconds(600.0)
-    writer_memory: Bytes = Bytes(64 * 1024 * 1024)
+    writer_memory: Bytes = Bytes(16 * 1024 * 1024)
 
 
 class FilesystemSource(_Struct):

@@ -328,7 +328,7 @@ class WhooshIndex:
                     f"rebuild it with `indexerd index --rebuild`") from None
         return cls(ix, path)
 
-    def session(self, *, memory_bytes: int = 64 * 1024 * 1024, timeout_seconds: float = 10.0) -> IndexSession:
+    def session(self, *, memory_bytes: int = 16 * 1024 * 1024, timeout_seconds: float = 10.0) -> IndexSession:
         """Open the single writer.
 
         Raises:

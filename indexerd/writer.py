@@ -81,7 +81,7 @@ class IndexWriter:
 
     def __init__(self, index: WhooshIndex, store_path, *, live: bool = False,
                  commit_interval_seconds: float = 1.0, commit_batch: int = 200,
-                 merge_idle_seconds: float = 600.0, memory_bytes: int = 64 * 1024 * 1024,
+                 merge_idle_seconds: float = 600.0, memory_bytes: int = 16 * 1024 * 1024,
                  max_queue: int = 64) -> None:
         self.index = index
         self._store_path = store_path

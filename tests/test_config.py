@@ -48,7 +48,7 @@ def test_defaults() -> None:
     assert cfg.refresh_time == 86400.0
     assert cfg.strict_dates is False
     assert cfg.index == IndexSettings(commit_interval=1.0, commit_batch=200, bulk_commit_batch=5000,
-                                      merge_idle=600.0, writer_memory=64 * 1024 * 1024)
+                                      merge_idle=600.0, writer_memory=16 * 1024 * 1024)
     assert cfg.sources.filesystem == []
     s = parse_config(src(), ORIGIN).sources.filesystem[0]
     assert s.include == ["*"]
