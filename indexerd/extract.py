@@ -61,9 +61,11 @@ LARGE_HTML_BYTES = 1024 * 1024
 """HTML larger than this (bytes) is read by a streaming parser instead of lexbor's DOM: a DOM
 costs ~12x the page (an 8 MB page held 100 MB), the stream ~1x, at a third of lexbor's speed
 (8 MB in 0.8 s).  Both give the same text, title, meta tags and links on every real page we
-have (1,190 pages of Python, Node.js and Debian docs); they differ only on markup the HTML parsing
-rules repair (a ``<td>`` outside a table or a ``<frame>`` outside a frameset: lexbor drops the
-tag, the stream keeps its word break or link)."""
+have (1,190 pages of Python, Node.js and Debian docs) and on ~60 hostile snippets
+(``tests/test_extract.py``); they differ only where the HTML tree rules drop a misplaced tag (a
+``<td>`` outside a table, a ``<frame>`` outside a frameset: lexbor drops it, the stream keeps its
+word break or link) and after ``<plaintext>``.  Markup ``HTMLParser`` cannot read at all falls
+back to lexbor."""
 
 _CHARDET_MIN_BYTES = 1024
 _META_SCAN_BYTES = 4096
@@ -563,35 +565,72 @@ def _extract_html(data: bytes, charset: str | None, base_url: str | None) -> Ext
     return _html_result(title, body_text, codec, meta, robots, hrefs, srcs, base_href, canonical, base_url)
 
 
+_HEAD_TAGS = frozenset("html head title meta link base script style noscript template".split())
+"""``<html>`` and the elements that may stay in ``<head>``; any other start tag opens the body
+(HTML tree construction rules)."""
+
+_RAW_TEXT_TAGS = frozenset("script style xmp iframe noembed noframes noscript textarea title plaintext".split())
+"""Elements whose content is text up to their end tag, never markup (HTML tokenizer: RAWTEXT,
+RCDATA, script data and PLAINTEXT; ``noscript`` as with scripting on, as lexbor does)."""
+
+_VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())
+
+
 class _HTMLStream:
     """The streaming twin of :func:`_extract_html`, on the standard library's ``HTMLParser``:
     the same tag kinds (:data:`_TAG_KINDS`) decide word breaks, hidden content, title, first
-    ``h1``, meta tags, links, ``<base>`` and ``rel=canonical``; only the text inside ``<body>``
-    (or outside ``<head>``) is kept.  Memory is the text it keeps, not a tree."""
+    ``h1``, meta tags, links, ``<base>`` and ``rel=canonical``; only body text is kept.  Where
+    ``HTMLParser`` is laxer than the HTML parsing rules, it is told what lexbor does: raw-text
+    elements (``<textarea>``, ``<title>``, ``<iframe>``, ...), a self-closing slash on a non-void
+    element ignored, ``<head>`` closed by the first body content, a NUL dropped, an unterminated
+    comment or tag at the end dropped, a malformed ``<![ ... ]>`` read as a bogus comment.
+    Memory is the text it keeps, not a tree."""
 
     def __init__(self) -> None:
+        from html import unescape
         from html.parser import HTMLParser
 
         stream = self
 
         class _Parser(HTMLParser):
             def handle_starttag(self, tag, attrs):
-                stream.start(tag, attrs, closed=False)
+                stream.start(tag, attrs)
+                if tag in _RAW_TEXT_TAGS:
+                    self.set_cdata_mode(tag)
+                    stream.raw = tag
 
             def handle_startendtag(self, tag, attrs):
-                stream.start(tag, attrs, closed=True)
+                if tag in _VOID_TAGS:
+                    stream.start(tag, attrs)
+                    stream.end(tag)
+                else:  # HTML ignores the slash of <div/>, <iframe/>: the element stays open
+                    self.handle_starttag(tag, attrs)
 
             def handle_endtag(self, tag):
+                stream.raw = None
                 stream.end(tag)
 
             def handle_data(self, data):
+                if stream.raw in ("title", "textarea"):  # RCDATA: references are decoded
+                    data = unescape(data)
                 stream.data(data)
 
+            def parse_html_declaration(self, i):
+                try:
+                    return super().parse_html_declaration(i)
+                except AssertionError:  # "<![ x ]>": HTML reads a bogus comment up to ">"
+                    j = self.rawdata.find(">", i + 2)
+                    return -1 if j < 0 else j + 1
+
         self.parser = _Parser(convert_charrefs=True)
+        self.raw: str | None = None   # the raw-text element open now
         self.out: list[str] = []
-        self.hidden = 0       # open hidden elements (script, style, svg, iframe, ...)
-        self.in_head = False
+        self.hidden = 0               # open hidden elements (script, style, svg, iframe, ...)
+        self.head_seen = False
+        self.in_body = False
         self.title: list[str] | None = None   # collecting the first <title>
+        self.in_title = False
+        self.title_in_body = False
         self.h1: list[str] | None = None      # collecting the first <h1>
         self.title_done = self.h1_done = False
         self.meta: dict[str, str] = {}
@@ -604,15 +643,18 @@ class _HTMLStream:
     def feed(self, text: str, chunk: int = 64 * 1024) -> None:
         for i in range(0, len(text), chunk):
             self.parser.feed(text[i:i + chunk])
+        if self.parser.rawdata.startswith("<") and self.raw is None:
+            self.parser.rawdata = ""  # an unterminated comment or tag at the end is no text
         self.parser.close()
 
-    def start(self, tag: str, attrs: list[tuple[str, str | None]], closed: bool) -> None:
+    def start(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "head":
-            self.in_head = True
+            self.head_seen = True
             return
-        if tag == "body":
-            self.in_head = False
-            return
+        if tag == "body" or (not self.in_body and tag not in _HEAD_TAGS):
+            self.in_body = True
+            if tag == "body":
+                return
         kind = _TAG_KINDS.get(tag)
         if kind is None:
             return
@@ -620,8 +662,7 @@ class _HTMLStream:
         if kind == _HIDDEN or kind == _IFRAME:
             if kind == _IFRAME and (src := attributes.get("src")):
                 self.hrefs.append(src)
-            if not closed:
-                self.hidden += 1
+            self.hidden += 1
             return
         if (kind == _BLOCK or kind == _H1 or kind == _IMG) and not self.hidden:
             self.out.append("\x00")
@@ -635,10 +676,12 @@ class _HTMLStream:
             if src := attributes.get("src"):
                 self.hrefs.append(src)
         elif kind == _H1:
-            if not self.h1_done and not closed:
+            if not self.h1_done:
                 self.h1 = []
         elif kind == _TITLE:
-            if not self.title_done and not closed and not self.hidden:
+            self.in_title = True
+            self.title_in_body = self.in_body
+            if not self.title_done and not self.hidden:
                 self.title = []
         elif kind == _META:
             _add_meta(attributes, self.meta, self.robots)
@@ -650,9 +693,6 @@ class _HTMLStream:
                 self.canonical = attributes.get("href")
 
     def end(self, tag: str) -> None:
-        if tag == "head":
-            self.in_head = False
-            return
         kind = _TAG_KINDS.get(tag)
         if kind == _HIDDEN or kind == _IFRAME:
             self.hidden = max(0, self.hidden - 1)
@@ -661,27 +701,38 @@ class _HTMLStream:
                 self.out.append("\x00")
             if kind == _H1 and self.h1 is not None:
                 self.h1_done = True
-        elif kind == _TITLE and self.title is not None:
-            self.title_done = True
+        elif kind == _TITLE:
+            self.in_title = False
+            if self.title is not None:
+                self.title_done = True
 
     def data(self, text: str) -> None:
         if self.hidden:
             return
-        if self.title is not None and not self.title_done:
-            self.title.append(text)
+        if "\x00" in text:
+            text = text.replace("\x00", "")  # HTML drops a NUL in text
+        if self.in_title:
+            if self.title is not None and not self.title_done:
+                self.title.append(text)
+            if self.title_in_body:
+                self.out.append(text)
             return
         if self.h1 is not None and not self.h1_done:
             self.h1.append(text)
-        if self.in_head and not text.isspace():
-            self.in_head = False  # HTML: text in <head> ends it and opens the body
-        if not self.in_head:
+        if not self.in_body and not text.isspace():
+            self.in_body = True  # text before <body> opens it
+        if self.in_body:
             self.out.append(text)
 
 
 def _extract_html_streaming(data: bytes, charset: str | None, base_url: str | None) -> Extracted:
-    text, codec, _bom = _decode(data, charset, True)
+    text, codec, bom = _decode(data, charset, True)
     stream = _HTMLStream()
-    stream.feed(text)
+    try:
+        stream.feed(text)
+    except Exception:  # noqa: BLE001 - HTMLParser gave up on some markup: lexbor reads anything
+        del text, stream
+        return _extract_html(data, charset, base_url)
     del text
     body_text = _collapse_lines("".join(stream.out), "\x00")
     title = _one_line("".join(stream.title or ()), TITLE_MAX_CHARS) \

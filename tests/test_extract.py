@@ -700,18 +700,65 @@ def both(page: str | bytes, base: str | None = "http://example.org/dir/page.html
     return ({f: getattr(a, f) for f in FIELDS}, {f: getattr(b, f) for f in FIELDS})
 
 
+_H = "<!DOCTYPE html><html><head><title>T</title></head><body>"
+# Found by a fresh-user run against the first streaming parser (each differed or raised).
+TRICKY_PAGES += [
+    _H + "<p>before</p> a <![ b ]> c <p>afterword</p>",                 # AssertionError in HTMLParser
+    _H + "<p>x <![-- y --]> z <![1]> w <![> v</p>",
+    _H + "<![if !IE]><p>shown</p><![endif]><p>afterword</p>",
+    _H + "<p>before</p><!-- never closed <p>hiddenq</p>",                # unterminated comment
+    _H + "<p>x</p><a href=\"y",                                         # unterminated tag
+    "<html><head><title>A &amp; B &lt;c&gt; <b>x</b></title></head><body>t</body></html>",
+    _H + "<p>a</p><iframe src='f.html'/><p>afteriframe</p></body></html>",
+    _H + "<noscript/><p>afternoscript</p>",
+    _H + "<textarea><p>inside</p> &amp; x</textarea><p>after</p>",
+    _H + "<xmp><b>raw</b></xmp><p>x</p>",
+    _H + "<script>x=1</script ><p>vis</p><SCRIPT>y</SCRIPT><p>vis2</p>",
+    "<html><head><noscript><link rel=stylesheet href=x.css></noscript><title>T</title></head><body>x</body>",
+    "<html><head><title>T</title><p>text in head?</p></html>",
+    "<html><head><title>T</title>hello world<meta name=description content=d><p>more</p>",
+    "<html><body><p>x</p><title>Late</title><p>y</p></body></html>",
+    "<html><head><title>T</title></head><head><title>T2</title></head><body>b</body>",
+    _H + "<p>a\x00b</p>",
+    _H + "<p>a&nbsp;b &#0; &#x110000; &unknown; &amp &ampx &#65;&#x42;</p>",
+    _H + "<template><template>in</template>still</template><p>out</p>",
+    _H + "<script><!-- </script> --></script><p>v</p>",
+    _H + "<p>a<?php echo 1 ?>b</p><p>c<!x>d</p>",
+    _H + "<p>a < b and c<d e>f and 1<2</p>",
+    _H + "<p>x</p><style>p{} secretstyle",
+    _H + "<p>" + "x" * (65536 - len(_H) - 6) + "&amp;tail</p>",       # a reference across a chunk
+    _H + "<script>" + "y" * (65536 - len(_H) - 12) + "</script><p>after</p>",
+]
+
+
 @pytest.mark.parametrize("page", TRICKY_PAGES)
 def test_streaming_html_equals_lexbor_on_tricky_pages(page) -> None:
     dom, stream = both(page)
     assert stream == dom
 
 
+def test_large_page_with_a_malformed_marked_section_is_indexed() -> None:
+    """A 1.2 MB page with ``<![ this ]>`` in it failed with AssertionError (parse-error) in the
+    streaming parser, and an indexed copy from the previous release was then deleted."""
+    filler = "<p>" + "filler words here " * 50 + "</p>\n"
+    page = (_H + "<p>msstartword</p>" + filler * 700 + "<p>see <![ this ]> marker</p>" + filler * 700
+            + "<p>msendword</p></body></html>").encode()
+    assert len(page) > extract_module.LARGE_HTML_BYTES
+    r = extract(page, "text/html", name="ms.html")
+    assert r.title == "T"
+    assert "msstartword" in r.text and "see\nmarker" not in r.text and "see  marker" not in r.text
+    assert "see marker" in r.text and r.text.endswith("msendword")
+
+
 def test_streaming_html_differs_only_where_the_parsing_rules_repair_markup() -> None:
     """A ``<td>`` outside a table and a ``<frame>`` outside a frameset: lexbor drops the tag (HTML
-    tree construction), the stream keeps its word break and its link."""
+    tree construction), the stream keeps its word break and its link; and ``</plaintext>``."""
     dom, stream = both("<p>items<td>cells</p><frame src='fr.html'>")
     assert (dom["text"], dom["links"]) == ("itemscells", ())
     assert (stream["text"], stream["links"]) == ("items\ncells", ("http://example.org/dir/fr.html",))
+    # <plaintext> never ends in HTML: lexbor keeps "</plaintext>" as text, the stream ends it
+    dom, stream = both("<p>a</p><plaintext><b>bold</b></plaintext>")
+    assert (dom["text"], stream["text"]) == ("a\n<b>bold</b></plaintext>", "a\n<b>bold</b>")
 
 
 def test_streaming_html_equals_lexbor_on_every_real_page(corpus_src) -> None:
