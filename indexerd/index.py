@@ -473,7 +473,7 @@ class WhooshIndex:
         _check_balanced(query)
         with self._ix.searcher() as searcher:
             parser = MultifieldParser(["title", "content"], self._ix.schema)
-            _check_field_prefixes(query, self._ix.schema)
+            query = _check_field_prefixes(query, self._ix.schema)
             try:
                 q = parser.parse(query)
             except Exception as e:
@@ -530,15 +530,39 @@ def _searchable_fields(schema) -> list[str]:
                   if getattr(field, "format", None) is not None and not name.endswith("_z"))
 
 
-def _check_field_prefixes(text: str, schema) -> None:
-    """``path:tmp`` names a stored-only field: say which fields can be searched (Whoosh's own
-    message names its internals)."""
+_FIELD_PREFIX = r"(?<![\w:])([A-Za-z_]\w*):(?=[^\s:/])"
+"""``name:`` right before a term: not ``std::vector``, ``http://``, ``12:30`` or a trailing colon."""
+
+
+def _check_field_prefixes(text: str, schema) -> str:
+    """Check the ``field:`` prefixes of a query outside phrases and return the query with field
+    names in lower case (``Title:x`` -> ``title:x``).
+
+    Whoosh reads an unknown prefix as two words, so ``Title:falcon`` or a typo silently found
+    nothing.
+
+    Raises:
+        QueryError: a prefix names a stored-only field (``path:tmp``) or no field at all; the
+            message lists the searchable fields (and says how to search the text itself).
+    """
     import re
 
-    for name in re.findall(r"(?<!\w)(\w+):", re.sub(r'"[^"]*"', " ", text)):  # phrases are words
-        if name in schema and name not in _searchable_fields(schema):
-            raise QueryError(f"malformed query {text!r}: field {name!r} is stored but not searchable "
-                             f"(searchable: {', '.join(_searchable_fields(schema))})")
+    searchable = _searchable_fields(schema)
+    pieces = re.split(r'("[^"]*")', text)  # odd pieces are phrases: their words are not fields
+    for i in range(0, len(pieces), 2):
+        def field(m: re.Match) -> str:
+            name = m.group(1)
+            lower = name.lower()
+            if lower in searchable:
+                return lower + ":"
+            if lower in schema:
+                raise QueryError(f"malformed query {text!r}: field {name!r} is stored but not "
+                                 f"searchable (searchable: {', '.join(searchable)})")
+            raise QueryError(f"malformed query {text!r}: no field {name!r} (searchable: "
+                             f"{', '.join(searchable)}); to search for the text itself, quote it: "
+                             f"'\"{name}:...\"'")
+        pieces[i] = re.sub(_FIELD_PREFIX, field, pieces[i])
+    return "".join(pieces)
 
 
 def _check_parsed(q, text: str, schema) -> None:

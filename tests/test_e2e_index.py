@@ -152,6 +152,19 @@ def test_stored_only_field_names_the_searchable_fields(indexed) -> None:
     assert "STORED(" not in p.stderr  # Whoosh's internals are not the user's business
 
 
+def test_unknown_field_prefix_is_exit_2_and_field_case_does_not_matter(indexed) -> None:
+    """``Title:x`` and ``nosuchfield:x`` used to find nothing with exit 0 (Whoosh reads an
+    unknown prefix as words); colons that are not prefixes still search the text."""
+    _, cli, _ = indexed
+    p = cli.run("ctl", "search", "nosuchfield:asyncio", check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "no field 'nosuchfield' (searchable: content," in p.stderr and "quote it" in p.stderr
+    assert cli.search("Title:asyncio") == cli.search("title:asyncio") != []
+    assert cli.search("TITLE:asyncio") == cli.search("title:asyncio")
+    for text in ('"nosuchfield:asyncio"', "asyncio::loop", "asyncio 12:30", "http://example.com/asyncio"):
+        assert cli.run("ctl", "search", text, check=False).returncode == 0, text
+
+
 def test_bad_since_is_exit_2(indexed) -> None:
     _, cli, _ = indexed
     p = cli.run("ctl", "search", "asyncio", "--since", "yesterday-ish", check=False)
