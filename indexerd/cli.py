@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 
@@ -56,7 +57,16 @@ def cmd_index(args) -> int:
         print(f"seen {d['seen']}, indexed {d['indexed']}, unchanged {d['unchanged']}, "
               f"deleted {d['deleted']}, skipped {d['skipped']}, errors {d['errors']} "
               f"in {d['elapsed_seconds']:.2f} s (state dir {ix.state.path})")
-    return 0
+    missing = [m for m in _missing_roots(cfg) if not args.source or m[0] in args.source]
+    for name, path in missing if not args.paths else ():
+        print(f"indexerd: source {name}: root {path} is missing or not a directory; its documents "
+              f"were kept", file=sys.stderr)
+    return 1 if missing and not args.paths else 0
+
+
+def _missing_roots(cfg) -> list[tuple[str, str]]:
+    """``(name, path)`` of each configured filesystem source whose root is not a directory now."""
+    return [(s.name, s.path) for s in cfg.sources.filesystem if not os.path.isdir(s.path)]
 
 
 def cmd_check_config(args) -> int:
@@ -65,6 +75,9 @@ def cmd_check_config(args) -> int:
 
     cfg = _load(args, required=True)
     build_sources(cfg)  # meta maps are read and checked too
+    for name, path in _missing_roots(cfg):  # not an error: a disk may be mounted later
+        print(f"indexerd: warning: source {name}: path {path} does not exist (or is not a "
+              f"directory) now; its passes will report an error and delete nothing", file=sys.stderr)
     print(f"# {cfg.origin}: OK")
     print(f"# effective state_dir = {resolve_state_dir(cfg)}")
     print(f"# effective control_socket = {resolve_control_socket(cfg)}")

@@ -427,3 +427,28 @@ def test_lost_index_directory_is_rebuilt_from_the_tree(tree, cli) -> None:
     assert search_paths(cli, "second") == [str(tree / "second.txt")]
     s = index_json(cli, str(tree))
     assert (s["seen"], s["unchanged"]) == (2, 2)
+
+
+def test_missing_configured_root_warns_in_check_config_and_fails_index(tmp_path) -> None:
+    """A configured tree that is not there (an unmounted disk): ``check-config`` accepts the config
+    with a warning naming the source; ``indexerd index -c`` keeps the tree's documents and exits 1
+    naming the root (it used to exit 0 with ``errors 1``); once the tree is back, exit 0."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "kept.txt").write_text("durable keeper words\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[[sources.filesystem]]\nname = "disk"\n'
+                   f'path = "{root}"\n')
+    cli = CLI(tmp_path / "state", config=cfg)
+    assert cli.index()["indexed"] == 1
+    root.rename(tmp_path / "unmounted")
+    p = cli.run("check-config", check=False)
+    assert p.returncode == 0 and "# " in p.stdout
+    assert f"source disk: path {root} does not exist" in p.stderr
+    p = cli.run("index", "--json", check=False)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert json.loads(p.stdout)["errors"] == 1
+    assert f"source disk: root {root} is missing or not a directory; its documents were kept" in p.stderr
+    assert [h["path"] for h in cli.search("keeper")] == [str(root / "kept.txt")]
+    (tmp_path / "unmounted").rename(root)
+    assert cli.run("index", check=False).returncode == 0
