@@ -57,10 +57,8 @@ def cmd_index(args) -> int:
         print(f"seen {d['seen']}, indexed {d['indexed']}, unchanged {d['unchanged']}, "
               f"deleted {d['deleted']}, skipped {d['skipped']}, errors {d['errors']} "
               f"in {d['elapsed_seconds']:.2f} s (state dir {ix.state.path})")
+    # a missing root was logged by the pass ("... is missing or not a directory; nothing is deleted")
     missing = [m for m in _missing_roots(cfg) if not args.source or m[0] in args.source]
-    for name, path in missing if not args.paths else ():
-        print(f"indexerd: source {name}: root {path} is missing or not a directory; its documents "
-              f"were kept", file=sys.stderr)
     return 1 if missing and not args.paths else 0
 
 

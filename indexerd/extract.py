@@ -573,6 +573,8 @@ _RAW_TEXT_TAGS = frozenset("script style xmp iframe noembed noframes noscript te
 """Elements whose content is text up to their end tag, never markup (HTML tokenizer: RAWTEXT,
 RCDATA, script data and PLAINTEXT; ``noscript`` as with scripting on, as lexbor does)."""
 
+_UNTERMINATED_MARKUP = re.compile(r"<[!/?A-Za-z]")
+
 _VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())
 
 
@@ -640,11 +642,17 @@ class _HTMLStream:
         self.base_href: str | None = None
         self.canonical: str | None = None
 
-    def feed(self, text: str, chunk: int = 64 * 1024) -> None:
-        for i in range(0, len(text), chunk):
-            self.parser.feed(text[i:i + chunk])
-        if self.parser.rawdata.startswith("<") and self.raw is None:
-            self.parser.rawdata = ""  # an unterminated comment or tag at the end is no text
+    def feed(self, text: str) -> None:
+        """Parse the whole document.  Given in one piece: fed in chunks, a tag longer than a
+        chunk is re-parsed from its start at every chunk (200,000 attributes: 2.8 s, 240 MB)."""
+        self.parser.feed(text)
+        rest = self.parser.rawdata
+        if self.raw is not None:  # an unterminated <title>, <textarea>, ... runs to the end
+            self.parser.rawdata = ""
+            if rest:
+                self.parser.handle_data(rest)
+        elif _UNTERMINATED_MARKUP.match(rest):  # a comment or tag cut by the end is no text
+            self.parser.rawdata = ""
         self.parser.close()
 
     def start(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:

@@ -448,7 +448,7 @@ def test_missing_configured_root_warns_in_check_config_and_fails_index(tmp_path)
     p = cli.run("index", "--json", check=False)
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert json.loads(p.stdout)["errors"] == 1
-    assert f"source disk: root {root} is missing or not a directory; its documents were kept" in p.stderr
+    assert f"source disk: root {root} is missing or not a directory; nothing is deleted" in p.stderr
     assert [h["path"] for h in cli.search("keeper")] == [str(root / "kept.txt")]
     (tmp_path / "unmounted").rename(root)
     assert cli.run("index", check=False).returncode == 0

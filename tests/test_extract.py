@@ -728,6 +728,16 @@ TRICKY_PAGES += [
     _H + "<p>x</p><style>p{} secretstyle",
     _H + "<p>" + "x" * (65536 - len(_H) - 6) + "&amp;tail</p>",       # a reference across a chunk
     _H + "<script>" + "y" * (65536 - len(_H) - 12) + "</script><p>after</p>",
+    # second fresh-user run: raw-text elements cut by the end of the page, a lone "<" at the end
+    "<html><body><p>a</p><title>inside words",
+    "<html><head><title>tutitleword more words",
+    "<html><body><p>a</p><textarea>inside &amp; words <p>x",
+    "<html><body><xmp>raw <b>x",
+    "<html><body><plaintext>raw <b>x",
+    "<html><body><p>v</p><script>hidden",
+    "<html><body><p>a</p>" + "<" * 1000,
+    "<html><body><p>a</p></di",
+    "<html><body><p>a</p><div " + " ".join(f"a{i}=v" for i in range(2000)) + ">x</div>",
 ]
 
 
@@ -767,6 +777,28 @@ def test_streaming_html_equals_lexbor_on_every_real_page(corpus_src) -> None:
     for p in pages:
         dom, stream = both(p.read_bytes(), f"http://docs.example/{p.name}")
         assert stream == dom, p
+
+
+def test_one_tag_with_200k_attributes_is_linear(tmp_path) -> None:
+    """A 2.9 MB page that is one ``<div>`` with 200,000 attributes: fed in 64 KiB chunks the tag
+    was re-parsed from its start at every chunk (the process grew ~210 MB, 2.8 s); in one piece
+    ~0.3 s and ~125 MB (HTMLParser's list of 200,000 attribute pairs, then dropped)."""
+    page = "<html><body><p>before</p><div " + " ".join(f"a{i}=v{i}" for i in range(200_000)) + \
+        ">manyattrsword</div></body></html>"
+    path = tmp_path / "attrs.html"
+    path.write_text(page)
+    script = (
+        "import resource, sys\n"
+        "from indexerd.extract import extract\n"
+        "data = open(sys.argv[1], 'rb').read()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "r = extract(data, name=sys.argv[1])\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024, repr(r.text))\n")
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    grown, text = out.split(" ", 1)
+    assert text.strip() == repr("before\nmanyattrsword")
+    assert int(grown) < 170_000_000, f"grew {int(grown) / 1e6:.0f} MB"
 
 
 def test_large_html_goes_through_the_stream_with_bounded_memory(tmp_path) -> None:
