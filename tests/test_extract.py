@@ -846,3 +846,24 @@ def test_collapse_lines_in_chunks_equals_the_one_piece_rule(separator) -> None:
     assert _collapse_lines(text, separator) == whole
     edge = "a" * _COLLAPSE_CHUNK_CHARS + separator + "b"
     assert _collapse_lines(edge, separator) == "a" * _COLLAPSE_CHUNK_CHARS + "\nb"
+
+
+def test_page_with_a_tag_of_60k_attributes_is_not_quadratic() -> None:
+    """Under 1 MiB but one ``<div>`` with 60,000 attributes: lexbor took 5.5 s (quadratic in the
+    attributes of an element); a span of 32 KiB without ``<`` sends the page to the streaming
+    parser, which gives the same text."""
+    page = ("<html><body><p>before</p><div " + " ".join(f"a{i}=v{i}" for i in range(60_000))
+            + ">manyattrsword</div></body></html>").encode()
+    assert len(page) < extract_module.LARGE_HTML_BYTES
+    assert extract_module._LONG_SPAN.search(page)
+    started = time.perf_counter()
+    r = extract(page, "text/html")
+    assert r.text == "before\nmanyattrsword"
+    assert time.perf_counter() - started < 2.0  # 5.5 s through lexbor; ~0.1 s streamed
+
+
+def test_long_span_check_is_linear_on_a_page_of_lt_signs() -> None:
+    page = b"<html><body>" + b"<" * 900_000
+    started = time.perf_counter()
+    assert extract_module._LONG_SPAN.search(page) is None
+    assert time.perf_counter() - started < 1.0
