@@ -103,7 +103,10 @@ class FusedPositions(Positions):
     value bytes (``Positions.encode``) -- so the index bytes do not change; any other analyzer or
     a non-string value goes through ``Positions`` unchanged.
 
-    Pickled by reference into each index's schema: keep its module path and name.
+    Pickled by reference into each index's schema: keep its module path and name.  The loop
+    repeats :meth:`FusedStemmingAnalyzer.__call__`'s ``removestops`` path inline on purpose (a
+    generator between them costs a call per word); change both together --
+    ``tests/test_analysis.py`` checks both against Whoosh's own on any text.
     """
 
     def word_values(self, value, analyzer, **kwargs):

@@ -633,7 +633,6 @@ class _HTMLStream:
         self.raw: str | None = None   # the raw-text element open now
         self.out: list[str] = []
         self.hidden = 0               # open hidden elements (script, style, svg, iframe, ...)
-        self.head_seen = False
         self.in_body = False
         self.title: list[str] | None = None   # collecting the first <title>
         self.in_title = False
@@ -661,9 +660,6 @@ class _HTMLStream:
         self.parser.close()
 
     def start(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "head":
-            self.head_seen = True
-            return
         if tag == "body" or (not self.in_body and tag not in _HEAD_TAGS):
             self.in_body = True
             if tag == "body":
