@@ -25,8 +25,16 @@ log = logging.getLogger("indexerd")
 
 
 def _setup_logging(level: str) -> None:
+    from .notify import is_journal_stream
+
+    # journald stamps each line itself: under systemd a second timestamp is noise
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    try:
+        journal = is_journal_stream(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # stderr replaced by an object without a descriptor
+        journal = False
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=fmt if journal else "%(asctime)s " + fmt)
 
 
 def _load(args, *, required: bool = False):

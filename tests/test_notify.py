@@ -133,3 +133,62 @@ def test_pinger_without_watchdog_does_nothing(listener):
     pinger.stop()
     pinger.stop()
     assert _drain(listener, 0.2) == []
+
+
+# -- logging to the journal ($JOURNAL_STREAM, systemd.exec(5)) --------------------------------
+def _stream_id(fd: int) -> str:
+    st = os.fstat(fd)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def test_journal_stream_matches_only_the_same_stream(monkeypatch):
+    journal, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # journald's kind of stream
+    with journal, other:
+        monkeypatch.setenv("JOURNAL_STREAM", _stream_id(journal.fileno()))
+        assert notify.is_journal_stream(journal.fileno()) is True
+        assert notify.is_journal_stream(other.fileno()) is False        # a child's stderr redirected
+        for junk in ("", "12", "a:b", "1:2:3", ":"):
+            monkeypatch.setenv("JOURNAL_STREAM", junk)
+            assert notify.is_journal_stream(journal.fileno()) is False
+    monkeypatch.delenv("JOURNAL_STREAM")
+    assert notify.is_journal_stream(2) is False
+
+
+def _index_log(tmp_path, journal_stream: str | None) -> list[str]:
+    """The log lines of a real ``indexerd index --log-level info`` whose stderr is a stream socket."""
+    import subprocess
+    import sys
+
+    tree = tmp_path / "tree"
+    tree.mkdir(exist_ok=True)
+    (tree / "a.txt").write_text("hello journal\n")
+    reader, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    env = dict(os.environ, STATE_DIRECTORY=str(tmp_path / "state"))
+    env.pop("INDEXERD_CONFIG", None)
+    env.pop("JOURNAL_STREAM", None)
+    if journal_stream is not None:
+        env["JOURNAL_STREAM"] = journal_stream(writer.fileno())
+    with reader, writer:
+        p = subprocess.run([sys.executable, "-m", "indexerd.cli", "index", "--log-level", "info", str(tree)],
+                           stdout=subprocess.DEVNULL, stderr=writer.fileno(), env=env, timeout=120)
+        writer.shutdown(socket.SHUT_WR)
+        reader.settimeout(10)
+        data = b""
+        while chunk := reader.recv(65536):
+            data += chunk
+    assert p.returncode == 0, data
+    lines = data.decode().splitlines()
+    assert any("INFO indexerd" in line for line in lines), lines
+    return lines
+
+
+def test_cli_logs_without_timestamp_when_stderr_is_the_journal(tmp_path):
+    stamp = __import__("re").compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+    plain = _index_log(tmp_path, None)
+    assert all(stamp.match(line) for line in plain), plain
+    journal = _index_log(tmp_path, _stream_id)
+    assert journal and not any(stamp.match(line) for line in journal), journal
+    assert all(line.startswith(("INFO ", "WARNING ", "ERROR ", "DEBUG ")) for line in journal), journal
+    # inherited but stale (stderr is another stream now): keep our timestamp
+    stale = _index_log(tmp_path, lambda fd: "1:1")
+    assert all(stamp.match(line) for line in stale), stale
