@@ -78,6 +78,9 @@ _DAY_WORDS = frozenset({
 })
 
 _MAX_INPUT_CHARS = 120
+#: A time with second 60 (a leap second: RFC 9110 §5.6.7, RFC 3339 §5.6, ISO 8601), extended
+#: (``23:59:60``) or basic (``T235960``) form; group 1 is what stays, the 60 becomes 59.
+_LEAP_SECOND = re.compile(r"((?<![\d:])\d{1,2}:[0-5]\d:|[Tt]\d{2}[0-5]\d)60(?!\d)")
 _MONTH_ALT = "|".join(_MONTHS)
 _LEADING_WORD = re.compile(r"^([^\W\d_]+)\.?(,\s*|\s+)")
 _PAREN_COMMENT = re.compile(r"\s*\([^()]*\)$")
@@ -210,6 +213,12 @@ def parse_date(value: str | bytes | datetime | None) -> datetime | None:
     a 4-digit year, a month (a name, or numeric in y-m-d order) and a day.  A leading day name
     (English or German) is ignored, never validated.
 
+    A leap second (second 60, which RFC 9110 §5.6.7, RFC 3339 §5.6 and ISO 8601 allow:
+    ``Sat, 31 Dec 2016 23:59:60 GMT``, ``2016-12-31T23:59:60Z``) is read as second 59 of the same
+    minute, in every form above (a fraction is kept): ``23:59:59`` of that day in UTC.  Python's
+    datetime has no second 60, and the second before keeps the order of dates within a day.
+    Second 61 and minute 60 are refused.
+
     Args:
         value: the text (bytes are decoded as UTF-8 with replacement), or a datetime (aware:
             converted to UTC; naive: taken as UTC), or a ``date`` (midnight UTC), or None.
@@ -238,6 +247,7 @@ def parse_date(value: str | bytes | datetime | None) -> datetime | None:
     s = _normalise(value)
     if not s or len(s) > _MAX_INPUT_CHARS:
         return None
+    s = _LEAP_SECOND.sub(r"\g<1>59", s)  # Python's datetime has no second 60
     result: datetime | None = None
     if _RFC_FORM.match(s) or _ASCTIME_FORM.match(s):
         # Zone is numeric or absent here, so a naive result means -0000 or none: UTC.

@@ -665,3 +665,42 @@ def test_validate_order_errors_name_the_entry(order: object, named: str) -> None
     with pytest.raises(ValueError) as info:
         validate_order(order)  # type: ignore[arg-type]
     assert named in str(info.value)
+
+
+# --- leap seconds (RFC 9110 §5.6.7 and ISO 8601 allow second 60) ------------------------------
+LEAP = datetime(2016, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Sat, 31 Dec 2016 23:59:60 GMT", LEAP),                   # RFC 1123 (HTTP)
+    ("Saturday, 31-Dec-16 23:59:60 GMT", LEAP),                # RFC 850
+    ("Sat Dec 31 23:59:60 2016", LEAP),                        # asctime
+    ("31 Dec 2016 23:59:60 +0000", LEAP),                      # RFC 5322 without a day name
+    ("Sun, 01 Jan 2017 00:59:60 +0100", LEAP),                 # the leap second seen in CET
+    ("2016-12-31T23:59:60Z", LEAP),                            # ISO 8601 / W3C Datetime
+    ("2016-12-31T23:59:60+00:00", LEAP),
+    ("2016-12-31 23:59:60", LEAP),                             # SQL text, no zone
+    ("2017-01-01T00:59:60+01:00", LEAP),
+    ("20161231T235960Z", LEAP),                                # ISO 8601 basic format
+    ("2016-12-31T23:59:60.250Z", LEAP.replace(microsecond=250000)),
+    ("December 31, 2016 23:59:60 UTC", LEAP),                  # the lenient path (dateutil)
+    ("2015-06-30T23:59:60Z", datetime(2015, 6, 30, 23, 59, 59, tzinfo=UTC)),
+])
+def test_parse_date_leap_second_is_the_last_second_of_its_minute(text: str, expected: datetime) -> None:
+    assert parse_date(text) == expected
+
+
+@pytest.mark.parametrize("text", ["Sat, 31 Dec 2016 23:59:61 GMT", "2016-12-31T23:60:00Z",
+                                  "2016-12-31T23:59:600Z", "2016-12-31T24:59:60Z"])
+def test_parse_date_second_61_and_minute_60_still_refused(text: str) -> None:
+    assert parse_date(text) is None
+
+
+@pytest.mark.parametrize("slot, evidence", [
+    ("header", dict(protocol="Sat, 31 Dec 2016 23:59:60 GMT")),
+    ("meta:last-modified", dict(meta={"last-modified": "2016-12-31T23:59:60Z"})),
+    ("sitemap", dict(sitemap="2016-12-31T23:59:60Z")),
+])
+def test_resolve_date_takes_a_leap_second_from_every_slot(slot: str, evidence: dict) -> None:
+    got = resolve_date(DateEvidence(fetched_at=datetime(2024, 1, 1, tzinfo=UTC), **evidence))
+    assert (got.source, got.value) == (slot, LEAP), got.notes
