@@ -40,7 +40,9 @@ MAX_PATH_BYTES = 107                  # sizeof(sun_path) - 1 on Linux
 MAX_REQUEST_BYTES = 1024 * 1024       # a request line longer than this is refused
 MAX_REPLY_BYTES = 64 * 1024 * 1024    # the client refuses a longer reply
 READ_TIMEOUT_SECONDS = 10.0           # whole-request deadline per connection (server side)
-MAX_CONNECTIONS = 32                  # concurrent connection threads; more get a "busy" reply
+MAX_PENDING = 256                     # connections still sending their request; past it the
+                                      # oldest is closed to make room
+MAX_HANDLERS = 32                     # requests handled at once; more get a "busy" reply
 ACCEPT_POLL_SECONDS = 1.0             # accept loop wait; stop() also wakes it at once
 STOP_JOIN_SECONDS = 5.0               # how long stop() waits for threads in total
 PROBE_TIMEOUT_SECONDS = 1.0           # connect timeout when testing an existing socket file
@@ -78,8 +80,12 @@ class ControlServer:
             or when this process may not chgrp to it.
 
     Limits: a request line is at most :data:`MAX_REQUEST_BYTES` and must arrive within
-    :data:`READ_TIMEOUT_SECONDS` of connecting (an idle client is dropped without a reply); at
-    most :data:`MAX_CONNECTIONS` are served at once.
+    :data:`READ_TIMEOUT_SECONDS` of connecting (an idle client is dropped without a reply).
+    Requests are read by one selector loop, so a client that sends nothing (or drips) costs a
+    file descriptor and its buffer, never a thread: at most :data:`MAX_PENDING` connections are
+    read at once (past it the one connected longest is closed, so a new client is always read),
+    and at most :data:`MAX_HANDLERS` complete requests run their handler at once (more get a
+    "busy" reply, exit code 1).  JSON nested too deeply for the parser gets a bad-request reply.
 
     Thread safety: call :meth:`start` and :meth:`stop` from one thread (the daemon's main thread).
     """
@@ -124,7 +130,7 @@ class ControlServer:
             os.chmod(self.path, self.mode)
             self._chgrp()
             st = os.stat(self.path)
-            sock.listen(MAX_CONNECTIONS)
+            sock.listen(128)
             sock.setblocking(False)
         except OSError as e:
             sock.close()
@@ -228,78 +234,104 @@ class ControlServer:
     # -- serving -----------------------------------------------------------------------------
 
     def _accept_loop(self, listener: socket.socket, wake: socket.socket) -> None:
+        """Accept connections and read their request lines without blocking; hand each complete
+        request to a handler thread.  ``pending`` maps a connection to its buffer and deadline
+        (monotonic seconds), in connection order (dicts keep insertion order)."""
         sel = selectors.DefaultSelector()
         sel.register(listener, selectors.EVENT_READ)
         sel.register(wake, selectors.EVENT_READ)
+        pending: dict[socket.socket, tuple[bytearray, float]] = {}
         try:
             while not self._stop.is_set():
-                if not sel.select(ACCEPT_POLL_SECONDS) or self._stop.is_set():
-                    continue
-                try:
-                    conn, _ = listener.accept()
-                    conn.setblocking(True)
-                except BlockingIOError:
-                    continue                     # the client went away before accept()
-                except OSError as e:
+                now = time.monotonic()
+                for conn in [c for c, (_, deadline) in pending.items() if deadline <= now]:
+                    log.debug("control client sent no complete request in %s s; dropped",
+                              READ_TIMEOUT_SECONDS)
+                    self._drop(sel, pending, conn)
+                wait = min([ACCEPT_POLL_SECONDS] + [max(0.0, d - now) for _, d in pending.values()])
+                for key, _ in sel.select(wait):
                     if self._stop.is_set():
                         break
-                    log.warning("control socket accept failed: %s", e)
-                    self._stop.wait(ACCEPT_POLL_SECONDS)   # e.g. EMFILE: do not spin
-                    continue
-                with self._conns_lock:
-                    busy = len(self._conns) >= MAX_CONNECTIONS
-                    if not busy:
-                        t = threading.Thread(target=self._serve, args=(conn,),
-                                             name="indexerd-control-conn", daemon=True)
-                        self._conns.add(t)
-                if busy:
-                    self._reply(conn, _error("busy: too many control connections; retry", 1))
-                    conn.close()
-                else:
-                    t.start()
+                    if key.fileobj is listener:
+                        self._accept(listener, sel, pending)
+                    elif key.fileobj is not wake:
+                        self._read_some(key.fileobj, sel, pending)
         finally:
+            for conn in list(pending):
+                self._drop(sel, pending, conn)
             sel.close()
             listener.close()
             wake.close()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _accept(self, listener: socket.socket, sel, pending: dict) -> None:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return                               # the client went away before accept()
+        except OSError as e:
+            if not self._stop.is_set():
+                log.warning("control socket accept failed: %s", e)
+                self._stop.wait(ACCEPT_POLL_SECONDS)     # e.g. EMFILE: do not spin
+            return
+        conn.setblocking(False)
+        if len(pending) >= MAX_PENDING:          # make room: the one connected longest goes
+            log.warning("control socket: %d clients connected without a complete request; "
+                        "closing the oldest", len(pending))
+            self._drop(sel, pending, next(iter(pending)))
+        pending[conn] = (bytearray(), time.monotonic() + READ_TIMEOUT_SECONDS)
+        sel.register(conn, selectors.EVENT_READ)
+
+    @staticmethod
+    def _drop(sel, pending: dict, conn: socket.socket) -> None:
+        pending.pop(conn, None)
+        try:
+            sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
+
+    def _read_some(self, conn: socket.socket, sel, pending: dict) -> None:
+        """Read what ``conn`` has; once its line is complete (newline, EOF or over-long), hand it
+        to a handler thread, or answer "busy" when :data:`MAX_HANDLERS` are running."""
+        buf, _ = pending[conn]
+        try:
+            chunk = conn.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            log.debug("control client read failed: %s", e)
+            chunk = None
+        if chunk is None or (not chunk and not buf):
+            self._drop(sel, pending, conn)       # a probe, or a client that went away
+            return
+        buf += chunk
+        if chunk and b"\n" not in buf and len(buf) <= MAX_REQUEST_BYTES:
+            return                               # more to come
+        pending.pop(conn)
+        sel.unregister(conn)
+        raw = bytes(buf).split(b"\n", 1)[0]
+        with self._conns_lock:
+            busy = len(self._conns) >= MAX_HANDLERS
+            if not busy:
+                t = threading.Thread(target=self._serve, args=(conn, raw),
+                                     name="indexerd-control-conn", daemon=True)
+                self._conns.add(t)
+        if busy:
+            self._reply(conn, _error("busy: too many control requests at once; retry", 1), timeout=0.5)
+            conn.close()
+        else:
+            t.start()
+
+    def _serve(self, conn: socket.socket, raw: bytes) -> None:
         try:
             with conn:
-                raw = self._read_request(conn)
-                if raw is not None:
-                    self._reply(conn, self._dispatch(raw))
+                conn.setblocking(True)
+                self._reply(conn, self._dispatch(raw))
         except Exception:                        # never let a connection kill the thread noisily
             log.exception("control connection failed")
         finally:
             with self._conns_lock:
                 self._conns.discard(threading.current_thread())
-
-    def _read_request(self, conn: socket.socket) -> bytes | None:
-        """Read up to the first newline (or EOF); None when the client sent nothing (a probe,
-        or an idle client past the deadline) or the read failed.
-
-        Returns over-long input as is; :meth:`_dispatch` turns it into a bad-request reply.
-        """
-        deadline = time.monotonic() + READ_TIMEOUT_SECONDS
-        buf = bytearray()
-        while b"\n" not in buf and len(buf) <= MAX_REQUEST_BYTES:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                log.debug("control client sent no complete request in %s s; dropped",
-                          READ_TIMEOUT_SECONDS)
-                return None
-            conn.settimeout(remaining)
-            try:
-                chunk = conn.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError as e:
-                log.debug("control client read failed: %s", e)
-                return None
-            if not chunk:
-                break
-            buf += chunk
-        return bytes(buf).split(b"\n", 1)[0] if buf else None
 
     def _dispatch(self, raw: bytes) -> dict:
         if len(raw) > MAX_REQUEST_BYTES:
@@ -308,6 +340,8 @@ class ControlServer:
             request = json.loads(raw)
         except (UnicodeDecodeError, ValueError) as e:
             return _error(f"bad request: not JSON: {e}", 2)
+        except RecursionError:
+            return _error("bad request: JSON nested too deeply", 2)
         if not isinstance(request, dict):
             return _error(f"bad request: expected a JSON object, got {type(request).__name__}", 2)
         try:
@@ -326,9 +360,9 @@ class ControlServer:
             return _error(f"{type(e).__name__}: {e}", 1)
 
     @staticmethod
-    def _reply(conn: socket.socket, reply: dict) -> None:
+    def _reply(conn: socket.socket, reply: dict, timeout: float = READ_TIMEOUT_SECONDS) -> None:
         try:
-            conn.settimeout(READ_TIMEOUT_SECONDS)
+            conn.settimeout(timeout)
             conn.sendall(_encode(reply), getattr(socket, "MSG_NOSIGNAL", 0))
         except OSError as e:
             log.debug("control reply not delivered: %s", e)

@@ -229,3 +229,61 @@ def test_idle_client_is_dropped(monkeypatch, sock_path):
         assert request(sock_path, {"cmd": "status"})["ok"] is True
     finally:
         srv.stop()
+
+
+# -- robustness: hostile nesting and slow clients (issue 18) ------------------------------------
+@pytest.mark.parametrize("depth", [10_000, 200_000])
+def test_deeply_nested_request_gets_an_error_reply(server, sock_path, depth):
+    for body in (b"[" * depth + b"]" * depth, b'{"cmd": "echo", "x": ' + b"[" * depth + b"]" * depth + b"}"):
+        reply = json.loads(raw_exchange(sock_path, body + b"\n", timeout=20))
+        assert reply["ok"] is False and reply["exit_code"] == 2, reply
+        assert "nested" in reply["error"], reply
+    assert request(sock_path, {"cmd": "status"})["ok"] is True
+
+
+def _slow_clients(path: Path, n: int, drip: bool) -> list[socket.socket]:
+    clients = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(os.fspath(path))
+        if drip:
+            s.sendall(b'{"cmd": ')               # a request that never ends
+        clients.append(s)
+    return clients
+
+
+@pytest.mark.parametrize("drip", [False, True])
+def test_slow_clients_do_not_starve_status(server, sock_path, drip):
+    """40 clients that connect and send nothing (or drip a request that never ends) are more
+    than MAX_HANDLERS; status must still be answered at once, while they are all connected."""
+    clients = _slow_clients(sock_path, 40, drip)
+    try:
+        time.sleep(0.3)                          # let the server accept them all
+        for _ in range(5):
+            t0 = time.monotonic()
+            assert request(sock_path, {"cmd": "status"}, timeout=5)["state"] == "idle"
+            assert time.monotonic() - t0 < 2.0
+        if drip:
+            for s in clients:
+                s.sendall(b'"st')
+            assert request(sock_path, {"cmd": "status"}, timeout=5)["ok"] is True
+    finally:
+        for s in clients:
+            s.close()
+
+
+def test_pending_connections_are_bounded_oldest_dropped(monkeypatch, sock_path):
+    """Past MAX_PENDING silent connections, the oldest is closed to make room: a new client is
+    always read."""
+    monkeypatch.setattr(control, "MAX_PENDING", 8)
+    srv = ControlServer(sock_path, handler, group=None)
+    srv.start()
+    clients = _slow_clients(sock_path, 12, drip=False)
+    try:
+        assert request(sock_path, {"cmd": "status"}, timeout=5)["ok"] is True
+        assert clients[0].recv(1) == b""         # the oldest was closed, without a reply
+    finally:
+        for s in clients:
+            s.close()
+        srv.stop()
