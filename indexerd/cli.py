@@ -291,7 +291,11 @@ def cmd_scan(args) -> int:
 
 
 def cmd_reindex(args) -> int:
-    r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": args.targets},
+    # a path is resolved here, as the user sees it (relative to this cwd, through the user's
+    # links); the daemon then refuses any path that is not already real inside a source
+    targets = [t if "://" in t or t.startswith(("sql:", "file:")) else os.path.realpath(t)
+               for t in args.targets]
+    r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": targets},
                         timeout=_LONG_WAIT)
     print(json.dumps(r["counts"], ensure_ascii=True))
     return 0

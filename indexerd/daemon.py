@@ -491,13 +491,32 @@ class Daemon:
                 if t.startswith(("http://", "https://")):
                     raise ConfigError(f"{t}: re-index web pages with `ctl reindex --source NAME` (a crawl "
                                       "that sends no validators)")
-                path = key_to_path(t) if t.startswith("file://") else os.path.realpath(t)
-                src = self._source_for(path)
-                if src is None:
-                    raise ConfigError(f"{t}: not inside any configured source")
+                src, path = self._confined_path(t)
                 src.handle_path(path, pipeline, counts, forced=True)
         self.indexer.flush(timeout=60)
         return {"counts": counts.as_dict()}
+
+    def _confined_path(self, target: str) -> tuple[FileSource, str]:
+        """A ``file:`` key or an absolute path from the control socket -> its source and the
+        path to read, confined to the source (:meth:`FileSource.confine`).
+
+        Raises:
+            ConfigError: not a file key or absolute path, not inside any filesystem source, or
+                refused by the source (``..``, a symlink the source does not follow).
+        """
+        try:
+            path = key_to_path(target) if target.startswith("file:") else target
+        except ValueError as e:
+            raise ConfigError(f"{target}: {e}") from None
+        if not os.path.isabs(path):
+            raise ConfigError(f"{target}: not an absolute path (the CLI sends real paths)")
+        src = self._source_for(path)
+        if src is None:
+            raise ConfigError(f"{target}: not inside any configured source")
+        try:
+            return src, src.confine(path)
+        except ValueError as e:
+            raise ConfigError(f"{target}: refused: {e}") from None
 
     def _cmd_forget(self, req: dict) -> dict:
         from .reports import normalise_key

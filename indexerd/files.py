@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
+from . import confined
 from .config import FilesystemSource, SourcePolicy
 from .dates import MetaMap
 from .decide import DecideSettings
@@ -264,14 +265,15 @@ class FileSource:
                                  f"{display_path(path)}: {st.st_size} bytes > max_size {max_size}",
                                  counts, size=st.st_size, mtime_ns=st.st_mtime_ns, title=title).verdict
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            fd = self._open(path)
             with os.fdopen(fd, "rb") as fh:
                 st2 = os.fstat(fh.fileno())
                 if not stat_mod.S_ISREG(st2.st_mode):
                     return pipeline.skip(key, self.name, "not-a-file", display_path(path), counts,
                                          size=st2.st_size, mtime_ns=st2.st_mtime_ns, title=title).verdict
                 data = fh.read(max_size + 1)
-        except FileNotFoundError:
+        except (FileNotFoundError, confined.NotARealDirectory):  # gone, or a directory on the
+            # way was swapped for a symlink or a file: what is there now is not this key's file
             stored = pipeline.stored(key)
             if stored is not None:
                 return pipeline.gone(key, counts, "vanished").verdict
@@ -290,6 +292,63 @@ class FileSource:
                     mtime_ns=st2.st_mtime_ns)
         return pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title).verdict
 
+    def _open(self, path: str) -> int:
+        """A read-only descriptor of the file at ``path`` (below the root).  Unless the source
+        follows symlinks, every component is opened without following one
+        (:func:`indexerd.confined.open_file`), so a directory swapped for a symlink between
+        the listing (or the event) and the read cannot lead outside the tree.
+
+        Raises:
+            FileNotFoundError, confined.NotARealDirectory, OSError.
+        """
+        if self.cfg.follow_symlinks:
+            return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return confined.open_file(self.root, confined.names_below(self.root, path))
+
+    def _stat(self, path: str) -> os.stat_result | None:
+        """The stat of ``path`` as this source sees it (None: missing or not reachable without
+        following a symlinked directory when the source does not follow symlinks)."""
+        if self.cfg.follow_symlinks:
+            try:
+                return os.stat(path)
+            except OSError:
+                return None
+        try:
+            return confined.lstat(self.root, confined.names_below(self.root, path))
+        except confined.NotARealDirectory:
+            return None
+
+    def confine(self, path: str) -> str:
+        """The path a control request may name: ``path`` itself, checked to be inside the
+        root.  A source that does not follow symlinks refuses a symlink anywhere below the root
+        (directories and the file itself); one that does takes the real path, which must still
+        be inside the root.
+
+        Raises:
+            ValueError: naming the path and why (not absolute, ``..`` or ``.`` components,
+                outside the root, through a symlink).
+        """
+        if not os.path.isabs(path):
+            raise ValueError(f"{display_path(path)}: not an absolute path")
+        if self.cfg.follow_symlinks:
+            real = os.path.realpath(path)
+            if not self.contains(real):
+                raise ValueError(f"{display_path(path)}: resolves to {display_path(real)}, outside "
+                                 f"source {self.name} ({display_path(self.root)})")
+            return real
+        names = confined.names_below(self.root, path)
+        try:
+            with confined.open_dir(self.root, names[:-1]) as dfd:
+                if dfd is not None and names and stat_mod.S_ISLNK(
+                        os.stat(names[-1], dir_fd=dfd, follow_symlinks=False).st_mode):
+                    raise confined.NotARealDirectory(f"{names[-1]!r} is a symlink")
+        except FileNotFoundError:
+            pass  # a vanished file: its document is deleted
+        except confined.NotARealDirectory as e:
+            raise ValueError(f"{display_path(path)}: {e} (source {self.name} does not follow "
+                             f"symlinks)") from None
+        return path
+
     def handle_path(self, path: str, pipeline: Pipeline, counts: PassCounts, *, forced: bool = False) -> str:
         """React to one path (a watcher event or a command-line file): index, skip or delete it.
 
@@ -297,10 +356,7 @@ class FileSource:
         """
         key = path_to_key(path)
         rel = self.relpath(path)
-        try:
-            st = os.stat(path) if self.cfg.follow_symlinks else os.lstat(path)
-        except OSError:
-            st = None
+        st = self._stat(path)
         if st is None or not self.matcher.path_selected(rel) or \
                 (stat_mod.S_ISLNK(st.st_mode) and not self.cfg.follow_symlinks):
             if pipeline.stored(key) is not None:

@@ -14,18 +14,16 @@ cannot redirect a write, a removal or a lookup outside ``root``.  POSIX only.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote_to_bytes, urlsplit
 
+from .confined import open_dir
 from .urls import DEFAULT_PORTS, canonicalize
 
 UTC = timezone.utc
@@ -42,7 +40,6 @@ LONG_MARK = "%~"
 EMPTY_NAME = "%"
 
 _KEEP_ENCODED = re.compile(r"%3B", re.IGNORECASE)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def _escape_char(c: str) -> str:
@@ -189,41 +186,10 @@ class Mirror:
         return path
 
     # -- safe directory walk --------------------------------------------------------------
-    @contextmanager
-    def _open_dirs(self, names: list[str], *, create: bool) -> Iterator[int | None]:
-        """Yield an fd of the directory ``root/names[0]/...`` opened without following
-        symlinks (creating missing ones when ``create``), or None when one is missing."""
-        if create:
-            self.root.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            yield None
-            return
-        try:
-            for name in names:
-                if create:
-                    try:
-                        os.mkdir(name, 0o755, dir_fd=fd)
-                    except FileExistsError:
-                        pass
-                try:
-                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    if create:
-                        raise
-                    yield None
-                    return
-                except OSError as e:
-                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise ValueError(f"refusing {name!r} under {self.root}: not a real directory "
-                                         f"(a symlink or a file)") from None
-                    raise
-                os.close(fd)
-                fd = nfd
-            yield fd
-        finally:
-            os.close(fd)
+    def _open_dirs(self, names: list[str], *, create: bool):
+        """:func:`indexerd.confined.open_dir` below ``root`` (a symlink or a file on the way
+        raises ValueError)."""
+        return open_dir(self.root, names, create=create)
 
     def _check_inside(self, fd: int, url: str) -> None:
         real_root = os.path.realpath(self.root)

@@ -693,6 +693,33 @@ def test_ctl_reindex_outside_every_source_exits_2(daemon):
     assert "not inside" in p.stderr
 
 
+def test_ctl_reindex_refuses_keys_that_leave_the_source(daemon):
+    """Issue 18: a ``file:`` key is confined to its source, not checked by string prefix: a
+    ``..`` key and a key through a symlinked directory (the source does not follow symlinks)
+    are refused (exit 2, like every refused request) and nothing outside is read."""
+    d = daemon
+    write(d.outside / "secret.txt", "topsecretword\n")
+    os.symlink(d.outside, d.root / "link")
+    d.settle()
+    root_uri = d.key(d.root)
+    for target in (root_uri + "/../outside/secret.txt", root_uri + "/link/secret.txt",
+                   root_uri + "/./link/secret.txt", root_uri + "//link/secret.txt",
+                   str(d.root) + "/../outside/secret.txt", "file:relative/secret.txt"):
+        p = d.ctl("reindex", target)
+        assert p.returncode == 2, (target, p.returncode, p.stdout, p.stderr)
+        assert any(w in p.stderr for w in ("refused", "not inside", "not an absolute", "not a file key")), \
+            (target, p.stderr)
+    # the CLI resolves a plain path as the user sees it: through the link it is outside
+    p = d.ctl("reindex", str(d.root / "link" / "secret.txt"))
+    assert p.returncode == 2 and "not inside" in p.stderr, (p.returncode, p.stderr)
+    d.settle()
+    assert d.search("topsecretword") == []
+    assert not [k for k in d.keys() if "secret" in k]
+    # a real in-tree key still works
+    out = json.loads(d.ctl_ok("reindex", d.key(d.root / "a.txt")))
+    assert out["indexed"] == 1
+
+
 def test_ctl_status_without_daemon_exits_3(tree):
     p = tree.ctl("status", "--json")
     assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)

@@ -269,3 +269,66 @@ def test_unlistable_directory_keeps_its_documents(tmp_path) -> None:
         if (base / "root" / "locked").exists():
             os.chmod(base / "root" / "locked", 0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_directory_swapped_for_a_symlink_never_indexes_the_outside(tmp_path) -> None:
+    """Issue 18: a directory of the tree is swapped for a symlink to an outside directory, and
+    back, in a loop, while the live path (``handle_path``, a watcher event) and scans of the
+    tree and of that subtree run.  The file under the swapped name exists only outside, so any
+    document read under its in-tree key is outside content: none may ever be read."""
+    import threading
+
+    from indexerd.config import parse_config
+    from indexerd.indexer import Indexer
+    from indexerd.pipeline import PassCounts
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "inner.txt").write_text("harmless inner\n")
+    (root / "keep.txt").write_text("harmless keep\n")
+    outside.mkdir()
+    (outside / "secret.txt").write_text("exfiltratedword\n")
+    (outside / "inner.txt").write_text("exfiltratedword inner\n")
+    cfg = parse_config(f'state_dir = "{tmp_path / "state"}"\n[[sources.filesystem]]\nname = "tree"\n'
+                       f'path = "{root}"\n', "<test>")
+    ix = Indexer(cfg)
+    ix.open("index")
+    stop = threading.Event()
+    swaps = [0]
+
+    def swapper() -> None:
+        real = root / "d.real"
+        while not stop.is_set():
+            os.rename(root / "d", real)
+            os.symlink(outside, root / "d")
+            os.unlink(root / "d")
+            os.rename(real, root / "d")
+            swaps[0] += 1
+
+    t = threading.Thread(target=swapper, daemon=True)
+    counts = PassCounts()
+    try:
+        src = ix.sources["tree"]
+        t.start()
+        deadline = time.monotonic() + 4.0
+        rounds = 0
+        while time.monotonic() < deadline:
+            verdict = src.handle_path(str(root / "d" / "secret.txt"), ix.pipeline, counts, forced=True)
+            assert verdict != "indexed", f"outside file read under an in-tree key (round {rounds})"
+            src.handle_path(str(root / "d" / "inner.txt"), ix.pipeline, counts, forced=True)
+            if rounds % 10 == 0:
+                src.scan(ix.pipeline, counts, forced=True)
+                src.scan(ix.pipeline, counts, start=str(root / "d"), forced=True)
+                ix.flush()
+                assert ix.index().search("exfiltratedword", limit=10) == [], f"round {rounds}"
+            rounds += 1
+        stop.set()
+        t.join(5)
+        ix.flush()
+        assert swaps[0] > 100 and rounds > 50, (swaps[0], rounds)
+        assert ix.index().search("exfiltratedword", limit=10) == []
+        assert counts.indexed > 0  # the in-tree files were read meanwhile
+        assert not any(k.endswith("/d/secret.txt") for k in ix.store.keys())
+    finally:
+        stop.set()
+        ix.close()
