@@ -65,9 +65,9 @@ def cmd_index(args) -> int:
         print(f"seen {d['seen']}, indexed {d['indexed']}, unchanged {d['unchanged']}, "
               f"deleted {d['deleted']}, skipped {d['skipped']}, errors {d['errors']} "
               f"in {d['elapsed_seconds']:.2f} s (state dir {ix.state.path})")
-    # a missing root was logged by the pass ("... is missing or not a directory; nothing is deleted")
-    missing = [m for m in _missing_roots(cfg) if not args.source or m[0] in args.source]
-    return 1 if missing and not args.paths else 0
+    # a missing or unreadable root was logged by the pass ("...; nothing is deleted")
+    failed = [s for s in ix.sources.values() if getattr(s, "root_failed", None)]
+    return 1 if failed and not args.paths else 0
 
 
 def _missing_roots(cfg) -> list[tuple[str, str]]:

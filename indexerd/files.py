@@ -394,6 +394,18 @@ class FileSource:
         self.scan(pipeline, counts, **kw)
 
     # -- the reconcile pass ---------------------------------------------------------------
+    #: why the last :meth:`scan` could not read its top directory (None: it could); the CLI
+    #: exits 1 on it
+    root_failed: str | None = None
+
+    def _root_failed(self, top: str, why: str, counts: PassCounts) -> None:
+        """The pass's top directory is missing or unreadable: one error, nothing deleted (an
+        unmounted disk or a permission change must not empty the index)."""
+        self.root_failed = f"root {display_path(top)} {why}"
+        log.error("source %s: %s; nothing is deleted", self.name, self.root_failed)
+        counts.seen += 1
+        counts.errors += 1
+
     def scan(self, pipeline: Pipeline, counts: PassCounts, *, start: str | None = None,
              progress=None, forced: bool = False, cancel=None) -> None:
         """Reconcile the tree (or the subtree ``start``) with the store: index what changed,
@@ -401,14 +413,15 @@ class FileSource:
         ``cancel`` a :class:`threading.Event`: when set, the pass stops early and deletes
         nothing (what it did not see is not gone)."""
         top = start or self.root
+        self.root_failed = None
         if not os.path.isdir(top):
-            log.error("source %s: root %s is missing or not a directory; nothing is deleted",
-                      self.name, display_path(top))
-            counts.seen += 1
-            counts.errors += 1
+            self._root_failed(top, "is missing or not a directory", counts)
             return
         stored = pipeline.store.stat_map(self.name)
         found = self.walk(top, on_file=progress.tick_walk if progress else None)
+        if top in found.unlisted_dirs:  # an unreadable root is not an empty tree
+            self._root_failed(top, "cannot be listed", counts)
+            return
         todo: list[tuple[str, os.stat_result]] = []
         unchanged = self.unchanged
         for key, (path, st) in found.files.items():

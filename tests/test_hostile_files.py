@@ -332,3 +332,46 @@ def test_directory_swapped_for_a_symlink_never_indexes_the_outside(tmp_path) -> 
     finally:
         stop.set()
         ix.close()
+
+
+def test_unreadable_root_is_an_error_of_the_pass(tmp_path) -> None:
+    """Issue 18: a configured root the daemon cannot list is not an empty tree (`seen 0, errors
+    0`): like a missing root, the pass reports one error, deletes nothing and `indexerd index`
+    exits 1; once readable again nothing is re-read."""
+    base = Path(tempfile.mkdtemp(prefix="indexerd-hostile-"))
+    try:
+        os.chmod(base, 0o755)
+        prefix = _as_nobody(str(base))
+        root, state, cfg = base / "root", base / "state", base / "indexerd.toml"
+        root.mkdir()
+        (root / "one.txt").write_text("rootword one\n")
+        (root / "two.txt").write_text("rootword two\n")
+        state.mkdir()
+        cfg.write_text(f'state_dir = "{state}"\n[[sources.filesystem]]\nname = "docs"\npath = "{root}"\n')
+        if prefix:
+            for p in (root, root / "one.txt", root / "two.txt", state, cfg):
+                os.chown(p, NOBODY, NOBODY)
+        env = CLI(state).env
+
+        def run(*args: str, code: int = 0) -> subprocess.CompletedProcess:
+            p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli", *args], check=False,
+                               capture_output=True, text=True, env=env, timeout=60, cwd=str(base))
+            assert p.returncode == code, (args, p.returncode, p.stdout, p.stderr)
+            return p
+
+        s = json.loads(run("index", "--json", "-c", str(cfg)).stdout)
+        assert (s["seen"], s["indexed"]) == (2, 2)
+        os.chmod(root, 0o000)
+        p = run("index", "--json", "-c", str(cfg), code=1)
+        s = json.loads(p.stdout)
+        assert (s["seen"], s["errors"], s["deleted"], s["unchanged"]) == (1, 1, 0, 0), s
+        assert "cannot be listed" in p.stderr and "nothing is deleted" in p.stderr, p.stderr
+        hits = json.loads(run("ctl", "search", "rootword", "--json", "-c", str(cfg)).stdout)
+        assert len(hits) == 2
+        os.chmod(root, 0o755)
+        s = json.loads(run("index", "--json", "-c", str(cfg)).stdout)
+        assert (s["seen"], s["unchanged"], s["indexed"], s["deleted"], s["errors"]) == (2, 2, 0, 0, 0), s
+    finally:
+        if (base / "root").exists():
+            os.chmod(base / "root", 0o755)
+        shutil.rmtree(base, ignore_errors=True)
