@@ -95,10 +95,14 @@ class Extracted:
             order, de-duplicated, resolved against ``<base href>`` (itself resolved against
             ``base_url``) else ``base_url``; kept as written when there is no base. ``javascript:``,
             ``mailto:`` and ``data:`` links are dropped. Not canonicalised (the crawler does that).
+            A ``<meta http-equiv=refresh>`` target comes last.
         image_links: ``img[src]``, resolved the same way.
         canonical: ``<link rel=canonical href>`` resolved the same way, else ``None``.
         noindex: a ``<meta name=robots|indexerd>`` says ``noindex`` or ``none``.
         nofollow: a ``<meta name=robots|indexerd>`` says ``nofollow`` or ``none``.
+        refresh: HTML only: ``<meta http-equiv=refresh>`` naming a URL, as ``(delay in whole
+            seconds, URL resolved like the links)`` (:func:`parse_refresh`); ``None`` when there
+            is none or it only reloads the page.  :attr:`redirect` says whether it is a redirect.
 
     Instances are immutable and safe to share between threads. ``meta`` is left out of
     ``hash()`` (a mapping is not hashable) but not out of ``==``.
@@ -114,6 +118,19 @@ class Extracted:
     canonical: str | None
     noindex: bool
     nofollow: bool
+    refresh: tuple[int, str] | None = None
+
+    @property
+    def redirect(self) -> str | None:
+        """The refresh target when the page is an HTML-level redirect, else None.
+
+        A redirect is an instant refresh (delay 0: the reader never sees the page, and
+        "Redirecting..." stubs carry a line of text) or a refresh on a page without text of its
+        own; a page with text and a slower refresh is a document, and its target one more link.
+        """
+        if self.refresh is None or (self.refresh[0] > 0 and self.text):
+            return None
+        return self.refresh[1]
 
 
 def content_hash(title: str, text: str) -> str:
@@ -411,7 +428,7 @@ def extract(
 
     Raises:
         SkipDocument: ``"empty"`` (0 bytes, whitespace only, or no title and no text, even
-            when an HTML page has links); ``"binary"`` (NUL bytes or many control bytes, also
+            when an HTML page has links; not a page with a refresh target, which is a redirect); ``"binary"`` (NUL bytes or many control bytes, also
             in a ``.html`` or when declared ``text/html``); ``"unsupported-type"`` (a type not
             in :data:`INDEXABLE_TYPES`); ``"parse-error"`` (a PDF pypdf cannot read, including
             one encrypted with a password). Nothing else, for any input.
@@ -438,9 +455,58 @@ def extract(
         result = _extract_pdf(data, label)
     else:
         result = _extract_text(data, charset, kind)
-    if not (result.title or result.text):
+    if not (result.title or result.text or result.refresh):
         raise SkipDocument("empty", f"{label}: no title and no text")
     return result
+
+
+_ASCII_SPACE = "\t\n\x0c\r "
+
+
+def parse_refresh(content: str) -> tuple[int, str] | None:
+    """Read a ``<meta http-equiv=refresh>`` ``content`` (or an HTTP ``Refresh`` header) value.
+
+    The HTML Living Standard's "shared declarative refresh steps": a delay in whole seconds (a
+    fraction is ignored), then ``;`` / ``,`` / whitespace, then the URL, with or without a
+    ``url=`` label (any case, spaces around ``=``), optionally in single or double quotes (cut at
+    the closing quote).  Returns ``(delay_seconds, url_as_written)`` or None: no delay, junk after
+    it, or no URL (a reload of the page itself).  Never raises.
+
+    w3lib's ``get_meta_refresh`` is not used: its pattern misses the label-less form
+    (``0; /docs/``), a comma, spaces around ``=`` and ``.5``, all of which browsers follow.
+    """
+    s, i, n = content, 0, len(content)
+
+    def skip_space(i: int) -> int:
+        while i < n and s[i] in _ASCII_SPACE:
+            i += 1
+        return i
+
+    i = skip_space(i)
+    start = i
+    while i < n and s[i].isascii() and s[i].isdigit():
+        i += 1
+    if i == start and not (i < n and s[i] == "."):
+        return None
+    delay = int(s[start:i] or 0)
+    while i < n and s[i].isascii() and (s[i].isdigit() or s[i] == "."):
+        i += 1
+    if i < n:
+        if s[i] not in ";," + _ASCII_SPACE:
+            return None
+        i = skip_space(i)
+        if i < n and s[i] in ";,":
+            i = skip_space(i + 1)
+    url = s[i:]
+    if s[i:i + 3].lower() == "url":
+        j = skip_space(i + 3)
+        if j < n and s[j] == "=":
+            i = skip_space(j + 1)
+            url = s[i:]
+    if i < n and s[i] in "'\"":
+        url = s[i + 1:].partition(s[i])[0]
+    url = url.strip(_URL_SPACE)
+    return (delay, url) if url else None
 
 
 _COLLAPSE_CHUNK_CHARS = 256 * 1024
@@ -762,6 +828,12 @@ def _html_result(title: str, body_text: str, codec: str | None, meta: dict[str, 
         except ValueError:
             pass
     tokens = {t for value in robots for t in value.lower().replace(",", " ").split()}
+    refresh = parse_refresh(meta["refresh"]) if "refresh" in meta else None
+    if refresh is not None:
+        target = _resolve([refresh[1]], base)
+        refresh = (refresh[0], target[0]) if target else None
+        if target:
+            hrefs.append(target[0])
     return Extracted(
         title=title,
         text=body_text,
@@ -773,6 +845,7 @@ def _html_result(title: str, body_text: str, codec: str | None, meta: dict[str, 
         canonical=(_resolve([canonical], base) or (None,))[0] if canonical else None,
         noindex=bool(tokens & {"noindex", "none"}),
         nofollow=bool(tokens & {"nofollow", "none"}),
+        refresh=refresh,
     )
 
 

@@ -105,7 +105,8 @@ class Policy:
 @dataclass(frozen=True)
 class Outcome:
     """What happened to one document: ``verdict`` is indexed / unchanged / skipped / errors /
-    deleted; ``reason`` the fixed word behind it."""
+    deleted, or redirect (an HTML-level redirect, nothing written); ``reason`` the fixed word
+    behind it."""
 
     verdict: str
     reason: str
@@ -235,11 +236,14 @@ class Pipeline:
     # -- the main path --------------------------------------------------------------------
     def handle(self, f: Fetched, policy: Policy, counts: PassCounts, *, forced: bool = False,
                stored: DocumentRecord | None = None, fallback_title: str = "",
-               rekey: Callable[[object], str | None] | None = None) -> Outcome:
+               rekey: Callable[[object], str | None] | None = None, redirects: bool = False) -> Outcome:
         """Extract, date, decide and submit one fetched document.
 
         ``rekey(extracted)`` may name another key for the document (a web page's
         ``rel=canonical``); the decision is then made against that key's stored record.
+        ``redirects``: the source follows HTML-level redirects (``Extracted.redirect``): such a
+        page is not a document; the outcome is ``redirect`` with nothing written or counted,
+        and the caller follows it.  Without it, a refresh stub with no text is skipped ``empty``.
         """
         try:
             ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
@@ -251,6 +255,12 @@ class Pipeline:
             log.exception("extraction failed for %s", f.url)
             return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
                              size=f.size, mtime_ns=f.mtime_ns, status="error", stored=stored)
+        if ex.redirect is not None and redirects:
+            return Outcome("redirect", "meta-refresh", ex, f.key)
+        if not (ex.title or ex.text):  # a refresh that goes nowhere here
+            return self.skip(f.key, f.source, "empty", f"{f.url}: no title and no text", counts,
+                             size=f.size, mtime_ns=f.mtime_ns, stored=stored, etag=f.etag,
+                             last_modified_header=f.last_modified_header)
         if rekey is not None:
             new_key = rekey(ex)
             if new_key and new_key != f.key:

@@ -15,6 +15,7 @@ Everything here is pure (no I/O); only :class:`QueryVariants` holds state.
 
 from __future__ import annotations
 
+import codecs
 import re
 import threading
 from collections import Counter
@@ -60,8 +61,46 @@ def _split_canonical(url: str):
     return canon, parts.scheme, userinfo, host, port
 
 
-def canonicalize(url: str) -> str:
+def _query_in_encoding(url: str, encoding: str | None) -> str:
+    """``url`` with the non-ASCII characters of its query percent-encoded in ``encoding``.
+
+    The WHATWG URL Standard (basic URL parser, query state): a document's links encode their
+    query in the document's encoding (UTF-8 when that is UTF-16 or unknown), and a character the
+    encoding cannot represent becomes ``&#N;`` (decimal code point), itself percent-encoded.
+    The path and the fragment stay as they are (UTF-8 later, as the standard says).
+    """
+    if not encoding or url.isascii():
+        return url
+    try:
+        codec = codecs.lookup(encoding).name
+    except LookupError:
+        return url
+    if codec.startswith("utf"):
+        return url
+    head, mark, query = url.partition("?")
+    if not mark or query.isascii():
+        return url
+    query, hash_mark, fragment = query.partition("#")
+    out = []
+    for ch in query:
+        if ch.isascii():
+            out.append(ch)
+            continue
+        try:
+            raw = ch.encode(codec)
+        except UnicodeEncodeError:
+            raw = f"&#{ord(ch)};".encode("ascii")
+        out.append("".join(f"%{b:02X}" for b in raw))
+    return f"{head}?{''.join(out)}{hash_mark}{fragment}"
+
+
+def canonicalize(url: str, encoding: str | None = None) -> str:
     """Return the one canonical spelling of an http(s) URL.
+
+    ``encoding``: the codec of the document the URL was written in (``Extracted.encoding``);
+    a non-ASCII query is percent-encoded in it (WHATWG URL Standard: ``s?q=été`` on a
+    windows-1252 page is ``s?q=%E9t%E9``, the same key as a link written that way), a character
+    it cannot encode as ``%26%23N%3B`` (``&#N;``).  None, an unknown codec or a UTF: UTF-8.
 
     Rules: ``w3lib.url.canonicalize_url(url, keep_fragments=False)`` (RFC 3986 section 5.2.4 dot
     segments resolved, also when percent-encoded; percent-encoding normalised: unreserved
@@ -81,7 +120,7 @@ def canonicalize(url: str) -> str:
         ValueError: (only this) the message names the URL: a scheme other than http/https, no
             host, or a URL that cannot be parsed (bad or out-of-range port, bad IDNA host).
     """
-    canon, scheme, userinfo, host, port = _split_canonical(url)
+    canon, scheme, userinfo, host, port = _split_canonical(_query_in_encoding(url, encoding))
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != DEFAULT_PORTS[scheme]:
         netloc = f"{netloc}:{port}"

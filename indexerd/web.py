@@ -100,11 +100,11 @@ def _header_tokens(values: str | None, token: str = "indexerd") -> set[str]:
 
 
 @functools.lru_cache(maxsize=65536)
-def _canonical_link(url: str) -> str:
-    """:func:`canonicalize`, memoised: a site's navigation links repeat on every page, and
-    w3lib's canonicalisation was half the time of a first crawl (measured on the Python docs:
-    104,000 links on 528 pages)."""
-    return canonicalize(url)
+def _canonical_link(url: str, encoding: str | None = None) -> str:
+    """:func:`canonicalize` (query in the page's ``encoding``), memoised: a site's navigation
+    links repeat on every page, and w3lib's canonicalisation was half the time of a first crawl
+    (measured on the Python docs: 104,000 links on 528 pages)."""
+    return canonicalize(url, encoding)
 
 
 def _extension(url: str) -> str:
@@ -350,8 +350,8 @@ class _Pass:
     def _validators(self, row: dict) -> tuple[str | None, str | None]:
         """The stored ETag and Last-Modified of the document ``row`` led to, when it is indexed
         (and, with a mirror, its file is there); else nothing, so the page is fetched whole."""
-        if self.forced:
-            return None, None
+        if self.forced or (row["last_outcome"] or "").startswith("redirect"):
+            return None, None  # a redirect's doc_key is its target: its validators are not ours
         rec = self.pipeline.stored(row["doc_key"] or row["url"])
         if rec is None or not (rec.etag or rec.last_modified_header):
             return None, None
@@ -423,12 +423,12 @@ class _Pass:
                 continue
             self._enqueue(link, hops=hops, seed_depth=task.seed_depth, via=why)
 
-    def _canonical_links(self, raw) -> list[str]:
+    def _canonical_links(self, raw, encoding: str | None) -> list[str]:
         out: list[str] = []
         seen: set[str] = set()
         for link in raw:
             try:  # the fragment never matters; pages share most links: one cached call each
-                c = _canonical_link(link.partition("#")[0])
+                c = _canonical_link(link.partition("#")[0], encoding)
             except ValueError:
                 continue
             if c not in seen:
@@ -674,9 +674,24 @@ class _Pass:
     def _redirect(self, task: Task, resp: Response) -> None:
         row = self._done(task, resp, f"redirect-{resp.status}")
         self.counters.inc("web.redirect")
+        self._follow_redirect(task, resp, row, resp.location, resp.permanent_redirect)
+
+    def _html_redirect(self, task: Task, resp: Response, row: dict, ex) -> None:
+        """A ``<meta http-equiv=refresh>`` stub (``Extracted.redirect``): followed like an HTTP
+        redirect (same hop limit, scope and robots.txt), and, like a permanent one, the stub's
+        own URL is no document (an indexed copy of it is deleted)."""
+        row["last_outcome"] = "redirect-meta"
+        self.counters.inc("web.redirect.meta-refresh")
+        self.links[task.url] = None
+        self._follow_redirect(task, resp, row, ex.redirect, True, ex.encoding)
+
+    def _follow_redirect(self, task: Task, resp: Response, row: dict, location: str, permanent: bool,
+                         encoding: str | None = None) -> None:
+        """Queue a redirect's target at the front, with the hops of the URL first requested;
+        ``MAX_REDIRECTS`` hops (HTTP and HTML together) or a cycle fail as ``redirect-loop``."""
         origin = task.origin or task.url
         try:
-            target = canonicalize(resp.location)
+            target = canonicalize(location, encoding=encoding)
         except ValueError:
             self._failed(task, resp, "bad-redirect")
             return
@@ -684,7 +699,7 @@ class _Pass:
             self._failed(task, resp, "redirect-loop")
             return
         row["doc_key"] = target
-        if resp.permanent_redirect:
+        if permanent:
             old = self._row(origin)["doc_key"] if origin != task.url else None
             for key in {task.url, old} - {None, target}:
                 if self.pipeline.stored(key) is not None:
@@ -757,11 +772,14 @@ class _Pass:
                     ex = extract(resp.body, ctype, base_url=task.url, name=f.name)
                 except SkipDocument:  # not HTML: no links to follow
                     return
-                self._store_links(row, ex.links, task)
+                self._store_links(row, ex, task)
             return
         old_key = row["doc_key"]
         out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.forced,
-                                   rekey=lambda ex: self._canonical_key(ex, key))
+                                   rekey=lambda ex: self._canonical_key(ex, key), redirects=True)
+        if out.verdict == "redirect":
+            self._html_redirect(task, resp, row, out.extracted)
+            return
         new_key = out.key or key
         if old_key and old_key != new_key and old_key != key and self.pipeline.stored(old_key) is not None \
                 and task.origin is None:
@@ -777,12 +795,12 @@ class _Pass:
                 self._mirror_remove(task.url)
         ex = out.extracted
         if ex is not None and not ex.nofollow and "nofollow" not in robots_header:
-            self._store_links(row, ex.links, task)
+            self._store_links(row, ex, task)
         else:
             self.links[task.url] = None
 
-    def _store_links(self, row: dict, raw, task: Task) -> None:
-        links = self._canonical_links(raw)
+    def _store_links(self, row: dict, ex, task: Task) -> None:
+        links = self._canonical_links(ex.links, ex.encoding)
         self.links[row["url"]] = json.dumps(links) if links else None
         self._follow(links, task)
 
@@ -791,7 +809,7 @@ class _Pass:
         if not getattr(ex, "canonical", None):
             return None
         try:
-            c = canonicalize(ex.canonical)
+            c = canonicalize(ex.canonical, ex.encoding)
         except ValueError:
             return None
         return c if host_key(c) == host_key(key) else None

@@ -32,6 +32,7 @@ from indexerd.extract import (
     decode_text,
     extract,
     guess_media_type,
+    parse_refresh,
 )
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -867,3 +868,73 @@ def test_long_span_check_is_linear_on_a_page_of_lt_signs() -> None:
     started = time.perf_counter()
     assert extract_module._LONG_SPAN.search(page) is None
     assert time.perf_counter() - started < 1.0
+
+
+# -- <meta http-equiv=refresh> (HTML Living Standard, "shared declarative refresh steps") ---------
+@pytest.mark.parametrize("content, expected", [
+    ("0; url=/docs/", (0, "/docs/")),
+    ("0;URL=/docs/", (0, "/docs/")),
+    ("0;url=/docs/", (0, "/docs/")),
+    ("0; /docs/", (0, "/docs/")),                     # no url= label
+    ("0 /docs/", (0, "/docs/")),
+    ("0,url=/docs/", (0, "/docs/")),
+    ("  5  ;  URL  =  /docs/  ", (5, "/docs/")),       # a delay, spaces everywhere
+    ("0.5; url=/docs/", (0, "/docs/")),               # a fraction is ignored
+    (".5; url=/docs/", (0, "/docs/")),
+    ("0; url='/docs/'", (0, "/docs/")),               # quotes inside the attribute
+    ('0; url="/docs/"', (0, "/docs/")),
+    ("0; url='/docs/'junk", (0, "/docs/")),
+    ("0; url='/d o\"cs/", (0, "/d o\"cs/")),          # an unclosed quote runs to the end
+    ("0; Uri=/docs/", (0, "Uri=/docs/")),             # not the label: the whole rest is the URL
+    ("10", None),                                     # a reload of the page itself
+    ("0;", None),
+    ("", None),
+    ("soon; url=/docs/", None),                       # no delay
+    ("0x; url=/docs/", None),
+])
+def test_parse_refresh_follows_the_html_standard(content: str, expected) -> None:
+    assert parse_refresh(content) == expected
+
+
+@pytest.mark.parametrize("tag", [
+    '<meta http-equiv="refresh" content="0; url=/docs/">',
+    "<META HTTP-EQUIV=REFRESH CONTENT='0;URL=/docs/'>",
+    "<meta http-equiv=refresh content=0;url=/docs/>",
+    '<meta content="0; /docs/" http-equiv="Refresh">',
+    '<meta http-equiv="refresh" content="3; url=\'/docs/\'">',
+    '<meta http-equiv="refresh" content=\'0; url="../docs/"\'>',
+])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_refresh_stub_is_a_redirect_not_an_empty_page(tag: str, streaming: bool, monkeypatch) -> None:
+    if streaming:
+        monkeypatch.setattr("indexerd.extract.LARGE_HTML_BYTES", 0)
+    page = f"<!doctype html><html><head>{tag}</head><body></body></html>".encode()
+    ex = extract(page, "text/html", base_url="http://h.test/old/index.html")
+    assert ex.refresh[1] == "http://h.test/docs/" and ex.redirect == "http://h.test/docs/"
+    assert ex.text == ""
+
+
+def test_page_with_text_and_a_slow_refresh_is_a_document_and_links_its_target() -> None:
+    page = (b'<html><head><title>News</title><meta http-equiv="refresh" content="300; url=/next/"></head>'
+            b"<body><p>Today's news in full.</p></body></html>")
+    ex = extract(page, "text/html", base_url="http://h.test/news/")
+    assert ex.refresh == (300, "http://h.test/next/") and ex.redirect is None
+    assert ex.text == "Today's news in full."
+
+
+def test_instant_refresh_redirects_even_with_a_please_wait_text() -> None:
+    page = (b'<html><head><title>Redirecting</title><meta http-equiv="refresh" content="0; url=/new/">'
+            b'</head><body><a href="/new/">Click here if you are not redirected.</a></body></html>')
+    ex = extract(page, "text/html", base_url="http://h.test/")
+    assert ex.redirect == "http://h.test/new/"
+
+
+@pytest.mark.parametrize("page", [
+    b'<html><head><meta http-equiv="refresh" content="30"></head><body></body></html>',
+    b'<html><head><!-- <meta http-equiv="refresh" content="0; url=/x/"> --></head><body></body></html>',
+    b'<html><head><meta name="description" content="0; url=/x/"></head><body></body></html>',
+])
+def test_no_refresh_target_means_an_empty_page(page: bytes) -> None:
+    with pytest.raises(SkipDocument) as caught:
+        extract(page, "text/html", base_url="http://h.test/")
+    assert caught.value.reason == "empty"

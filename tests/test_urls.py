@@ -256,3 +256,25 @@ def test_scope_seed_errors() -> None:
         Scope([])
     with pytest.raises(ValueError, match=r"^seeds: bad seed URL 'ftp://x.org/'"):
         Scope(["http://x.org/", "ftp://x.org/"])
+
+
+# -- the query in the document's encoding (WHATWG URL Standard, query state) ------------------------
+@pytest.mark.parametrize("url, encoding, expected", [
+    ("http://h.test/s?q=été", "cp1252", "http://h.test/s?q=%E9t%E9"),
+    ("http://h.test/s?q=%E9t%E9", "cp1252", "http://h.test/s?q=%E9t%E9"),       # written pre-encoded
+    ("http://h.test/s?q=%e9t%e9", "cp1252", "http://h.test/s?q=%E9t%E9"),
+    ("http://h.test/s?q=été", "windows-1252", "http://h.test/s?q=%E9t%E9"),
+    ("http://h.test/s?q=été", "iso-8859-1", "http://h.test/s?q=%E9t%E9"),
+    ("http://h.test/s?q=€", "cp1252", "http://h.test/s?q=%80"),
+    ("http://h.test/pé/s?q=é", "cp1252", "http://h.test/p%C3%A9/s?q=%E9"),     # the path is UTF-8
+    ("http://h.test/s?q=日", "cp1252", "http://h.test/s?q=%26%2326085%3B"),     # not encodable: &#N;
+    ("http://h.test/s?q=日本", "shift_jis", "http://h.test/s?q=%93%FA%96%7B"),
+    ("http://h.test/s?q=été", "utf-8", "http://h.test/s?q=%C3%A9t%C3%A9"),
+    ("http://h.test/s?q=été", "utf-16-le", "http://h.test/s?q=%C3%A9t%C3%A9"),  # UTF-16: UTF-8
+    ("http://h.test/s?q=été", None, "http://h.test/s?q=%C3%A9t%C3%A9"),
+    ("http://h.test/s?q=été", "no-such-codec", "http://h.test/s?q=%C3%A9t%C3%A9"),
+    ("http://h.test/s?b=é&a=x y#frag-é", "cp1252", "http://h.test/s?a=x+y&b=%E9"),
+])
+def test_canonicalize_encodes_the_query_in_the_document_encoding(url, encoding, expected) -> None:
+    assert canonicalize(url, encoding) == expected
+    assert canonicalize(expected) == expected  # the key is stable when read back
