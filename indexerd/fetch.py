@@ -14,10 +14,13 @@ Outside contracts relied on (requests 2.34, urllib3 2.8):
   installed) and, since 2.6, bounds each decompression step by the amount asked for, so reading a
   gzip bomb in small pieces never inflates more than one piece beyond ``max_size``.
 - ``urllib3.HTTPResponse.read1`` returns after at most one socket read (chunked or not); before
-  each one the socket timeout is set to what is left of the request's time, so a server dripping
-  one byte at a time is cut at ``timeout`` seconds.  The status line and headers are bounded by
-  the connect timeout plus urllib3's ``Timeout(total=...)`` per socket read: a server that drips
-  its *headers* is only cut by the per-read limit (http.client caps them at 100 lines of 64 KiB).
+  each one the socket timeout is set to what is left of the request's time.
+- requests and urllib3 bound only each socket read, not the status line and headers as a whole
+  (a server dripping its headers one byte a second is never cut by them): every request runs
+  under :data:`indexerd.deadlines.REQUEST_WATCH`, whose watchdog shuts the socket down at the
+  request's deadline, or as soon as the caller's ``cancel`` Event is set.
+- Cookies: the sessions keep none (:class:`_NoCookies`): a site cannot grow a jar that every
+  later request carries, and a crawl's answers do not depend on what earlier pages set.
 
 Body rules: whenever ``error`` is set the body is empty (nothing half-read is ever indexed).  A
 ``Content-Length`` longer than the body actually sent (the server closed early) is
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import email.utils
 import http.client
+import http.cookiejar
 import socket
 import threading
 import time
@@ -40,12 +44,13 @@ import requests
 import urllib3
 from requests.structures import CaseInsensitiveDict
 
+from .deadlines import REQUEST_WATCH, WatchedAdapter
 from .urls import host_key
 
 __all__ = ["ERRORS", "READ_CHUNK_BYTES", "Fetcher", "Response", "parse_retry_after"]
 
 #: The fixed error words of :attr:`Response.error`.
-ERRORS = ("timeout", "connection", "ssl", "too-large", "bad-encoding", "too-slow", "protocol")
+ERRORS = ("timeout", "connection", "ssl", "too-large", "bad-encoding", "too-slow", "protocol", "cancelled")
 
 #: Decoded bytes asked for per read; also the most a decompressor may inflate in one step.
 READ_CHUNK_BYTES = 64 * 1024
@@ -148,6 +153,13 @@ class _Failure(Exception):
         self.detail = detail
 
 
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """The cookie policy of every session: no cookie is ever stored (so none is ever sent)."""
+
+    def set_ok(self, cookie, request) -> bool:
+        return False
+
+
 class Fetcher:
     """Sends single HTTP requests with a User-Agent, a time limit and a size limit.
 
@@ -160,8 +172,8 @@ class Fetcher:
 
     Args:
         user_agent: the full User-Agent header value.
-        timeout: seconds; the connect timeout, the read timeout *and* the limit on the whole
-            request (see the module docstring for the header phase).
+        timeout: seconds; the limit on the whole request, headers included (and the connect
+            and per-read timeouts).
     """
 
     def __init__(self, user_agent: str, *, timeout: float = 30.0, auth: tuple[str, str] | None = None,
@@ -185,6 +197,9 @@ class Fetcher:
                     raise RuntimeError("Fetcher is closed")
                 session = requests.Session()
                 session.headers["User-Agent"] = self.user_agent
+                session.cookies.set_policy(_NoCookies())
+                for prefix in ("http://", "https://"):
+                    session.mount(prefix, WatchedAdapter())
                 self._sessions.append(session)
             self._local.session = session
         return session
@@ -199,7 +214,7 @@ class Fetcher:
             s.close()
 
     def fetch(self, url: str, *, method: str = "GET", etag: str | None = None, last_modified: str | None = None,
-              max_size: int, truncate: bool = False) -> Response:
+              max_size: int, truncate: bool = False, cancel: threading.Event | None = None) -> Response:
         """Send one request and read the body within the limits; never raises for network trouble.
 
         Redirects are not followed (for HEAD either); a 3xx comes back with ``location`` set.
@@ -212,14 +227,18 @@ class Fetcher:
         ``'too-large'`` without reading.  With ``truncate=True`` (robots.txt, RFC 9309 §2.5) the
         first ``max_size`` bytes are kept instead, with no error and ``truncated=True``.
 
-        Time: no status line and headers within ``timeout`` seconds (or no connection) gives
-        ``'timeout'`` with ``status`` None; a body not complete ``timeout`` seconds after the
-        request was sent gives ``'too-slow'`` (status kept), whether the server drips bytes or has
-        gone silent.
+        Time: ``timeout`` bounds the whole request, connection, status line, headers and body
+        (cut about 0.05 s late at most).  No status line and headers within ``timeout`` seconds
+        (or no connection) gives ``'timeout'`` with ``status`` None, whether the server is silent
+        or drips its headers; a body not complete ``timeout`` seconds after the request was sent
+        gives ``'too-slow'`` (status kept), whether the server drips bytes or has gone silent.
+        ``cancel`` set while the request runs ends it within about 0.05 s with
+        ``'cancelled'`` (the daemon's stop): nothing was learnt about the URL.
 
         Errors (``Response.error``): ``timeout``, ``connection`` (refused, reset, DNS, proxy),
         ``ssl``, ``too-large``, ``bad-encoding`` (Content-Encoding that does not decode),
-        ``too-slow``, ``protocol`` (malformed response, body shorter than its Content-Length).
+        ``too-slow``, ``protocol`` (malformed response, body shorter than its Content-Length),
+        ``cancelled``.
 
         Raises:
             ValueError: ``url`` is not an absolute http(s) URL (or does not parse), ``method`` is
@@ -255,27 +274,43 @@ class Fetcher:
                             location=self._location(session, r, url) if r is not None else None,
                             retry_after=self._retry_after(r) if r is not None else None)
 
-        try:
-            r = session.request(method, url, headers=headers, auth=auth, allow_redirects=False, stream=True,
-                                timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout, total=self.timeout))
-        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader):
-            raise  # both are ValueErrors: the caller's URL or stored validator is malformed
-        except _NETWORK_ERRORS as exc:  # every network failure becomes an error word
-            word, detail = _classify(exc)
-            if word == "timeout" and time.monotonic() >= deadline - 0.001:
-                detail = f"no response within {self.timeout:g} s: {detail}"
-            return fail(word, detail)
+        if cancel is not None and cancel.is_set():
+            return fail("cancelled", "stopped before the request was sent")
+        with REQUEST_WATCH.watch(deadline, cancel) as watch:
+            try:
+                r = session.request(method, url, headers=headers, auth=auth, allow_redirects=False, stream=True,
+                                    timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout,
+                                                            total=self.timeout))
+            except (requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader):
+                raise  # both are ValueErrors: the caller's URL or stored validator is malformed
+            except _NETWORK_ERRORS as exc:  # every network failure becomes an error word
+                word, detail = _classify(exc)
+                if watch.fired == "cancel":
+                    word, detail = "cancelled", "stopped while waiting for the response"
+                elif watch.fired == "deadline" or (word == "timeout" and time.monotonic() >= deadline - 0.001):
+                    word, detail = "timeout", f"no response within {self.timeout:g} s: {detail}"
+                return fail(word, detail)
+            if watch.fired is not None:  # cut while reading the headers: http.client saw EOF as their end
+                r.close()
+                if watch.fired == "cancel":
+                    return fail("cancelled", "stopped while waiting for the response")
+                return fail("timeout", f"no complete headers within {self.timeout:g} s")
 
-        try:
-            body, truncated = self._read_body(r, method, max_size, truncate, deadline)
-        except _Failure as f:
-            r.close()  # closes the connection: never reuse one with unread bytes
-            return fail(f.word, f.detail, r)
-        except _NETWORK_ERRORS as exc:
-            r.close()
-            word, detail = _classify(exc)
-            return fail(word, detail, r)
-        else:
+            try:
+                out = bytearray()
+                body, truncated = self._read_body(r, method, max_size, truncate, deadline, out)
+            except (_Failure, *_NETWORK_ERRORS) as exc:
+                r.close()  # closes the connection: never reuse one with unread bytes
+                word, detail = (exc.word, exc.detail) if isinstance(exc, _Failure) else _classify(exc)
+                if watch.fired == "cancel":
+                    word, detail = "cancelled", "stopped while reading the body"
+                elif watch.fired == "deadline" and word != "too-slow":
+                    word, detail = "too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read)"
+                return fail(word, detail, r)
+            if watch.fired is not None:  # cut right at the end: the body may be short
+                r.close()
+                return fail("cancelled" if watch.fired == "cancel" else "too-slow",
+                            "cut at the deadline or stop", r)
             if truncated:
                 r.close()
             else:
@@ -285,8 +320,9 @@ class Fetcher:
                         retry_after=self._retry_after(r), truncated=truncated)
 
     def _read_body(self, r: requests.Response, method: str, max_size: int, truncate: bool,
-                   deadline: float) -> tuple[bytes, bool]:
-        """The decoded body, at most ``max_size`` bytes (or raises :class:`_Failure`)."""
+                   deadline: float, out: bytearray) -> tuple[bytes, bool]:
+        """The decoded body, at most ``max_size`` bytes (or raises :class:`_Failure`); read into
+        ``out`` (so a caller whose read was cut knows how much came)."""
         if method == "HEAD" or r.status_code in (204, 304) or 100 <= r.status_code < 200:
             return b"", False
         encoded = r.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity")
@@ -295,7 +331,6 @@ class Fetcher:
             raise _Failure("too-large", f"Content-Length {int(declared)} > max_size {max_size} bytes")
         raw = r.raw
         sock = _socket_of(raw)
-        out = bytearray()
         last_data = time.monotonic()
         while True:
             now = time.monotonic()
