@@ -37,6 +37,10 @@ from .watch import ChangeQueue, TreeWatcher
 log = logging.getLogger(__name__)
 UTC = timezone.utc
 
+#: Seconds a stop waits for running passes before it commits and exits without them: well under
+#: systemd's ``TimeoutStopSec`` (20 s in the shipped unit), whatever the sources' timeouts.
+STOP_WAIT_SECONDS = 4.0
+
 
 class SourceState:
     """What ``ctl status`` shows for one source's jobs (guarded by the daemon's lock)."""
@@ -80,6 +84,8 @@ class Daemon:
         self._failed_sources: set[str] = set()
         self._failure_streak = 0
         self._last_failure = 0.0
+        #: what a stop left running (source names, ``change-worker``); see :meth:`_shutdown`
+        self.abandoned: list[str] = []
 
     @property
     def sources(self) -> dict[str, FileSource]:
@@ -122,6 +128,18 @@ class Daemon:
             self._shutdown()
 
     def _shutdown(self) -> None:
+        """Stop in reverse start order within :data:`STOP_WAIT_SECONDS`, then commit and close.
+
+        A stop cuts the web requests in flight (the fetcher's cancel) and every pass ends at
+        its next check of ``stop_event``; a pass still running when the bound is spent is left
+        behind (:attr:`abandoned`): what it queued stays in the store and resumes at the next
+        start, and :func:`run_daemon` ends the process without waiting for its thread.
+        """
+        by = time.monotonic() + STOP_WAIT_SECONDS
+
+        def left() -> float:
+            return max(0.0, by - time.monotonic())
+
         self.stop_event.set()
         if self._pinger is not None:
             self._pinger.stop()
@@ -133,11 +151,17 @@ class Daemon:
             self.scheduler.shutdown(wait=False)
         self.changes.wake()
         if self._worker is not None:
-            self._worker.join(timeout=5)
-        for st in self.states.values():  # a running scan notices stop_event and ends early
-            st.lock.acquire(timeout=8)
+            self._worker.join(timeout=left())
+        for name, st in self.states.items():  # a running pass notices stop_event and ends early
+            if not st.lock.acquire(timeout=left()):
+                self.abandoned.append(name)
+        if self._worker is not None and self._worker.is_alive():
+            self.abandoned.append("change-worker")
+        if self.abandoned:
+            log.warning("stop: %s still running after %.0f s; committing what is done, the rest resumes "
+                        "at the next start", ", ".join(self.abandoned), STOP_WAIT_SECONDS)
         self.indexer.close()  # commits what is pending
-        log.info("stopped cleanly")
+        log.info("stopped cleanly" if not self.abandoned else "stopped")
 
     def _install_signals(self) -> None:
         def stop(signum, frame):
@@ -540,4 +564,11 @@ def run_daemon(config_path: str | None) -> int:
 
     path = find_config_path(config_path)
     cfg = load_config(config_path, required=True)  # a daemon with no sources would watch nothing
-    return Daemon(cfg, str(path)).run()
+    daemon = Daemon(cfg, str(path))
+    code = daemon.run()
+    if daemon.abandoned:
+        # the interpreter would wait for the left-behind pass's thread (the scheduler's pool
+        # threads are joined at exit): everything is committed and closed, so end here
+        logging.shutdown()
+        os._exit(code)
+    return code

@@ -55,6 +55,8 @@ UTC = timezone.utc
 
 #: Redirect hops followed from one URL before it counts as a ``redirect-loop``.
 MAX_REDIRECTS = 10
+#: Seconds a stopped pass waits for its workers (their requests are cut at once by the stop).
+WORKER_STOP_SECONDS = 1.0
 #: 429 / 503 answers after which a URL is given up for this pass.
 MAX_RETRY_AFTER_ATTEMPTS = 3
 #: Consecutive failures of one host after which its remaining URLs wait for the next pass.
@@ -279,8 +281,12 @@ class _Pass:
             finished = not (self.cancel is not None and self.cancel.is_set())
         finally:
             self.frontier.stop()
+            # a stop cuts every request within 0.05 s (Fetcher's cancel); a worker stuck past
+            # that (a DNS lookup) is left behind: its URL stays queued for the resume
+            join_by = time.monotonic() + (WORKER_STOP_SECONDS if self.cancel is not None and self.cancel.is_set()
+                                          else float(self.cfg.timeout) + 5)
             for w in workers:
-                w.join(timeout=float(self.cfg.timeout) + 5)
+                w.join(timeout=max(0.0, join_by - time.monotonic()))
             while not self.results.empty():  # results of requests made before the stop
                 task, resp = self.results.get_nowait()
                 if task is None:
@@ -459,11 +465,12 @@ class _Pass:
                 if task.kind == "robots":
                     resp = self._fetch_robots(fetcher, task)
                     # the rules (and their Crawl-delay) must be known before the slot is freed
-                    self.src.robots.put_response(task.host, resp)
+                    if resp.error != "cancelled":
+                        self.src.robots.put_response(task.host, resp)
                 else:
                     max_size = self.src.max_size if task.kind == "page" else 50 * 1024 * 1024
                     resp = fetcher.fetch(task.url, method=task.method, etag=task.etag,
-                                         last_modified=task.last_modified, max_size=max_size)
+                                         last_modified=task.last_modified, max_size=max_size, cancel=self.cancel)
             except Exception as e:  # a bug in the fetcher must not lose the task
                 log.exception("%s: fetching %s failed", self.src.name, task.url)
                 resp = Response(url=task.url, method=task.method, status=None, headers={}, body=b"",
@@ -476,17 +483,18 @@ class _Pass:
     def _fetch_robots(self, fetcher: Fetcher, task: Task) -> Response:
         """robots.txt, following up to 5 redirects (RFC 9309 §2.3.1.2) inside one slot."""
         url = task.url
-        resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True)
+        resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True, cancel=self.cancel)
         for _ in range(5):
             if not resp.is_redirect:
                 break
             time.sleep(self.src.politeness.min_delay)
             url = resp.location
-            resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True)
+            resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True, cancel=self.cancel)
         return resp
 
     def _release(self, task: Task, resp: Response | None) -> None:
-        ok = resp is not None and resp.status is not None and resp.status < 500 and resp.status != 429
+        ok = resp is not None and ((resp.status is not None and resp.status < 500 and resp.status != 429)
+                                   or resp.error == "cancelled")  # a stop is not the host's failure
         rules = self.src.robots.get(task.host)
         self.src.slots.release(task.host, self.src.politeness, elapsed=resp.elapsed if resp else 0.0,
                                ok=ok, crawl_delay=(min(rules.crawl_delay, self.src.max_crawl_delay)
@@ -510,6 +518,10 @@ class _Pass:
         return row
 
     def _process(self, task: Task, resp: Response | None) -> None:
+        if resp is not None and resp.error == "cancelled":
+            # the stop cut the request: nothing was learnt, the URL stays queued for the resume
+            self.counters.inc("web.cancelled")
+            return
         if task.kind == "robots":
             self._robots_result(task, resp)
             return

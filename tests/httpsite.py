@@ -88,6 +88,7 @@ class Route:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     handler: Handler | None = None
+    header_drip: float = 0.0
 
 
 def unused_port() -> int:
@@ -199,17 +200,19 @@ class Site:
         return self.base + path
 
     def add(self, path: str, body: Body = b"", status: int = 200, headers: Mapping[str, str] | None = None,
-            delay: float = 0.0, handler: Handler | None = None) -> None:
+            delay: float = 0.0, handler: Handler | None = None, header_drip: float = 0.0) -> None:
         """Serve ``path`` (raw target; with a query it matches only that query).
 
         Either a fixed response (``status``, ``headers``, ``body``: bytes, or an iterable of byte
         chunks -- an iterable is consumed by the first request, so use ``handler`` for repeated
         dynamic bodies), or ``handler(hit) -> (status, headers, body)``.  ``delay`` seconds pass
-        before the status line is sent.  Replaces an earlier route on the same path.
+        before the status line is sent.  ``header_drip`` > 0: the status line, then one header byte
+        every ``header_drip`` seconds, for ever (until the site stops).  Replaces an earlier
+        route on the same path.
         """
         with self._lock:
             self._routes[path] = Route(body=body, status=status, headers=dict(headers or {}), delay=delay,
-                                       handler=handler)
+                                       handler=handler, header_drip=header_drip)
 
     def static(self, path: str, body: bytes, last_modified: str | None = None, etag: str | None = None,
                content_type: str = "text/html; charset=utf-8", headers: Mapping[str, str] | None = None) -> None:
@@ -282,6 +285,17 @@ class Site:
             route = self._routes.get(rh.path) or self._routes.get(urlsplit(rh.path).path)
         if route is None:
             status, headers, body = 404, {"Content-Type": "text/plain"}, b"not found\n"
+        elif route.header_drip > 0:
+            rh.close_connection = True
+            try:
+                rh.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                rh.wfile.flush()
+                while not self.stopping.wait(route.header_drip):
+                    rh.wfile.write(b"x")
+                    rh.wfile.flush()
+            except OSError:
+                pass
+            return
         else:
             if route.delay > 0 and self.stopping.wait(route.delay):
                 rh.close_connection = True

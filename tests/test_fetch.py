@@ -316,64 +316,34 @@ def test_site_closes_while_a_client_reads_an_endless_body():
     s.close()  # twice is fine
 
 
-def _header_dripper(stop: threading.Event, interval: float = 0.2):
-    """A raw server that sends a status line, then its headers one byte every ``interval`` s."""
-    srv = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                srv.settimeout(0.2)
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.recv(4096)
-                try:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\n")
-                    while not stop.wait(interval):
-                        conn.sendall(b"X")
-                except OSError:
-                    pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    return srv, t
-
-
 @pytest.mark.parametrize("timeout", [0.5, 1.5])
-def test_dripped_headers_are_cut_at_the_timeout(timeout):
+def test_dripped_headers_are_cut_at_the_timeout(site, timeout):
     # issue 18: one header byte at a time kept a request alive 90 s with timeout = "5s"
-    stop = threading.Event()
-    srv, t = _header_dripper(stop)
+    site.add("/h", header_drip=0.2)
     f = Fetcher(UA, timeout=timeout)
     try:
         started = time.monotonic()
-        r = f.fetch(f"http://127.0.0.1:{srv.getsockname()[1]}/", max_size=100)
+        r = f.fetch(site.url("/h"), max_size=100)
         took = time.monotonic() - started
     finally:
         f.close()
-        stop.set()
-        t.join(5)
-        srv.close()
     assert (r.status, r.error, r.body) == (None, "timeout", b""), r
     assert timeout <= took < timeout + 0.5, took
 
 
 def test_cancel_ends_a_request_waiting_for_dripped_headers_or_a_slow_body(site):
+    site.add("/h", header_drip=0.2)
     site.add("/drip", handler=lambda hit: (200, {}, site.drip(b"x", 0.2)))
-    stop = threading.Event()
-    srv, t = _header_dripper(stop)
     f = Fetcher(UA, timeout=60.0)
     try:
-        for url, phase in ((f"http://127.0.0.1:{srv.getsockname()[1]}/", "headers"), (site.url("/drip"), "body")):
+        for path in ("/h", "/drip"):
             cancel = threading.Event()
             threading.Timer(0.5, cancel.set).start()
             started = time.monotonic()
-            r = f.fetch(url, max_size=100, cancel=cancel)
+            r = f.fetch(site.url(path), max_size=100, cancel=cancel)
             took = time.monotonic() - started
-            assert (r.error, r.body) == ("cancelled", b""), (phase, r)
-            assert 0.5 <= took < 1.0, (phase, took)
+            assert (r.error, r.body) == ("cancelled", b""), (path, r)
+            assert 0.5 <= took < 1.0, (path, took)
         cancel = threading.Event()
         cancel.set()
         before = len(site.log)
@@ -381,9 +351,6 @@ def test_cancel_ends_a_request_waiting_for_dripped_headers_or_a_slow_body(site):
         assert len(site.log) == before  # a stop that came first sends nothing
     finally:
         f.close()
-        stop.set()
-        t.join(5)
-        srv.close()
 
 
 def test_cookies_are_never_kept_nor_sent(site, fetcher):
