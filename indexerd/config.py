@@ -519,6 +519,18 @@ def mask_url(url: str) -> str:
         return f"{scheme}://***"
 
 
+def mask_userinfo(url: str) -> str:
+    """An http(s) URL with the password of its user info (``user:pw@``) replaced by ``***``,
+    for ``check-config`` and messages; other URLs come back unchanged."""
+    head, sep, rest = url.partition("://")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    if not sep or "@" not in netloc:
+        return url
+    userinfo, _, hostport = netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    return f"{head}://{user}{':***' if colon else ''}@{hostport}{rest[len(netloc):]}"
+
+
 def source_policy(cfg: Config, src: FilesystemSource | SqlSource | WebSource) -> SourcePolicy:
     """Merge a source's optional overrides with the top-level defaults."""
     max_size = getattr(src, "max_size", None)
@@ -544,6 +556,8 @@ def to_toml(cfg: Config) -> str:
     data.pop("origin", None)
     for src in data.get("sources", {}).get("sql", []):
         src["url"] = mask_url(src["url"])
+    for src in data.get("sources", {}).get("web", []):
+        src["seeds"] = [mask_userinfo(u) for u in src["seeds"]]
     return _dump_toml(data)
 
 

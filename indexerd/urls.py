@@ -55,8 +55,15 @@ def _split_canonical(url: str):
         raise ValueError(f"{url!r}: scheme must be http or https, got {parts.scheme!r}")
     if not host:
         raise ValueError(f"{url!r}: URL has no host")
-    if ":" not in host and not _HOST_OK.match(host):
-        raise ValueError(f"{url!r}: bad host name {host!r}")
+    if ":" not in host:
+        if not _HOST_OK.match(host):
+            raise ValueError(f"{url!r}: bad host name {host!r}")
+        # RFC 1035 §3.1: a trailing dot only marks the name absolute (seed.test. is seed.test);
+        # §2.3.4: no empty label, labels of at most 63 octets, a name of at most 253
+        host = host[:-1] if host.endswith(".") else host
+        labels = host.split(".")
+        if not all(labels) or max(map(len, labels)) > 63 or len(host) > 253:
+            raise ValueError(f"{url!r}: bad host name {host!r} (an empty or over-long label)")
     userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
     return canon, parts.scheme, userinfo, host, port
 
@@ -109,7 +116,8 @@ def canonicalize(url: str, encoding: str | None = None) -> str:
     IDNA host), then: scheme and host lower-case, the default port dropped (``:80`` for http,
     ``:443`` for https), an empty path made ``/``, a ``%``
     that starts no ``%XX`` escape in the path written ``%25`` (w3lib does so in the query
-    only).  User info (``user:pw@``) is dropped: a password written into a link must not become
+    only), a trailing dot of the host name dropped (``seed.test.`` is ``seed.test``).
+    User info (``user:pw@``) is dropped: a password written into a link must not become
     a document key, be shown in search results or be sent (credentials come from the config's
     ``auth`` only).
     Idempotent: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
@@ -118,7 +126,8 @@ def canonicalize(url: str, encoding: str | None = None) -> str:
 
     Raises:
         ValueError: (only this) the message names the URL: a scheme other than http/https, no
-            host, or a URL that cannot be parsed (bad or out-of-range port, bad IDNA host).
+            host, a host name with an empty or over-long label (``http://..x/``), or a URL that
+            cannot be parsed (bad or out-of-range port, bad IDNA host).
     """
     canon, scheme, userinfo, host, port = _split_canonical(_query_in_encoding(url, encoding))
     netloc = f"[{host}]" if ":" in host else host

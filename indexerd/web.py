@@ -436,6 +436,8 @@ class _Pass:
             try:  # the fragment never matters; pages share most links: one cached call each
                 c = _canonical_link(link.partition("#")[0], encoding)
             except ValueError:
+                if link[:8].lower().startswith(("http://", "https://")):
+                    self.counters.inc("web.drop.invalid")  # mailto:, javascript: ... are not links to crawl
                 continue
             if c not in seen:
                 seen.add(c)
@@ -471,6 +473,10 @@ class _Pass:
                     max_size = self.src.max_size if task.kind == "page" else 50 * 1024 * 1024
                     resp = fetcher.fetch(task.url, method=task.method, etag=task.etag,
                                          last_modified=task.last_modified, max_size=max_size, cancel=self.cancel)
+            except ValueError as e:  # a URL the HTTP client refuses: dropped, not a failure of the site
+                log.warning("%s: %s: not requested: %s", self.src.name, task.url, e)
+                resp = Response(url=task.url, method=task.method, status=None, headers={}, body=b"",
+                                elapsed=0.0, error="invalid-url", detail=str(e))
             except Exception as e:  # a bug in the fetcher must not lose the task
                 log.exception("%s: fetching %s failed", self.src.name, task.url)
                 resp = Response(url=task.url, method=task.method, status=None, headers={}, body=b"",
@@ -521,6 +527,10 @@ class _Pass:
         if resp is not None and resp.error == "cancelled":
             # the stop cut the request: nothing was learnt, the URL stays queued for the resume
             self.counters.inc("web.cancelled")
+            return
+        if resp is not None and resp.error == "invalid-url" and task.kind != "robots":
+            self._done(task, resp, "invalid-url")
+            self.counters.inc("web.drop.invalid")
             return
         if task.kind == "robots":
             self._robots_result(task, resp)

@@ -278,3 +278,17 @@ def test_scope_seed_errors() -> None:
 def test_canonicalize_encodes_the_query_in_the_document_encoding(url, encoding, expected) -> None:
     assert canonicalize(url, encoding) == expected
     assert canonicalize(expected) == expected  # the key is stable when read back
+
+
+@pytest.mark.parametrize("url", ["http://..x/", "http://.x/y", "http://a..b:8080/", "http://" + "a" * 64 + ".test/",
+                                 "http://" + ".".join(["abcdefgh"] * 29) + "/"])
+def test_host_names_with_an_empty_or_over_long_label_are_refused(url):
+    with pytest.raises(ValueError, match="label"):
+        canonicalize(url)
+    assert Scope(["http://seed.test/"]).check(url, hops=0, seed_depth=1) == "invalid"
+
+
+def test_a_trailing_dot_host_is_the_same_host():
+    assert canonicalize("http://Seed.Test./a") == canonicalize("http://seed.test/a") == "http://seed.test/a"
+    assert host_key("https://seed.test.:8443/") == "https://seed.test:8443"
+    assert Scope(["http://seed.test./"]).check("http://seed.test/x", hops=0, seed_depth=1) is None
