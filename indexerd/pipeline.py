@@ -113,6 +113,7 @@ class Outcome:
     extracted: object | None = None
     key: str | None = None
     last_modified: datetime | None = None
+    content_hash: str | None = None
 
 
 def _now() -> datetime:
@@ -236,7 +237,8 @@ class Pipeline:
     # -- the main path --------------------------------------------------------------------
     def handle(self, f: Fetched, policy: Policy, counts: PassCounts, *, forced: bool = False,
                stored: DocumentRecord | None = None, fallback_title: str = "",
-               rekey: Callable[[object], str | None] | None = None, redirects: bool = False) -> Outcome:
+               rekey: Callable[[object], str | None] | None = None, redirects: bool = False,
+               duplicate_of: Callable[[str, str], str | None] | None = None) -> Outcome:
         """Extract, date, decide and submit one fetched document.
 
         ``rekey(extracted)`` may name another key for the document (a web page's
@@ -244,6 +246,8 @@ class Pipeline:
         ``redirects``: the source follows HTML-level redirects (``Extracted.redirect``): such a
         page is not a document; the outcome is ``redirect`` with nothing written or counted,
         and the caller follows it.  Without it, a refresh stub with no text is skipped ``empty``.
+        ``duplicate_of(key, content_hash)`` may name a document to keep instead of this one (the
+        same content under another URL): this one is then skipped as ``duplicate``, its alias.
         """
         try:
             ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
@@ -278,6 +282,11 @@ class Pipeline:
             policy.meta_map, policy.date_order)
         title = f.title if f.title else (ex.title or fallback_title)
         chash = content_hash(title, ex.text)
+        keep = duplicate_of(f.key, chash) if duplicate_of is not None else None
+        if keep is not None and keep != f.key:
+            out = self.skip(f.key, f.source, "duplicate", f"same content as {keep}", counts, size=f.size,
+                            mtime_ns=f.mtime_ns, stored=stored, title=title)
+            return replace(out, extracted=ex, key=f.key)
         now = self.clock()
         usable = stored if stored is not None and stored.status == "indexed" else None
         stored_facts = None if usable is None else decide_mod.StoredFacts(
@@ -300,7 +309,7 @@ class Pipeline:
             counts.seen += 1
             counts.indexed += 1
             log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
-            return Outcome("indexed", d.reason, ex, f.key, resolved.value)
+            return Outcome("indexed", d.reason, ex, f.key, resolved.value, chash)
         # skip: keep what the index holds (date, hash, indexed_at), refresh the validators/stat
         base = usable or stored
         rec = replace(base, status="indexed", **common) if base is not None else DocumentRecord(
@@ -308,4 +317,5 @@ class Pipeline:
         self.writer.submit_record(rec)
         counts.seen += 1
         counts.unchanged += 1
-        return Outcome("unchanged", d.reason, ex, f.key, base.last_modified if base is not None else None)
+        return Outcome("unchanged", d.reason, ex, f.key, base.last_modified if base is not None else None,
+                       chash)

@@ -96,6 +96,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX crawl_pass ON crawl(source, pass_id, state);
     """,
+    # 3 -> 4: look documents up by content hash (a web page with the bytes of another page of
+    # its host is that page's alias, not a document of its own)
+    """
+    CREATE INDEX documents_hash ON documents(source, content_hash);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -249,6 +254,12 @@ class Store:
             sql += " AND status = ?"
             args.append(status)
         return {r[0] for r in self._db.execute(sql, args)}
+
+    def indexed_with_hash(self, source: str, content_hash: str) -> list[str]:
+        """Keys of the indexed documents of ``source`` whose content hash is ``content_hash``."""
+        cur = self._db.execute("SELECT key FROM documents WHERE source = ? AND content_hash = ? "
+                               "AND status = 'indexed' ORDER BY key", (source, content_hash))
+        return [r[0] for r in cur]
 
     def keys_with_prefix(self, source: str, prefix: str) -> set[str]:
         """Keys of ``source`` that start with ``prefix`` (every document below a directory)."""

@@ -143,6 +143,14 @@ def canonicalize(url: str, encoding: str | None = None) -> str:
     return out
 
 
+def preferred_key(a: str, b: str) -> str:
+    """Of two canonical URLs of one host serving the same content, the one that names the
+    document: the shorter, then the first in code-point order (so ``/`` beats ``/index.html``,
+    whichever was crawled first).  A ``rel=canonical`` has already chosen the key before this.
+    """
+    return min(a, b, key=lambda u: (len(u), u))
+
+
 def host_key(url: str) -> str:
     """Return ``'scheme://host:port'`` with the port always explicit.
 

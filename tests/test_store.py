@@ -235,3 +235,16 @@ def test_close_twice(tmp_path) -> None:
     s = Store.in_dir(tmp_path)
     s.close()
     s.close()
+
+
+def test_version_3_store_gains_the_hash_lookup_and_keeps_its_rows(tmp_path) -> None:
+    with Store.in_dir(tmp_path) as s:
+        s.write_batch([DocumentRecord(key="http://h/", source="w", content_hash="abc"),
+                       DocumentRecord(key="http://h/x", source="w", content_hash="abc", status="skipped")])
+    con = sqlite3.connect(tmp_path / Store.FILENAME)
+    con.executescript("DROP INDEX documents_hash; PRAGMA user_version = 3;")
+    con.close()
+    with Store.in_dir(tmp_path) as s:
+        assert s.schema_version == SCHEMA_VERSION
+        assert s.indexed_with_hash("w", "abc") == ["http://h/"]
+        assert s.indexed_with_hash("other", "abc") == []

@@ -7,7 +7,7 @@ import threading
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from indexerd.urls import (DepthSpec, QueryVariants, Scope, canonicalize, host_key, path_depth,
+from indexerd.urls import (DepthSpec, QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key,
                            trap_reason)
 
 
@@ -292,3 +292,9 @@ def test_a_trailing_dot_host_is_the_same_host():
     assert canonicalize("http://Seed.Test./a") == canonicalize("http://seed.test/a") == "http://seed.test/a"
     assert host_key("https://seed.test.:8443/") == "https://seed.test:8443"
     assert Scope(["http://seed.test./"]).check("http://seed.test/x", hops=0, seed_depth=1) is None
+
+
+def test_preferred_key_is_the_shorter_then_the_first() -> None:
+    assert preferred_key("http://h/index.html", "http://h/") == "http://h/"
+    assert preferred_key("http://h/", "http://h/index.html") == "http://h/"
+    assert preferred_key("http://h/b", "http://h/a") == "http://h/a"

@@ -37,3 +37,59 @@ def test_utf8_page_keeps_utf8_queries(tmp_path, site) -> None:
     crawl = Crawl(tmp_path, site)
     crawl.run()
     assert requests_per_path(site) == {"/robots.txt": 1, "/": 1, "/s?q=%C3%A9t%C3%A9": 1}
+
+
+# -- identical content under two URLs of one host: one document (duplicate detection) ------------
+def test_index_html_and_slash_are_one_document(tmp_path, site) -> None:
+    home = html("Home", "wombat welcome", ["/index.html", "/a.html"])
+    site.static("/", home, etag='"h1"')
+    site.static("/index.html", home, etag='"h1"')
+    site.static("/a.html", html("A", "page a", ["/index.html"]))
+    crawl = Crawl(tmp_path, site)
+    s = crawl.run()
+    assert crawl.search("wombat") == [site.url("/")]
+    alias = crawl.doc("/index.html")
+    assert (alias["status"], alias["reason"]) == ("skipped", "duplicate")
+    assert site.url("/") in alias["detail"]
+    assert (s["indexed"], s["skipped"]) == (2, 1), s
+    assert crawl.counters.get("skip.duplicate") == 1
+    # a second pass keeps it that way, and counts the alias again
+    s = crawl.run()
+    assert crawl.search("wombat") == [site.url("/")]
+    assert (s["unchanged"], s["skipped"], s["indexed"]) == (2, 1, 0), s
+    # the kept page changes: the alias is its own document again at its next fetch
+    site.static("/", html("Home", "wombat welcome, now with news", ["/index.html", "/a.html"]), etag='"h2"')
+    s = crawl.run()
+    assert sorted(crawl.search("wombat")) == sorted([site.url("/"), site.url("/index.html")])
+    assert crawl.doc("/index.html")["status"] == "indexed"
+
+
+def test_the_shorter_url_is_kept_whichever_is_found_first(tmp_path, site) -> None:
+    page = html("Report", "quokka annual report")
+    site.static("/", html("Home", "start", ["/reports/2024/index.html"]))
+    site.static("/reports/2024/index.html", page)
+    crawl = Crawl(tmp_path, site)
+    crawl.run()
+    assert crawl.search("quokka") == [site.url("/reports/2024/index.html")]
+    # later a shorter URL for the same bytes appears: it becomes the key, the long one its alias
+    site.static("/", html("Home", "start", ["/reports/2024/index.html", "/r/2024"]))
+    site.static("/r/2024", page)
+    s = crawl.run()
+    assert crawl.search("quokka") == [site.url("/r/2024")]
+    alias = crawl.doc("/reports/2024/index.html")
+    assert (alias["status"], alias["reason"]) == ("skipped", "duplicate")
+    s = crawl.run()
+    assert crawl.search("quokka") == [site.url("/r/2024")]
+    assert crawl.doc("/reports/2024/index.html")["reason"] == "duplicate"
+
+
+def test_same_content_on_two_hosts_is_two_documents(tmp_path, site) -> None:
+    page = html("Mirror", "platypus mirrored text")
+    site.static("/", html("Home", "start", ["/p.html", f"http://localhost:{site.url('/').split(':')[2]}"]))
+    site.static("/p.html", page)
+    crawl = Crawl(tmp_path, site, allowed_domains=["127.0.0.1", "localhost"])
+    crawl.run()
+    docs = crawl.docs()
+    assert docs[site.url("/")]["status"] == "indexed"
+    lh = "http://localhost:" + site.url("/").split(":")[2]
+    assert docs[lh]["status"] == "indexed"  # same bytes as / but another host

@@ -303,3 +303,26 @@ def test_web_crawl_politeness_against_nginx(tmp_path):
         assert not short, f"requests closer than {POLITE_DELAY} s: {short[:5]}"
         starts = [b["start"] - a["start"] for a, b in zip(entries, entries[1:])]
         assert min(starts) >= POLITE_DELAY - CLOCK_SLACK, min(starts)
+
+
+@pytest.mark.slow
+def test_nginx_slash_and_index_html_are_one_document(tmp_path):
+    """nginx serves ``index.html`` for ``/`` too (its ``index`` directive): identical bytes under
+    two URLs of one host are one document, keyed by the shorter URL, the other its alias."""
+    root = tmp_path / "site"
+    (root / "docs").mkdir(parents=True)
+    (root / "index.html").write_text('<html><head><title>Front</title></head><body><p>capybara front page</p>'
+                                     '<a href="index.html">home</a> <a href="docs/">docs</a></body></html>')
+    (root / "docs" / "index.html").write_text('<html><head><title>Docs</title></head><body><p>tapir manual</p>'
+                                              '<a href="index.html">again</a> <a href="/">up</a></body></html>')
+    with nginx_serving(root, tmp_path / "nginx") as site:
+        cfg = write_config(tmp_path / "indexerd.toml", tmp_path / "state", site, min_delay="0.01s",
+                           good_guy_factor=0.0)
+        cfg.write_text(cfg.read_text().replace(f'seeds = ["{site.base}/index.html"]', f'seeds = ["{site.base}/"]'))
+        cli = CLI(tmp_path / "state", cfg)
+        for _ in range(2):
+            s = index_json(cli)
+            assert doc_urls(cli) >= {site.base + "/", site.base + "/docs/"}, s
+            assert search_urls(cli, "capybara") == {site.base + "/"}
+            assert search_urls(cli, "tapir") == {site.base + "/docs/"}
+            assert s["skipped"] == 2 and s["errors"] == 0, s
