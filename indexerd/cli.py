@@ -84,6 +84,10 @@ def cmd_check_config(args) -> int:
     for name, path in _missing_roots(cfg):  # not an error: a disk may be mounted later
         print(f"indexerd: warning: source {name}: path {path} does not exist (or is not a "
               f"directory) now; its passes will report an error and delete nothing", file=sys.stderr)
+    from .writeaccess import read_warnings, write_warnings
+
+    for msg in read_warnings(cfg, args.user) + write_warnings(cfg, args.user):
+        print(f"indexerd: warning: {msg}", file=sys.stderr)
     print(f"# {cfg.origin}: OK")
     print(f"# effective state_dir = {resolve_state_dir(cfg)}")
     print(f"# effective control_socket = {resolve_control_socket(cfg)}")
@@ -347,7 +351,11 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("check-config", parents=[common], formatter_class=fmt,
                        help="validate the config and print the effective settings",
-                       epilog="example:\n  indexerd check-config -c /etc/indexerd/indexerd.toml")
+                       epilog="examples:\n  indexerd check-config -c /etc/indexerd/indexerd.toml\n"
+                              "  sudo indexerd check-config -c /etc/indexerd/indexerd.toml --user indexerd")
+    s.add_argument("--user", metavar="NAME",
+                   help="warn about trees this user cannot read and paths indexerd must write that it "
+                        "cannot (default: you; another user needs root)")
     s.set_defaults(func=cmd_check_config)
 
     s = sub.add_parser("run", parents=[common], formatter_class=fmt,

@@ -95,6 +95,10 @@ class Daemon:
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean stop)."""
         self._install_signals()
+        from .writeaccess import read_warnings, write_warnings
+
+        for msg in read_warnings(self.cfg) + write_warnings(self.cfg):  # once, not once per file/page/row
+            log.warning("%s", msg)
         self.indexer.open("daemon")
         try:
             from .control import ControlServer
