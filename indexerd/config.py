@@ -195,7 +195,8 @@ class WebSource(_Struct):
     ``max_hops`` is how many links may be followed from a seed (None: no limit); ``path_depth``
     is LCWA's depth spec on the URL path (``N``, ``>N``, ``<N``, ``N-M``, ``+N``, ``-N``);
     ``restrict`` regexes must all match, one of ``include`` must match (empty: all), none of
-    ``exclude`` may; ``allowed_domains`` defaults to the seeds' hosts (subdomains included).
+    ``exclude`` may; ``allowed_domains`` defaults to the seeds' hosts (subdomains included),
+    ``allowed_ports`` to the seeds' ports (80 and 443 together).
     ``max_pages`` caps the requests of one pass; ``gone_after`` is how many consecutive 404/410
     answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
     flight per host whatever their number).  ``timeout`` bounds connect, each read and the
@@ -211,6 +212,7 @@ class WebSource(_Struct):
     include: list[str] = []
     exclude: list[str] = []
     allowed_domains: list[str] | None = None
+    allowed_ports: list[int] | None = None
     max_pages: int = 100_000
     order: str = "breadth"
     user_agent: str = "indexerd/0.1 (+https://github.com/indexerd/indexerd)"
@@ -342,7 +344,8 @@ def _check_web_source(src: WebSource, where: str, origin: str) -> None:
         except ValueError as e:
             raise ConfigError(f"{origin}: {where}.seeds[{i}]: {e}") from None
     try:
-        Scope(list(src.seeds), allowed_domains=src.allowed_domains, restrict=src.restrict,
+        Scope(list(src.seeds), allowed_domains=src.allowed_domains, allowed_ports=src.allowed_ports,
+              restrict=src.restrict,
               include=src.include, exclude=src.exclude, path_depth=src.path_depth, max_hops=src.max_hops)
     except ValueError as e:
         raise ConfigError(f"{origin}: {where}.{e}") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .politeness import HostSlots
@@ -51,13 +52,20 @@ class Frontier:
         slots: the process-wide politeness slots.
         robots: the source's robots.txt cache; a host's URLs wait until it is known.
         budget: page and sitemap requests allowed in this pass (``max_pages``).
+        gate: ``gate(task) -> None or a reason word``, asked about each task just before it is
+            handed out (the scope gate); a task with a reason comes back with ``skip`` set to
+            it, without a request.  Called under the frontier's lock: it must be quick and
+            must not call the frontier.
 
     A URL taken by :meth:`take` stays *outstanding* until the coordinator calls :meth:`finish`,
     so workers do not stop while a result that may add URLs is being processed.
     """
 
-    def __init__(self, order: str, slots: HostSlots, robots: RobotsCache, budget: int) -> None:
+    def __init__(self, order: str, slots: HostSlots, robots: RobotsCache, budget: int,
+                 gate: Callable[[Task], str | None] | None = None) -> None:
         self.order = order
+        self.gate = gate
+        self._gated: dict[str, Task] = {}  # per host: the head that last passed the gate
         self.slots = slots
         self.robots = robots
         self.budget = budget
@@ -154,6 +162,12 @@ class Frontier:
                 soonest = wait if soonest is None else min(soonest, wait)
                 continue
             head = q[0][1]
+            if self.gate is not None and self._gated.get(host) is not head:
+                reason = self.gate(head)
+                if reason is not None:
+                    heapq.heappop(q)
+                    return replace(head, skip=reason), None
+                self._gated[host] = head
             if rules.status == "unreachable":
                 heapq.heappop(q)
                 return replace(head, skip="robots-unreachable"), None

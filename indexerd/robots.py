@@ -12,10 +12,12 @@ Outside contracts relied on:
 
 What RFC 9309 leaves to the crawler, decided here:
 
-- §2.3.1.2 redirects: the caller follows up to five consecutive redirects itself (each hop
-  through politeness); :meth:`RobotsCache.load` does that loop.  A redirect still there after
-  that (or to a non-http(s) URL) is treated as "unavailable", i.e. allow-all (what the RFC
-  permits and Google does).
+- §2.3.1.2 redirects: up to five consecutive redirects are followed, by :func:`follow_redirects`
+  (the one loop: the crawler's workers and :meth:`RobotsCache.load` use it), each hop through
+  the caller's ``get`` (politeness) and only to a target the caller's ``follow`` admits (the
+  crawler: the source's site, its hosts and ports).  A redirect still there after that, or to a
+  non-http(s) URL or a target not admitted, is treated as "unavailable", i.e. allow-all (what the
+  RFC permits and Google does).
 - §2.3.1.3 a 4xx (400-499 except 429) means "unavailable": everything may be fetched.
 - §2.3.1.4 a 5xx, a 429, a timeout or a connection error means "unreachable": nothing may be
   fetched.  Such an entry expires after ``unreachable_ttl`` (5 min) so the next pass retries.
@@ -40,6 +42,7 @@ from indexerd.fetch import Response
 
 __all__ = [
     "MAX_REDIRECT_HOPS",
+    "follow_redirects",
     "MAX_ROBOTS_BYTES",
     "MAX_TTL",
     "UNREACHABLE_TTL",
@@ -82,6 +85,26 @@ def parse_robots(data: bytes, token: str = "indexerd") -> tuple[Protego, float |
     text = _cut(data).decode("utf-8-sig", errors="replace")
     parser = Protego.parse(text)
     return parser, parser.crawl_delay(token), tuple(parser.sitemaps)
+
+
+def follow_redirects(url: str, get: Callable[[str], Response], follow: Callable[[str], bool] | None = None
+                     ) -> tuple[Response, int]:
+    """Request robots.txt at ``url`` and follow its redirects: ``(final response, hops followed)``.
+
+    At most :data:`MAX_REDIRECT_HOPS` hops (RFC 9309 §2.3.1.2), each to an http(s) ``Location``
+    that ``follow(target)`` admits (None: any); a redirect not followed is the final response
+    (:meth:`RobotsCache.put_response` makes it ``'allow-all'``).  ``get(url)`` does one request
+    (through politeness; ``max_size=MAX_ROBOTS_BYTES, truncate=True``); a response with an
+    ``error`` ends the loop.
+    """
+    resp = get(url)
+    hops = 0
+    while (resp.is_redirect and hops < MAX_REDIRECT_HOPS and resp.location is not None
+           and urlsplit(resp.location).scheme.lower() in _HTTP_SCHEMES
+           and (follow is None or follow(resp.location))):
+        hops += 1
+        resp = get(resp.location)
+    return resp, hops
 
 
 @dataclass(frozen=True)
@@ -203,13 +226,14 @@ class RobotsCache:
             self._rules[host] = rules
         return rules
 
-    def load(self, host: str, get: Callable[[str], Response]) -> RobotsRules:
+    def load(self, host: str, get: Callable[[str], Response],
+             follow: Callable[[str], bool] | None = None) -> RobotsRules:
         """The verdict for ``host``, fetching ``host + '/robots.txt'`` with ``get(url)`` if needed.
 
         ``get`` does one request (through politeness; with ``max_size=MAX_ROBOTS_BYTES,
-        truncate=True``).  Redirects are followed here, up to :data:`MAX_REDIRECT_HOPS` hops
-        (RFC 9309 §2.3.1.2), to any http(s) URL; the verdict applies to ``host``.  Only one thread
-        loads a given host at a time; the others wait and get its verdict.
+        truncate=True``).  Redirects are followed by :func:`follow_redirects` (``follow``
+        admits their targets); the verdict applies to ``host``.  Only one thread loads a given
+        host at a time; the others wait and get its verdict.
         """
         rules = self.get(host)
         if rules is not None:
@@ -220,16 +244,8 @@ class RobotsCache:
             rules = self.get(host)
             if rules is not None:
                 return rules
-            url = host.rstrip("/") + "/robots.txt"
-            hops = 0
-            while True:
-                resp = get(url)
-                if resp.is_redirect and hops < MAX_REDIRECT_HOPS and resp.location is not None \
-                        and urlsplit(resp.location).scheme.lower() in _HTTP_SCHEMES:
-                    url = resp.location
-                    hops += 1
-                    continue
-                return self.put_response(host, resp, hops=hops)
+            resp, hops = follow_redirects(host.rstrip("/") + "/robots.txt", get, follow)
+            return self.put_response(host, resp, hops=hops)
 
     def forget(self, host: str) -> None:
         """Drop ``host``'s verdict (a config reload, or ``ctl crawl --refresh-robots``)."""

@@ -364,6 +364,10 @@ class Scope:
             equals an entry or is a subdomain of one (Scrapy's rule; the port is ignored; IDNA
             and case are normalised, a trailing dot ignored).  Entries must be bare names (no
             scheme, port or path).
+        allowed_ports: the ports a URL of an allowed host may use.  None (the default): the
+            seeds' ports, where 80 and 443 go together (a site moving to https stays in scope)
+            -- so a redirect or link to another port of the seed host, another service, is
+            ``'off-port'``.  An explicit list allows those ports only (80/443 not implied).
         restrict: regexes that must *all* match (``re.search`` on the canonical URL).
         include: regexes of which at least one must match (empty: all URLs).
         exclude: regexes of which none may match.
@@ -372,13 +376,13 @@ class Scope:
 
     Raises:
         ValueError: at construction, message ``'<key>: <what is wrong, quoting the value>'`` with
-            key one of ``seeds``, ``allowed_domains``, ``restrict``, ``include``, ``exclude``,
-            ``path_depth``, ``max_hops``, so the config layer can prefix ``sources.web[0].``.
+            key one of ``seeds``, ``allowed_domains``, ``allowed_ports``, ``restrict``,
+            ``include``, ``exclude``, ``path_depth``, ``max_hops``, so the config layer can prefix ``sources.web[0].``.
     """
 
     def __init__(self, seeds: list[str], *, allowed_domains: list[str] | None = None,
-                 restrict=(), include=(), exclude=(), path_depth: str | None = None,
-                 max_hops: int | None = None) -> None:
+                 allowed_ports: list[int] | None = None, restrict=(), include=(), exclude=(),
+                 path_depth: str | None = None, max_hops: int | None = None) -> None:
         seeds_t = _as_tuple(seeds)
         if not seeds_t:
             raise ValueError("seeds: at least one seed URL is required")
@@ -394,6 +398,17 @@ class Scope:
         else:
             doms = [_domain(d) for d in _as_tuple(allowed_domains)]
         self.allowed_domains: tuple[str, ...] = tuple(dict.fromkeys(doms))
+        if allowed_ports is None:
+            ports = {int(host_key(s).rpartition(":")[2]) for s in self.seeds}
+            if ports & {80, 443}:
+                ports |= {80, 443}
+        else:
+            ports = set()
+            for p in _as_tuple(allowed_ports) if not isinstance(allowed_ports, int) else (allowed_ports,):
+                if isinstance(p, bool) or not isinstance(p, int) or not 0 < p < 65536:
+                    raise ValueError(f"allowed_ports: expected port numbers 1-65535, got {p!r}")
+                ports.add(p)
+        self.allowed_ports: frozenset[int] = frozenset(ports)
         self.restrict = _compile_all("restrict", restrict)
         self.include = _compile_all("include", include)
         self.exclude = _compile_all("exclude", exclude)
@@ -418,20 +433,11 @@ class Scope:
         parseable: no host, bad port), ``'off-site'``, ``'max-hops'`` (``hops > max_hops``),
         ``'path-depth'`` (:func:`path_depth` of the canonical URL against the spec, with
         ``seed_depth`` the depth of the seed it was reached from), ``'restrict'``, ``'include'``,
-        ``'exclude'``.  Never raises for a string URL.
+        ``'exclude'``; the first four are :meth:`check_site`.  Never raises for a string URL.
         """
-        try:
-            scheme = urlsplit(url.strip()).scheme
-        except ValueError:
-            return "invalid"
-        if scheme not in DEFAULT_PORTS:
-            return "scheme"
-        try:
-            canon = canonicalize(url)
-        except ValueError:
-            return "invalid"
-        if not self.host_allowed(urlsplit(canon).hostname or ""):
-            return "off-site"
+        reason, canon = self._site(url)
+        if reason is not None:
+            return reason
         if self.max_hops is not None and hops > self.max_hops:
             return "max-hops"
         if self.path_depth is not None and not self.path_depth.allows(path_depth(canon), seed_depth):
@@ -443,3 +449,28 @@ class Scope:
         if any(r.search(canon) for r in self.exclude):
             return "exclude"
         return None
+
+    def check_site(self, url: str) -> str | None:
+        """Is ``url`` on the crawled site at all?  None, or ``'scheme'``, ``'invalid'``,
+        ``'off-site'`` (host not allowed), ``'off-port'`` (port not in :attr:`allowed_ports`).
+        The check for what is not a page (robots.txt and sitemap files, and their redirects).
+        """
+        return self._site(url)[0]
+
+    def _site(self, url: str) -> tuple[str | None, str]:
+        try:
+            scheme = urlsplit(url.strip()).scheme
+        except ValueError:
+            return "invalid", url
+        if scheme not in DEFAULT_PORTS:
+            return "scheme", url
+        try:
+            canon = canonicalize(url)
+        except ValueError:
+            return "invalid", url
+        parts = urlsplit(canon)
+        if not self.host_allowed(parts.hostname or ""):
+            return "off-site", canon
+        if (parts.port or DEFAULT_PORTS[parts.scheme]) not in self.allowed_ports:
+            return "off-port", canon
+        return None, canon

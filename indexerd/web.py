@@ -46,7 +46,7 @@ from .fetch import Fetcher, Response
 from .frontier import Frontier, Task
 from .pipeline import Fetched, PassCounts, Pipeline, Policy
 from .politeness import HOST_SLOTS, HostSlots, PolitenessSettings
-from .robots import RobotsCache
+from .robots import MAX_ROBOTS_BYTES, RobotsCache, follow_redirects
 from .store import to_db_time
 from .urls import QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key, trap_reason
 
@@ -65,8 +65,6 @@ HOST_FAILURE_LIMIT = 5
 MAX_LINKS_PER_PAGE = 10_000
 #: Sitemap files fetched per pass (a sitemap index may name many).
 MAX_SITEMAP_FILES = 50
-#: robots.txt is read up to this size (RFC 9309 §2.5 asks for at least 500 KiB).
-ROBOTS_MAX_BYTES = 512 * 1024
 #: Skip reasons that depend only on the bytes: a page skipped for one of them is asked with a
 #: conditional GET next time (a 304 keeps the verdict) instead of being downloaded again.
 #: ``too-large`` is not one: raising ``max_size`` must fetch it again.
@@ -139,7 +137,8 @@ class WebSource:
         self.root = None
         self.max_size = policy.max_size_bytes
         self.slots = slots
-        self.scope = Scope(list(cfg.seeds), allowed_domains=cfg.allowed_domains, restrict=cfg.restrict,
+        self.scope = Scope(list(cfg.seeds), allowed_domains=cfg.allowed_domains,
+                           allowed_ports=cfg.allowed_ports, restrict=cfg.restrict,
                            include=cfg.include, exclude=cfg.exclude, path_depth=cfg.path_depth,
                            max_hops=cfg.max_hops)
         p = cfg.politeness
@@ -227,7 +226,7 @@ class _Pass:
         self.cancel = cancel
         self.counters = pipeline.counters
         self.results: queue.Queue = queue.Queue()
-        self.frontier = Frontier(self.cfg.order, src.slots, src.robots, self.cfg.max_pages)
+        self.frontier = Frontier(self.cfg.order, src.slots, src.robots, self.cfg.max_pages, gate=self._task_gate)
         self.rows: dict[str, dict] = {}
         self.dirty: set[str] = set()
         self.seen: set[str] = set()
@@ -335,8 +334,12 @@ class _Pass:
             if r["state"] == "queued":
                 if r["via"] == "sitemapfile":
                     self._put_sitemap(r["url"], count=False)
-                else:
-                    self.frontier.put(self._task_for(r))
+                    continue
+                reason = self._scope_reason(r["url"], r["hops"], r["seed_depth"])
+                if reason is not None:  # queued by an older indexerd, or the config changed
+                    self._out_of_scope(r, reason)
+                    continue
+                self.frontier.put(self._task_for(r))
         self.seq = itertools.count(last + 1)
         log.info("%s: resuming crawl pass %d (%d URLs seen, %d queued)", self.src.name, self.pass_id,
                  len(self.seen), self.frontier.queued())
@@ -381,10 +384,30 @@ class _Pass:
                     seq=row["seq"], method=method, etag=etag, last_modified=lm, origin=row["origin"],
                     redirects=row["redirects"], front=front)
 
+    def _scope_reason(self, url: str, hops: int, seed_depth: int, kind: str = "page") -> str | None:
+        """The one scope gate, applied when a URL is queued and again before it is fetched:
+        None, or why ``url`` is not crawled (:meth:`Scope.check` then :func:`trap_reason` for a
+        page; :meth:`Scope.check_site` for a sitemap file or robots.txt)."""
+        if kind != "page":
+            return self.src.scope.check_site(url)
+        return self.src.scope.check(url, hops=hops, seed_depth=seed_depth) or trap_reason(url)
+
+    def _task_gate(self, task: Task) -> str | None:
+        """:meth:`_scope_reason` of a task the frontier is about to hand out (robots.txt is
+        only asked for hosts of queued URLs, which passed the gate)."""
+        if task.kind == "robots":
+            return None
+        return self._scope_reason(task.url, task.hops, task.seed_depth, task.kind)
+
     def _enqueue(self, url: str, *, hops: int, seed_depth: int, via: str, origin: str | None = None,
                  redirects: int = 0, front: bool = False) -> bool:
-        """Add ``url`` to the frontier unless it was seen in this pass."""
+        """Add ``url`` to the frontier unless it was seen in this pass or the scope gate drops it
+        (counted ``web.drop.<reason>``)."""
         if url in self.seen:
+            return False
+        reason = self._scope_reason(url, hops, seed_depth)
+        if reason is not None:
+            self.counters.inc(f"web.drop.{reason}")
             return False
         self.seen.add(url)
         row = self.rows.get(url) or _new_row(url)
@@ -396,6 +419,10 @@ class _Pass:
         return True
 
     def _put_sitemap(self, url: str, count: bool = True) -> None:
+        reason = self._scope_reason(url, 0, 1, "sitemap")
+        if reason is not None:
+            self.counters.inc(f"web.drop.sitemap-{reason}")
+            return
         if count:
             if url in self.seen or self.sitemap_files >= MAX_SITEMAP_FILES:
                 return
@@ -468,10 +495,10 @@ class _Pass:
             resp = None
             try:
                 if task.kind == "robots":
-                    resp = self._fetch_robots(fetcher, task)
+                    resp, hops = self._fetch_robots(fetcher, task)
                     # the rules (and their Crawl-delay) must be known before the slot is freed
                     if resp.error != "cancelled":
-                        self.src.robots.put_response(task.host, resp)
+                        self.src.robots.put_response(task.host, resp, hops=hops)
                 else:
                     max_size = self.src.max_size if task.kind == "page" else 50 * 1024 * 1024
                     resp = fetcher.fetch(task.url, method=task.method, etag=task.etag,
@@ -489,17 +516,54 @@ class _Pass:
                 self.frontier.wake()
             self.results.put((task, resp))
 
-    def _fetch_robots(self, fetcher: Fetcher, task: Task) -> Response:
-        """robots.txt, following up to 5 redirects (RFC 9309 §2.3.1.2) inside one slot."""
-        url = task.url
-        resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True, cancel=self.cancel)
-        for _ in range(5):
-            if not resp.is_redirect:
-                break
-            time.sleep(self.src.politeness.min_delay)
-            url = resp.location
-            resp = fetcher.fetch(url, max_size=ROBOTS_MAX_BYTES, truncate=True, cancel=self.cancel)
-        return resp
+    def _fetch_robots(self, fetcher: Fetcher, task: Task) -> tuple[Response, int]:
+        """robots.txt and its redirects (:func:`~indexerd.robots.follow_redirects`, RFC 9309
+        §2.3.1.2): a hop goes only to the source's site (:meth:`Scope.check_site`: its hosts and
+        ports), after the politeness delay; a hop to another host of the site takes that host's
+        slot too (not free within ``timeout``: the redirect is the answer, i.e. allow-all)."""
+        first = True
+
+        def get(url: str) -> Response:
+            nonlocal first
+            host = host_key(url)
+            if not first:
+                if self.cancel is not None and self.cancel.wait(self.src.politeness.min_delay):
+                    return Response(url=url, method="GET", status=None, headers={}, body=b"", elapsed=0.0,
+                                    error="cancelled")
+                if self.cancel is None:
+                    time.sleep(self.src.politeness.min_delay)
+            first = False
+            other = host != task.host
+            if other and not self._acquire_within(host, float(self.cfg.timeout)):
+                return Response(url=url, method="GET", status=None, headers={}, body=b"", elapsed=0.0,
+                                error="too-slow", detail=f"{host} busy")
+            resp = None
+            try:
+                resp = fetcher.fetch(url, max_size=MAX_ROBOTS_BYTES, truncate=True, cancel=self.cancel)
+                return resp
+            finally:
+                if other:
+                    self._release(replace(task, host=host), resp)
+
+        def follow(target: str) -> bool:
+            reason = self.src.scope.check_site(target)
+            if reason is not None:
+                self.counters.inc(f"web.drop.robots-redirect-{reason}")
+            return reason is None
+
+        return follow_redirects(task.url, get, follow)
+
+    def _acquire_within(self, host: str, seconds: float) -> bool:
+        """Take ``host``'s politeness slot, waiting at most ``seconds`` (False: not taken)."""
+        by = time.monotonic() + seconds
+        while True:
+            wait = self.src.slots.try_acquire(host)
+            if wait == 0.0:
+                return True
+            left = by - time.monotonic()
+            if left <= 0 or (self.cancel is not None and self.cancel.is_set()):
+                return False
+            time.sleep(min(wait, left, 0.1))
 
     def _release(self, task: Task, resp: Response | None) -> None:
         ok = resp is not None and ((resp.status is not None and resp.status < 500 and resp.status != 429)
@@ -598,7 +662,15 @@ class _Pass:
                     self._put_sitemap(url)
 
     def _skipped(self, task: Task) -> None:
-        """robots.txt forbids the URL, or could not be read, or its host is down this pass."""
+        """robots.txt forbids the URL, or could not be read, or its host is down this pass, or
+        the scope gate dropped it just before the fetch."""
+        if task.skip not in ("robots", "robots-unreachable", "host-down"):
+            row = self.rows.get(task.url)
+            if row is not None:
+                self._out_of_scope(row, task.skip)
+            else:
+                self.counters.inc(f"web.drop.{task.skip}")
+            return
         self.counters.inc(f"web.drop.{task.skip}")
         if task.kind == "sitemap":
             self._done(task, None, task.skip)
@@ -641,13 +713,12 @@ class _Pass:
                 url = canonicalize(entry.loc)
             except ValueError:
                 continue
-            if entry.lastmod:
-                r = self._row(url)
-                r["sitemap_lastmod"] = entry.lastmod
-            reason = trap_reason(url) or self.src.scope.check(url, hops=hops, seed_depth=seed_depth)
-            if reason is not None:
+            reason = self._scope_reason(url, hops, seed_depth)
+            if reason is not None:  # before any row is made: an out-of-scope entry leaves no trace
                 self.counters.inc(f"web.drop.{reason}")
                 continue
+            if entry.lastmod:
+                self._row(url)["sitemap_lastmod"] = entry.lastmod
             if self._enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
                 self.counters.inc("web.sitemap.urls")
 

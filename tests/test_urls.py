@@ -207,7 +207,8 @@ def test_scope_domains_and_reasons_in_order() -> None:
     assert s.allowed_domains == ("docs.example.com",)
     ok = "https://docs.example.com/guide/a.html"
     assert s.check(ok, hops=1, seed_depth=sd) is None
-    assert s.check("HTTPS://sub.DOCS.example.com:8443/guide/a.html", hops=1, seed_depth=sd) is None
+    assert s.check("HTTPS://sub.DOCS.example.com/guide/a.html", hops=1, seed_depth=sd) is None
+    assert s.check("HTTPS://sub.DOCS.example.com:8443/guide/a.html", hops=1, seed_depth=sd) == "off-port"
     assert s.check("mailto:a@docs.example.com", hops=1, seed_depth=sd) == "scheme"
     assert s.check("javascript:void(0)", hops=1, seed_depth=sd) == "scheme"
     assert s.check("http://docs.example.com:99999/", hops=1, seed_depth=sd) == "invalid"
@@ -227,7 +228,8 @@ def test_scope_domains_and_reasons_in_order() -> None:
 def test_scope_allowed_domains_rules() -> None:
     s = Scope(["http://a.org/"], allowed_domains=["Example.COM", "bücher.de.", "[::1]"])
     assert s.allowed_domains == ("example.com", "xn--bcher-kva.de", "::1")
-    assert s.check("http://www.example.com:8080/", hops=0, seed_depth=1) is None
+    assert s.check("http://www.example.com:8080/", hops=0, seed_depth=1) == "off-port"
+    assert s.check("http://www.example.com/", hops=0, seed_depth=1) is None
     assert s.check("http://xn--bcher-kva.de/", hops=0, seed_depth=1) is None
     assert s.check("http://bücher.de./x", hops=0, seed_depth=1) is None
     assert s.check("http://[::1]/", hops=0, seed_depth=1) is None
@@ -298,3 +300,22 @@ def test_preferred_key_is_the_shorter_then_the_first() -> None:
     assert preferred_key("http://h/index.html", "http://h/") == "http://h/"
     assert preferred_key("http://h/", "http://h/index.html") == "http://h/"
     assert preferred_key("http://h/b", "http://h/a") == "http://h/a"
+
+
+def test_scope_ports_are_part_of_the_site() -> None:
+    # issue 18: a redirect to another port of the seed host reached other local services
+    s = Scope(["http://127.0.0.1:8080/"])
+    assert s.allowed_ports == {8080}
+    assert s.check("http://127.0.0.1:8080/a", hops=1, seed_depth=1) is None
+    for other in ("http://127.0.0.1/", "http://127.0.0.1:6379/", "https://127.0.0.1:8080/x"):
+        assert s.check_site(other) == s.check(other, hops=1, seed_depth=1) == ("off-port" if ":8080" not in other
+                                                                              else None)
+    web = Scope(["http://example.test/"])
+    assert web.allowed_ports == {80, 443}  # a site moving to https stays in scope
+    assert web.check("https://example.test/a", hops=1, seed_depth=1) is None
+    assert web.check("http://example.test:8443/a", hops=1, seed_depth=1) == "off-port"
+    both = Scope(["http://example.test/"], allowed_ports=[80, 8443])
+    assert both.check("http://example.test:8443/a", hops=1, seed_depth=1) is None
+    assert both.check("https://example.test/a", hops=1, seed_depth=1) == "off-port"
+    with pytest.raises(ValueError, match="allowed_ports"):
+        Scope(["http://example.test/"], allowed_ports=[0])

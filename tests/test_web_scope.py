@@ -3,6 +3,9 @@ bounded frontiers, and URLs that are not URLs.  Real loopback sites, real passes
 
 from __future__ import annotations
 
+import time
+
+from httpsite import Site
 from httpsite import site as site_fixture
 from test_web import Crawl, _no_proxy, html  # noqa: F401 - _no_proxy is an autouse fixture
 
@@ -37,3 +40,107 @@ def test_check_config_masks_a_seed_password(tmp_path):
     assert "S3cr" not in out
     assert '"https://bot:***@intranet.example/docs/?a=1"' in p.stdout
     assert '"https://plain.example/"' in p.stdout
+
+
+def _sitemap(*locs: str) -> bytes:
+    urls = "".join(f"<url><loc>{u}</loc><lastmod>2020-01-01</lastmod></url>" for u in locs)
+    return (f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+            ).encode()
+
+
+def test_sitemap_entries_out_of_scope_are_never_stored_nor_fetched_by_a_resumed_pass(tmp_path, site):
+    # issue 18: sitemap rows were stored before the scope check; the resumed pass fetched them
+    import threading
+
+    from indexerd.config import parse_config
+    from indexerd.indexer import Indexer
+    from indexerd.pipeline import PassCounts
+
+    with Site() as other:
+        other.static("/o.html", html("Other", "otherword"))
+        gate = threading.Event()
+
+        def hang(hit):
+            gate.wait(20)
+            return 200, HTML, html("Hang", "hangword")
+
+        site.add("/", body=html("Home", "home", ["/hang.html"]), headers=HTML)
+        site.add("/hang.html", handler=hang)
+        site.add("/orphan.html", body=html("Orphan", "orphanword"), headers=HTML)
+        site.add("/sitemap.xml", headers={"Content-Type": "application/xml"}, body=_sitemap(
+            site.url("/orphan.html"), site.url("/private/x.html"), other.url("/o.html"),
+            f"http://localhost:{site.port}/h.html", site.url("/t/a/b/a/b/"), site.url("/x/x/x/x/x.html")))
+        site.add("/private/x.html", body=html("Private", "privateword"), headers=HTML)
+        crawl = Crawl(tmp_path, site, sitemaps=True, workers=1, exclude=["/private/"])
+        ix = Indexer(parse_config(crawl.config()))
+        ix.open("index")
+        cancel = threading.Event()
+        try:
+            t = threading.Thread(target=ix.sources["site"].run_pass, args=(ix.pipeline, PassCounts()),
+                                 kwargs={"cancel": cancel})
+            t.start()
+            deadline = time.monotonic() + 20
+            while not site.hits("/hang.html") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            cancel.set()
+            t.join(10)
+            assert not t.is_alive()
+            gate.set()
+            ix.flush()
+        finally:
+            ix.close()
+        assert site.hits("/sitemap.xml") and site.hits("/hang.html")
+        stored = set(crawl.crawl_rows())
+        for url in (site.url("/private/x.html"), other.url("/o.html"), f"http://localhost:{site.port}/h.html",
+                    site.url("/t/a/b/a/b/"), site.url("/x/x/x/x/x.html")):
+            assert url not in stored, url
+        crawl.run()  # resumes the interrupted pass
+        asked = [h.path for h in site.log]
+        assert other.log == []
+        assert not any(p.startswith(("/private/", "/h.html", "/t/", "/x/")) for p in asked), asked
+        assert crawl.search("orphanword") == [site.url("/orphan.html")]
+        assert crawl.search("hangword") == [site.url("/hang.html")]
+
+
+def test_redirects_and_robots_redirects_to_another_port_are_not_followed(tmp_path, site):
+    # issue 18: a redirect to another port of the seed host reached another local service, and a
+    # robots.txt redirect was followed to any host
+    with Site() as other:
+        other.static("/x.html", html("Other", "otherword"))
+        other.add("/robots.txt", body=b"User-agent: *\nDisallow:\n", headers={"Content-Type": "text/plain"})
+        site.redirect("/robots.txt", other.url("/robots.txt"), 301)
+        site.add("/", body=html("Home", "home", ["/r"]), headers=HTML)
+        site.redirect("/r", other.url("/x.html"))
+        crawl = Crawl(tmp_path, site)
+        crawl.run()
+        assert other.log == []
+        assert crawl.counters.get("web.drop.redirect-off-port") == 1, crawl.counters
+        assert crawl.counters.get("web.drop.robots-redirect-off-port") == 1, crawl.counters
+        assert crawl.counters.get("web.robots.allow-all") == 1, crawl.counters
+        assert crawl.search("otherword") == []
+
+
+def test_the_frontier_asks_the_gate_just_before_handing_a_url_out():
+    from indexerd.frontier import Frontier, Task
+    from indexerd.politeness import HostSlots
+    from indexerd.robots import RobotsCache, RobotsRules
+
+    robots = RobotsCache()
+    host = "http://seed.test:80"
+    robots._rules[host] = RobotsRules.from_bytes(b"")
+    asked = []
+
+    def gate(task):
+        asked.append(task.url)
+        return "exclude" if "/private/" in task.url else None
+
+    f = Frontier("breadth", HostSlots(), robots, 10, gate=gate)
+    f.put(Task(url="http://seed.test/private/a", host=host, seq=1))
+    f.put(Task(url="http://seed.test/b", host=host, seq=2))
+    first = f.take()
+    assert (first.url, first.skip) == ("http://seed.test/private/a", "exclude")
+    f.finish(first)
+    second = f.take()
+    assert (second.url, second.skip) == ("http://seed.test/b", None)
+    assert asked == ["http://seed.test/private/a", "http://seed.test/b"]
+    assert f.requests == 1  # the dropped URL spent no budget
