@@ -1,7 +1,7 @@
 """Local trees: the stat scan (reconcile) and single-path handling used by the watcher.
 
-Change test: a file whose ``(st_mtime_ns, st_size)`` equals the stored pair costs one ``stat``
-(from ``os.scandir``) and no read.  Everything else is read (at most ``max_size`` bytes) and
+Change test (:meth:`FileSource.unchanged`): a file whose ``(st_mtime_ns, st_size, st_ctime_ns,
+st_ino)`` equals the stored one costs one ``stat`` (from ``os.scandir``) and no read.  Everything else is read (at most ``max_size`` bytes) and
 handed to the pipeline, which decides.  Files gone since the last scan are deleted from the index
 -- but never below a directory that could not be listed this time, and never when the root
 itself is missing (an unmounted disk must not empty the index).
@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import stat as stat_mod
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import quote_from_bytes, unquote_to_bytes
@@ -50,6 +51,30 @@ def key_to_path(key: str) -> str:
     if not key.startswith("file://"):
         raise ValueError(f"not a file key: {key!r}")
     return os.fsdecode(unquote_to_bytes(key[len("file://"):]))
+
+
+#: How close (ns) to the moment a file is read its ctime may be before a write in the same
+#: timestamp tick could leave its stat unchanged: a file system that keeps whole seconds (ext3,
+#: FAT's 2 s, some network file systems) ...
+RACY_WINDOW_NS = 2_000_000_000
+#: ... and one that keeps nanoseconds, whose clock moves once per kernel tick (1-10 ms)
+RACY_WINDOW_FINE_NS = 50_000_000
+
+
+def trusted_ctime_ns(ctime_ns: int, read_at_ns: int) -> int:
+    """The ctime to store for a file read at ``read_at_ns`` (``time.time_ns()`` before the open):
+    the ctime itself, or 0 when it is too close to the read (or after it) to be trusted -- a
+    same-size write in that timestamp tick would leave the stat unchanged -- so the next scan or
+    event reads the file again.  Too close: within :data:`RACY_WINDOW_NS` for a ctime in whole
+    seconds (a coarse file system), within :data:`RACY_WINDOW_FINE_NS` otherwise.  The rule of
+    Git's "racily clean" index entries (Documentation/technical/racy-git.txt in git.git)."""
+    window = RACY_WINDOW_NS if ctime_ns % 1_000_000_000 == 0 else RACY_WINDOW_FINE_NS
+    return 0 if ctime_ns >= read_at_ns - window else ctime_ns
+
+
+def stat_of(rec) -> tuple:
+    """A stored record's ``(mtime_ns, size, ctime_ns, ino, reason)``, as :meth:`Store.stat_map`."""
+    return (rec.mtime_ns, rec.size, rec.ctime_ns, rec.ino, rec.reason)
 
 
 def display_path(path: str) -> str:
@@ -257,20 +282,24 @@ class FileSource:
         max_size = self.policy.max_size_bytes
         name = os.path.basename(path)
         title = display_path(name)
+        stat_facts = dict(mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, ino=st.st_ino)
         if not stat_mod.S_ISREG(st.st_mode):
             return pipeline.skip(key, self.name, "not-a-file", f"{display_path(path)} is not a regular file",
-                                 counts, size=st.st_size, mtime_ns=st.st_mtime_ns, title=title).verdict
+                                 counts, size=st.st_size, title=title, **stat_facts).verdict
         if st.st_size > max_size:
             return pipeline.skip(key, self.name, "too-large",
                                  f"{display_path(path)}: {st.st_size} bytes > max_size {max_size}",
-                                 counts, size=st.st_size, mtime_ns=st.st_mtime_ns, title=title).verdict
+                                 counts, size=st.st_size, title=title, **stat_facts).verdict
+        read_at_ns = time.time_ns()
         try:
             fd = self._open(path)
             with os.fdopen(fd, "rb") as fh:
                 st2 = os.fstat(fh.fileno())
+                stat_facts = dict(mtime_ns=st2.st_mtime_ns, ino=st2.st_ino,
+                                  ctime_ns=trusted_ctime_ns(st2.st_ctime_ns, read_at_ns))
                 if not stat_mod.S_ISREG(st2.st_mode):
                     return pipeline.skip(key, self.name, "not-a-file", display_path(path), counts,
-                                         size=st2.st_size, mtime_ns=st2.st_mtime_ns, title=title).verdict
+                                         size=st2.st_size, title=title, **stat_facts).verdict
                 data = fh.read(max_size + 1)
         except (FileNotFoundError, confined.NotARealDirectory):  # gone, or a directory on the
             # way was swapped for a symlink or a file: what is there now is not this key's file
@@ -280,16 +309,14 @@ class FileSource:
             return "vanished"
         except OSError as e:
             return pipeline.skip(key, self.name, "unreadable", f"{display_path(path)}: {e.strerror}", counts,
-                                 size=st.st_size, mtime_ns=st.st_mtime_ns, status="error", title=title,
-                                 ctime_ns=st.st_ctime_ns).verdict
+                                 size=st.st_size, status="error", title=title, **stat_facts).verdict
         if len(data) > max_size:
             return pipeline.skip(key, self.name, "too-large",
                                  f"{display_path(path)}: grew past max_size {max_size} while read",
-                                 counts, size=len(data), mtime_ns=st2.st_mtime_ns, title=title).verdict
+                                 counts, size=len(data), title=title, **stat_facts).verdict
         mtime = datetime.fromtimestamp(st2.st_mtime_ns / 1e9, UTC)
         f = Fetched(key=key, source=self.name, url=key, data=data, fetched_at=pipeline.clock(), path=path,
-                    name=name, protocol_date=mtime, protocol_kind="mtime", size=len(data),
-                    mtime_ns=st2.st_mtime_ns)
+                    name=name, protocol_date=mtime, protocol_kind="mtime", size=len(data), **stat_facts)
         return pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title).verdict
 
     def _open(self, path: str) -> int:
@@ -366,24 +393,41 @@ class FileSource:
             self.scan(pipeline, counts, start=path)
             return "scanned"
         stored = pipeline.stored(key)
-        if not forced and stored is not None and self.unchanged(
-                (stored.mtime_ns, stored.size, stored.ctime_ns, stored.reason), st):
-            counts.seen += 1
-            counts.unchanged += 1
-            return "unchanged"
+        if not forced and stored is not None:
+            sv = stat_of(stored)
+            if self.unchanged(sv, st):
+                if sv[2] is None:
+                    pipeline.writer.submit_stat_baseline([(st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns,
+                                                           st.st_size)])
+                counts.seen += 1
+                counts.unchanged += 1
+                return "unchanged"
         return self.read(path, st, pipeline, counts, forced=forced)
 
     def unchanged(self, stored: tuple, st: os.stat_result) -> bool:
         """The change test: may this file's last verdict stand without reading it?
 
-        ``stored`` is ``(mtime_ns, size, ctime_ns, reason)`` from :meth:`Store.stat_map`.  Same
-        mtime (ns) and size: unchanged -- except a last error whose ctime moved (permissions
-        fixed), and a ``too-large`` skip that now fits under a raised ``max_size``.
+        ``stored`` is ``(mtime_ns, size, ctime_ns, ino, reason)`` from :meth:`Store.stat_map`.
+        Unchanged when mtime (ns), size, ctime (ns) and inode number all equal the stored ones,
+        except a ``too-large`` skip that now fits under a raised ``max_size``.  The ctime is
+        what catches a rewrite that keeps size and mtime (``cp -p``, ``rsync -t``,
+        ``SOURCE_DATE_EPOCH`` builds, a restored backup, a same-size write within one mtime
+        tick): the kernel sets it on every change and nothing can set it back; the inode
+        catches a file replaced by another (rename over it).  The device number is not used:
+        it is not stable across reboots for many file systems, and would make every file be
+        read again.  A row without ctime (written before schema 5) is judged on mtime and size
+        alone, once: the scan then records its ctime and inode as they are (a baseline, no
+        read).  A stored ctime of 0 means the stat was taken within :data:`RACY_WINDOW_NS` of a
+        change (see :func:`trusted_ctime_ns`): the file is read again.  A ctime that moved
+        without a content change (chmod, touch) costs one read; the content hash then keeps the
+        document as it is.
         """
-        mtime_ns, size, ctime_ns, reason = stored
-        if (mtime_ns, size) != (st.st_mtime_ns, st.st_size):
+        mtime_ns, size, ctime_ns, ino, reason = stored
+        if mtime_ns != st.st_mtime_ns or size != st.st_size:
             return False
         if ctime_ns is not None and ctime_ns != st.st_ctime_ns:
+            return False
+        if ino is not None and ino != st.st_ino:
             return False
         if reason == "too-large" and st.st_size <= self.policy.max_size_bytes:
             return False
@@ -423,24 +467,29 @@ class FileSource:
             self._root_failed(top, "cannot be listed", counts)
             return
         todo: list[tuple[str, os.stat_result]] = []
+        baseline: list[tuple[int, int, str, int, int]] = []  # old rows: record ctime and inode
         unchanged = self.unchanged
         for key, (path, st) in found.files.items():
             if not forced:
                 sv = stored.get(key)
                 if sv is not None and (
-                        # the common case inline: same mtime and size, no error or too-large verdict
-                        (sv[0] == st.st_mtime_ns and sv[1] == st.st_size and sv[2] is None
-                         and sv[3] != "too-large") or unchanged(sv, st)):
+                        # the common case of unchanged() inline: the same stat, not a too-large skip
+                        (sv[0] == st.st_mtime_ns and sv[1] == st.st_size and sv[2] == st.st_ctime_ns
+                         and sv[3] == st.st_ino and sv[4] != "too-large") or unchanged(sv, st)):
                     counts.seen += 1
                     counts.unchanged += 1
+                    if sv[2] is None:
+                        baseline.append((st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns, st.st_size))
                     continue
                 # the store may lag: a queued write (the watcher's) may already cover this stat
                 queued, rec = pipeline.pending(key)
-                if queued and rec is not None and unchanged((rec.mtime_ns, rec.size, rec.ctime_ns, rec.reason), st):
+                if queued and rec is not None and unchanged(stat_of(rec), st):
                     counts.seen += 1
                     counts.unchanged += 1
                     continue
             todo.append((path, st))
+        if baseline:
+            pipeline.writer.submit_stat_baseline(baseline)
         if progress:
             progress.start_work(len(todo))
         for path, st in todo:

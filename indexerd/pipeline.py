@@ -69,7 +69,8 @@ class Fetched:
 
     ``protocol_date`` is the HTTP ``Last-Modified`` string, the file's mtime (aware UTC) or a
     SQL column value; ``protocol_kind`` names it (``header``, ``mtime``, ``column``).
-    ``fetched_at`` is aware UTC.  ``size`` is in bytes; ``mtime_ns`` is for files only.
+    ``fetched_at`` is aware UTC.  ``size`` is in bytes; ``mtime_ns``, ``ctime_ns`` and ``ino``
+    are for files only (the stat the next scan compares with; ``ctime_ns`` 0: not to be trusted).
     """
 
     key: str
@@ -88,6 +89,8 @@ class Fetched:
     sitemap_date: str | datetime | None = None
     size: int = 0
     mtime_ns: int | None = None
+    ctime_ns: int | None = None
+    ino: int | None = None
     etag: str | None = None
     last_modified_header: str | None = None
     title: str | None = None  # the source's own title (a SQL column); overrides extraction's
@@ -177,7 +180,7 @@ class Pipeline:
     def skip(self, key: str, source: str, reason: str, detail: str, counts: PassCounts, *,
              size: int | None = None, mtime_ns: int | None = None, status: str = "skipped",
              stored: DocumentRecord | None = None, title: str | None = None,
-             ctime_ns: int | None = None, etag: str | None = None,
+             ctime_ns: int | None = None, ino: int | None = None, etag: str | None = None,
              last_modified_header: str | None = None) -> Outcome:
         """Record that ``key`` cannot be indexed now (``reason`` is a fixed word).
 
@@ -185,14 +188,15 @@ class Pipeline:
         conditional GET instead of downloading a known-unindexable body again.
 
         A previously indexed copy is removed from the index: it no longer matches the document.
-        ``status`` is ``skipped`` or ``error`` (errors are counted in ``errors``); for errors,
-        ``ctime_ns`` lets the next scan retry the file once its status changes (a chmod).
+        ``status`` is ``skipped`` or ``error`` (errors are counted in ``errors``).  For files,
+        ``ctime_ns`` and ``ino`` let the next scan see a rewrite that keeps size and mtime, and
+        retry an error once the file's status changes (a chmod).
         """
         now = self.clock()
         stored = stored if stored is not None else self.stored(key)
         rec = DocumentRecord(key=key, source=source, status=status, reason=reason, detail=detail[:500],
                              size=size, mtime_ns=mtime_ns, checked_at=now, decided_at=now,
-                             ctime_ns=ctime_ns if status == "error" else None, etag=etag,
+                             ctime_ns=ctime_ns, ino=ino, etag=etag,
                              last_modified_header=last_modified_header,
                              title=title if title is not None else (stored.title if stored else None))
         if stored is not None and stored.status in ("indexed", "stale"):
@@ -201,6 +205,14 @@ class Pipeline:
         else:
             self.writer.submit_record(rec)
         counts.seen += 1  # only once the writer took it: a failure above is counted by the caller
+        if (status == "skipped" and stored is not None and stored.status == "skipped"
+                and stored.reason == reason and stored.ctime_ns == 0 and ino is not None
+                and (stored.mtime_ns, stored.size, stored.ino) == (mtime_ns, size, ino)):
+            # a file read again only because its last stat was too close to a change to be
+            # trusted (indexerd.files.trusted_ctime_ns), with the same verdict: its stat had not
+            # changed since that verdict, so it counts as unchanged
+            counts.unchanged += 1
+            return Outcome("unchanged", reason)
         if status == "error":
             counts.errors += 1
             self.counters.inc(f"error.{reason}")
@@ -253,17 +265,19 @@ class Pipeline:
             ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
         except SkipDocument as e:
             return self.skip(f.key, f.source, e.reason, e.detail or f.url, counts, size=f.size,
-                             mtime_ns=f.mtime_ns, stored=stored, etag=f.etag,
+                             mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
                              last_modified_header=f.last_modified_header)
         except Exception as e:  # an extractor bug must not stop the pass
             log.exception("extraction failed for %s", f.url)
             return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
-                             size=f.size, mtime_ns=f.mtime_ns, status="error", stored=stored)
+                             size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
+                             status="error", stored=stored)
         if ex.redirect is not None and redirects:
             return Outcome("redirect", "meta-refresh", ex, f.key)
         if not (ex.title or ex.text):  # a refresh that goes nowhere here
             return self.skip(f.key, f.source, "empty", f"{f.url}: no title and no text", counts,
-                             size=f.size, mtime_ns=f.mtime_ns, stored=stored, etag=f.etag,
+                             size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
+                             stored=stored, etag=f.etag,
                              last_modified_header=f.last_modified_header)
         if rekey is not None:
             new_key = rekey(ex)
@@ -273,7 +287,7 @@ class Pipeline:
         stored = stored if stored is not None else self.stored(f.key)
         if ex.noindex:  # its links may still be followed (unless nofollow): hand them back
             out = self.skip(f.key, f.source, "noindex", "meta robots noindex", counts, size=f.size,
-                            mtime_ns=f.mtime_ns, stored=stored, etag=f.etag,
+                            mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
                             last_modified_header=f.last_modified_header)
             return replace(out, extracted=ex, key=f.key)
         resolved = resolve_date(
@@ -295,7 +309,8 @@ class Pipeline:
                               decide_mod.NewFacts(resolved.value, resolved.source, chash, forced=forced),
                               now, policy.settings)
         self.counters.inc(f"decide.{d.reason}")
-        common = dict(key=f.key, source=f.source, size=f.size, mtime_ns=f.mtime_ns, etag=f.etag,
+        common = dict(key=f.key, source=f.source, size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns,
+                      ino=f.ino, etag=f.etag,
                       last_modified_header=f.last_modified_header, media_type=ex.media_type,
                       checked_at=now, decided_at=now, reason=d.reason)
         if d.action is decide_mod.Action.INDEX:

@@ -101,6 +101,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX documents_hash ON documents(source, content_hash);
     """,
+    # 4 -> 5: files: the inode number at the last verdict.  From this version ``ctime_ns`` is
+    # kept for every file verdict, not only errors, so a rewrite that keeps size and mtime is seen
+    # (see indexerd.files).  Old rows keep NULL in both: the next scan records them as they are,
+    # without reading the file
+    """
+    ALTER TABLE documents ADD COLUMN ino INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -148,6 +155,7 @@ class DocumentRecord:
     checked_at: datetime | None = None
     decided_at: datetime | None = None
     ctime_ns: int | None = None
+    ino: int | None = None
 
 
 _COLUMNS = tuple(f.name for f in fields(DocumentRecord))
@@ -236,13 +244,21 @@ class Store:
         row = self._db.execute("SELECT * FROM documents WHERE key = ?", (key,)).fetchone()
         return _row_to_record(row) if row else None
 
-    def stat_map(self, source: str) -> dict[str, tuple[int | None, int | None, int | None, str | None]]:
-        """``{key: (mtime_ns, size, ctime_ns, reason)}`` for every document of ``source``: the
-        scan's change test.  ``ctime_ns`` is set only for documents whose last verdict was an
-        error."""
-        cur = self._db.execute("SELECT key, mtime_ns, size, ctime_ns, reason FROM documents WHERE source = ?",
-                               (source,))
-        return {k: (m, s, c, r) for k, m, s, c, r in cur}
+    def stat_map(self, source: str) -> dict[str, tuple[int | None, int | None, int | None, int | None, str | None]]:
+        """``{key: (mtime_ns, size, ctime_ns, ino, reason)}`` for every document of ``source``:
+        the scan's change test (:meth:`indexerd.files.FileSource.unchanged`).  ``ctime_ns`` and
+        ``ino`` are None on rows written before schema 5 (and ``ctime_ns`` 0 when the stat was
+        taken too close to a change to be trusted)."""
+        cur = self._db.execute("SELECT key, mtime_ns, size, ctime_ns, ino, reason FROM documents "
+                               "WHERE source = ?", (source,))
+        return {k: (m, s, c, i, r) for k, m, s, c, i, r in cur}
+
+    def set_stat_baseline(self, rows: Iterable[tuple[int, int, str, int, int]]) -> None:
+        """Record ``(ctime_ns, ino, key, mtime_ns, size)`` on rows that have no ctime yet (written
+        before schema 5) and still hold that mtime and size, in one transaction; a row rewritten
+        meanwhile is left alone."""
+        self._exec_many("UPDATE documents SET ctime_ns = ?, ino = ? WHERE key = ? AND mtime_ns = ? "
+                        "AND size = ? AND ctime_ns IS NULL", rows)
 
     def keys(self, source: str | None = None, status: str | None = None) -> set[str]:
         """Every key (of one source / with one status when given)."""

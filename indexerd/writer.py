@@ -54,12 +54,13 @@ class WriterStats:
 
 @dataclass
 class _Op:
-    kind: str                       # "index" | "remove" | "record" | "barrier" | "stop"
+    kind: str                       # "index" | "remove" | "record" | "baseline" | "barrier" | "stop"
     key: str = ""
     urgent: bool = True             # live mode: commit as soon as the queue drains
     error: str | None = None        # barrier: why a commit since the last barrier failed
     doc: IndexDoc | None = None
     record: DocumentRecord | None = None
+    rows: list | None = None        # baseline: (ctime_ns, ino, key, mtime_ns, size) rows
     event: threading.Event | None = field(default=None, repr=False)
 
 
@@ -123,6 +124,12 @@ class IndexWriter:
     def submit_record(self, record: DocumentRecord) -> None:
         """Store ``record`` without touching the index (skips, unchanged verdicts); never urgent."""
         self._put(_Op("record", record.key, record=record, urgent=False))
+
+    def submit_stat_baseline(self, rows: list[tuple[int, int, str, int, int]]) -> None:
+        """Record the ctime and inode of files whose rows predate them
+        (:meth:`Store.set_stat_baseline`); nothing is indexed, never urgent."""
+        if rows:
+            self._put(_Op("baseline", rows=rows, urgent=False))
 
     def pending_record(self, key: str) -> tuple[bool, DocumentRecord | None]:
         """``(True, record_or_None)`` when a write for ``key`` is queued but not yet committed."""
@@ -280,6 +287,12 @@ class IndexWriter:
                         op.error = "; ".join(dict.fromkeys(failed_since_barrier))
                         failed_since_barrier.clear()
                     op.event.set()
+                    continue
+                if op.kind == "baseline":
+                    try:
+                        store.set_stat_baseline(op.rows)
+                    except IndexerdError as e:  # the next scan records them again
+                        log.warning("%s", e)
                     continue
                 if op.kind in ("index", "remove") and op.key in session_keys:
                     commit()  # the earlier add must be committed before it can be replaced or deleted

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -278,15 +280,15 @@ def test_error_verdict_is_retried_when_ctime_changes(tmp_path) -> None:
     ix = make_indexer(tmp_path, root)
     src = next(iter(ix.sources.values()))
     st = os.stat(f)
-    assert src.unchanged((st.st_mtime_ns, st.st_size, st.st_ctime_ns, "unreadable"), st)
-    assert src.unchanged((st.st_mtime_ns, st.st_size, None, "new"), st)
+    assert src.unchanged((st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino, "unreadable"), st)
+    assert src.unchanged((st.st_mtime_ns, st.st_size, None, None, "new"), st)
     os.chmod(f, 0o600)
     st2 = os.stat(f)
     if st2.st_ctime_ns == st.st_ctime_ns:  # coarse clock: force a visible change
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
         st2 = os.stat(f)
-    assert not src.unchanged((st.st_mtime_ns, st.st_size, st.st_ctime_ns, "unreadable"), st2)
-    assert src.unchanged((st.st_mtime_ns, st.st_size, None, "new"), st2)
+    assert not src.unchanged((st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino, "unreadable"), st2)
+    assert src.unchanged((st.st_mtime_ns, st.st_size, None, None, "new"), st2)  # a pre-schema-4 row
 
 
 def test_too_large_is_retried_when_max_size_grows(tmp_path) -> None:
@@ -298,3 +300,118 @@ def test_too_large_is_retried_when_max_size_grows(tmp_path) -> None:
     assert (d["unchanged"], d["skipped"]) == (1, 0)
     d, _ = run_pass(tmp_path, root, 'max_size = "2KB"')  # the admin raised the limit
     assert (d["indexed"], d["skipped"]) == (1, 0)
+
+
+# -- issue 17: rewrites that keep size and mtime -----------------------------------------------
+def pass_with_reads(tmp_path: Path, root: Path) -> tuple[dict, int]:
+    """One pass; returns its counts and how many files it read (each read makes one decision)."""
+    ix = make_indexer(tmp_path, root)
+    ix.open("index")
+    try:
+        d = ix.run_pass(progress=False).as_dict()
+        reads = sum(v for k, v in ix.pipeline.counters.snapshot().items() if k.startswith("decide."))
+    finally:
+        ix.close()
+    return d, reads
+
+
+def rewrite_keeping_stat(path: Path, data: bytes, *, replace: bool) -> None:
+    """New content of the same size with the old mtime put back, in place (same inode: a
+    restored backup, an editor writing in place then `touch -r`) or by rename over it (a new
+    inode: `rsync -t`, a build with SOURCE_DATE_EPOCH writing a temp file then renaming)."""
+    st = os.stat(path)
+    assert len(data) == st.st_size
+    if replace:
+        tmp = path.with_name(path.name + ".new")
+        tmp.write_bytes(data)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(tmp, path)
+    else:
+        path.write_bytes(data)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_rewrite_that_keeps_size_and_mtime_is_reindexed(tmp_path) -> None:
+    root = tmp_path / "root"
+    inplace = write(root / "inplace.txt", "alphaword one\n")
+    renamed = write(root / "renamed.txt", "bravoword two\n")
+    copied = write(root / "copied.txt", "charlieword 3\n")
+    spare = write(tmp_path / "spare.txt", "deltaword 333\n")  # same size as copied.txt
+    os.utime(spare, ns=(os.stat(copied).st_atime_ns, os.stat(copied).st_mtime_ns))
+    time.sleep(2.1)  # older than RACY_WINDOW_NS (even on a whole-second file system): trusted
+    d, _ = pass_with_reads(tmp_path, root)
+    assert d["indexed"] == 3
+    rewrite_keeping_stat(inplace, b"echoword one\n\n"[:len("alphaword one\n")], replace=False)
+    rewrite_keeping_stat(renamed, b"foxtrot two\n\n\n", replace=True)
+    subprocess.run(["cp", "-p", str(spare), str(copied)], check=True)  # coreutils' cp -p
+    assert os.stat(copied).st_mtime_ns == os.stat(spare).st_mtime_ns
+    d, reads = pass_with_reads(tmp_path, root)
+    assert (d["indexed"], reads) == (3, 3), d
+    for gone in ("alphaword", "bravoword", "charlieword"):
+        assert search(tmp_path, root, gone) == [], gone
+    assert search(tmp_path, root, "echoword") == [str(inplace)]
+    assert search(tmp_path, root, "foxtrot") == [str(renamed)]
+    assert search(tmp_path, root, "deltaword") == [str(copied)]
+
+
+def test_chmod_or_touch_reads_once_and_reindexes_nothing(tmp_path) -> None:
+    root = tmp_path / "root"
+    a = write(root / "a.txt", "golfword\n")
+    b = write(root / "b.txt", "hotelword\n")
+    c = write(root / "c.txt", "indiaword\n")
+    time.sleep(2.1)
+    d, _ = pass_with_reads(tmp_path, root)
+    assert d["indexed"] == 3
+    d, reads = pass_with_reads(tmp_path, root)
+    assert (d["unchanged"], reads) == (3, 0), d  # the unchanged pass reads nothing
+    os.chmod(a, 0o600)
+    st = os.stat(b)
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns))  # `touch -r b b`: only ctime moves
+    d, reads = pass_with_reads(tmp_path, root)
+    assert (d["indexed"], d["unchanged"], reads) == (0, 3, 2), d
+    assert search(tmp_path, root, "golfword") == [str(a)]
+    assert c.exists()
+
+
+def test_racy_stat_is_read_again_at_the_next_pass() -> None:
+    from indexerd.files import RACY_WINDOW_FINE_NS, trusted_ctime_ns
+
+    now = 1_700_000_000_123_456_789
+    fine = now - 30_000_000  # 30 ms before the read on a nanosecond file system: one tick away
+    assert trusted_ctime_ns(fine, now) == 0
+    assert trusted_ctime_ns(now - RACY_WINDOW_FINE_NS - 1, now) == now - RACY_WINDOW_FINE_NS - 1
+    coarse = (now // 10**9 - 1) * 10**9  # whole seconds (ext3, FAT): a 1-2 s tick
+    assert trusted_ctime_ns(coarse, now) == 0
+    assert trusted_ctime_ns(coarse - 10**9, now) == coarse - 10**9
+    assert trusted_ctime_ns(now + 5, now) == 0  # changed while read
+
+
+def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_path) -> None:
+    """A store written before schema 5 (no ino column, ctime only on errors): opening it
+    migrates, the next pass reads no file (judged on mtime and size), records each file's ctime
+    and inode, and from then on a rewrite that keeps size and mtime is seen."""
+    import sqlite3
+
+    root = tmp_path / "root"
+    files = [write(root / f"f{i}.txt", f"julietword number {i}\n") for i in range(5)]
+    time.sleep(2.1)
+    d, _ = pass_with_reads(tmp_path, root)
+    assert d["indexed"] == 5
+    db = tmp_path / "state" / "state.sqlite3"
+    con = sqlite3.connect(db)
+    from indexerd.store import MIGRATIONS, SCHEMA_VERSION
+
+    step = next(i for i, m in enumerate(MIGRATIONS) if "ADD COLUMN ino" in m)
+    assert step == SCHEMA_VERSION - 1  # a later migration would be re-run below: rewrite this
+    con.executescript("UPDATE documents SET ctime_ns = NULL; ALTER TABLE documents DROP COLUMN ino; "
+                      f"PRAGMA user_version = {step};")
+    con.close()
+    d, reads = pass_with_reads(tmp_path, root)
+    assert (d["unchanged"], d["indexed"], reads) == (5, 0, 0), d
+    con = sqlite3.connect(db)
+    rows = dict(((k, (c, i)) for k, c, i in con.execute("SELECT key, ctime_ns, ino FROM documents")))
+    con.close()
+    assert rows == {f.as_uri(): (os.stat(f).st_ctime_ns, os.stat(f).st_ino) for f in files}
+    rewrite_keeping_stat(files[0], b"kiloword number 000\n", replace=False)
+    d, reads = pass_with_reads(tmp_path, root)
+    assert (d["indexed"], d["unchanged"], reads) == (1, 4, 1), d

@@ -97,8 +97,8 @@ def test_write_batch_round_trip(store) -> None:
     assert store.get("file:///b") == b
     assert store.get_meta("index_generation") == "7"
     assert store.keys() == {"file:///a", "file:///b"}
-    assert store.stat_map("docs") == {"file:///a": (1_000_000_000_123, 10, None, "new"),
-                                      "file:///b": (1_000_000_000_123, 10, None, "new")}
+    assert store.stat_map("docs") == {"file:///a": (1_000_000_000_123, 10, None, None, "new"),
+                                      "file:///b": (1_000_000_000_123, 10, None, None, "new")}
 
     # upsert replaces every column, including with None
     store.write_batch([rec("file:///a", status="skipped", reason="too-large", last_modified=None,
