@@ -242,7 +242,8 @@ def test_version_3_store_gains_the_hash_lookup_and_keeps_its_rows(tmp_path) -> N
         s.write_batch([DocumentRecord(key="http://h/", source="w", content_hash="abc"),
                        DocumentRecord(key="http://h/x", source="w", content_hash="abc", status="skipped")])
     con = sqlite3.connect(tmp_path / Store.FILENAME)
-    con.executescript("DROP INDEX documents_hash; PRAGMA user_version = 3;")
+    # a real version-3 store: no hash index, no ino column (migration 5)
+    con.executescript("DROP INDEX documents_hash; ALTER TABLE documents DROP COLUMN ino; PRAGMA user_version = 3;")
     con.close()
     with Store.in_dir(tmp_path) as s:
         assert s.schema_version == SCHEMA_VERSION
