@@ -200,12 +200,15 @@ class WebSource(_Struct):
     ``max_pages`` caps the requests of one pass; ``gone_after`` is how many consecutive 404/410
     answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
     flight per host whatever their number).  ``timeout`` bounds connect, each read and the
-    whole request (seconds).
+    whole request (seconds).  ``max_recrawl_interval`` bounds adaptive recrawl
+    (:mod:`indexerd.recrawl`): a page that never changes is still asked this often (at least
+    ``interval``; equal to it, every page is asked at every pass).
     """
 
     name: str
     seeds: list[str]
     interval: Seconds = Seconds(3600.0)
+    max_recrawl_interval: Seconds = Seconds(7 * 86400.0)
     max_hops: int | None = None
     path_depth: str | None = None
     restrict: list[str] = []
@@ -338,6 +341,9 @@ def _check_web_source(src: WebSource, where: str, origin: str) -> None:
 
     if not src.seeds:
         raise ConfigError(f"{origin}: {where}.seeds: expected at least one http(s) URL")
+    if src.max_recrawl_interval < src.interval:
+        raise ConfigError(f"{origin}: {where}.max_recrawl_interval: expected a duration of at least the "
+                          f"source's interval ({float(src.interval):g} s), got {float(src.max_recrawl_interval):g} s")
     for i, seed in enumerate(src.seeds):
         try:
             canonicalize(seed)

@@ -12,7 +12,7 @@ from typing import Iterator
 from .dates import format_utc, parse_since
 from .decide import REASONS
 from .files import key_to_path, path_to_key
-from .store import DocumentRecord, Store
+from .store import DocumentRecord, Store, from_db_time
 
 UTC = timezone.utc
 
@@ -75,5 +75,18 @@ def explain(store: Store, key: str) -> dict | None:
         meaning = REASONS.get(rec.reason)
         why.append(f"last decision at {format_utc(rec.decided_at)}: {rec.reason}"
                    + (f" ({meaning})" if meaning else "") + (f" — {rec.detail}" if rec.detail else ""))
+    row = store.crawl_row(rec.key) if "://" in rec.key and not rec.key.startswith("file:") else None
+    if row is not None and row["due_at"]:
+        due = format_utc(from_db_time(row["due_at"]))
+        out["recrawl"] = {"interval_seconds": row["recrawl_seconds"], "due_at": due, "reason": row["due_reason"]}
+        why.append(f"next recrawl due {due} (every {_duration(row['recrawl_seconds'])}): {row['due_reason']}")
     out["explanation"] = why
     return out
+
+
+def _duration(seconds: float | None) -> str:
+    """``90061`` -> ``'1d 1h 1m'`` (whole minutes; at least ``'0m'``)."""
+    minutes = int((seconds or 0) // 60)
+    days, minutes = divmod(minutes, 1440)
+    hours, minutes = divmod(minutes, 60)
+    return " ".join(f"{n}{u}" for n, u in ((days, "d"), (hours, "h"), (minutes, "m")) if n) or "0m"

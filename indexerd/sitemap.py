@@ -29,10 +29,13 @@ class SitemapEntry:
             not canonicalised.
         lastmod: the ``<lastmod>`` text as written, stripped (any W3C Datetime variant, or junk);
             None when absent or empty.
+        changefreq: the ``<changefreq>`` text as written, stripped (``daily`` ...); None when
+            absent or empty (``<url>`` entries only).
     """
 
     loc: str
     lastmod: str | None = None
+    changefreq: str | None = None
 
 
 class _Stop(Exception):
@@ -101,7 +104,7 @@ def parse_sitemap(data: bytes, *, max_entries: int = 50_000, max_bytes: int = 50
     children: list[SitemapEntry] = []
     # Element stack of (namespace, local name); text collected for loc/lastmod of an entry.
     stack: list[tuple[str, str]] = []
-    state: dict = {"root": None, "ns": "", "loc": None, "lastmod": None, "text": None}
+    state: dict = {"root": None, "ns": "", "loc": None, "lastmod": None, "changefreq": None, "text": None}
     out: list[SitemapEntry] | None = None
 
     def split(name: str) -> tuple[str, str]:
@@ -119,8 +122,8 @@ def parse_sitemap(data: bytes, *, max_entries: int = 50_000, max_bytes: int = 50
             state["root"], state["ns"] = local, ns
             out = pages if local == "urlset" else children
         elif depth == 1 and ns == state["ns"] and local == _ROOTS[state["root"]]:
-            state["loc"] = state["lastmod"] = None
-        elif (depth == 2 and ns == state["ns"] and local in ("loc", "lastmod")
+            state["loc"] = state["lastmod"] = state["changefreq"] = None
+        elif (depth == 2 and ns == state["ns"] and local in ("loc", "lastmod", "changefreq")
               and stack[1] == (state["ns"], _ROOTS[state["root"]])):
             state["text"] = []
 
@@ -132,7 +135,7 @@ def parse_sitemap(data: bytes, *, max_entries: int = 50_000, max_bytes: int = 50
             state["text"] = None
         elif depth == 1 and ns == state["ns"] and local == _ROOTS[state["root"]]:
             if state["loc"]:
-                out.append(SitemapEntry(state["loc"], state["lastmod"]))
+                out.append(SitemapEntry(state["loc"], state["lastmod"], state["changefreq"]))
                 if len(out) >= max_entries:
                     raise _Stop
 

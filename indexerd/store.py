@@ -108,6 +108,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE documents ADD COLUMN ino INTEGER;
     """,
+    # 5 -> 6: adaptive recrawl: each URL's learnt interval, when it is next due and why, and the
+    # sitemap's changefreq hint (NULL: never scheduled, due at the next pass)
+    """
+    ALTER TABLE crawl ADD COLUMN recrawl_seconds REAL;
+    ALTER TABLE crawl ADD COLUMN due_at TEXT;
+    ALTER TABLE crawl ADD COLUMN due_reason TEXT;
+    ALTER TABLE crawl ADD COLUMN changefreq TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -345,7 +353,7 @@ class Store:
     #: read only when a 304 needs it (:meth:`crawl_links`).
     CRAWL_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via", "origin", "redirects",
                      "doc_key", "sitemap_lastmod", "gone_count", "fail_count", "last_status",
-                     "last_outcome", "checked_at")
+                     "last_outcome", "checked_at", "recrawl_seconds", "due_at", "due_reason", "changefreq")
 
     def crawl_rows(self, source: str) -> dict[str, dict]:
         """Every crawl row of ``source`` as ``{url: {column: value}}`` (without ``links``)."""
@@ -372,6 +380,12 @@ class Store:
              [(v, source, u) for u, v in (links or {}).items()]),
             ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
             ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
+
+    def crawl_row(self, url: str) -> dict | None:
+        """The crawl row of ``url`` (any web source; the first by source name), or None."""
+        row = self._db.execute(f"SELECT source, {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE url = ? "
+                               "ORDER BY source LIMIT 1", (url,)).fetchone()
+        return dict(row) if row is not None else None
 
     def crawl_forget(self, source: str) -> None:
         """Drop the frontier and seen set of ``source`` (the source was removed)."""

@@ -46,8 +46,9 @@ from .fetch import Fetcher, Response
 from .frontier import Frontier, Task
 from .pipeline import Fetched, PassCounts, Pipeline, Policy
 from .politeness import HOST_SLOTS, HostSlots, PolitenessSettings
+from .recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
 from .robots import MAX_ROBOTS_BYTES, RobotsCache, follow_redirects
-from .store import to_db_time
+from .store import from_db_time, to_db_time
 from .urls import QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key, trap_reason
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,12 @@ def _new_row(url: str) -> dict:
     return {"url": url, "pass_id": 0, "state": "queued", "hops": 0, "seed_depth": 1, "seq": 0,
             "via": "link", "origin": None, "redirects": 0, "doc_key": None,
             "sitemap_lastmod": None, "gone_count": 0, "fail_count": 0, "last_status": None,
-            "last_outcome": None, "checked_at": None}
+            "last_outcome": None, "checked_at": None, "recrawl_seconds": None, "due_at": None,
+            "due_reason": None, "changefreq": None}
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class WebSource:
@@ -126,13 +132,16 @@ class WebSource:
         policy: effective per-source settings (max size, dates, refresh time).
         meta_map: the Verity meta map for page dates.
         slots: politeness slots (tests may pass their own; default the process-wide one).
+        clock: the time adaptive recrawl schedules by (aware UTC; a benchmark may simulate
+            passes an ``interval`` apart).
     """
 
     kind = "web"
 
     def __init__(self, cfg: WebSourceConfig, policy: SourcePolicy, meta_map: MetaMap,
-                 slots: HostSlots = HOST_SLOTS) -> None:
+                 slots: HostSlots = HOST_SLOTS, clock=_utc_now) -> None:
         self.cfg = cfg
+        self.clock = clock
         self.name = cfg.name
         self.root = None
         self.max_size = policy.max_size_bytes
@@ -244,6 +253,10 @@ class _Pass:
         #: (host, content hash) -> the key kept for that content in this pass
         self.by_hash: dict[tuple[str, str], str] = {}
         self.demoted: list[str] = []  # kept keys that a preferred URL with their bytes replaces
+        self.pass_start = src.clock()  # adaptive recrawl schedules from here (a resume: its start)
+        self.min_interval = float(self.cfg.interval)
+        self.max_interval = float(self.cfg.max_recrawl_interval)
+        self.not_due: set[str] = set()  # known URLs this pass does not ask (in ``seen``)
 
     # -- setup and teardown ---------------------------------------------------------------
     def run(self) -> None:
@@ -305,6 +318,7 @@ class _Pass:
     def _start(self, state: dict) -> None:
         """A new pass: seeds, then every URL requested before (re-checked conditionally)."""
         self.pass_id = int(state.get("id", 0)) + 1
+        self.pass_start = self.src.clock()
         for seed in self.cfg.seeds:
             url = canonicalize(seed)
             self._enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
@@ -319,15 +333,42 @@ class _Pass:
             if reason is not None:
                 self._out_of_scope(r, reason)
                 continue
+            if not self._due(r):
+                self._defer(r["url"])
+                continue
             self._enqueue(r["url"], hops=r["hops"], seed_depth=r["seed_depth"], via="recheck")
         self._persist(finished=False)
+
+    def _due(self, row: dict) -> bool:
+        """Whether a known URL is asked in this pass: always in a forced pass or when
+        ``max_recrawl_interval`` equals ``interval`` (adaptive recrawl off), else when due."""
+        return self.forced or self.max_interval <= self.min_interval or \
+            is_due(from_db_time(row["due_at"]), self.pass_start, self.min_interval)
+
+    def _defer(self, url: str) -> None:
+        """Adaptive recrawl: ``url`` is not due in this pass; links to it do not queue it."""
+        self.seen.add(url)
+        self.not_due.add(url)
+        self.counters.inc("web.recrawl.not-due")
+
+    def _reschedule(self, row: dict, change: str) -> None:
+        """Learn from one fetch of ``row``'s URL when to ask it again (:mod:`indexerd.recrawl`)."""
+        s = next_schedule(row["recrawl_seconds"], change, self.pass_start, min_interval=self.min_interval,
+                          max_interval=self.max_interval, changefreq=row["changefreq"],
+                          seed=row["via"] == "seed")
+        row.update(recrawl_seconds=s.interval_seconds, due_at=to_db_time(s.due_at), due_reason=s.reason)
 
     def _resume(self, state: dict) -> None:
         """Continue an interrupted pass: what it did stays done, what it queued is queued."""
         self.pass_id = int(state["id"])
+        if state.get("started"):
+            self.pass_start = from_db_time(state["started"])
         last = 0
         for r in sorted(self.rows.values(), key=lambda r: r["seq"]):
             if r["pass_id"] != self.pass_id:
+                if r["last_status"] is not None and r["via"] != "sitemapfile" and r["last_outcome"] != "gone" \
+                        and not self._due(r):
+                    self._defer(r["url"])
                 continue
             self.seen.add(r["url"])
             last = max(last, r["seq"])
@@ -351,7 +392,8 @@ class _Pass:
     def _persist(self, finished: bool) -> None:
         rows = [self.rows[u] for u in self.dirty if u in self.rows]
         deletes = [u for u in self.dirty if u not in self.rows]
-        meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running"})}
+        meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running",
+                                           "started": to_db_time(self.pass_start)})}
         links = {u: v for u, v in self.links.items() if u in self.rows}
         self.store.crawl_write(self.src.name, rows, deletes, meta, links)
         self.dirty.clear()
@@ -434,14 +476,16 @@ class _Pass:
             self.dirty.add(url)
         self.frontier.put(Task(url=url, host=host_key(url), kind="sitemap", front=True))
 
-    def _follow(self, links, task: Task, why: str = "link") -> None:
-        """Filter (scope, then traps) and enqueue the canonical outlinks of a page.
+    def _follow(self, links, task: Task, why: str = "link") -> int:
+        """Filter (scope, then traps) and enqueue the canonical outlinks of a page; return how
+        many of them are URLs never seen before (adaptive recrawl counts that as a change).
 
         Each dropped URL is counted once per pass (``web.drop.<reason>``, ``web.trap.<reason>``);
         a drop that depends on the path taken (``max-hops``, ``path-depth``) is not remembered,
         as another page may reach the URL in fewer hops.
         """
         hops = task.hops + 1
+        new = 0
         for link in links:
             if link in self.seen or link in self.dropped:
                 continue
@@ -457,7 +501,10 @@ class _Pass:
                     self.dropped.add(link)
                 self.counters.inc(f"web.{kind}.{reason}")
                 continue
-            self._enqueue(link, hops=hops, seed_depth=task.seed_depth, via=why)
+            unknown = link not in self.rows
+            if self._enqueue(link, hops=hops, seed_depth=task.seed_depth, via=why) and unknown:
+                new += 1
+        return new
 
     def _canonical_links(self, raw, encoding: str | None) -> list[str]:
         out: list[str] = []
@@ -717,15 +764,29 @@ class _Pass:
             if reason is not None:  # before any row is made: an out-of-scope entry leaves no trace
                 self.counters.inc(f"web.drop.{reason}")
                 continue
-            if entry.lastmod:
-                self._row(url)["sitemap_lastmod"] = entry.lastmod
-            if self._enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
+            if entry.lastmod or entry.changefreq:
+                r = self._row(url)
+                r["sitemap_lastmod"] = entry.lastmod or r["sitemap_lastmod"]
+                r["changefreq"] = entry.changefreq or r["changefreq"]
+            if url in self.not_due and self._changed_since_checked(url, entry.lastmod):
+                self.not_due.discard(url)  # the sitemap says it changed: due now
+                self.seen.discard(url)
+                self.counters.inc("web.recrawl.sitemap-lastmod")
+                r = self.rows[url]
+                self._enqueue(url, hops=r["hops"], seed_depth=r["seed_depth"], via="recheck")
+            elif self._enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
                 self.counters.inc("web.sitemap.urls")
+
+    def _changed_since_checked(self, url: str, lastmod: str | None) -> bool:
+        """A sitemap ``<lastmod>`` later than the URL's last check (both real times, UTC)."""
+        changed, checked = parse_date(lastmod), from_db_time(self.rows[url]["checked_at"])
+        return changed is not None and checked is not None and changed > checked
 
     def _failed(self, task: Task, resp: Response, reason: str) -> None:
         """5xx, timeouts, connection errors: keep the indexed copy, retry next pass."""
         row = self._done(task, resp, reason)
         row["fail_count"] += 1
+        self._reschedule(row, FAILED)
         self.counts.seen += 1
         self.counts.errors += 1
         self.counters.inc(f"error.{reason}")
@@ -751,6 +812,7 @@ class _Pass:
         """401, 403, other 4xx and odd statuses: not a confirmed deletion; keep what is indexed."""
         reason = f"http-{resp.status}"
         row = self._done(task, resp, reason)
+        self._reschedule(row, FAILED)
         self._count_unfetchable(row["doc_key"] or task.url, reason)
 
     def _gone(self, task: Task, resp: Response) -> None:
@@ -758,6 +820,7 @@ class _Pass:
         reason = f"http-{resp.status}"
         row = self._done(task, resp, reason)
         row["gone_count"] += 1
+        self._reschedule(row, FAILED)
         key = row["doc_key"] or task.url
         if row["gone_count"] >= self.cfg.gone_after:
             row["last_outcome"] = "gone"
@@ -770,6 +833,7 @@ class _Pass:
     def _redirect(self, task: Task, resp: Response) -> None:
         row = self._done(task, resp, f"redirect-{resp.status}")
         self.counters.inc("web.redirect")
+        self._reschedule(row, UNCHANGED)  # a failure to follow it reschedules it as failed
         self._follow_redirect(task, resp, row, resp.location, resp.permanent_redirect)
 
     def _html_redirect(self, task: Task, resp: Response, row: dict, ex) -> None:
@@ -779,6 +843,7 @@ class _Pass:
         row["last_outcome"] = "redirect-meta"
         self.counters.inc("web.redirect.meta-refresh")
         self.links[task.url] = None
+        self._reschedule(row, UNCHANGED)
         self._follow_redirect(task, resp, row, ex.redirect, True, ex.encoding)
 
     def _follow_redirect(self, task: Task, resp: Response, row: dict, location: str, permanent: bool,
@@ -818,8 +883,8 @@ class _Pass:
             links = self.links[task.url]
         else:
             links = self.store.crawl_links(self.src.name, task.url)
-        if links:
-            self._follow(json.loads(links), task)
+        new = self._follow(json.loads(links), task) if links else 0
+        self._reschedule(row, CHANGED if new else UNCHANGED)
 
     def _head_result(self, task: Task, resp: Response) -> None:
         """LCWA: HEAD first for what does not look like HTML; GET only what we index."""
@@ -827,11 +892,13 @@ class _Pass:
         length = resp.headers.get("Content-Length")
         if guess_media_type(task.url, b"", ctype) is None:
             row = self._done(task, resp, "unsupported-type")
+            self._reschedule(row, UNCHANGED)
             self.pipeline.skip(row["doc_key"] or task.url, self.src.name, "unsupported-type",
                                f"{task.url}: {ctype or 'no Content-Type'} is not indexed", self.counts)
             return
         if length and length.isdigit() and int(length) > self.src.max_size:
             row = self._done(task, resp, "too-large")
+            self._reschedule(row, UNCHANGED)
             self.pipeline.skip(row["doc_key"] or task.url, self.src.name, "too-large",
                                f"{task.url}: {length} bytes > max_size {self.src.max_size}", self.counts,
                                size=int(length))
@@ -847,6 +914,7 @@ class _Pass:
             self.pipeline.skip(row["doc_key"] or key, self.src.name, "too-large",
                                f"{task.url}: more than max_size {self.src.max_size} bytes", self.counts)
             row["last_outcome"] = "too-large"
+            self._reschedule(row, UNCHANGED)
             return
         robots_header = _header_tokens(resp.headers.get("X-Robots-Tag"), self.src.token)
         ctype = resp.headers.get("Content-Type")
@@ -863,12 +931,13 @@ class _Pass:
                                last_modified_header=f.last_modified_header)
             self._mirror_remove(task.url)
             row["doc_key"] = key
+            new = 0
             if "nofollow" not in robots_header:
                 try:
-                    ex = extract(resp.body, ctype, base_url=task.url, name=f.name)
+                    new = self._store_links(row, extract(resp.body, ctype, base_url=task.url, name=f.name), task)
                 except SkipDocument:  # not HTML: no links to follow
-                    return
-                self._store_links(row, ex, task)
+                    pass
+            self._reschedule(row, CHANGED if new else UNCHANGED)
             return
         old_key = row["doc_key"]
         self.demoted = []
@@ -894,15 +963,19 @@ class _Pass:
             elif out.verdict in ("skipped", "errors"):
                 self._mirror_remove(task.url)
         ex = out.extracted
+        new = 0
         if ex is not None and not ex.nofollow and "nofollow" not in robots_header:
-            self._store_links(row, ex, task)
+            new = self._store_links(row, ex, task)
         else:
             self.links[task.url] = None
+        self._reschedule(row, FAILED if out.verdict == "errors" else
+                         CHANGED if out.verdict == "indexed" or new else UNCHANGED)
 
-    def _store_links(self, row: dict, ex, task: Task) -> None:
+    def _store_links(self, row: dict, ex, task: Task) -> int:
+        """Keep a page's canonical outlinks and follow them; the count of never-seen URLs."""
         links = self._canonical_links(ex.links, ex.encoding)
         self.links[row["url"]] = json.dumps(links) if links else None
-        self._follow(links, task)
+        return self._follow(links, task)
 
     def _duplicate_of(self, key: str, chash: str) -> str | None:
         """Duplicate detection (Heritrix, Nutch): identical content under two URLs of one host is

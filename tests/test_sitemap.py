@@ -32,7 +32,7 @@ URLSET = f"""<?xml version="1.0" encoding="UTF-8"?>
 """.encode()
 
 WANT_PAGES = [
-    SitemapEntry("https://example.test/a?x=1&y=2", "2024-01-02"),
+    SitemapEntry("https://example.test/a?x=1&y=2", "2024-01-02", "weekly"),
     SitemapEntry("https://example.test/b", "2024-01-02T03:04:05+01:00"),
     SitemapEntry("https://example.test/c", "2024-01-02T03:04Z"),
     SitemapEntry("https://example.test/d", None),

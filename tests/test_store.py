@@ -237,15 +237,19 @@ def test_close_twice(tmp_path) -> None:
     s.close()
 
 
-def test_version_3_store_gains_the_hash_lookup_and_keeps_its_rows(tmp_path) -> None:
-    with Store.in_dir(tmp_path) as s:
-        s.write_batch([DocumentRecord(key="http://h/", source="w", content_hash="abc"),
-                       DocumentRecord(key="http://h/x", source="w", content_hash="abc", status="skipped")])
-    con = sqlite3.connect(tmp_path / Store.FILENAME)
-    # a real version-3 store: no hash index, no ino column (migration 5)
-    con.executescript("DROP INDEX documents_hash; ALTER TABLE documents DROP COLUMN ino; PRAGMA user_version = 3;")
+def test_version_3_store_migrates_keeping_its_documents_and_crawl_rows(tmp_path) -> None:
+    path = tmp_path / Store.FILENAME
+    con = sqlite3.connect(path)
+    con.executescript("".join(MIGRATIONS[:3]) + "PRAGMA user_version = 3;")
+    con.executemany("INSERT INTO documents(key, source, status, content_hash) VALUES (?, ?, ?, ?)",
+                    [("http://h/", "w", "indexed", "abc"), ("http://h/x", "w", "skipped", "abc")])
+    con.execute("INSERT INTO crawl(source, url, pass_id, state, hops, seed_depth, seq, via, last_status) "
+                "VALUES ('w', 'http://h/', 7, 'done', 0, 1, 1, 'seed', 200)")
+    con.commit()
     con.close()
     with Store.in_dir(tmp_path) as s:
         assert s.schema_version == SCHEMA_VERSION
         assert s.indexed_with_hash("w", "abc") == ["http://h/"]
         assert s.indexed_with_hash("other", "abc") == []
+        row = s.crawl_rows("w")["http://h/"]
+        assert (row["pass_id"], row["recrawl_seconds"], row["due_at"]) == (7, None, None)

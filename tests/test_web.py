@@ -73,6 +73,8 @@ def web_config(seeds, *, state_dir: Path | None = None, name: str = "site", poli
     lines += ["[[sources.web]]", f"name = {_toml(name)}", f"seeds = {_toml(list(seeds))}"]
     keys.setdefault("sitemaps", False)
     keys.setdefault("timeout", "5s")
+    # adaptive recrawl off (every known page asked at every pass) unless a test is about it
+    keys.setdefault("max_recrawl_interval", keys.get("interval", "1h"))
     lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
     lines += ["[sources.web.politeness]"]
     lines += [f"{k} = {_toml(v)}" for k, v in (politeness if politeness is not None else FAST).items()]

@@ -133,6 +133,7 @@ log_level = "warning"
 [[sources.web]]
 name = "site"
 seeds = ["{site.base}/index.html"]
+max_recrawl_interval = "1h"  # adaptive recrawl off: every page is asked at every pass
 restrict = {restrict_toml}
 workers = {workers}
 timeout = "10s"

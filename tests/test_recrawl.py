@@ -1,0 +1,225 @@
+"""Adaptive recrawl: the pure schedule (indexerd/recrawl.py), then the crawler on the loopback site
+(tests/httpsite.py) with simulated passes an ``interval`` apart."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from conftest import CLI
+from httpsite import site as site_fixture
+from test_web import Crawl, html, web_config
+
+from indexerd.config import parse_config
+from indexerd.indexer import Indexer
+from indexerd.recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
+
+site = site_fixture
+UTC = timezone.utc
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+H = 3600.0
+DAY = 86400.0
+
+
+# -- the schedule (pure) -------------------------------------------------------------------------
+def sched(interval, change, **kw):
+    return next_schedule(interval, change, T0, min_interval=H, max_interval=DAY, **kw)
+
+
+def test_unchanged_lengthens_and_changed_shortens_by_nutch_rates() -> None:
+    s = sched(10 * H, UNCHANGED)
+    assert s.interval_seconds == pytest.approx(12 * H) and s.due_at == T0 + timedelta(hours=12)
+    assert s.reason == "unchanged: interval x1.2"
+    s = sched(10 * H, CHANGED)
+    assert s.interval_seconds == pytest.approx(8 * H) and s.reason == "changed: interval x0.8"
+
+
+def test_interval_stays_between_the_site_interval_and_the_maximum() -> None:
+    low = sched(1.1 * H, CHANGED)
+    assert low.interval_seconds == H and "least" in low.reason
+    high = sched(23 * H, UNCHANGED)
+    assert high.interval_seconds == DAY and "most" in high.reason
+    assert sched(100 * DAY, UNCHANGED).interval_seconds == DAY  # a stored value above a lowered max
+
+
+def test_failure_keeps_the_interval_and_asks_at_the_next_pass() -> None:
+    s = sched(10 * H, FAILED)
+    assert (s.interval_seconds, s.due_at) == (10 * H, T0 + timedelta(hours=1))
+
+
+def test_first_fetch_uses_changefreq_within_bounds() -> None:
+    assert sched(None, CHANGED).interval_seconds == H
+    assert sched(None, CHANGED, changefreq="Daily ").interval_seconds == DAY
+    assert sched(None, CHANGED, changefreq="weekly").interval_seconds == DAY  # the maximum
+    assert sched(None, CHANGED, changefreq="always").interval_seconds == H
+    never = sched(None, UNCHANGED, changefreq="never")
+    assert never.interval_seconds == DAY and "changefreq never" in never.reason
+    assert sched(None, CHANGED, changefreq="fortnightly").interval_seconds == H
+
+
+def test_a_seed_is_asked_every_pass() -> None:
+    s = sched(20 * H, UNCHANGED, seed=True)
+    assert (s.interval_seconds, s.due_at, s.reason) == (H, T0 + timedelta(hours=1), "seed: asked every pass")
+
+
+def test_is_due_rounds_to_the_nearest_pass() -> None:
+    assert is_due(None, T0, H)
+    assert is_due(T0 + timedelta(minutes=30), T0, H)
+    assert not is_due(T0 + timedelta(minutes=31), T0, H)
+
+
+def test_unknown_change_word_is_refused() -> None:
+    with pytest.raises(ValueError, match="change must be"):
+        sched(H, "maybe")
+
+
+# -- the crawler, passes one simulated hour apart ----------------------------------------------------
+class Clocked(Crawl):
+    """A :class:`Crawl` whose passes run at ``self.now`` (advanced by the test)."""
+
+    def __init__(self, *a, **kw) -> None:
+        kw.setdefault("interval", "1h")
+        kw.setdefault("max_recrawl_interval", "1d")
+        super().__init__(*a, **kw)
+        self.now = T0
+
+    def run(self, **more) -> dict:
+        ix = Indexer(parse_config(self.config(**more)))
+        ix.open("index")
+        for src in ix.sources.values():
+            src.clock = lambda: self.now
+        try:
+            summary = ix.run_pass(progress=False).as_dict()
+            self.counters = ix.counters.snapshot()
+        finally:
+            ix.close()
+        return summary
+
+
+def test_stable_pages_are_asked_less_and_changing_ones_every_pass(tmp_path, site) -> None:
+    pages = [f"/p{i}.html" for i in range(5)]
+    site.static("/", html("Home", "start", pages + ["/news.html"]), etag='"home"')
+    for p in pages:
+        site.static(p, html(p, "stable text"), etag=f'"{p}"')
+    version = [0]
+    site.add("/news.html", handler=lambda hit: (200, {"Content-Type": "text/html"},
+                                                html("News", f"edition{version[0]}")))
+    crawl = Clocked(tmp_path, site)
+    for n in range(40):
+        crawl.now = T0 + timedelta(hours=n)
+        version[0] = n
+        crawl.run()
+    asked = {p: len(site.hits(p)) for p in ["/", "/news.html", *pages]}
+    assert asked["/"] == 40 and asked["/news.html"] == 40, asked  # the seed; a page changing every pass
+    assert all(6 <= asked[p] <= 14 for p in pages), asked  # 1h x 1.2^k: ~11 asks in 40 h, not 40
+    assert crawl.counters["web.recrawl.not-due"] >= 1
+
+
+def test_a_new_page_linked_from_a_seed_is_found_at_the_next_pass(tmp_path, site) -> None:
+    site.static("/", html("Home", "start", ["/a.html"]))
+    site.static("/a.html", html("A", "alpha"))
+    crawl = Clocked(tmp_path, site)
+    for n in range(20):
+        crawl.now = T0 + timedelta(hours=n)
+        crawl.run()
+    site.static("/", html("Home", "start", ["/a.html", "/new.html"]))
+    site.static("/new.html", html("New", "koala fresh page"))
+    crawl.now += timedelta(hours=1)
+    crawl.run()
+    assert crawl.search("koala") == [site.url("/new.html")]
+
+
+def test_a_hub_page_yielding_new_urls_is_asked_often(tmp_path, site) -> None:
+    # / -> /list.html, which links one more article every pass (a "what's new" page)
+    site.static("/", html("Home", "start", ["/list.html"]), etag='"h"')
+    count = [1]
+    site.add("/list.html", handler=lambda hit: (200, {"Content-Type": "text/html"}, html(
+        "List", "articles", [f"/art/{i}.html" for i in range(count[0])])))
+    for i in range(40):
+        site.static(f"/art/{i}.html", html(f"Article {i}", f"article{i} body"))
+    crawl = Clocked(tmp_path, site)
+    for n in range(30):
+        crawl.now = T0 + timedelta(hours=n)
+        count[0] = n // 3 + 1  # a new article every 3 passes; same text otherwise
+        crawl.run()
+    # every article published was found, within one pass of appearing on the hub page
+    found = {r for r in crawl.docs() if "/art/" in r}
+    assert found == {site.url(f"/art/{i}.html") for i in range(count[0])}, sorted(found)
+
+
+def test_sitemap_lastmod_makes_a_page_due_and_changefreq_sets_the_first_interval(tmp_path, site) -> None:
+    lastmod = ["2025-12-01T00:00:00Z"]
+
+    def sitemap(hit):
+        body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f'<url><loc>{site.url("/doc.html")}</loc><lastmod>{lastmod[0]}</lastmod></url>'
+                f'<url><loc>{site.url("/archive.html")}</loc><changefreq>never</changefreq></url>'
+                '</urlset>')
+        return 200, {"Content-Type": "application/xml"}, body.encode()
+
+    site.add("/sitemap.xml", handler=sitemap)
+    site.static("/", html("Home", "start", ["/doc.html"]), etag='"h"')
+    site.static("/doc.html", html("Doc", "old text"), etag='"d1"')
+    site.static("/archive.html", html("Archive", "archived"), etag='"a"')
+    crawl = Clocked(tmp_path, site, sitemaps=True)
+    crawl.run()
+    archive = crawl.crawl_rows()[site.url("/archive.html")]
+    assert archive["recrawl_seconds"] == DAY  # changefreq never: the maximum
+    assert archive["due_reason"] == "first fetch: sitemap changefreq never"
+    for n in range(1, 40):  # until /doc.html is due more than 2 h ahead
+        crawl.now = T0 + timedelta(hours=n)
+        crawl.run()
+        due = datetime.fromisoformat(crawl.crawl_rows()[site.url("/doc.html")]["due_at"].replace("Z", "+00:00"))
+        if due > crawl.now + timedelta(hours=2):
+            break
+    assert len(site.hits("/archive.html")) == 1  # due after a day
+    before = len(site.hits("/doc.html"))
+    crawl.now += timedelta(hours=1)
+    crawl.run()
+    assert len(site.hits("/doc.html")) == before  # not due
+    site.static("/doc.html", html("Doc", "gnu new text"), etag='"d2"')
+    lastmod[0] = (datetime.now(UTC) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    crawl.run()  # the same time: only the sitemap makes it due
+    assert len(site.hits("/doc.html")) == before + 1
+    assert crawl.search("gnu") == [site.url("/doc.html")]
+    assert crawl.counters.get("web.recrawl.sitemap-lastmod") == 1
+
+
+def test_forced_pass_asks_every_page_and_explain_shows_the_next_due_time(tmp_path, site) -> None:
+    site.static("/", html("Home", "start", ["/a.html"]), etag='"h"')
+    site.static("/a.html", html("A", "alpha"), etag='"a"')
+    crawl = Clocked(tmp_path, site)
+    for n in range(6):
+        crawl.now = T0 + timedelta(hours=n)
+        crawl.run()
+    asked = len(site.hits("/a.html"))
+    crawl.now += timedelta(hours=1)
+    crawl.run()
+    assert len(site.hits("/a.html")) == asked
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(crawl.config())
+    cli = CLI(crawl.state, cfg)
+    out = json.loads(cli.run("ctl", "explain", site.url("/a.html"), "--json").stdout)
+    assert out["recrawl"]["reason"].startswith("unchanged: interval x1.2")
+    due = datetime.fromisoformat(out["recrawl"]["due_at"].replace("Z", "+00:00"))
+    assert due > crawl.now
+    assert any(line.startswith("next recrawl due ") for line in out["explanation"])
+    text = cli.run("ctl", "explain", site.url("/a.html")).stdout
+    assert "next recrawl due" in text
+    ix = Indexer(parse_config(crawl.config()))
+    ix.open("index")
+    for src in ix.sources.values():
+        src.clock = lambda: crawl.now
+    try:
+        ix.run_pass(progress=False, forced=True)
+    finally:
+        ix.close()
+    assert len(site.hits("/a.html")) == asked + 1
+
+
+def test_max_recrawl_interval_below_interval_is_refused() -> None:
+    from indexerd.errors import ConfigError
+    with pytest.raises(ConfigError, match="max_recrawl_interval"):
+        parse_config(web_config(["http://h.test/"], interval="2h", max_recrawl_interval="1h"))
