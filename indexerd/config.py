@@ -31,6 +31,10 @@ DEFAULT_EXCLUDES = (
 )
 
 
+#: ``Config.origin`` when no config file was read (``load_config`` found none)
+DEFAULTS_ORIGIN = "<defaults>"
+
+
 class Seconds(float):
     """A duration in seconds, written in the config as ``"15m"``, ``"1h30m"``, ``"2d"`` or a number."""
 
@@ -265,7 +269,7 @@ class Config(ConfigFile):
     TOML key.
     """
 
-    origin: str = "<defaults>"
+    origin: str = DEFAULTS_ORIGIN
 
 
 _PATH_RE = re.compile(r"\$\.?")
@@ -471,14 +475,17 @@ def resolve_state_dir(cfg: Config) -> Path:
     """Where the state store and the index live.
 
     ``state_dir`` from the config; else systemd's ``$STATE_DIRECTORY`` (first entry); else
-    ``/var/lib/indexerd`` for root; else the user's state dir (``~/.local/state/indexerd``).
+    ``/var/lib/indexerd`` for root with a config file; else the user's state dir
+    (``$XDG_STATE_HOME/indexerd``, ``~/.local/state/indexerd``).  Without a config file (the
+    demo, ``indexerd index PATH``) root gets its own user state dir too: ``/var/lib/indexerd``
+    is the service's, whose daemon would never remove documents of paths it was not given.
     """
     if cfg.state_dir:
         return Path(cfg.state_dir).expanduser()
     env = os.environ.get("STATE_DIRECTORY")
     if env:
         return Path(env.split(":")[0])
-    if _is_root():
+    if _is_root() and cfg.origin != DEFAULTS_ORIGIN:
         return Path("/var/lib/indexerd")
     from platformdirs import user_state_dir
 
