@@ -201,7 +201,9 @@ class WebSource(_Struct):
     ``restrict`` regexes must all match, one of ``include`` must match (empty: all), none of
     ``exclude`` may; ``allowed_domains`` defaults to the seeds' hosts (subdomains included),
     ``allowed_ports`` to the seeds' ports (80 and 443 together).
-    ``max_pages`` caps the requests of one pass; ``gone_after`` is how many consecutive 404/410
+    ``max_pages`` caps the requests of one pass; ``max_queued`` the URLs waiting in the
+    frontier at once (new ones beyond are dropped and counted); ``max_numbered_variants`` the
+    URLs of one numbered-path pattern a pass queues (:mod:`indexerd.traps`); ``gone_after`` is how many consecutive 404/410
     answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
     flight per host whatever their number).  ``timeout`` bounds connect, each read and the
     whole request (seconds).  ``max_recrawl_interval`` bounds adaptive recrawl
@@ -233,6 +235,8 @@ class WebSource(_Struct):
     gone_after: int = 1
     workers: int = 4
     max_query_variants: int = 100
+    max_queued: int = 20_000
+    max_numbered_variants: int = 1_000
     date_sources: list[str] | None = None
     refresh_time: Seconds | None = None
     strict_dates: bool | None = None
@@ -361,7 +365,7 @@ def _check_web_source(src: WebSource, where: str, origin: str) -> None:
         raise ConfigError(f"{origin}: {where}.{e}") from None
     if src.order not in ("breadth", "depth"):
         raise ConfigError(f"{origin}: {where}.order: expected 'breadth' or 'depth', got {src.order!r}")
-    for key in ("max_pages", "gone_after", "workers", "max_query_variants"):
+    for key in ("max_pages", "gone_after", "workers", "max_query_variants", "max_queued", "max_numbered_variants"):
         if getattr(src, key) < 1:
             raise ConfigError(f"{origin}: {where}.{key}: expected a whole number >= 1, got {getattr(src, key)}")
     if src.workers > 64:

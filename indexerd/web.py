@@ -49,6 +49,7 @@ from .politeness import HOST_SLOTS, HostSlots, PolitenessSettings
 from .recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
 from .robots import MAX_ROBOTS_BYTES, RobotsCache, follow_redirects
 from .store import from_db_time, to_db_time
+from .traps import PatternGuard
 from .urls import QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key, trap_reason
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,10 @@ HOST_FAILURE_LIMIT = 5
 MAX_LINKS_PER_PAGE = 10_000
 #: Sitemap files fetched per pass (a sitemap index may name many).
 MAX_SITEMAP_FILES = 50
+#: Entries read from one sitemap file (the protocol allows 50,000; the rest is not parsed).
+MAX_SITEMAP_URLS = 10_000
+#: Dropped URLs remembered per pass so each is counted once (beyond: counted again when met again).
+MAX_DROPPED_REMEMBERED = 100_000
 #: Skip reasons that depend only on the bytes: a page skipped for one of them is asked with a
 #: conditional GET next time (a 304 keeps the verdict) instead of being downloaded again.
 #: ``too-large`` is not one: raising ``max_size`` must fetch it again.
@@ -244,6 +249,7 @@ class _Pass:
         self.sitemaps_asked: set[str] = set()
         self.sitemap_files = 0
         self.query_variants = QueryVariants(self.cfg.max_query_variants)
+        self.patterns = PatternGuard(self.cfg.max_numbered_variants, self.cfg.max_query_variants)
         self.seq = itertools.count()
         self.pass_id = 0
         self.done_pages = 0
@@ -390,6 +396,11 @@ class _Pass:
             self._persist(finished=False)
 
     def _persist(self, finished: bool) -> None:
+        if finished:  # URLs queued but never asked (the budget ran out): found again next pass
+            for url in [u for u, r in self.rows.items() if r["state"] == "queued" and r["last_status"] is None
+                        and r["via"] != "sitemapfile" and not r["doc_key"]]:
+                del self.rows[url]
+                self.dirty.add(url)
         rows = [self.rows[u] for u in self.dirty if u in self.rows]
         deletes = [u for u in self.dirty if u not in self.rows]
         meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running",
@@ -426,6 +437,11 @@ class _Pass:
                     seq=row["seq"], method=method, etag=etag, last_modified=lm, origin=row["origin"],
                     redirects=row["redirects"], front=front)
 
+    def _frontier_full(self) -> bool:
+        """``max_queued`` URLs wait already: a new one is dropped (and counted), to be found
+        again later in the pass or from the next pass's pages (their stored links)."""
+        return self.frontier.queued() >= self.cfg.max_queued
+
     def _scope_reason(self, url: str, hops: int, seed_depth: int, kind: str = "page") -> str | None:
         """The one scope gate, applied when a URL is queued and again before it is fetched:
         None, or why ``url`` is not crawled (:meth:`Scope.check` then :func:`trap_reason` for a
@@ -446,6 +462,9 @@ class _Pass:
         """Add ``url`` to the frontier unless it was seen in this pass or the scope gate drops it
         (counted ``web.drop.<reason>``)."""
         if url in self.seen:
+            return False
+        if via in ("link", "sitemap") and self._frontier_full():
+            self.counters.inc("web.drop.frontier-full")
             return False
         reason = self._scope_reason(url, hops, seed_depth)
         if reason is not None:
@@ -489,6 +508,9 @@ class _Pass:
         for link in links:
             if link in self.seen or link in self.dropped:
                 continue
+            if self._frontier_full():  # before the costlier checks: a page of 10,000 links
+                self.counters.inc("web.drop.frontier-full")
+                continue
             reason = self.src.scope.check(link, hops=hops, seed_depth=task.seed_depth)
             kind = "drop"
             if reason is None:
@@ -496,8 +518,10 @@ class _Pass:
                 reason = trap_reason(link)
                 if reason is None and not self.query_variants.admit(link):
                     reason = "query-variants"
+                if reason is None:
+                    reason = self.patterns.admit(link)
             if reason is not None:
-                if reason not in ("max-hops", "path-depth"):
+                if reason not in ("max-hops", "path-depth") and len(self.dropped) < MAX_DROPPED_REMEMBERED:
                     self.dropped.add(link)
                 self.counters.inc(f"web.{kind}.{reason}")
                 continue
@@ -739,12 +763,14 @@ class _Pass:
         from .sitemap import parse_sitemap
 
         try:
-            pages, children = parse_sitemap(resp.body)
+            pages, children = parse_sitemap(resp.body, max_entries=MAX_SITEMAP_URLS)
         except ValueError as e:
             self.counters.inc("web.sitemap.invalid")
             log.warning("%s: %s: not a usable sitemap: %s", self.src.name, task.url, e)
             return
         row["last_outcome"] = f"sitemap:{len(pages)}+{len(children)}"
+        if max(len(pages), len(children)) >= MAX_SITEMAP_URLS:
+            self.counters.inc("web.sitemap.truncated")  # the rest of the file is not read
         for child in children:
             try:
                 url = canonicalize(child.loc)
@@ -755,7 +781,10 @@ class _Pass:
         seed_depth = min(path_depth(canonicalize(s)) for s in self.cfg.seeds
                          if host_key(canonicalize(s)) == task.host)
         hops = 1
-        for entry in pages:
+        for i, entry in enumerate(pages):
+            if self._frontier_full():
+                self.counters.inc("web.drop.frontier-full", len(pages) - i)
+                break
             try:
                 url = canonicalize(entry.loc)
             except ValueError:

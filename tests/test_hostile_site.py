@@ -113,3 +113,112 @@ max_backoff = "0.05s"
         assert found.search("secretword") == []
     finally:
         found.close()
+
+
+def _urlset(urls) -> bytes:
+    body = "".join(f"<url><loc>{u}</loc></url>" for u in urls)
+    return f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{body}</urlset>'.encode()
+
+
+def _crawl_twice(tmp_path, site, monkeypatch, config: str) -> tuple[dict, float, float, int, int]:
+    """Two passes of one web source: (counters of each pass, seconds, MB of peak RSS growth,
+    crawl rows left in the store, store bytes)."""
+    import sqlite3
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = parse_config(f'state_dir = "{tmp_path / "state"}"\n' + config + """
+timeout = "5s"
+[sources.web.politeness]
+min_delay = "0s"
+good_guy_factor = 0.0
+""")
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    passes = []
+    for _ in range(2):  # the second pass must not reload what the first could not fetch
+        ix = Indexer(cfg)
+        ix.open("index")
+        try:
+            ix.run_pass(progress=False)
+            passes.append(ix.counters.snapshot())
+        finally:
+            ix.close()
+    elapsed = time.monotonic() - started
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+    store = tmp_path / "state" / "state.sqlite3"
+    con = sqlite3.connect(store)
+    try:
+        rows = con.execute("SELECT count(*) FROM crawl").fetchone()[0]
+    finally:
+        con.close()
+    return passes, elapsed, grown_mb, rows, store.stat().st_size
+
+
+def _letters(i: int) -> str:
+    out = ""
+    while True:
+        i, r = divmod(i, 26)
+        out += "abcdefghijklmnopqrstuvwxyz"[r]
+        if not i:
+            return out
+
+
+def test_the_frontier_stays_bounded_on_pages_of_10000_new_links(tmp_path, site, monkeypatch) -> None:
+    # issue 18: 60 pages of 10,000 new links each queued 590,000 URLs (741 MB RSS)
+    pages = 10
+    for p in range(pages):
+        site.add(f"/p{p}", body=_page(f"P{p}", f"page {p}", [f"/w/{_letters(p * 10_000 + i)}" for i in range(10_000)]),
+                 headers={"Content-Type": "text/html"})
+    seeds = ", ".join(f'"{site.url(f"/p{p}")}"' for p in range(pages))
+    passes, elapsed, grown_mb, rows, size = _crawl_twice(tmp_path, site, monkeypatch, f"""
+[[sources.web]]
+name = "links"
+seeds = [{seeds}]
+sitemaps = false
+max_pages = 100
+""")
+    for c in passes:  # max_queued (20,000) wait at once; the rest are counted, not queued
+        assert pages * 10_000 - 20_000 - 100 <= c.get("web.drop.frontier-full") <= pages * 10_000 - 20_000, c
+    assert rows <= 100, rows          # URLs queued but never asked are not kept for the next pass
+    assert size < 20 * 1024 * 1024, size
+    assert grown_mb < 150, grown_mb
+    assert elapsed < 120, elapsed
+
+
+def test_a_sitemap_index_of_1000_sitemaps_queues_a_bounded_number_of_urls(tmp_path, site, monkeypatch) -> None:
+    # issue 18: a sitemap index of 1,000 sitemaps queued 2.45 M rows (3.0 GB RSS, a 421 MB store, 432 s)
+    xml = {"Content-Type": "application/xml"}
+    site.add("/robots.txt", body=f"User-agent: *\nSitemap: {site.url('/index.xml')}\n".encode())
+    site.add("/", body=_page("Home", "home"), headers={"Content-Type": "text/html"})
+    site.add("/index.xml", headers=xml, body=(
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<sitemap><loc>{site.url(f'/sm/{i}.xml')}</loc></sitemap>" for i in range(1000))
+        + "</sitemapindex>").encode())
+    body = {}
+
+    def sitemap(hit):
+        n = hit.path.split("/")[-1].split(".")[0]
+        if n not in body:
+            urls = "".join(f"<url><loc>{site.url(f'/s{n}/u{i}')}</loc></url>" for i in range(20_000))
+            body[n] = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'.encode()
+        return 200, xml, body[n]
+
+    for i in range(1000):
+        site.add(f"/sm/{i}.xml", handler=sitemap)
+    passes, elapsed, grown_mb, rows, size = _crawl_twice(tmp_path, site, monkeypatch, f"""
+[[sources.web]]
+name = "maps"
+seeds = ["{site.url('/')}"]
+max_pages = 60
+""")
+    for c in passes:
+        assert c.get("web.sitemap.truncated") == 49, c             # 50 files a pass (the index is one)
+        assert 20_000 <= c.get("web.sitemap.urls") <= 20_060, c    # max_queued wait at once, at most
+        assert c.get("web.drop.frontier-full") == 49 * 10_000 - c["web.sitemap.urls"], c
+    assert sum(h.path.startswith("/sm/") for h in site.log) == 2 * 49
+    assert rows <= 60 + 60, rows
+    assert size < 20 * 1024 * 1024, size
+    assert grown_mb < 150, grown_mb
+    assert elapsed < 120, elapsed

@@ -144,3 +144,29 @@ def test_the_frontier_asks_the_gate_just_before_handing_a_url_out():
     assert (second.url, second.skip) == ("http://seed.test/b", None)
     assert asked == ["http://seed.test/private/a", "http://seed.test/b"]
     assert f.requests == 1  # the dropped URL spent no budget
+
+
+def test_numbered_paths_and_path_parameters_are_bounded_per_pattern(tmp_path, site):
+    # issue 18: /page/1 .. /page/99999 and /a;jsessionid=.. were bounded by max_pages alone
+    def numbered(hit):
+        n = int(hit.path.rsplit("/", 1)[1])
+        return 200, HTML, html(f"Page {n}", f"page {n}", [f"/page/{n + 1}"])
+
+    def session(hit):
+        n = int(hit.path.rsplit("=", 1)[1])
+        return 200, HTML, html(f"S {n}", "session", [f"/a;jsessionid={n + 1}"])
+
+    site.add("/", body=html("Home", "home", ["/page/1", "/a;jsessionid=1", "/2020/01/post.html"]), headers=HTML)
+    site.add("/page", handler=numbered)
+    for n in range(1, 60):
+        site.add(f"/page/{n}", handler=numbered)
+        site.add(f"/a;jsessionid={n}", handler=session)
+    site.add("/2020/01/post.html", body=html("Post", "postword"), headers=HTML)
+    crawl = Crawl(tmp_path, site, max_numbered_variants=20, max_query_variants=5)
+    crawl.run()
+    asked = [h.path for h in site.log]
+    assert sum(p.startswith("/page/") for p in asked) == 20, asked
+    assert sum(p.startswith("/a;") for p in asked) == 5, asked
+    assert crawl.counters.get("web.trap.numbered-path") == 1, crawl.counters
+    assert crawl.counters.get("web.trap.path-parameters") == 1, crawl.counters
+    assert crawl.search("postword") == [site.url("/2020/01/post.html")]
