@@ -18,7 +18,8 @@ import sys
 from datetime import datetime, timezone
 
 from . import __version__
-from .errors import IndexerdError
+from .errors import IndexerdError, UnknownKey
+from .terminal import safe
 
 UTC = timezone.utc
 log = logging.getLogger("indexerd")
@@ -95,18 +96,56 @@ def cmd_check_config(args) -> int:
     return 0
 
 
-def _open_index_readonly(cfg):
-    from .config import resolve_state_dir
+def _located(args):
+    """Where this ``ctl`` command looks (:func:`indexerd.locate.locate`); a config file that
+    does not validate is reported once on stderr and only its locating keys are used."""
+    from .locate import locate
+
+    loc = getattr(args, "_located", None)
+    if loc is None:
+        loc = args._located = locate(getattr(args, "config", None))
+        if loc.warning:
+            print(f"indexerd: warning: {safe(loc.warning)}", file=sys.stderr)
+    return loc
+
+
+class _NotReadable(IndexerdError):
+    """The state dir (or a file in it) exists but this user may not read it."""
+
+
+def _check_readable(*paths) -> None:
+    """Raise :class:`_NotReadable` naming the first of ``paths`` that exists but cannot be read
+    (directories: read and search; files: read) by this process's user."""
+    for p in paths:
+        try:
+            os.stat(p)
+        except FileNotFoundError:
+            return                               # absent: the opener says "no index yet"
+        except PermissionError:
+            pass                                 # a parent cannot be searched: report p
+        else:
+            if os.access(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0)):
+                continue
+        raise _NotReadable(
+            f"permission denied: {p} is not readable by this user (uid {os.getuid()}); the state "
+            f"dir belongs to the daemon's user: run as that user or join its group (e.g. `indexerd`), "
+            f"or pass -c with the config that names your own state_dir")
+
+
+def _open_index_readonly(args):
     from .index import WhooshIndex
 
-    return WhooshIndex.open(resolve_state_dir(cfg), create=False)
+    state_dir = _located(args).state_dir
+    _check_readable(state_dir, state_dir / WhooshIndex.DIRNAME)
+    return WhooshIndex.open(state_dir, create=False)
 
 
-def _open_store_readonly(cfg):
-    from .config import resolve_state_dir
+def _open_store_readonly(args):
     from .store import Store
 
-    return Store.in_dir(resolve_state_dir(cfg), readonly=True)
+    state_dir = _located(args).state_dir
+    _check_readable(state_dir, state_dir / Store.FILENAME)
+    return Store.in_dir(state_dir, readonly=True)
 
 
 def cmd_search(args) -> int:
@@ -117,8 +156,7 @@ def cmd_search(args) -> int:
         since, until = parse_since(args.since, datetime.now(UTC))
     if args.limit < 1:
         raise _usage(f"--limit must be 1 or more, got {args.limit}")
-    cfg = _load(args)
-    ix = _open_index_readonly(cfg)
+    ix = _open_index_readonly(args)
     try:
         hits = ix.search(args.query, limit=args.limit, since=since, until=until)
     finally:
@@ -138,39 +176,33 @@ def cmd_search(args) -> int:
         print(json.dumps(out, ensure_ascii=True))
         return 0
     if not hits:
-        print(f"no documents match {args.query!r}")
+        print(f"no documents match {safe(repr(args.query))}")
         return 0
-    tty = sys.stdout.isatty()
-    bold, off = ("\x1b[1m", "\x1b[0m") if tty else ("", "")
     from .files import display_path
+    from .terminal import print_hits
 
-    for h in hits:
-        where = display_path(h.path) if h.path else h.url
-        print(f"{h.rank:>3}. {bold}{h.title or '(untitled)'}{off}")
-        print(f"     {where}")
-        print(f"     last modified {format_utc(h.last_modified)} ({h.date_source}), score {h.score:.2f}")
-        if h.snippet:
-            print(f"     {h.snippet}")
+    print_hits(hits, display_path=display_path, format_utc=format_utc)
     return 0
 
 
 def _print_rows(rows: list[dict], cols: list[str], as_json: bool, empty: str) -> None:
+    from .terminal import print_rows
+
     if as_json:
         print(json.dumps(rows, ensure_ascii=True))
-        return
-    if not rows:
-        print(empty)
-        return
-    for r in rows:
-        print("  ".join(str(r.get(c) if r.get(c) is not None else "-") for c in cols))
+    elif not rows:
+        print(safe(empty))
+    else:
+        print_rows(rows, cols)
 
 
 def cmd_report(args) -> int:
     from .reports import date_report
 
     if not args.dates:
-        raise _usage("ctl report: choose a report, e.g. --dates")
-    store = _open_store_readonly(_load(args))
+        raise _usage("ctl report: choose a report; the only one is --dates (every document with its "
+                     "last-modified date, where the date came from and when it was indexed)")
+    store = _open_store_readonly(args)
     try:
         rows = list(date_report(store, args.source))
     finally:
@@ -182,7 +214,7 @@ def cmd_report(args) -> int:
 def cmd_changed(args) -> int:
     from .reports import changed
 
-    store = _open_store_readonly(_load(args))
+    store = _open_store_readonly(args)
     try:
         rows = list(changed(store, args.since))
     finally:
@@ -195,22 +227,19 @@ def cmd_changed(args) -> int:
 def cmd_explain(args) -> int:
     from .reports import explain
 
-    store = _open_store_readonly(_load(args))
+    store = _open_store_readonly(args)
     try:
         out = explain(store, args.key)
     finally:
         store.close()
     if out is None:
-        print(f"{args.key}: not known to indexerd", file=sys.stderr)
-        return 1
+        raise UnknownKey(f"{args.key}: not known to indexerd")
     if args.json:
         print(json.dumps(out, ensure_ascii=True))
         return 0
-    for k, v in out.items():
-        if k != "explanation" and v is not None:
-            print(f"{k:22} {v}")
-    for line in out["explanation"]:
-        print(f"- {line}")
+    from .terminal import print_explain
+
+    print_explain(out)
     return 0
 
 
@@ -218,20 +247,35 @@ def cmd_run(args) -> int:
     from .config import load_config
     from .daemon import run_daemon
 
-    level = args.log_level or load_config(args.config).log_level
+    config = getattr(args, "config", None)
+    level = getattr(args, "log_level", None) or load_config(config).log_level
     logging.getLogger().setLevel(getattr(logging, level.upper(), logging.INFO))
-    return run_daemon(args.config)
+    return run_daemon(config)
 
 
 #: how long ``--wait`` style commands wait for the daemon's answer (seconds): a pass may be long
 _LONG_WAIT = 24 * 3600.0
+#: how long ``ctl reload`` waits: a reload re-reads the config and meta maps (seconds)
+_RELOAD_WAIT = 120.0
 
 
 def _daemon_request(args, payload: dict, timeout: float = 30.0) -> dict:
-    from .config import resolve_control_socket
+    """Send ``payload`` to the first control socket a daemon answers on (search order:
+    :mod:`indexerd.locate`); raise the daemon's error with its exit code."""
     from .control import request
+    from .errors import DaemonNotRunning
 
-    reply = request(resolve_control_socket(_load(args)), payload, timeout=timeout)
+    sockets = _located(args).sockets
+    for i, sock in enumerate(sockets):
+        try:
+            reply = request(sock, payload, timeout=timeout)
+            break
+        except DaemonNotRunning:
+            if i == len(sockets) - 1:
+                if len(sockets) == 1:
+                    raise
+                raise DaemonNotRunning("indexerd is not running (no answer on "
+                                       + " nor on ".join(map(str, sockets)) + ")") from None
     if not reply.get("ok", False):
         err = _DaemonError(reply.get("error", "the daemon refused the request"))
         err.exit_code = int(reply.get("exit_code", 1))
@@ -244,40 +288,15 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(r, ensure_ascii=True))
         return 0
-    print(f"indexerd pid {r['pid']}, up {r['uptime_seconds']:.0f} s, state dir {r['state_dir']}")
-    ix = r["index"]
-    print(f"index: {ix['documents']} documents, {ix['segments']} segments, "
-          f"{(ix['size_bytes'] or 0) / 1e6:.1f} MB; last commit {r['writer']['last_commit'] or '-'}; "
-          f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
-    if ix.get("error"):
-        print(f"index error: {ix['error']}")
-    if r["writer"]["last_error"]:
-        print(f"writer error: {r['writer']['last_error']}")
-    for name, s in r["sources"].items():
-        docs = ", ".join(f"{k} {v}" for k, v in sorted(s["documents"].items())) or "no documents"
-        where = f", {s['root']}" if s["root"] else ""
-        print(f"- {name} ({s['kind']}{where}{', watched' if s['watched'] else ''}): {docs}")
-        if s["running"]:
-            p = s["progress"] or {}
-            if s["kind"] == "web":
-                print(f"    crawling now: {p.get('done', 0)} pages fetched, "
-                      f"{p.get('total', 0) - p.get('done', 0)} queued")
-            else:
-                print(f"    reconciling now: {p.get('done', 0)}/{p.get('total', 0)} read, "
-                      f"{p.get('found', 0)} files found")
-        lr = s["last_run"]
-        if lr["finished"]:
-            c = lr["counts"] or {}
-            counts = ", ".join(f"{k} {v}" for k, v in c.items())
-            print(f"    last run {lr['started']} .. {lr['finished']}: {counts}"
-                  + (f"; error: {lr['error']}" if lr["error"] else ""))
-        print(f"    next run {s['next_run'] or '-'}")
-    failures = {k: v for k, v in r.get("counters", {}).items() if k.startswith(("error.", "skip.", "web."))}
-    if failures:
-        print("counts by reason: " + ", ".join(f"{k} {v}" for k, v in failures.items()))
-    for host, h in (r.get("hosts") or {}).items():
-        print(f"host {host}: " + ", ".join(f"{k} {round(v, 2) if isinstance(v, float) else v}"
-                                            for k, v in h.items()))
+    from .terminal import print_status
+
+    print_status(r)
+    return 0
+
+
+def cmd_reload(args) -> int:
+    r = _daemon_request(args, {"cmd": "reload"}, timeout=_RELOAD_WAIT)
+    print(f"reloaded {safe(r.get('config'))}: {r.get('sources')} sources")
     return 0
 
 
@@ -287,10 +306,10 @@ def cmd_scan(args) -> int:
     if args.wait:
         print(json.dumps(r.get("counts"), ensure_ascii=True))
     elif r.get("queued"):
-        print(f"a pass of {args.name} is running; another {args.ctl_command} will follow it "
+        print(f"a pass of {safe(args.name)} is running; another {args.ctl_command} will follow it "
               "(see `indexerd ctl status`)")
     else:
-        print(f"{args.ctl_command} of {args.name} started (see `indexerd ctl status`)")
+        print(f"{args.ctl_command} of {safe(args.name)} started (see `indexerd ctl status`)")
     return 0
 
 
@@ -306,8 +325,11 @@ def cmd_reindex(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    r = _daemon_request(args, {"cmd": "forget", "key": args.key})
-    print(f"forgot {r['forgotten']}")
+    from .reports import normalise_key
+
+    # a path is resolved here, as the user sees it (relative to this cwd); URLs canonicalised
+    r = _daemon_request(args, {"cmd": "forget", "key": normalise_key(args.key)})
+    print(f"forgot {safe(r['forgotten'])}")
     return 0
 
 
@@ -324,16 +346,35 @@ def _usage(msg: str) -> _UsageError:
     return _UsageError(msg)
 
 
+def _common_options() -> argparse.ArgumentParser:
+    """``-c`` and ``--log-level``, accepted before and after any (sub)command.
+
+    Their default is SUPPRESS, so a level that does not see the option sets nothing and cannot
+    overwrite what another level parsed (``indexerd -c X ctl status`` keeps X); readers use
+    ``getattr(args, "config", None)``.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-c", "--config", metavar="PATH", default=argparse.SUPPRESS,
+                        help="config file (default: $INDEXERD_CONFIG, else /etc/indexerd/indexerd.toml); "
+                             "may come before or after the command")
+    common.add_argument("--log-level", default=argparse.SUPPRESS,
+                        help="debug, info, warning (default), error")
+    return common
+
+
+_SOURCES_TEXT = "local trees, web sites and SQL change queues"
+
+
 def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-c", "--config", metavar="PATH",
-                        help="config file (default: $INDEXERD_CONFIG, else /etc/indexerd/indexerd.toml)")
-    common.add_argument("--log-level", default=None, help="debug, info, warning (default), error")
+    common = _common_options()
 
-    p = argparse.ArgumentParser(prog="indexerd", formatter_class=fmt,
-                                description="Keep a full-text index of local trees and SQL change queues current, and search it.",
-                                epilog="example:\n  indexerd index ~/docs && indexerd ctl search 'event loop'")
+    p = argparse.ArgumentParser(prog="indexerd", formatter_class=fmt, parents=[common],
+                                description=f"Keep a full-text index of {_SOURCES_TEXT} current, and "
+                                            "search it.",
+                                epilog="examples:\n  indexerd index ~/docs && indexerd ctl search 'event loop'\n"
+                                       "  indexerd run -c /etc/indexerd/indexerd.toml\n"
+                                       "  indexerd -c /etc/indexerd/indexerd.toml ctl status")
     p.add_argument("--version", action="version", version=f"indexerd {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -363,36 +404,64 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example:\n  indexerd run -c /etc/indexerd/indexerd.toml --log-level info")
     s.set_defaults(func=cmd_run)
 
-    ctl = sub.add_parser("ctl", formatter_class=fmt,
+    ctl = sub.add_parser("ctl", parents=[common], formatter_class=fmt,
                          help="control the daemon; search and reports also work with it stopped",
-                         description="Talk to the running daemon over its control socket (status, scan, poll, "
-                                     "reindex, forget), or read the index and state store directly "
-                                     "(search, report, changed, explain: these work with the daemon stopped).",
-                         epilog="examples:\n  indexerd ctl status\n  indexerd ctl search 'event loop' --limit 5")
+                         description=f"Talk to the running daemon over its control socket (status, reload, "
+                                     f"scan a tree, crawl a web site, poll a SQL source, reindex, forget), "
+                                     f"or read the index and state store of {_SOURCES_TEXT} directly "
+                                     f"(search, report, changed, explain: these work with the daemon "
+                                     f"stopped).\n\n"
+                                     f"The daemon is found even when the config file is broken now (only "
+                                     f"control_socket and state_dir are read from it); without "
+                                     f"control_socket: $RUNTIME_DIRECTORY/indexerd.sock, else "
+                                     f"<state_dir>/indexerd.sock, then /run/indexerd/indexerd.sock.",
+                         epilog="examples:\n  indexerd ctl status\n  indexerd ctl crawl intranet --wait\n"
+                                "  indexerd ctl search 'event loop' --limit 5")
     csub = ctl.add_subparsers(dest="ctl_command", metavar="CTL_COMMAND")
     csub.required = True
 
-    s = csub.add_parser("status", parents=[common], formatter_class=fmt, help="what the daemon is doing",
+    s = csub.add_parser("status", parents=[common], formatter_class=fmt,
+                        help="what the daemon is doing: per source documents, running pass, last run, "
+                             "last error, next run; the last reload",
                         epilog="example:\n  indexerd ctl status --json")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true",
+                   help="print the whole status as one JSON object (the fields are listed in the README)")
     s.set_defaults(func=cmd_status)
 
-    for name, what in (("scan", "reconcile a filesystem source now"), ("crawl", "crawl a web source now"),
-                       ("poll", "poll a SQL source now")):
+    s = csub.add_parser("reload", parents=[common], formatter_class=fmt,
+                        help="re-read the config file now and wait for the outcome (exit 2 if refused)",
+                        epilog="example:\n  indexerd ctl reload   # what `systemctl reload indexerd` runs")
+    s.set_defaults(func=cmd_reload)
+
+    for name, what, example in (("scan", "reconcile a filesystem source now", "docs"),
+                                ("crawl", "crawl a web source now", "intranet"),
+                                ("poll", "poll a SQL source now", "articles")):
         s = csub.add_parser(name, parents=[common], formatter_class=fmt, help=what,
-                            epilog=f"example:\n  indexerd ctl {name} docs --wait")
+                            epilog=f"example:\n  indexerd ctl {name} {example} --wait")
         s.add_argument("name", metavar="NAME", help="the source's name")
         s.add_argument("--wait", action="store_true", help="wait until the pass ends and print its counts")
         s.set_defaults(func=cmd_scan)
 
-    s = csub.add_parser("reindex", parents=[common], formatter_class=fmt, help="force re-indexing",
-                        epilog="examples:\n  indexerd ctl reindex ~/docs/a.html\n  indexerd ctl reindex --source docs")
-    s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY")
+    s = csub.add_parser("reindex", parents=[common], formatter_class=fmt,
+                        help="re-read documents now and index them whatever the decision would say",
+                        description="Re-read each document now (a file, a web page by an unconditional GET "
+                                    "through robots.txt and the politeness slot, a SQL row by its id) and "
+                                    "index it even if unchanged; or, with --source, every document of a "
+                                    "source.",
+                        epilog="examples:\n  indexerd ctl reindex ~/docs/a.html\n"
+                               "  indexerd ctl reindex https://intranet.example/page.html\n"
+                               "  indexerd ctl reindex sql:articles/42\n  indexerd ctl reindex --source docs")
+    s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY",
+                   help="a file path, a URL or a sql:<source>/<id> key")
     s.add_argument("--source", metavar="NAME", help="every document of this source")
     s.set_defaults(func=cmd_reindex)
 
     s = csub.add_parser("forget", parents=[common], formatter_class=fmt,
-                        help="drop one document from the index and the store",
+                        help="drop one document from the index and the store now",
+                        description="Drop one document from the index and the store now. It comes back "
+                                    "at its source's next pass if it still exists there (a file at the "
+                                    "next scan, a page at the next crawl, a SQL row at the next poll). "
+                                    "An unknown key exits 1, as for explain.",
                         epilog="example:\n  indexerd ctl forget ~/docs/secret.txt")
     s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
     s.set_defaults(func=cmd_forget)
@@ -409,11 +478,16 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_search)
 
     s = csub.add_parser("report", parents=[common], formatter_class=fmt,
-                        help="reports from the state store",
-                        epilog="example:\n  indexerd ctl report --dates --json")
-    s.add_argument("--dates", action="store_true", help="every document with its date and date source")
+                        help="reports from the state store (choose one: --dates)",
+                        description="Reports from the state store. Choose the report with a flag; the only "
+                                    "one today is --dates. Without a flag the command exits 2.",
+                        epilog="examples:\n  indexerd ctl report --dates\n  indexerd ctl report --dates "
+                               "--source docs --json")
+    s.add_argument("--dates", action="store_true",
+                   help="every document with its last-modified date, where the date came from "
+                        "(date source) and when it was indexed")
     s.add_argument("--source", metavar="NAME", help="only this source")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print a JSON list of rows")
     s.set_defaults(func=cmd_report)
 
     s = csub.add_parser("changed", parents=[common], formatter_class=fmt,
@@ -421,15 +495,15 @@ def _parser() -> argparse.ArgumentParser:
                         epilog="examples:\n  indexerd ctl changed --since 2d\n"
                                "  indexerd ctl changed --since 2024-01-01..2024-02-01 --json")
     s.add_argument("--since", required=True, metavar="SPEC", help="2d, 3h, 90m, ISO date/datetime, FROM..TO")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print a JSON list of rows")
     s.set_defaults(func=cmd_changed)
 
     s = csub.add_parser("explain", parents=[common], formatter_class=fmt,
-                        help="why a document was (not) re-indexed",
+                        help="why a document was (not) re-indexed (an unknown key exits 1)",
                         epilog="examples:\n  indexerd ctl explain ~/docs/notes.txt\n"
                                "  indexerd ctl explain https://example.test/page.html --json")
     s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_explain)
     return p
 
@@ -438,11 +512,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``indexerd`` console script; returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    _setup_logging(args.log_level or "warning")
+    _setup_logging(getattr(args, "log_level", None) or "warning")
     try:
         return args.func(args)
     except IndexerdError as e:
-        print(f"indexerd: {e}", file=sys.stderr)
+        print(f"indexerd: {safe(e)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("indexerd: interrupted", file=sys.stderr)

@@ -289,9 +289,14 @@ def _key_path(msg: str) -> tuple[str, str]:
     return path, what
 
 
-def _friendly(what: str) -> str:
+#: keys whose lists hold glob patterns (a filesystem source's selection); other lists do not
+_GLOB_KEY_RE = re.compile(r"sources\.filesystem\[\d+\]\.(include|exclude)$")
+
+
+def _friendly(what: str, path: str = "") -> str:
     what = what.replace("Object contains unknown field", "unknown key")
-    what = re.sub(r"Expected `array`, got `(\w+)`", r"expected a list (of strings or glob patterns), got \1", what)
+    items = "strings or glob patterns" if _GLOB_KEY_RE.search(path) else "strings"
+    what = re.sub(r"Expected `array`, got `(\w+)`", rf"expected a list (of {items}), got \1", what)
     what = re.sub(r"Expected `([^`]+)`, got `(\w+)`", lambda m: f"expected {m.group(1).replace(' | null', '')}, got {m.group(2)}", what)
     what = what.replace("Object missing required field", "missing required key")
     return what
@@ -318,7 +323,7 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
         if m:
             path = f"{path}.{m.group(1)}" if path else m.group(1)
             what = "missing required key"
-        raise ConfigError(f"{origin}: {path or '(top level)'}: {_friendly(what)}") from None
+        raise ConfigError(f"{origin}: {path or '(top level)'}: {_friendly(what, path)}") from None
     except msgspec.DecodeError as e:
         raise ConfigError(f"{origin}: not valid TOML: {e}") from None
     cfg = Config(**msgspec.structs.asdict(raw), origin=origin)

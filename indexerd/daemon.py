@@ -30,12 +30,14 @@ from .errors import ConfigError, IndexerdError
 from .files import FileSource, display_path, key_to_path, path_to_key
 from .indexer import Indexer, build_sources
 from .pipeline import PassCounts, Pipeline
-from .progress import Progress
+from .progress import UNITS, Progress
 from .store import Store
 from .watch import ChangeQueue, TreeWatcher
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
+#: how long ``ctl reload`` waits for the main thread's reload (under the unit's 60 s start timeout)
+RELOAD_WAIT_SECONDS = 50.0
 
 #: Seconds a stop waits for running passes before it commits and exits without them: well under
 #: systemd's ``TimeoutStopSec`` (20 s in the shipped unit), whatever the sources' timeouts.
@@ -43,16 +45,24 @@ STOP_WAIT_SECONDS = 4.0
 
 
 class SourceState:
-    """What ``ctl status`` shows for one source's jobs (guarded by the daemon's lock)."""
+    """What ``ctl status`` shows for one source's jobs (guarded by the daemon's lock).
+
+    ``current_*`` describe the pass running now; ``last_*`` the last pass that ENDED (its own
+    start and end, never the running pass's start); ``last_error`` is the error message of that
+    pass (None when it had none); ``latest_error`` keeps the most recent error message of any
+    pass since the daemon started, with the time (aware UTC) its pass ended.
+    """
 
     def __init__(self) -> None:
         self.running = False
         self.current: PassCounts | None = None
+        self.current_started: datetime | None = None
         self.progress: Progress | None = None
         self.last_started: datetime | None = None
         self.last_finished: datetime | None = None
         self.last_counts: dict | None = None
         self.last_error: str | None = None
+        self.latest_error: tuple[datetime, str] | None = None
         self.watched = False
         self.rerun = False  # a reconcile was asked for while one was running
         self.lock = threading.Lock()  # one pass of a source at a time
@@ -86,6 +96,12 @@ class Daemon:
         self._last_failure = 0.0
         #: what a stop left running (source names, ``change-worker``); see :meth:`_shutdown`
         self.abandoned: list[str] = []
+        self._ready = False  # READY=1 was sent: start-up completed
+        self._reload_waiters: list[tuple[threading.Event, dict]] = []
+        #: the last reload's outcome (``ctl status`` "reload"): when (aware UTC), ok, error, how
+        #: asked (``signal`` or ``ctl``), and when the config in use was loaded
+        self.reload_info: dict = {"at": None, "ok": None, "error": None, "via": None,
+                                  "loaded_at": self.started_at}
 
     @property
     def sources(self) -> dict[str, FileSource]:
@@ -116,12 +132,13 @@ class Daemon:
             self._pinger = notify.WatchdogPinger(healthy=self._healthy)
             self._pinger.start()
             notify.ready(self._status_line())
+            self._ready = True
             log.info("indexerd %s ready: %d sources, control socket %s", os.getpid(), len(self.sources), sock)
             last_status = 0.0
             while not self.stop_event.wait(0.5):
                 if self.reload_event.is_set():
                     self.reload_event.clear()
-                    self.reload()
+                    self._reload_now()
                 if time.monotonic() - last_status > 10:
                     last_status = time.monotonic()
                     notify.status(self._status_line())
@@ -165,7 +182,10 @@ class Daemon:
             log.warning("stop: %s still running after %.0f s; committing what is done, the rest resumes "
                         "at the next start", ", ".join(self.abandoned), STOP_WAIT_SECONDS)
         self.indexer.close()  # commits what is pending
-        log.info("stopped cleanly" if not self.abandoned else "stopped")
+        if not self._ready:  # start-up failed: the caller reports why; "stopped cleanly" would mislead
+            log.debug("start-up failed; closed what was opened")
+        else:
+            log.info("stopped cleanly" if not self.abandoned else "stopped")
 
     def _install_signals(self) -> None:
         def stop(signum, frame):
@@ -216,16 +236,40 @@ class Daemon:
             self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=interval, jitter=min(60, interval / 10)),
                                    args=[name], id=f"reconcile:{name}", replace_existing=True, **extra)
 
-    def reload(self) -> None:
-        """SIGHUP: re-read the config; on any error keep the old one and say why."""
-        notify.reloading()
+    def _reload_now(self) -> None:
+        """Run one reload in the main thread for a SIGHUP and every ``ctl reload`` waiting.
+
+        A SIGHUP reload speaks systemd's reload protocol itself (``RELOADING=1`` ... ``READY=1``,
+        sd_notify(3)); a ``ctl reload`` (the unit's ``ExecReload=``) does not: there systemd
+        waits for that command, whose exit status tells ``systemctl reload`` the outcome.
+        """
+        with self._lock:
+            waiters, self._reload_waiters = self._reload_waiters, []
+        signalled = not waiters
+        if signalled:
+            notify.reloading()
+        error = self.reload()
+        with self._lock:
+            self.reload_info = {**self.reload_info, "at": datetime.now(UTC), "ok": error is None,
+                                "error": error, "via": "signal" if signalled else "ctl"}
+            if error is None:
+                self.reload_info["loaded_at"] = self.reload_info["at"]
+        if signalled:
+            notify.ready(self._status_line())
+        else:
+            notify.status(self._status_line())
+        for done, slot in waiters:
+            slot["error"] = error
+            done.set()
+
+    def reload(self) -> str | None:
+        """Re-read the config; on any error keep the old one and return why (None: reloaded)."""
         try:
             new = load_config(self.config_path) if self.config_path else self.cfg
             new_sources = build_sources(new)
         except IndexerdError as e:
             log.error("reload refused, keeping the old config: %s", e)
-            notify.ready(self._status_line())
-            return
+            return str(e)
         old = self.sources
         removed = set(old) - set(new_sources)
         changed = {n for n, s in new_sources.items() if n not in old or old[n].cfg != s.cfg}
@@ -240,7 +284,7 @@ class Daemon:
         self._apply_sources(initial=False, changed=changed)
         log.info("reloaded %s: %d sources (%d new or changed, %d removed)", self.config_path,
                  len(new_sources), len(changed), len(removed))
-        notify.ready(self._status_line())
+        return None
 
     @contextmanager
     def _pipeline(self):
@@ -262,26 +306,30 @@ class Daemon:
             log.info("%s: a pass is already running; another will follow it", name)
             return None
         counts = PassCounts()
+        pass_error = None
         try:
             with self._lock:
                 st.rerun = False  # this pass covers every request made before it started
                 st.running, st.current = True, counts
-                st.last_started = datetime.now(UTC)
-                st.progress = Progress(name, tty=False, log_every_seconds=10)
+                st.current_started = datetime.now(UTC)
+                st.progress = Progress(name, tty=False, log_every_seconds=10,
+                                       unit=UNITS.get(src.kind, "files"))
             with self._pipeline() as pipeline:
                 pipeline.urgent = False  # a pass commits about once a second, not per drain
                 src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
                              cancel=self.stop_event)
             self.indexer.flush(timeout=60)
-            st.last_error = None
         except Exception as e:
-            st.last_error = f"{type(e).__name__}: {e}"
+            pass_error = f"{type(e).__name__}: {e}"
             log.exception("%s: reconcile failed", name)
         finally:
             with self._lock:
                 st.running, st.current = False, None
-                st.last_finished = datetime.now(UTC)
+                st.last_started, st.last_finished = st.current_started, datetime.now(UTC)
                 st.last_counts = counts.as_dict()
+                st.last_error = pass_error or counts.last_error
+                if st.last_error:
+                    st.latest_error = (st.last_finished, st.last_error)
                 rerun, st.rerun = st.rerun, False
             st.lock.release()
             if rerun and not self.stop_event.is_set():
@@ -407,9 +455,32 @@ class Daemon:
 
     # -- control --------------------------------------------------------------------------
     def _status_line(self) -> str:
+        """systemd's one-line STATUS=: sources, watches, running passes, a refused reload."""
+        from .dates import format_utc
+
         running = [n for n, s in self.states.items() if s.running]
+        rl = self.reload_info
+        refused = (f"; RELOAD REFUSED at {format_utc(rl['at'])}, running on the old config: {rl['error']}"
+                   if rl["ok"] is False else "")
         return (f"{len(self.sources)} sources, {sum(s.watched for s in self.states.values())} watched"
-                + (f", reconciling {', '.join(running)}" if running else ""))
+                + (f", reconciling {', '.join(running)}" if running else "") + refused)
+
+    def _cmd_reload(self) -> dict:
+        """``ctl reload``: ask the main thread for a reload and wait for its outcome.
+
+        Raises:
+            ConfigError: the new config was refused (the old one stays; exit 2).
+            IndexerdError: no outcome within :data:`RELOAD_WAIT_SECONDS`.
+        """
+        done, slot = threading.Event(), {}
+        with self._lock:
+            self._reload_waiters.append((done, slot))
+        self.reload_event.set()
+        if not done.wait(RELOAD_WAIT_SECONDS):
+            raise IndexerdError(f"the reload did not finish within {RELOAD_WAIT_SECONDS:.0f} s")
+        if slot["error"]:
+            raise ConfigError(f"reload refused, still running on the old config: {slot['error']}")
+        return {"config": self.config_path, "sources": len(self.sources)}
 
     def handle_request(self, req: dict) -> dict:
         """Answer one control request (called from the control server's threads)."""
@@ -422,6 +493,8 @@ class Daemon:
             return self._cmd_reindex(req)
         if cmd == "forget":
             return self._cmd_forget(req)
+        if cmd == "reload":
+            return self._cmd_reload()
         if cmd in ("crawl", "poll"):
             return self._cmd_scan(req, kind="web" if cmd == "crawl" else "sql")
         raise ConfigError(f"unknown control command {cmd!r}")
@@ -441,18 +514,25 @@ class Daemon:
             st = self.states.get(name) or SourceState()
             job = self.scheduler.get_job(f"reconcile:{name}") if self.scheduler else None
             with self._lock:
+                running = st.running
                 cur = st.current.as_dict() if st.current else None
-                prog = {"found": st.progress.found, "done": st.progress.done, "total": st.progress.total} \
-                    if st.running and st.progress else None
+                prog = {"found": st.progress.found, "done": st.progress.done, "total": st.progress.total,
+                        "unit": st.progress.unit} if running and st.progress else None
+                current_run = {"started": format_utc(st.current_started), "counts": cur, "progress": prog,
+                               "error": st.current.last_error if st.current else None} if running else None
+                latest = {"at": format_utc(st.latest_error[0]), "message": st.latest_error[1]} \
+                    if st.latest_error else None
+                last_run = {"started": format_utc(st.last_started), "finished": format_utc(st.last_finished),
+                            "counts": st.last_counts, "error": st.last_error}
             sources[name] = {
                 "kind": src.kind, "root": display_path(src.root) if src.root else None, "watched": st.watched,
-                "documents": counts.get(name, {}), "running": st.running, "current": cur, "progress": prog,
-                "last_run": {"started": format_utc(st.last_started), "finished": format_utc(st.last_finished),
-                             "counts": st.last_counts, "error": st.last_error},
+                "documents": counts.get(name, {}), "running": running, "current": cur, "progress": prog,
+                "current_run": current_run, "last_run": last_run, "last_error": latest,
                 "next_run": format_utc(job.next_run_time) if job and job.next_run_time else None}
         return {
             "pid": os.getpid(), "uptime_seconds": round((datetime.now(UTC) - self.started_at).total_seconds(), 1),
             "state_dir": str(self.indexer.state.path), "config": self.config_path,
+            "reload": self._reload_status(),
             "sources": sources, "change_queue": len(self.changes),
             "writer": {"queue": w.queue_depth() if w else 0, "commits": w.stats.commits if w else 0,
                        "last_commit": format_utc(w.stats.last_commit_at) if w else None,
@@ -461,6 +541,13 @@ class Daemon:
             "index": self._index_status(ix),
             "counters": self.indexer.counters.snapshot(),
             "hosts": self._hosts()}
+
+    def _reload_status(self) -> dict:
+        from .dates import format_utc
+
+        with self._lock:
+            rl = dict(self.reload_info)
+        return {**rl, "at": format_utc(rl["at"]), "loaded_at": format_utc(rl["loaded_at"])}
 
     @staticmethod
     def _index_status(ix) -> dict:
@@ -512,15 +599,11 @@ class Daemon:
                 if c:
                     counts.add(PassCounts(**c))
             return {"counts": counts.as_dict()}
+        from . import ctlverbs
+
         with self._pipeline() as pipeline:
-            for t in targets:
-                if t.startswith("sql:"):
-                    raise ConfigError(f"{t}: re-index SQL rows with `ctl reindex --source NAME` (a full load)")
-                if t.startswith(("http://", "https://")):
-                    raise ConfigError(f"{t}: re-index web pages with `ctl reindex --source NAME` (a crawl "
-                                      "that sends no validators)")
-                src, path = self._confined_path(t)
-                src.handle_path(path, pipeline, counts, forced=True)
+            ctlverbs.reindex(self.sources, targets, pipeline, counts, confined_path=self._confined_path,
+                             cancel=self.stop_event)
         self.indexer.flush(timeout=60)
         return {"counts": counts.as_dict()}
 
@@ -547,13 +630,10 @@ class Daemon:
             raise ConfigError(f"{target}: refused: {e}") from None
 
     def _cmd_forget(self, req: dict) -> dict:
-        from .reports import normalise_key
+        from . import ctlverbs
 
-        key = normalise_key(req.get("key") or "")
         with self._pipeline() as pipeline:
-            if pipeline.stored(key) is None:
-                raise ConfigError(f"{req.get('key')}: not known to indexerd")
-            pipeline.gone(key, PassCounts(), "forgotten (ctl forget)")
+            key = ctlverbs.forget(self.sources, req.get("key") or "", pipeline)
         self.indexer.flush(timeout=60)
         return {"forgotten": key}
 

@@ -14,6 +14,8 @@ process exit code the CLI maps it to (``exit_code``).  The tree:
   - :class:`IndexUnavailable` -- the full-text index cannot be opened or written (exit 1).
   - :class:`StateDirLocked` -- another indexerd process holds the state dir (exit 4).
   - :class:`DaemonNotRunning` -- a ``ctl`` command needs the daemon and none answers (exit 3).
+  - :class:`UnknownKey` -- ``ctl explain``/``forget``/``reindex`` of a key indexerd does not
+    know (exit 1).
 """
 
 from __future__ import annotations
@@ -93,3 +95,8 @@ class DaemonNotRunning(IndexerdError):
     """A ``ctl`` command needs the daemon's control socket and nothing answers there."""
 
     exit_code = 3
+
+
+class UnknownKey(IndexerdError):
+    """A document key (path, URL, ``sql:`` key) that no stored document and no configured source
+    has; ``ctl explain``, ``forget`` and ``reindex`` all exit 1 on it."""

@@ -442,13 +442,14 @@ class FileSource:
     #: exits 1 on it
     root_failed: str | None = None
 
-    def _root_failed(self, top: str, why: str, counts: PassCounts) -> None:
+    def _root_failed(self, top: str, why: str, counts: PassCounts, pipeline: Pipeline) -> None:
         """The pass's top directory is missing or unreadable: one error, nothing deleted (an
-        unmounted disk or a permission change must not empty the index)."""
+        unmounted disk or a permission change must not empty the index).  Counted as
+        ``error.root-missing`` / ``error.root-unreadable``; the message is the pass's error."""
         self.root_failed = f"root {display_path(top)} {why}"
         log.error("source %s: %s; nothing is deleted", self.name, self.root_failed)
-        counts.seen += 1
-        counts.errors += 1
+        counts.fail(f"{self.root_failed}; nothing is deleted")
+        pipeline.counters.inc("error.root-missing" if "missing" in why else "error.root-unreadable")
 
     def scan(self, pipeline: Pipeline, counts: PassCounts, *, start: str | None = None,
              progress=None, forced: bool = False, cancel=None) -> None:
@@ -459,12 +460,12 @@ class FileSource:
         top = start or self.root
         self.root_failed = None
         if not os.path.isdir(top):
-            self._root_failed(top, "is missing or not a directory", counts)
+            self._root_failed(top, "is missing or not a directory", counts, pipeline)
             return
         stored = pipeline.store.stat_map(self.name)
         found = self.walk(top, on_file=progress.tick_walk if progress else None)
         if top in found.unlisted_dirs:  # an unreadable root is not an empty tree
-            self._root_failed(top, "cannot be listed", counts)
+            self._root_failed(top, "cannot be listed", counts, pipeline)
             return
         todo: list[tuple[str, os.stat_result]] = []
         baseline: list[tuple[int, int, str, int, int]] = []  # old rows: record ctime and inode
@@ -500,10 +501,9 @@ class FileSource:
                 self.read(path, st, pipeline, counts, forced=forced)
             except (IndexUnavailable, StoreError):
                 raise  # the whole pass cannot go on; the CLI reports it
-            except Exception:  # a bug on one file must not end the pass
+            except Exception as e:  # a bug on one file must not end the pass
                 log.exception("failed on %s", display_path(path))
-                counts.seen += 1
-                counts.errors += 1
+                counts.fail(f"{display_path(path)}: internal error: {type(e).__name__}: {e}")
                 pipeline.counters.inc("error.internal")
             if progress:
                 progress.tick_work(path)

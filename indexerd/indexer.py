@@ -218,7 +218,7 @@ class Indexer:
         Raises:
             ConfigError: an unknown source name or a path that does not exist.
         """
-        from .progress import Progress
+        from .progress import UNITS, Progress
 
         started = time.monotonic()
         summary = PassSummary()
@@ -240,7 +240,7 @@ class Indexer:
         for src, start in jobs:
             counts = summary.sources.setdefault(src.name, PassCounts())
             t0 = datetime.now(UTC)
-            bar = Progress(src.name, tty=None if progress else False)
+            bar = Progress(src.name, tty=None if progress else False, unit=UNITS.get(src.kind, "files"))
             try:
                 if start is not None and not os.path.isdir(start):
                     src.handle_path(start, self.pipeline, counts, forced=forced)

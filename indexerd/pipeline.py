@@ -38,10 +38,19 @@ class PassCounts:
     skipped: int = 0
     deleted: int = 0
     errors: int = 0
+    #: the message of the pass's latest error (a document's or the whole pass's), for status
+    last_error: str | None = field(default=None, compare=False)
+
+    def fail(self, message: str, *, seen: bool = True) -> None:
+        """Count one error (and, with ``seen``, the item it happened to) and keep its message."""
+        self.seen += 1 if seen else 0
+        self.errors += 1
+        self.last_error = message
 
     def add(self, other: "PassCounts") -> None:
         for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.last_error = other.last_error or self.last_error
 
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors")}
@@ -214,7 +223,7 @@ class Pipeline:
             counts.unchanged += 1
             return Outcome("unchanged", reason)
         if status == "error":
-            counts.errors += 1
+            counts.fail(f"{reason}: {key}" + (f" ({detail})" if detail else ""), seen=False)
             self.counters.inc(f"error.{reason}")
             log.warning("error %s: %s (%s)", reason, key, detail)
         else:
@@ -234,12 +243,17 @@ class Pipeline:
 
     def not_modified(self, key: str, counts: PassCounts, stored: DocumentRecord | None = None) -> Outcome:
         """The source says ``key`` is unchanged without sending it (HTTP 304, RFC 9110 §15.4.5):
-        no parse, no index write; only ``checked_at`` is refreshed."""
+        no parse, no index write.  ``checked_at`` is refreshed; an indexed document's decision
+        becomes ``not-modified``, made now (``decided_at``, no stale ``detail``: a reason is
+        never shown with the time of an older decision); a skipped one keeps its skip reason
+        (binary, noindex ...) with its own time."""
         stored = stored if stored is not None else self.stored(key)
         now = self.clock()
-        if stored is not None:  # a skipped page keeps its skip reason (binary, noindex ...)
-            reason = "not-modified" if stored.status == "indexed" else stored.reason
-            self.writer.submit_record(replace(stored, checked_at=now, reason=reason))
+        if stored is not None and stored.status == "indexed":
+            self.writer.submit_record(replace(stored, checked_at=now, reason="not-modified",
+                                              decided_at=now, detail=None))
+        elif stored is not None:
+            self.writer.submit_record(replace(stored, checked_at=now))
         counts.seen += 1
         counts.unchanged += 1
         self.counters.inc("decide.not-modified")

@@ -13,6 +13,12 @@ import time
 
 log = logging.getLogger(__name__)
 
+#: what a pass's walk counts, by source kind: a tree's files, a SQL source's rows, a site's pages
+UNITS = {"filesystem": "files", "sql": "rows", "web": "pages"}
+#: the walk phase's log line, by unit (a SQL load reads the rows it counts; a tree walk only finds)
+_WALK = {"files": "scanning, {n} files found", "rows": "loading, {n} rows read",
+         "pages": "{n} pages found"}
+
 
 class Progress:
     """Progress for one source's pass.
@@ -21,12 +27,15 @@ class Progress:
         label: shown before the bar / in the log line (the source name).
         tty: force the bar on or off; None means "when stderr is a terminal".
         log_every_seconds: interval of the log line when there is no bar.
+        unit: what the walk counts (a value of :data:`UNITS`: ``files``, ``rows``, ``pages``).
 
     Not thread-safe: one pass, one Progress.
     """
 
-    def __init__(self, label: str, *, tty: bool | None = None, log_every_seconds: float = 10.0) -> None:
+    def __init__(self, label: str, *, tty: bool | None = None, log_every_seconds: float = 10.0,
+                 unit: str = "files") -> None:
         self.label = label
+        self.unit = unit
         self.tty = sys.stderr.isatty() if tty is None else tty
         self.log_every_seconds = log_every_seconds
         self.found = 0
@@ -37,14 +46,15 @@ class Progress:
         self._started = time.monotonic()
 
     def tick_walk(self, n: int = 1) -> None:
-        """``n`` more files found by the walk."""
+        """``n`` more files (rows, pages: :attr:`unit`) found by the walk."""
         before, self.found = self.found, self.found + n
         if self.found // 2000 != before // 2000:
+            line = f"{self.label}: " + _WALK.get(self.unit, "{n} " + self.unit).format(n=self.found)
             if self.tty:
-                sys.stderr.write(f"\r{self.label}: scanning, {self.found} files found")
+                sys.stderr.write(f"\r{line}")
                 sys.stderr.flush()
             else:
-                self._maybe_log(f"{self.label}: scanning, {self.found} files found")
+                self._maybe_log(line)
 
     def start_work(self, total: int) -> None:
         """The walk is over; ``total`` documents need reading."""
@@ -57,7 +67,7 @@ class Progress:
             self._bar = tqdm(total=total, desc=self.label, unit="doc", file=sys.stderr,
                              dynamic_ncols=True, leave=False, mininterval=0.2)
         elif total:
-            log.info("%s: %d files found, %d to read", self.label, self.found, total)
+            log.info("%s: %d %s found, %d to read", self.label, self.found, self.unit, total)
 
     def tick_work(self, item: str = "") -> None:
         """One document done."""

@@ -51,9 +51,18 @@ def changed(store: Store, spec: str, now: datetime | None = None) -> Iterator[di
 
 
 def normalise_key(arg: str) -> str:
-    """A key as typed: a URL or ``sql:`` key as is; a file path (relative or absolute) as its
-    ``file:`` URI."""
-    if "://" in arg or arg.startswith("sql:"):
+    """A key as typed -> the stored key: an http(s) URL canonicalised
+    (:func:`indexerd.urls.canonicalize`: the fragment dropped, host lower-cased, default port
+    removed ...; kept as typed when it cannot be parsed); a ``file:`` or ``sql:`` key as is; a
+    file path (relative or absolute) as its ``file:`` URI."""
+    if arg.lower().startswith(("http://", "https://")):
+        from .urls import canonicalize
+
+        try:
+            return canonicalize(arg)
+        except ValueError:
+            return arg
+    if "://" in arg or arg.startswith(("sql:", "file:")):
         return arg
     return path_to_key(os.path.realpath(arg))
 

@@ -27,6 +27,7 @@ without a zone are taken as UTC (the date layer's rule for naive values).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -133,14 +134,14 @@ class SqlFeed:
                 self.full_load(pipeline, counts, progress=progress, forced=forced, cancel=cancel)
             if self.cfg.incremental_sql and not (cancel is not None and cancel.is_set()):
                 self.drain_queue(pipeline, counts, cancel=cancel)
+            if not (cancel is not None and cancel.is_set()):
+                self._reread_forgotten(pipeline, counts)
         except SQLAlchemyError as e:
-            counts.seen += 1  # the pass itself is the item that failed (as a missing root is)
-            counts.errors += 1
+            counts.fail(_short(e))  # the pass itself is the item that failed (as a missing root is)
             pipeline.counters.inc("error.sql")
             log.error("source %s: %s", self.name, _short(e))
         except RetryLater as e:  # the index commit failed: nothing was acknowledged to the queue
-            counts.seen += 1
-            counts.errors += 1
+            counts.fail(f"{e}; the queue rows stay for the next pass")
             pipeline.counters.inc("error.index-commit")
             log.error("source %s: %s; the queue rows stay for the next pass", self.name, e)
 
@@ -207,8 +208,7 @@ class SqlFeed:
             except IndexerdError:
                 raise
             except Exception as e:  # bad data in one row: it stays in the queue
-                counts.seen += 1
-                counts.errors += 1
+                counts.fail(f"queue row {row.get(c.sequence_column)} (id {row.get(c.id_column)}) failed: {e}")
                 pipeline.counters.inc("error.sql-row")
                 log.error("source %s: queue row %s (id %s) failed: %s", self.name, row.get(c.sequence_column),
                           row.get(c.id_column), e)
@@ -248,9 +248,10 @@ class SqlFeed:
             except Exception as e:
                 if verdict in ("indexed", "unchanged", "skipped"):
                     setattr(counts, verdict, getattr(counts, verdict) - 1)
-                else:  # a delete happened but is not acknowledged: count the row as seen, failed
-                    counts.seen += 1
-                counts.errors += 1
+                # else a delete happened but is not acknowledged: count the row as seen, failed
+                counts.fail(f"post_update_sql failed for queue row {r.get(c.sequence_column)} "
+                            f"(id {r.get(c.id_column)}): {_short(e)}",
+                            seen=verdict not in ("indexed", "unchanged", "skipped"))
                 pipeline.counters.inc("error.sql-post-update")
                 log.error("source %s: post_update_sql failed for queue row %s (id %s): %s", self.name,
                           r.get(c.sequence_column), r.get(c.id_column), _short(e))
@@ -258,6 +259,75 @@ class SqlFeed:
     # -- one row --------------------------------------------------------------------------
     def key_for(self, row_id: Any) -> str:
         return f"sql:{self.name}/{row_id}"
+
+    def _forgotten_key(self) -> str:
+        return f"sql:{self.name}:forgotten"
+
+    def forgotten(self, store) -> list[str]:
+        """Ids ``ctl forget`` dropped since this source's last pass (read again at the next)."""
+        return json.loads(store.get_meta(self._forgotten_key()) or "[]")
+
+    def remember_forgotten(self, store, row_id: str) -> None:
+        """``ctl forget sql:NAME/ID``: the next pass reads this row again (it comes back if
+        ``full_sql`` still returns it), as a forgotten file or page comes back at the next pass."""
+        ids = self.forgotten(store)
+        if row_id not in ids:
+            store.write_batch([], meta={self._forgotten_key(): json.dumps(ids + [row_id])})
+
+    def _reread_forgotten(self, pipeline: Pipeline, counts: PassCounts) -> None:
+        ids = self.forgotten(pipeline.store)
+        if not ids:
+            return
+        self.reread(ids, pipeline, counts, forced=False)
+        pipeline.flush()
+        left = [i for i in self.forgotten(pipeline.store) if i not in ids]  # forgotten meanwhile
+        pipeline.store.write_batch([], meta={self._forgotten_key(): json.dumps(left)})
+
+    def reread(self, ids: list[str], pipeline: Pipeline, counts: PassCounts, *, forced: bool = True) -> list[str]:
+        """``ctl reindex sql:NAME/ID`` (and a forgotten row at the next pass): read these rows
+        now, each by its id through ``full_sql`` (``SELECT * FROM (full_sql) WHERE id_column =
+        :id``), and index them (``forced``: whatever the decision would say).  A row the query
+        no longer returns is deleted when it is indexed (as the full load would).  Returns the
+        ids that are neither returned nor stored (unknown).
+
+        An id of digits is tried as an integer first, then as text (a key holds the id as text;
+        SQLite compares a subquery's integer column with text as unequal).
+
+        Raises:
+            ConfigError: the password cannot be read.
+            sqlalchemy.exc.SQLAlchemyError: the query failed for every spelling of an id.
+        """
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        c = self.cfg
+        eng = self.engine()
+        column = eng.dialect.identifier_preparer.quote(c.id_column)
+        sql = bind_placeholders(c.full_sql).strip().rstrip(";")
+        stmt = text(f"SELECT * FROM ({sql}) AS indexerd_row WHERE indexerd_row.{column} = :indexerd_id")
+        base = {k: v for k, v in {"batchSize": c.batch_size}.items() if k in used_params(c.full_sql)}
+        unknown = []
+        for row_id in ids:
+            row, error = None, None
+            for value in ([int(row_id), row_id] if row_id.lstrip("-").isdigit() else [row_id]):
+                try:
+                    with eng.connect() as conn:  # one per try: a failed try aborts a PostgreSQL transaction
+                        row = conn.execute(stmt, {**base, "indexerd_id": value}).mappings().first()
+                    error = None
+                except SQLAlchemyError as e:
+                    error = e
+                if row is not None:
+                    break
+            if error is not None:
+                raise error
+            key = self.key_for(row_id)
+            if row is not None:
+                self._index_row(pipeline, row, counts, forced=forced)
+            elif pipeline.stored(key) is not None:
+                pipeline.gone(key, counts, "no longer returned by full_sql")
+            else:
+                unknown.append(row_id)
+        return unknown
 
     def _main_row_gone(self, row: Mapping[str, Any]) -> bool:
         cols = [c for c in (self.cfg.title_column, self.cfg.date_column, *self.cfg.text_columns) if c]

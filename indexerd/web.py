@@ -224,13 +224,39 @@ class WebSource:
         """
         _Pass(self, pipeline, counts, progress, forced, cancel).run()
 
+    def owns(self, url: str) -> bool:
+        """True when the canonical ``url`` is in this source's scope as a page one hop from a
+        seed of its host (what ``ctl reindex URL`` may fetch for a URL it has no row for)."""
+        seeds = [canonicalize(s) for s in self.cfg.seeds]
+        depth = next((path_depth(s) for s in seeds if host_key(s) == host_key(url)), 1)
+        hops = 1 if self.cfg.max_hops is None else min(1, self.cfg.max_hops)
+        return self.scope.check(url, hops=hops, seed_depth=depth) is None
+
+    def refetch(self, urls: list[str], pipeline: Pipeline, counts: PassCounts, *,
+                cancel: threading.Event | None = None) -> None:
+        """``ctl reindex URL``: fetch these canonical URLs now and index them whatever the
+        decision would say, without crawling the site.
+
+        Each URL gets one unconditional GET (no validators; a URL that does not look like HTML
+        is asked with HEAD first, as in a pass) through robots.txt and the host's politeness
+        slot, shared with any running pass; a redirect is followed (in scope), links are stored
+        but not followed, no sitemap is read, and the site's pass state (resume point, pass id)
+        is left as it is.  A 404/410 counts towards ``gone_after`` as in a pass.
+
+        Raises:
+            ConfigError: credentials cannot be read.
+            StoreError: the state store cannot be written.
+        """
+        _Pass(self, pipeline, counts, None, True, cancel, only=list(urls)).run()
+
 
 class _Pass:
     """The coordinator of one pass: owns the rows, the seen set and the pipeline calls."""
 
     def __init__(self, src: WebSource, pipeline: Pipeline, counts: PassCounts, progress, forced: bool,
-                 cancel: threading.Event | None) -> None:
+                 cancel: threading.Event | None, only: list[str] | None = None) -> None:
         self.src = src
+        self.only = only  # ``ctl reindex URL``: fetch just these, follow nothing, keep the pass state
         self.cfg = src.cfg
         self.pipeline = pipeline
         self.store = pipeline.store
@@ -269,7 +295,9 @@ class _Pass:
         fetcher = self.src.fetcher()
         self.rows = self.store.crawl_rows(self.src.name)
         state = json.loads(self.store.get_meta(self.meta_key) or "{}")
-        if state.get("state") == "running" and not self.forced:
+        if self.only is not None:
+            self._start_only(state)
+        elif state.get("state") == "running" and not self.forced:
             self._resume(state)
         else:
             self._start(state)
@@ -364,6 +392,16 @@ class _Pass:
                           seed=row["via"] == "seed")
         row.update(recrawl_seconds=s.interval_seconds, due_at=to_db_time(s.due_at), due_reason=s.reason)
 
+    def _start_only(self, state: dict) -> None:
+        """``ctl reindex URL``: queue just :attr:`only`, within the current pass's id."""
+        self.pass_id = int(state.get("id", 0))
+        depth = {host_key(canonicalize(s)): path_depth(canonicalize(s)) for s in self.cfg.seeds}
+        for url in self.only:
+            row = self.rows.get(url)
+            hops, seed_depth = (row["hops"], row["seed_depth"]) if row else \
+                (0, depth.get(host_key(url), path_depth(url)))
+            self._enqueue(url, hops=hops, seed_depth=seed_depth, via="reindex", front=True)
+
     def _resume(self, state: dict) -> None:
         """Continue an interrupted pass: what it did stays done, what it queued is queued."""
         self.pass_id = int(state["id"])
@@ -404,7 +442,8 @@ class _Pass:
         rows = [self.rows[u] for u in self.dirty if u in self.rows]
         deletes = [u for u in self.dirty if u not in self.rows]
         meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running",
-                                           "started": to_db_time(self.pass_start)})}
+                                           "started": to_db_time(self.pass_start)})} \
+            if self.only is None else {}  # ctl reindex URL leaves the pass state as it is
         links = {u: v for u, v in self.links.items() if u in self.rows}
         self.store.crawl_write(self.src.name, rows, deletes, meta, links)
         self.dirty.clear()
@@ -503,6 +542,8 @@ class _Pass:
         a drop that depends on the path taken (``max-hops``, ``path-depth``) is not remembered,
         as another page may reach the URL in fewer hops.
         """
+        if self.only is not None:
+            return  # ctl reindex URL: the page's links are stored, not crawled
         hops = task.hops + 1
         new = 0
         for link in links:
@@ -716,12 +757,13 @@ class _Pass:
         self.counters.inc(f"web.robots.{rules.status}")
         if rules.status == "unreachable":
             # the pass failed for this host: say so in the counts, not only in the log
-            self.counts.seen += 1
-            self.counts.errors += 1
+            self.counts.fail(f"{task.url} unreachable ({resp.error or f'HTTP {resp.status}'}); "
+                             f"nothing is fetched from {task.host} this pass")
             self.counters.inc("error.robots-unreachable")
             log.warning("%s: %s unreachable (%s); nothing is fetched from %s this pass", self.src.name,
                         task.url, resp.error or f"HTTP {resp.status}", task.host)
-        if self.cfg.sitemaps and task.host in self.seed_hosts and task.host not in self.sitemaps_asked:
+        if self.cfg.sitemaps and self.only is None and task.host in self.seed_hosts \
+                and task.host not in self.sitemaps_asked:
             self.sitemaps_asked.add(task.host)
             maps = list(rules.sitemaps) or [task.host + "/sitemap.xml"]
             for m in maps:
@@ -747,6 +789,9 @@ class _Pass:
             self._done(task, None, task.skip)
             return
         row = self._done(task, None, task.skip)
+        if self.only is not None:  # asked for by name (ctl reindex URL): say it was not fetched
+            self.counts.seen += 1
+            self.counts.skipped += 1
         if task.skip == "robots":
             key = row["doc_key"] or task.url
             if self.pipeline.stored(key) is not None:
@@ -816,8 +861,7 @@ class _Pass:
         row = self._done(task, resp, reason)
         row["fail_count"] += 1
         self._reschedule(row, FAILED)
-        self.counts.seen += 1
-        self.counts.errors += 1
+        self.counts.fail(f"{task.url}: {reason} {resp.detail or ''}".rstrip())
         self.counters.inc(f"error.{reason}")
         log.warning("%s: %s: %s %s", self.src.name, task.url, reason, resp.detail or "")
         if self.src.slots.failures(task.host) >= HOST_FAILURE_LIMIT:
@@ -829,11 +873,11 @@ class _Pass:
     def _count_unfetchable(self, key: str, reason: str) -> None:
         """A page that answered but cannot be indexed now: an error if we hold an indexed copy
         (kept), a skip if we never had one."""
-        self.counts.seen += 1
         if self.pipeline.stored(key) is not None:
-            self.counts.errors += 1
+            self.counts.fail(f"{key}: {reason}; the indexed copy is kept")
             self.counters.inc(f"error.{reason}")
         else:
+            self.counts.seen += 1
             self.counts.skipped += 1
             self.counters.inc(f"skip.{reason}")
 

@@ -1,0 +1,123 @@
+"""What ``indexerd ctl`` prints on a terminal: the text layouts, and escaping of untrusted values.
+
+File names, titles, snippets, URLs and error messages come from documents and pages, i.e. from
+whoever wrote them.  Printed raw, a control sequence in a title (``ESC ] 0 ; ... BEL`` sets the
+window title, ``ESC [ 2 J`` clears the screen, others rewrite the clipboard or fake earlier
+output) reaches the user's terminal.  Every such value goes through :func:`safe` before it is
+printed; JSON output needs nothing more (``json.dumps(..., ensure_ascii=True)`` escapes every
+control character).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+# C0 (U+0000-U+001F), DEL (U+007F), C1 (U+0080-U+009F: ECMA-48 §5.3; U+009B is a one-byte CSI),
+# and the Unicode bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069)
+# that reorder what is displayed ("Trojan Source", CVE-2021-42574); also U+2028/U+2029, which
+# some terminals treat as line breaks.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def safe(value: object) -> str:
+    """``str(value)`` with every control character shown as an escape (``\\x1b``, ``\\n``,
+    ``\\u202e``), so it prints on one line and changes nothing on the terminal.
+
+    Printable text (any script, emoji, U+FFFD for undecodable bytes) is kept as it is.
+    """
+    return _UNSAFE.sub(_escape, str(value))
+
+
+def one_line(value: object) -> str:
+    """Like :func:`safe`, but runs of whitespace (newlines included) become one space first: for
+    snippets, whose line breaks come from the document's layout and mean nothing here."""
+    return safe(" ".join(str(value).split()))
+
+
+# -- layouts -----------------------------------------------------------------------------------
+def print_hits(hits, *, display_path, format_utc) -> None:
+    """``ctl search``: one block per hit (rank, title, path or URL, date, snippet)."""
+    tty = sys.stdout.isatty()
+    bold, off = ("\x1b[1m", "\x1b[0m") if tty else ("", "")
+    for h in hits:
+        where = display_path(h.path) if h.path else h.url
+        print(f"{h.rank:>3}. {bold}{safe(h.title or '(untitled)')}{off}")
+        print(f"     {safe(where)}")
+        print(f"     last modified {format_utc(h.last_modified)} ({safe(h.date_source)}), "
+              f"score {h.score:.2f}")
+        if h.snippet:
+            print(f"     {one_line(h.snippet)}")
+
+
+def print_explain(out: dict) -> None:
+    """``ctl explain``: one ``field value`` line per known field, then the explanation."""
+    for k, v in out.items():
+        if k != "explanation" and v is not None:
+            print(f"{k:22} {safe(v)}")
+    for line in out["explanation"]:
+        print(f"- {safe(line)}")
+
+
+def print_rows(rows: list[dict], cols: list[str]) -> None:
+    """``ctl report``/``changed``: the chosen columns, two spaces apart, ``-`` for none."""
+    for r in rows:
+        print("  ".join(safe(r.get(c)) if r.get(c) is not None else "-" for c in cols))
+
+
+def _progress_line(kind: str, p: dict) -> str:
+    done, total, found = p.get("done", 0), p.get("total", 0), p.get("found", 0)
+    if kind == "web":
+        return f"{done} pages fetched, {total - done} queued"
+    if kind == "sql":
+        return f"{found} rows read, {done} of {total} indexed" if total else f"{found} rows read"
+    return f"{done}/{total} read, {found} files found"
+
+
+def print_status(r: dict) -> None:
+    """``ctl status``: the daemon, the index, the last reload, then each source."""
+    print(f"indexerd pid {r['pid']}, up {r['uptime_seconds']:.0f} s, state dir {safe(r['state_dir'])}")
+    ix = r["index"]
+    print(f"index: {ix['documents']} documents, {ix['segments']} segments, "
+          f"{(ix['size_bytes'] or 0) / 1e6:.1f} MB; last commit {r['writer']['last_commit'] or '-'}; "
+          f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
+    if ix.get("error"):
+        print(f"index error: {safe(ix['error'])}")
+    if r["writer"]["last_error"]:
+        print(f"writer error: {safe(r['writer']['last_error'])}")
+    rl = r.get("reload") or {}
+    if rl.get("at"):
+        if rl.get("ok"):
+            print(f"config: {safe(r.get('config'))}, last reload {rl['at']}: ok")
+        else:
+            print(f"config: {safe(r.get('config'))}: RELOAD REFUSED at {rl['at']}, still running on the "
+                  f"config loaded {rl.get('loaded_at') or 'at start'}: {safe(rl.get('error'))}")
+    for name, s in r["sources"].items():
+        docs = ", ".join(f"{k} {v}" for k, v in sorted(s["documents"].items())) or "no documents"
+        where = f", {safe(s['root'])}" if s["root"] else ""
+        print(f"- {safe(name)} ({s['kind']}{where}{', watched' if s['watched'] else ''}): {docs}")
+        cr = s.get("current_run")
+        if cr:
+            counts = ", ".join(f"{k} {v}" for k, v in (cr.get("counts") or {}).items())
+            print(f"    running since {cr['started']}: {_progress_line(s['kind'], cr.get('progress') or {})}"
+                  + (f"; so far {counts}" if counts else ""))
+        lr = s["last_run"]
+        if lr["finished"]:
+            counts = ", ".join(f"{k} {v}" for k, v in (lr["counts"] or {}).items())
+            print(f"    last run {lr['started']} .. {lr['finished']}: {counts}")
+        le = s.get("last_error")
+        if le:
+            print(f"    last error ({le['at']}): {safe(le['message'])}")
+        print(f"    next run {s['next_run'] or '-'}")
+    failures = {k: v for k, v in r.get("counters", {}).items() if k.startswith(("error.", "skip.", "web."))}
+    if failures:
+        print("counts by reason: " + ", ".join(f"{safe(k)} {v}" for k, v in failures.items()))
+    for host, h in (r.get("hosts") or {}).items():
+        print(f"host {safe(host)}: " + ", ".join(f"{k} {round(v, 2) if isinstance(v, float) else v}"
+                                                 for k, v in h.items()))

@@ -1,0 +1,449 @@
+"""``indexerd ctl`` end to end (issues 13 and 18): finding the daemon, ``-c`` anywhere, reloads
+that fail visibly (status, systemd's STATUS=, ``ctl reload``'s exit code), status fields, help
+texts and escaping of document values on the terminal.  The real daemon and CLI in subprocesses
+(fixtures from test_daemon.py), a real systemd notify socket (a datagram socket of the test's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CLI
+from httpsite import site  # noqa: F401
+from test_sqlfeed import db, pg_server, sql_daemon  # noqa: F401
+from test_daemon import ENV, REPO, DaemonUnderTest, base, cli, daemon, tree, write  # noqa: F401
+
+NOBODY = 65534
+
+
+# -- 3. -c before or after the command ---------------------------------------------------------
+def test_c_is_accepted_before_and_after_ctl_and_its_command(daemon):
+    d = daemon
+    cfg = str(d.client_cfg)
+    for args in (("-c", cfg, "ctl", "status", "--json"), ("ctl", "-c", cfg, "status", "--json"),
+                 ("ctl", "status", "--json", "-c", cfg), ("ctl", "status", "-c", cfg, "--json")):
+        p = cli(*args)
+        assert p.returncode == 0, (args, p.stderr)
+        assert json.loads(p.stdout)["pid"] == d.proc.pid, args
+    p = cli("-c", cfg, "ctl", "search", "apple", "--json")
+    assert p.returncode == 0 and len(json.loads(p.stdout)) == 1, p.stderr
+
+
+# -- 1. + 2. a broken config on disk: ctl still reaches the daemon; the refusal is visible ------
+def test_ctl_reaches_the_daemon_while_its_config_is_broken_and_shows_the_refused_reload(daemon):
+    d = daemon
+    d.write_config({"docs": d.root}, typo=True)
+    d.signal(signal.SIGHUP)
+    d.poll(d.log, lambda s: "reload refused" in s, 10.0, "'reload refused' in the log")
+    p = cli("ctl", "status", "--json", "-c", str(d.cfg))     # the daemon's own, now broken, file
+    assert p.returncode == 0, p.stderr
+    assert "intervall" in p.stderr and "warning" in p.stderr   # says the file is broken, once
+    st = json.loads(p.stdout)
+    assert st["pid"] == d.proc.pid
+    rl = st["reload"]
+    assert rl["ok"] is False and rl["via"] == "signal" and "intervall" in rl["error"], rl
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rl["at"]), rl
+    text = cli("ctl", "status", "-c", str(d.cfg))
+    assert text.returncode == 0, text.stderr
+    assert "RELOAD REFUSED" in text.stdout and "intervall" in text.stdout, text.stdout
+    # the readers too: search works on the broken file
+    p = cli("ctl", "search", "apple", "--json", "-c", str(d.cfg))
+    assert p.returncode == 0 and len(json.loads(p.stdout)) == 1, p.stderr
+    # a file that is not even TOML: the default socket is tried, and the error is named
+    d.cfg.write_text("state_dir = [[[\n", encoding="utf-8")
+    p = cli("ctl", "status", "-c", str(d.cfg))
+    assert p.returncode == 3 and "not valid TOML" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_ctl_reload_waits_for_the_outcome_and_fails_when_refused(daemon):
+    d = daemon
+    d.write_config({"docs": d.root}, typo=True)
+    p = cli("ctl", "reload", "-c", str(d.cfg))
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "reload refused" in p.stderr and "intervall" in p.stderr, p.stderr
+    assert d.status()["reload"]["ok"] is False
+    d.write_config({"docs": d.root, "more": d.outside})
+    p = cli("ctl", "reload", "-c", str(d.cfg))
+    assert p.returncode == 0, p.stderr
+    assert "2 sources" in p.stdout
+    st = d.status()
+    assert st["reload"]["ok"] is True and st["reload"]["error"] is None and st["reload"]["via"] == "ctl"
+    assert set(st["sources"]) == {"docs", "more"}          # applied before the command returned
+
+
+def test_unit_reloads_through_ctl_reload():
+    """systemctl reload fails when ExecReload= fails (systemd.service(5)): the unit runs the
+    waiting `indexerd ctl reload`, not an asynchronous kill -HUP."""
+    unit = (REPO / "systemd" / "indexerd.service").read_text(encoding="utf-8")
+    lines = [ln for ln in unit.splitlines() if ln.startswith("ExecReload=")]
+    assert len(lines) == 1 and re.search(r"indexerd ctl reload\b", lines[0]), lines
+    assert "kill" not in lines[0]
+
+
+class NotifySocket:
+    """A real ``$NOTIFY_SOCKET``: collects the daemon's sd_notify datagrams."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(os.fspath(path))
+        self.sock.settimeout(0.2)
+        self.messages: list[str] = []
+
+    def wait_for(self, pred, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                m = self.sock.recv(65536).decode()
+            except TimeoutError:
+                continue
+            self.messages.append(m)
+            if pred(m):
+                return m
+        pytest.fail(f"no matching notification within {timeout} s; got {self.messages}")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_refused_sighup_reload_is_in_the_systemd_status_line(tree, monkeypatch):
+    d = tree
+    ns = NotifySocket(d.base / "notify.sock")
+    monkeypatch.setitem(ENV, "NOTIFY_SOCKET", str(ns.path))
+    try:
+        d.start()
+        ns.wait_for(lambda m: "READY=1" in m, 30)
+        d.write_config({"docs": d.root}, typo=True)
+        d.signal(signal.SIGHUP)
+        ns.wait_for(lambda m: "RELOADING=1" in m and "MONOTONIC_USEC=" in m, 10)
+        m = ns.wait_for(lambda m: "READY=1" in m, 10)
+        assert "STATUS=" in m and "RELOAD REFUSED" in m and "intervall" in m, m
+        d.write_config({"docs": d.root})
+        d.signal(signal.SIGHUP)
+        m = ns.wait_for(lambda m: "READY=1" in m, 10)
+        assert "RELOAD REFUSED" not in m, m
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+        ns.close()
+
+
+# -- 8. the system socket is found by default --------------------------------------------------
+def test_without_control_socket_the_system_socket_is_tried_after_the_users(tmp_path, monkeypatch):
+    """A group member's ctl (no -c, no per-user daemon) finds /run/indexerd/indexerd.sock."""
+    from indexerd import locate
+    from indexerd.config import Config
+
+    monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    monkeypatch.setattr(locate, "_is_root", lambda: False)
+    monkeypatch.setattr("indexerd.config._is_root", lambda: False)
+    own = locate.socket_candidates(Config(state_dir=str(tmp_path)))
+    assert own == (tmp_path / "indexerd.sock", Path("/run/indexerd/indexerd.sock"))
+    assert locate.socket_candidates(Config(control_socket="/x/s.sock")) == (Path("/x/s.sock"),)
+    monkeypatch.setenv("RUNTIME_DIRECTORY", "/run/indexerd")
+    assert locate.socket_candidates(Config()) == (Path("/run/indexerd/indexerd.sock"),)
+
+
+def _nobody_can_run_python(cwd: str) -> bool:
+    if not shutil.which("setpriv"):
+        return False
+    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                        sys.executable, "-c", "import indexerd.cli"], capture_output=True, cwd=cwd, timeout=60)
+    return p.returncode == 0
+
+
+def test_group_member_without_c_reaches_the_daemon_on_the_system_socket(tree):
+    """The real case: a non-root user without -c and without a daemon of its own reaches the
+    service's /run/indexerd/indexerd.sock (group access, as the unit's RuntimeDirectory gives)."""
+    d = tree
+    if os.geteuid() != 0:
+        pytest.fail("this test creates /run/indexerd: run the suite as root (the CI does)")
+    if not _nobody_can_run_python(str(d.base)):
+        pytest.fail("setpriv cannot run the CLI as nobody")
+    run = Path("/run/indexerd")
+    if run.exists():
+        pytest.fail("/run/indexerd exists on this machine: not touching a real service's socket")
+    try:
+        run.mkdir(mode=0o750)
+        os.chown(run, 0, NOBODY)
+        d.sock = run / "indexerd.sock"           # as the unit's RuntimeDirectory gives it
+        d.client_cfg.write_text(d.config_text({}), encoding="utf-8")
+        d.write_config({"docs": d.root})
+        d.start()
+        os.chown(d.sock, 0, NOBODY)              # the unit's group (indexerd) is nobody's here
+        env = {k: v for k, v in ENV.items() if k not in ("XDG_STATE_HOME",)}
+        os.chmod(d.base, 0o755)
+        (d.base / "home").mkdir()
+        os.chown(d.base / "home", NOBODY, NOBODY)
+        env["HOME"] = str(d.base / "home")       # nobody's own (empty) home: no per-user daemon
+        p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={NOBODY}",
+                            sys.executable, "-m", "indexerd.cli", "ctl", "status", "--json"],
+                           capture_output=True, text=True, env=env, cwd=str(d.base), timeout=60)
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        assert json.loads(p.stdout)["pid"] == d.proc.pid
+        d.stop()
+        p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={NOBODY}",
+                            sys.executable, "-m", "indexerd.cli", "ctl", "status"],
+                           capture_output=True, text=True, env=env, cwd=str(d.base), timeout=60)
+        assert p.returncode == 3 and "/run/indexerd/indexerd.sock" in p.stderr, p.stderr
+        assert "indexerd.sock nor on" in p.stderr, p.stderr       # both places are named
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+# -- 5. status: the last error, the running pass apart from the last one ------------------------
+def test_status_shows_the_last_error_message_of_a_missing_root(daemon):
+    d = daemon
+    gone = d.base / "gone"
+    d.write_config({"docs": d.root, "lost": gone})
+    d.signal(signal.SIGHUP)
+    st, _ = d.poll(d.status, lambda s: s["sources"].get("lost", {}).get("last_run", {}).get("finished"),
+                   15.0, "the pass of 'lost'")
+    lost = st["sources"]["lost"]
+    assert lost["last_run"]["counts"]["errors"] == 1
+    assert "missing" in lost["last_run"]["error"] and str(gone) in lost["last_run"]["error"], lost
+    assert "missing" in lost["last_error"]["message"] and lost["last_error"]["at"], lost
+    assert st["counters"].get("error.root-missing", 0) >= 1, st["counters"]
+    text = d.ctl_ok("status")
+    assert re.search(r"last error \(.*\): root .*gone is missing", text), text
+    assert "error.root-missing" in text
+
+
+def test_status_shows_the_running_pass_apart_from_the_last_one(tree):
+    d = tree
+    d.start()
+    first = d.status()["sources"]["docs"]["last_run"]
+    for i in range(3000):
+        write(d.root / "bulk" / f"f{i:04}.txt", f"bulkword number{i}\n")
+    p = d.ctl("scan", "docs")
+    assert p.returncode == 0, p.stderr
+    st, _ = d.poll(d.status, lambda s: s["sources"]["docs"]["current_run"] is not None, 30.0,
+                   "a running pass", interval=0.02)
+    s = st["sources"]["docs"]
+    cr, lr = s["current_run"], s["last_run"]
+    assert cr["started"] > lr["finished"] >= lr["started"], s   # never the running start with an old end
+    assert lr["started"] <= first["finished"] or lr["started"] == first["started"]
+    text = d.ctl_ok("status")
+    assert "running since" in text
+    m = re.search(r"last run (\S+) \.\. (\S+):", text)
+    assert m is None or m.group(1) <= m.group(2), text
+    d.stop()
+
+
+def test_sql_progress_counts_rows_not_files(caplog):
+    from indexerd.progress import UNITS, Progress
+
+    caplog.set_level("INFO", logger="indexerd.progress")
+    p = Progress("articles", tty=False, log_every_seconds=0, unit=UNITS["sql"])
+    p.tick_walk(2000)
+    p.start_work(10)
+    text = caplog.text
+    assert "2000 rows" in text and "files" not in text, text
+
+
+# -- 5. messages and help texts ----------------------------------------------------------------
+def test_search_by_a_user_who_cannot_read_the_state_dir_is_told_so(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    if os.geteuid() == 0 and not _nobody_can_run_python(str(tmp_path)):
+        pytest.fail("running as root and setpriv cannot run the CLI as nobody")
+    state = tmp_path / "state"
+    c = CLI(state)
+    (tmp_path / "t").mkdir()
+    write(tmp_path / "t" / "a.txt", "permword\n")
+    c.index(str(tmp_path / "t"))
+    os.chmod(state, 0o700)
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    for args in (("search", "permword"), ("report", "--dates"), ("explain", str(tmp_path / "t" / "a.txt"))):
+        p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli", "ctl", *args], capture_output=True,
+                           text=True, env=c.env, cwd=str(tmp_path), timeout=60)
+        assert p.returncode == 1, (args, p.returncode, p.stderr)
+        assert "permission denied" in p.stderr and str(state) in p.stderr, p.stderr
+        assert "rebuild" not in p.stderr, p.stderr
+
+
+def test_help_texts():
+    top = cli("--help").stdout
+    assert "web sites" in top and "SQL" in top
+    ctl = cli("ctl", "--help").stdout
+    assert "crawl" in ctl and "web site" in ctl
+    assert "indexerd ctl crawl intranet" in cli("ctl", "crawl", "--help").stdout
+    assert "indexerd ctl poll articles" in cli("ctl", "poll", "--help").stdout
+    assert "--dates" in cli("ctl", "report", "--help").stdout.split("options:")[0]
+    status = cli("ctl", "status", "--help").stdout
+    assert re.search(r"--json\s+\S", status), status       # the flag has a help text
+    p = cli("ctl", "report")
+    assert p.returncode == 2 and "--dates" in p.stderr and "only one" in p.stderr, p.stderr
+
+
+def test_seeds_type_error_does_not_mention_glob_patterns(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[[sources.web]]\nname = "w"\nseeds = "http://x.test/"\n', encoding="utf-8")
+    p = cli("check-config", "-c", str(cfg))
+    assert p.returncode == 2 and "sources.web[0].seeds" in p.stderr, p.stderr
+    assert "glob" not in p.stderr and "list" in p.stderr, p.stderr
+
+
+def test_refused_second_daemon_does_not_log_stopped_cleanly(daemon):
+    d = daemon
+    p = cli("run", "-c", str(d.cfg), "--log-level", "info", timeout=30)     # same state dir
+    assert p.returncode == 4, p.stderr
+    assert "stopped cleanly" not in p.stderr, p.stderr
+    other = d.base / "other.toml"                                        # same socket only
+    other.write_text(d.cfg.read_text().replace(str(d.base / "state"), str(d.base / "state2")))
+    p = cli("run", "-c", str(other), "--log-level", "info", timeout=30)
+    assert p.returncode == 4 and "in use" in p.stderr, p.stderr
+    assert "stopped cleanly" not in p.stderr, p.stderr
+    assert "refused" in p.stderr.splitlines()[-1] or "in use" in p.stderr.splitlines()[-1], p.stderr
+
+
+# -- 6. terminal escapes -----------------------------------------------------------------------
+EVIL = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"
+
+
+def test_document_values_are_escaped_on_the_terminal(tmp_path):
+    c = CLI(tmp_path / "state")
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "page.html").write_text(f"<html><head><title>evil {EVIL} title</title></head>"
+                                 f"<body><p>escapeword {EVIL} body</p></body></html>", encoding="utf-8")
+    (t / f"name{EVIL}.txt").write_text("escapeword plain\nsecond line\n", encoding="utf-8")
+    c.index(str(t))
+    outputs = [c.run("ctl", "search", "escapeword").stdout,
+               c.run("ctl", "explain", str(t / "page.html")).stdout,
+               c.run("ctl", "explain", str(t / f"name{EVIL}.txt")).stdout,
+               c.run("ctl", "report", "--dates").stdout,
+               c.run("ctl", "changed", "--since", "2d").stdout]
+    for out in outputs:
+        assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", out), repr(out)
+    assert "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e" in outputs[0], outputs[0]
+    assert "name\\x1b]0;pwned" in outputs[2] or "name\\x1b]0;pwned" in outputs[0]
+    # JSON keeps the exact value (escaped by JSON itself)
+    hits = c.search("escapeword")
+    assert any(EVIL in (h["title"] or "") for h in hits), hits
+    p = c.run("ctl", "explain", str(t / f"nosuch{EVIL}"), check=False)
+    assert p.returncode == 1 and "\x1b" not in p.stderr and "\\x1b" in p.stderr, p.stderr
+
+
+# -- 5. explain after a 304: the reason and its time belong together ----------------------------
+def test_explain_after_a_304_pairs_the_reason_with_its_own_time(tmp_path, site, monkeypatch):
+    from test_web import LM, Crawl, html
+
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    site.static("/", html("Home", "threeohfour"), last_modified=LM, etag='"v1"')
+    crawl = Crawl(tmp_path, site)
+    assert crawl.run()["indexed"] == 1
+    first = crawl.doc("/")
+    time.sleep(1.1)                              # times are stored to the second
+    assert crawl.run()["unchanged"] == 1
+    assert [h.status for h in site.hits("/")][-1] == 304
+    second = crawl.doc("/")
+    assert second["reason"] == "not-modified"
+    assert second["decided_at"] == second["checked_at"] != first["decided_at"], (first, second)
+    c = CLI(crawl.state)
+    out = json.loads(c.run("ctl", "explain", site.url("/"), "--json").stdout)
+    line = [ln for ln in out["explanation"] if ln.startswith("last decision")][0]
+    assert f"at {out['decided_at']}: not-modified" in line and out["decided_at"] == out["checked_at"], out
+
+
+# -- 4. the ctl verbs for SQL rows (SQLite and PostgreSQL) --------------------------------------
+def test_reindex_forget_explain_of_a_sql_row(sql_daemon):
+    from test_sqlfeed import SOURCE, load_base
+
+    d = sql_daemon
+    load_base(d.feed)
+    d.start()
+    k2 = f"sql:{SOURCE}/2"
+    # the row changes behind the queue's back (no trigger row): only a re-read can see it
+    d.feed.db.exec("UPDATE articles SET body = 'reread okapi' WHERE id = 2")
+    d.feed.db.exec("DELETE FROM queue WHERE status = 'W'")
+    p = d.ctl("reindex", k2)
+    assert p.returncode == 0, (p.stderr, d.log())
+    assert json.loads(p.stdout)["indexed"] == 1, p.stdout
+    assert d.feed.keys("okapi") == [k2]
+    # forget: gone now; back at the next poll although the row did not change
+    p = d.ctl("forget", k2)
+    assert p.returncode == 0 and k2 in p.stdout, p.stderr
+    assert d.feed.keys("okapi") == [] and d.feed.explain(k2) is None
+    p = d.ctl("poll", SOURCE, "--wait")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["indexed"] == 1, p.stdout
+    assert d.feed.keys("okapi") == [k2]
+    # unknown keys: one exit code for explain, forget and reindex
+    for verb in ("explain", "forget", "reindex"):
+        p = d.ctl(verb, f"sql:{SOURCE}/999")
+        assert p.returncode == 1 and "not known" in p.stderr, (verb, p.returncode, p.stderr)
+    p = d.ctl("reindex", "sql:nosuch/1")
+    assert p.returncode == 2 and "nosuch" in p.stderr, p.stderr
+    # a row deleted behind the queue's back: reindex deletes its document
+    d.feed.db.exec("DELETE FROM articles WHERE id = 4")
+    d.feed.db.exec("DELETE FROM queue WHERE status = 'W'")
+    p = d.ctl("reindex", f"sql:{SOURCE}/4")
+    assert p.returncode == 0 and json.loads(p.stdout)["deleted"] == 1, (p.stdout, p.stderr)
+    assert d.feed.keys("pangolin") == []
+
+
+# -- 4. the ctl verbs for web pages -------------------------------------------------------------
+def test_reindex_forget_explain_of_a_web_page(tree, site, monkeypatch):
+    from test_web import LM, html, web_config
+
+    monkeypatch.setitem(ENV, "NO_PROXY", "127.0.0.1,localhost")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delitem(ENV, name, raising=False)
+    d = tree
+    site.add("/robots.txt", body=b"User-agent: *\nDisallow: /private/\n", headers={"Content-Type": "text/plain"})
+    site.static("/", html("Home", "homeword", links=["/a.html", "/b.html"]), last_modified=LM, etag='"h1"')
+    site.static("/a.html", html("A", "firstversion"), last_modified=LM, etag='"a1"')
+    site.static("/b.html", html("B", "bravoword"), last_modified=LM, etag='"b1"')
+    site.static("/private/x.html", html("X", "secretword"), last_modified=LM, etag='"x1"')
+    text = web_config([site.url("/")], state_dir=d.base / "state", name="intranet", interval="1h")
+    d.cfg.write_text(f'control_socket = "{d.sock}"\n' + text, encoding="utf-8")
+    d.start(sources=("intranet",))
+    try:
+        assert {h["key"] for h in d.search("homeword OR firstversion OR bravoword")} == \
+            {site.url("/"), site.url("/a.html"), site.url("/b.html")}
+        before = len(site.log)
+        site.static("/a.html", html("A", "secondversion"), last_modified=LM, etag='"a1"')  # same validators
+        p = d.ctl("reindex", site.url("/a.html") + "#section-2")
+        assert p.returncode == 0, (p.stderr, d.log_tail())
+        assert json.loads(p.stdout)["indexed"] == 1, p.stdout
+        new = site.log[before:]
+        assert [h.path for h in new] == ["/a.html"], [h.path for h in new]   # no crawl of the site
+        assert new[0].header("If-None-Match") is None and new[0].header("If-Modified-Since") is None
+        assert [h["key"] for h in d.search("secondversion")] == [site.url("/a.html")]
+        # robots.txt is obeyed: nothing is requested
+        p = d.ctl("reindex", site.url("/private/x.html"))
+        assert p.returncode == 0 and json.loads(p.stdout)["skipped"] == 1, (p.stdout, p.stderr)
+        assert site.hits("/private/x.html") == []
+        # forget (with a fragment): gone now, back at the next crawl
+        p = d.ctl("forget", site.url("/b.html") + "#top")
+        assert p.returncode == 0 and site.url("/b.html") in p.stdout, p.stderr
+        assert d.search("bravoword") == []
+        assert d.ctl("explain", site.url("/b.html") + "#top").returncode == 1
+        p = d.ctl("crawl", "intranet", "--wait")
+        assert p.returncode == 0, p.stderr
+        assert [h["key"] for h in d.search("bravoword")] == [site.url("/b.html")]
+        ex = json.loads(d.ctl_ok("explain", site.url("/b.html") + "#x", "--json"))
+        assert ex["key"] == site.url("/b.html")
+        # unknown and out-of-scope keys
+        for verb in ("explain", "forget"):
+            p = d.ctl(verb, site.url("/never.html"))
+            assert p.returncode == 1 and "not known" in p.stderr, (verb, p.stderr)
+        p = d.ctl("reindex", "http://elsewhere.invalid/page.html")
+        assert p.returncode == 2 and "not inside" in p.stderr, p.stderr
+    finally:
+        d.stop()
