@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from indexerd.errors import SkipDocument
+from indexerd.titles import plain_text_title
 
 if TYPE_CHECKING:
     from pypdf import DocumentInformation
@@ -454,7 +455,7 @@ def extract(
     elif kind == MEDIA_PDF:
         result = _extract_pdf(data, label)
     else:
-        result = _extract_text(data, charset, kind)
+        result = _extract_text(data, charset, kind, name)
     if not (result.title or result.text or result.refresh):
         raise SkipDocument("empty", f"{label}: no title and no text")
     return result
@@ -892,14 +893,14 @@ def _resolve(raw: list[str], base: str | None) -> tuple[str, ...]:
     return tuple(resolved)
 
 
-def _extract_text(data: bytes, charset: str | None, kind: str) -> Extracted:
+def _extract_text(data: bytes, charset: str | None, kind: str, name: str | None) -> Extracted:
     decoded, codec = decode_text(data, charset)
     if kind == MEDIA_MARKDOWN:
         title = _markdown_title(decoded)
         text = _collapse_lines(_strip_markdown(decoded))
     else:
         text = _collapse_lines(decoded)
-        title = text.partition("\n")[0][:LINE_TITLE_MAX_CHARS]
+        title = plain_text_title(decoded, name, LINE_TITLE_MAX_CHARS)
     return _text_result(title, text, kind, codec)
 
 
