@@ -31,6 +31,8 @@ in parallel with the others (it uses ~1% CPU), capped at --httrack-cap seconds p
 
 Output: a markdown table (metric | indexerd | wget | wget-head | httrack; medians of the reps) on
 stdout, and bench/out/web.json.  --rows-json PATH writes the table rows for bench/run_all.py.
+Adaptive recrawl (requests per pass over hundreds of simulated passes) is measured by
+bench/bench_recrawl.py on the same kind of nginx site.
 """
 from __future__ import annotations
 

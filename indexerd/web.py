@@ -40,6 +40,7 @@ from .config import SourcePolicy
 from .config import WebSource as WebSourceConfig
 from .dates import MetaMap, check_plausible, parse_date
 from .decide import DecideSettings
+from .duplicates import DuplicateFinder
 from .errors import ConfigError, IndexerdError, SkipDocument
 from .extract import extract, guess_media_type
 from .fetch import Fetcher, Response
@@ -50,7 +51,7 @@ from .recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
 from .robots import MAX_ROBOTS_BYTES, RobotsCache, follow_redirects
 from .store import from_db_time, to_db_time
 from .traps import PatternGuard
-from .urls import QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key, trap_reason
+from .urls import QueryVariants, Scope, canonicalize, host_key, path_depth, trap_reason
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -282,9 +283,7 @@ class _Pass:
         self._last_persist = time.monotonic()
         self.meta_key = f"web:{src.name}:pass"
         self.seed_hosts = {host_key(canonicalize(s)) for s in self.cfg.seeds}
-        #: (host, content hash) -> the key kept for that content in this pass
-        self.by_hash: dict[tuple[str, str], str] = {}
-        self.demoted: list[str] = []  # kept keys that a preferred URL with their bytes replaces
+        self.duplicates = DuplicateFinder(src.name, pipeline)
         self.pass_start = src.clock()  # adaptive recrawl schedules from here (a resume: its start)
         self.min_interval = float(self.cfg.interval)
         self.max_interval = float(self.cfg.max_recrawl_interval)
@@ -1013,15 +1012,16 @@ class _Pass:
             self._reschedule(row, CHANGED if new else UNCHANGED)
             return
         old_key = row["doc_key"]
-        self.demoted = []
+        self.duplicates.begin()
         out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.forced,
                                    rekey=lambda ex: self._canonical_key(ex, key), redirects=True,
-                                   duplicate_of=self._duplicate_of)
+                                   duplicate_of=self.duplicates.duplicate_of)
         if out.verdict == "redirect":
             self._html_redirect(task, resp, row, out.extracted)
             return
         if out.content_hash is not None:
-            self._kept(out.key, out.content_hash)
+            for alias in self.duplicates.kept(out.key, out.content_hash):
+                self._mirror_remove(alias)
         new_key = out.key or key
         if old_key and old_key != new_key and old_key != key and self.pipeline.stored(old_key) is not None \
                 and task.origin is None:
@@ -1049,37 +1049,6 @@ class _Pass:
         links = self._canonical_links(ex.links, ex.encoding)
         self.links[row["url"]] = json.dumps(links) if links else None
         return self._follow(links, task)
-
-    def _duplicate_of(self, key: str, chash: str) -> str | None:
-        """Duplicate detection (Heritrix, Nutch): identical content under two URLs of one host is
-        one document.  Returns the key to keep when another indexed page of ``key``'s host has
-        ``chash`` and names the document better (:func:`preferred_key`); when ``key`` is the
-        better name, the other is demoted to its alias once ``key`` is kept (:meth:`_kept`)."""
-        host = host_key(key)
-        other = self.by_hash.get((host, chash))
-        if other is None:
-            for k in self.store.indexed_with_hash(self.src.name, chash):
-                rec = self.pipeline.stored(k)  # a queued write may have changed it since
-                if k != key and host_key(k) == host and rec is not None and rec.status == "indexed" \
-                        and rec.content_hash == chash:
-                    other = k
-                    break
-        if other is None or other == key:
-            return None
-        if preferred_key(key, other) == other:
-            return other
-        self.demoted.append(other)
-        return None
-
-    def _kept(self, key: str, chash: str) -> None:
-        """``key`` is indexed with content ``chash``: remember it, and make the pages it replaces
-        its aliases (their next fetch finds them duplicates again, or documents if they changed)."""
-        self.by_hash[(host_key(key), chash)] = key
-        demoted, self.demoted = self.demoted, []
-        for other in demoted:
-            if other != key and self.pipeline.stored(other) is not None:
-                self.pipeline.skip(other, self.src.name, "duplicate", f"same content as {key}", PassCounts())
-                self._mirror_remove(other)
 
     def _canonical_key(self, ex, key: str) -> str | None:
         """``rel=canonical`` on the same host names the document (LIBRARIES.md §11)."""
