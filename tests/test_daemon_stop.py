@@ -130,3 +130,58 @@ good_guy_factor = 0.0
             proc.wait(30)
         assert "resuming crawl pass" in log.read_text(errors="replace")
         assert site.hits("/a.html") and len(site.hits("/a.html")) == 1  # done before the stop: not asked again
+
+
+def test_sigterm_during_a_pass_that_does_not_stop_still_exits_in_bounded_time(base):
+    # whatever a pass waits on (here a SQL full load that computes for minutes), the daemon exits
+    # within its stop bound: the pass is left behind, named in the log, and resumes next start
+    import sqlite3
+
+    db = base / "app.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE articles (id INTEGER PRIMARY KEY, title TEXT, body TEXT)")
+    con.execute("INSERT INTO articles VALUES (1, 't', 'b')")
+    con.commit()
+    con.close()
+    slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) "
+            "SELECT a.id, a.title, a.body FROM articles a, (SELECT max(x) AS m FROM c) WHERE m > 0")
+    cfg = base / "indexerd.toml"
+    cfg.write_text(f"""
+state_dir = "{base / 'state'}"
+control_socket = "{base / 's.sock'}"
+[[sources.sql]]
+name = "slow"
+url = "sqlite:///{db}"
+full_sql = "{slow}"
+title_column = "title"
+text_columns = ["body"]
+""", encoding="utf-8")
+    log = base / "daemon.log"
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg), "--log-level", "info"],
+                                stdout=fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
+    try:
+        def running() -> bool:
+            p = _cli("ctl", "status", "--json", "-c", str(cfg))
+            return p.returncode == 0 and json.loads(p.stdout)["sources"]["slow"]["running"]
+
+        _wait("the slow pass", running, 30, proc, log)
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no exit within 30 s of SIGTERM\n{log.read_text(errors='replace')[-3000:]}")
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-3000:]
+    assert took < EXIT_WITHIN_SECONDS, (took, text[-3000:])
+    last = text.rstrip().splitlines()[-1]
+    assert last.endswith("stopped cleanly") or last.endswith("stopped"), text[-3000:]
+    if last.endswith(" stopped"):
+        assert "stop: slow still running" in text, text[-3000:]
