@@ -130,12 +130,13 @@ class SqlFeed:
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            if forced or not pipeline.store.get_meta(self._meta_key()) or not self.cfg.incremental_sql:
+            full = forced or not pipeline.store.get_meta(self._meta_key()) or not self.cfg.incremental_sql
+            if full:
                 self.full_load(pipeline, counts, progress=progress, forced=forced, cancel=cancel)
             if self.cfg.incremental_sql and not (cancel is not None and cancel.is_set()):
                 self.drain_queue(pipeline, counts, cancel=cancel)
             if not (cancel is not None and cancel.is_set()):
-                self._reread_forgotten(pipeline, counts)
+                self._reread_forgotten(pipeline, counts, loaded=full)
         except SQLAlchemyError as e:
             counts.fail(_short(e))  # the pass itself is the item that failed (as a missing root is)
             pipeline.counters.inc("error.sql")
@@ -274,12 +275,14 @@ class SqlFeed:
         if row_id not in ids:
             store.write_batch([], meta={self._forgotten_key(): json.dumps(ids + [row_id])})
 
-    def _reread_forgotten(self, pipeline: Pipeline, counts: PassCounts) -> None:
+    def _reread_forgotten(self, pipeline: Pipeline, counts: PassCounts, *, loaded: bool) -> None:
+        """Read the forgotten rows again, unless this pass's full load (``loaded``) already did."""
         ids = self.forgotten(pipeline.store)
         if not ids:
             return
-        self.reread(ids, pipeline, counts, forced=False)
-        pipeline.flush()
+        if not loaded:
+            self.reread(ids, pipeline, counts, forced=False)
+            pipeline.flush()
         left = [i for i in self.forgotten(pipeline.store) if i not in ids]  # forgotten meanwhile
         pipeline.store.write_batch([], meta={self._forgotten_key(): json.dumps(left)})
 

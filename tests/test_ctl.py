@@ -447,3 +447,22 @@ def test_reindex_forget_explain_of_a_web_page(tree, site, monkeypatch):
         assert p.returncode == 2 and "not inside" in p.stderr, p.stderr
     finally:
         d.stop()
+
+
+def test_forgotten_sql_row_of_a_source_without_a_queue_comes_back_once(sql_daemon):
+    """Without incremental_sql every pass is a full load: it brings the row back, and the
+    forgotten id is not read a second time (seen counts each row once)."""
+    from test_sqlfeed import BASE_ROWS, SOURCE, load_base
+
+    d = sql_daemon
+    d.feed.write_config(incremental_sql=None, pre_update_sql=None, post_update_sql=None)
+    load_base(d.feed)
+    d.start()
+    p = d.ctl("forget", f"sql:{SOURCE}/3")
+    assert p.returncode == 0, p.stderr
+    assert d.feed.keys("narwhal") == []
+    p = d.ctl("poll", SOURCE, "--wait")
+    assert p.returncode == 0, p.stderr
+    counts = json.loads(p.stdout)
+    assert counts["seen"] == len(BASE_ROWS) and counts["indexed"] == 1, counts
+    assert d.feed.keys("narwhal") == [f"sql:{SOURCE}/3"]
