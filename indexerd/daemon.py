@@ -162,6 +162,11 @@ class Daemon:
             return max(0.0, by - time.monotonic())
 
         self.stop_event.set()
+        with self._lock:  # a ctl reload waiting now gets its answer instead of a timeout
+            waiters, self._reload_waiters = self._reload_waiters, []
+        for done, slot in waiters:
+            slot["stopping"] = True
+            done.set()
         if self._pinger is not None:
             self._pinger.stop()
         if self.control is not None:
@@ -478,6 +483,8 @@ class Daemon:
         self.reload_event.set()
         if not done.wait(RELOAD_WAIT_SECONDS):
             raise IndexerdError(f"the reload did not finish within {RELOAD_WAIT_SECONDS:.0f} s")
+        if slot.get("stopping"):
+            raise IndexerdError("the daemon is stopping; the config was not reloaded")
         if slot["error"]:
             raise ConfigError(f"reload refused, still running on the old config: {slot['error']}")
         return {"config": self.config_path, "sources": len(self.sources)}
