@@ -466,3 +466,34 @@ def test_forgotten_sql_row_of_a_source_without_a_queue_comes_back_once(sql_daemo
     counts = json.loads(p.stdout)
     assert counts["seen"] == len(BASE_ROWS) and counts["indexed"] == 1, counts
     assert d.feed.keys("narwhal") == [f"sql:{SOURCE}/3"]
+
+
+# -- 7. the real daemon's control socket under slow and hostile clients -------------------------
+def test_daemon_answers_status_with_40_silent_clients_and_a_deeply_nested_request(daemon):
+    d = daemon
+    clients = []
+    try:
+        for i in range(40):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(os.fspath(d.sock))
+            if i % 2:
+                s.sendall(b'{"cmd": "sta')           # half of them drip a request that never ends
+            clients.append(s)
+        t0 = time.monotonic()
+        st = d.status()
+        assert st["pid"] == d.proc.pid and time.monotonic() - t0 < 10
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(20)
+            s.connect(os.fspath(d.sock))
+            s.sendall(b'{"cmd": "status", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        r = json.loads(reply)
+        assert r["ok"] is False and r["exit_code"] == 2 and "nested" in r["error"], r
+    finally:
+        for s in clients:
+            s.close()
+    d.assert_alive()
+    assert d.status()["pid"] == d.proc.pid
