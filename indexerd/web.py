@@ -43,12 +43,13 @@ from .decide import DecideSettings
 from .duplicates import DuplicateFinder
 from .errors import ConfigError, IndexerdError, SkipDocument
 from .extract import extract, guess_media_type
+from .crawlworkers import FetchWorkers
 from .fetch import Fetcher, Response
 from .frontier import Frontier, Task
 from .pipeline import Fetched, PassCounts, Pipeline, Policy
 from .politeness import HOST_SLOTS, HostSlots, PolitenessSettings
 from .recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
-from .robots import MAX_ROBOTS_BYTES, RobotsCache, follow_redirects
+from .robots import RobotsCache
 from .store import from_db_time, to_db_time
 from .traps import PatternGuard
 from .urls import QueryVariants, Scope, canonicalize, host_key, path_depth, trap_reason
@@ -300,8 +301,9 @@ class _Pass:
             self._resume(state)
         else:
             self._start(state)
-        workers = [threading.Thread(target=self._worker, args=(fetcher,), daemon=True,
-                                    name=f"crawl:{self.src.name}:{i}") for i in range(self.cfg.workers)]
+        crew = FetchWorkers(self.src, self.frontier, self.results, fetcher, self.counters, self.cancel)
+        workers = [threading.Thread(target=crew.run, daemon=True, name=f"crawl:{self.src.name}:{i}")
+                   for i in range(self.cfg.workers)]
         for w in workers:
             w.start()
         finished = False
@@ -587,103 +589,6 @@ class _Pass:
             self.counters.inc("web.trap.too-many-links")
             out = out[:MAX_LINKS_PER_PAGE]
         return out
-
-    # -- workers --------------------------------------------------------------------------
-    def _worker(self, fetcher: Fetcher) -> None:
-        try:
-            self._work(fetcher)
-        finally:
-            self.results.put((None, None))  # tells the coordinator this worker is gone
-
-    def _work(self, fetcher: Fetcher) -> None:
-        while True:
-            task = self.frontier.take(self.cancel)
-            if task is None:
-                return
-            if task.skip is not None:
-                self.results.put((task, None))
-                continue
-            resp = None
-            try:
-                if task.kind == "robots":
-                    resp, hops = self._fetch_robots(fetcher, task)
-                    # the rules (and their Crawl-delay) must be known before the slot is freed
-                    if resp.error != "cancelled":
-                        self.src.robots.put_response(task.host, resp, hops=hops)
-                else:
-                    max_size = self.src.max_size if task.kind == "page" else 50 * 1024 * 1024
-                    resp = fetcher.fetch(task.url, method=task.method, etag=task.etag,
-                                         last_modified=task.last_modified, max_size=max_size, cancel=self.cancel)
-            except ValueError as e:  # a URL the HTTP client refuses: dropped, not a failure of the site
-                log.warning("%s: %s: not requested: %s", self.src.name, task.url, e)
-                resp = Response(url=task.url, method=task.method, status=None, headers={}, body=b"",
-                                elapsed=0.0, error="invalid-url", detail=str(e))
-            except Exception as e:  # a bug in the fetcher must not lose the task
-                log.exception("%s: fetching %s failed", self.src.name, task.url)
-                resp = Response(url=task.url, method=task.method, status=None, headers={}, body=b"",
-                                elapsed=0.0, error="internal", detail=str(e))
-            finally:
-                self._release(task, resp)
-                self.frontier.wake()
-            self.results.put((task, resp))
-
-    def _fetch_robots(self, fetcher: Fetcher, task: Task) -> tuple[Response, int]:
-        """robots.txt and its redirects (:func:`~indexerd.robots.follow_redirects`, RFC 9309
-        §2.3.1.2): a hop goes only to the source's site (:meth:`Scope.check_site`: its hosts and
-        ports), after the politeness delay; a hop to another host of the site takes that host's
-        slot too (not free within ``timeout``: the redirect is the answer, i.e. allow-all)."""
-        first = True
-
-        def get(url: str) -> Response:
-            nonlocal first
-            host = host_key(url)
-            if not first:
-                if self.cancel is not None and self.cancel.wait(self.src.politeness.min_delay):
-                    return Response(url=url, method="GET", status=None, headers={}, body=b"", elapsed=0.0,
-                                    error="cancelled")
-                if self.cancel is None:
-                    time.sleep(self.src.politeness.min_delay)
-            first = False
-            other = host != task.host
-            if other and not self._acquire_within(host, float(self.cfg.timeout)):
-                return Response(url=url, method="GET", status=None, headers={}, body=b"", elapsed=0.0,
-                                error="too-slow", detail=f"{host} busy")
-            resp = None
-            try:
-                resp = fetcher.fetch(url, max_size=MAX_ROBOTS_BYTES, truncate=True, cancel=self.cancel)
-                return resp
-            finally:
-                if other:
-                    self._release(replace(task, host=host), resp)
-
-        def follow(target: str) -> bool:
-            reason = self.src.scope.check_site(target)
-            if reason is not None:
-                self.counters.inc(f"web.drop.robots-redirect-{reason}")
-            return reason is None
-
-        return follow_redirects(task.url, get, follow)
-
-    def _acquire_within(self, host: str, seconds: float) -> bool:
-        """Take ``host``'s politeness slot, waiting at most ``seconds`` (False: not taken)."""
-        by = time.monotonic() + seconds
-        while True:
-            wait = self.src.slots.try_acquire(host)
-            if wait == 0.0:
-                return True
-            left = by - time.monotonic()
-            if left <= 0 or (self.cancel is not None and self.cancel.is_set()):
-                return False
-            time.sleep(min(wait, left, 0.1))
-
-    def _release(self, task: Task, resp: Response | None) -> None:
-        ok = resp is not None and ((resp.status is not None and resp.status < 500 and resp.status != 429)
-                                   or resp.error == "cancelled")  # a stop is not the host's failure
-        rules = self.src.robots.get(task.host)
-        self.src.slots.release(task.host, self.src.politeness, elapsed=resp.elapsed if resp else 0.0,
-                               ok=ok, crawl_delay=(min(rules.crawl_delay, self.src.max_crawl_delay)
-                                                   if rules is not None and rules.crawl_delay else None),
-                               retry_after=resp.retry_after if resp is not None else None)
 
     # -- results --------------------------------------------------------------------------
     def _row(self, url: str) -> dict:
