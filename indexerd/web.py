@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from .config import SourcePolicy
 from .config import WebSource as WebSourceConfig
@@ -42,7 +42,7 @@ from .dates import MetaMap, check_plausible, parse_date
 from .decide import DecideSettings
 from .duplicates import DuplicateFinder
 from .errors import ConfigError, IndexerdError, SkipDocument
-from .extract import extract, guess_media_type
+from .extract import extract, guess_media_type, parse_refresh
 from .crawlworkers import FetchWorkers
 from .fetch import Fetcher, Response
 from .frontier import Frontier, Task
@@ -813,15 +813,17 @@ class _Pass:
         self._reschedule(row, UNCHANGED)  # a failure to follow it reschedules it as failed
         self._follow_redirect(task, resp, row, resp.location, resp.permanent_redirect)
 
-    def _html_redirect(self, task: Task, resp: Response, row: dict, ex) -> None:
-        """A ``<meta http-equiv=refresh>`` stub (``Extracted.redirect``): followed like an HTTP
-        redirect (same hop limit, scope and robots.txt), and, like a permanent one, the stub's
-        own URL is no document (an indexed copy of it is deleted)."""
+    def _html_redirect(self, task: Task, resp: Response, row: dict, target: str, encoding: str | None,
+                       how: str = "meta-refresh") -> None:
+        """A ``<meta http-equiv=refresh>`` stub (``Extracted.redirect``) or an instant HTTP
+        ``Refresh`` header: followed like an HTTP redirect (same hop limit, scope and robots.txt),
+        and, like a permanent one, the stub's own URL is no document (an indexed copy of it is
+        deleted)."""
         row["last_outcome"] = "redirect-meta"
-        self.counters.inc("web.redirect.meta-refresh")
+        self.counters.inc(f"web.redirect.{how}")
         self.links[task.url] = None
         self._reschedule(row, UNCHANGED)
-        self._follow_redirect(task, resp, row, ex.redirect, True, ex.encoding)
+        self._follow_redirect(task, resp, row, target, True, encoding)
 
     def _follow_redirect(self, task: Task, resp: Response, row: dict, location: str, permanent: bool,
                          encoding: str | None = None) -> None:
@@ -893,6 +895,10 @@ class _Pass:
             row["last_outcome"] = "too-large"
             self._reschedule(row, UNCHANGED)
             return
+        refresh = parse_refresh(resp.headers.get("Refresh") or "")
+        if refresh is not None and refresh[0] == 0:  # the header form browsers follow at once
+            self._html_redirect(task, resp, row, urljoin(task.url, refresh[1]), None, "refresh-header")
+            return
         robots_header = _header_tokens(resp.headers.get("X-Robots-Tag"), self.src.token)
         ctype = resp.headers.get("Content-Type")
         f = Fetched(key=key, source=self.src.name, url=task.url, data=resp.body,
@@ -922,7 +928,7 @@ class _Pass:
                                    rekey=lambda ex: self._canonical_key(ex, key), redirects=True,
                                    duplicate_of=self.duplicates.duplicate_of)
         if out.verdict == "redirect":
-            self._html_redirect(task, resp, row, out.extracted)
+            self._html_redirect(task, resp, row, out.extracted.redirect, out.extracted.encoding)
             return
         if out.content_hash is not None:
             for alias in self.duplicates.kept(out.key, out.content_hash):

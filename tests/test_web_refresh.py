@@ -125,3 +125,16 @@ def test_leap_second_last_modified_header_is_the_date(tmp_path, site) -> None:
     home, meta = crawl.doc("/"), crawl.doc("/meta.html")
     assert (home["date_source"], home["last_modified"][:19]) == ("header", "2016-12-31T23:59:59")
     assert (meta["date_source"], meta["last_modified"][:19]) == ("meta:last-modified", "2016-12-31T23:59:59")
+
+
+@pytest.mark.parametrize("value", ["0; url=/docs/", "0;URL='/docs/'", "0, /docs/"])
+def test_instant_refresh_header_is_followed_like_a_redirect(tmp_path, site, value) -> None:
+    site.static("/", html("Home", "start", ["/old/"]))
+    site.add("/old/", body=b"", headers={"Content-Type": "text/html", "Refresh": value})
+    site.static("/docs/", html("Docs", "aardvark documentation"))
+    crawl = Crawl(tmp_path, site)
+    s = crawl.run()
+    assert requests_per_path(site).get("/docs/") == 1
+    assert site.url("/old/") not in crawl.docs()
+    assert crawl.search("aardvark") == [site.url("/docs/")]
+    assert crawl.counters.get("web.redirect.refresh-header") == 1 and s["errors"] == 0
