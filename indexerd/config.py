@@ -202,7 +202,7 @@ class WebSource(_Struct):
     ``exclude`` may; ``allowed_domains`` defaults to the seeds' hosts (subdomains included),
     ``allowed_ports`` to the seeds' ports (80 and 443 together).
     ``max_pages`` caps the requests of one pass; ``max_queued`` the URLs waiting in the
-    frontier at once (new ones beyond are dropped and counted); ``max_numbered_variants`` the
+    frontier's memory (10 times more wait in the store, new ones beyond are dropped and counted); ``max_numbered_variants`` the
     URLs of one numbered-path pattern a pass queues (:mod:`indexerd.traps`); ``gone_after`` is how many consecutive 404/410
     answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
     flight per host whatever their number).  ``timeout`` bounds connect, each read and the

@@ -356,9 +356,23 @@ class Store:
                      "last_outcome", "checked_at", "recrawl_seconds", "due_at", "due_reason", "changefreq")
 
     def crawl_rows(self, source: str) -> dict[str, dict]:
-        """Every crawl row of ``source`` as ``{url: {column: value}}`` (without ``links``)."""
-        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ?", (source,))
+        """Every crawl row of ``source`` as ``{url: {column: value}}`` (without ``links``),
+        except the frontier's overflow on disk (state ``spilled``: :meth:`crawl_spilled`)."""
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               "AND state != 'spilled'", (source,))
         return {r["url"]: dict(r) for r in cur}
+
+    def crawl_spilled(self, source: str, pass_id: int, limit: int) -> list[dict]:
+        """At most ``limit`` rows of the frontier's overflow on disk (state ``spilled``) of pass
+        ``pass_id``, best first (fewest hops, then discovery order)."""
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               "AND state = 'spilled' AND pass_id = ? ORDER BY hops, seq LIMIT ?",
+                               (source, pass_id, limit))
+        return [dict(r) for r in cur]
+
+    def crawl_drop_spilled(self, source: str) -> None:
+        """Forget the frontier's overflow on disk of ``source`` (a pass finished or began)."""
+        self._exec_many("DELETE FROM crawl WHERE source = ? AND state = 'spilled'", [(source,)])
 
     def crawl_links(self, source: str, url: str) -> str | None:
         """The JSON list of outlinks stored for ``url`` at its last parse, or None."""

@@ -71,6 +71,10 @@ MAX_LINKS_PER_PAGE = 10_000
 MAX_SITEMAP_FILES = 50
 #: Entries read from one sitemap file (the protocol allows 50,000; the rest is not parsed).
 MAX_SITEMAP_URLS = 10_000
+#: The frontier's overflow on disk, in windows of ``max_queued``: beyond, new URLs are dropped.
+SPILL_WINDOWS = 10
+#: Spilled rows written to the store at once.
+SPILL_BATCH = 1000
 #: Dropped URLs remembered per pass so each is counted once (beyond: counted again when met again).
 MAX_DROPPED_REMEMBERED = 100_000
 #: Skip reasons that depend only on the bytes: a page skipped for one of them is asked with a
@@ -278,6 +282,9 @@ class _Pass:
         self.sitemap_files = 0
         self.query_variants = QueryVariants(self.cfg.max_query_variants)
         self.patterns = PatternGuard(self.cfg.max_numbered_variants, self.cfg.max_query_variants)
+        self.spill_buffer: list[dict] = []  # spilled rows not written yet
+        self.spilled = 0  # URLs this process spilled in this pass
+        self.spill_left = False  # spilled rows may wait in the store
         self.seq = itertools.count()
         self.pass_id = 0
         self.done_pages = 0
@@ -320,6 +327,7 @@ class _Pass:
                     continue
                 try:
                     self._process(task, resp)
+                    self._refill()
                 except IndexerdError:
                     raise
                 except Exception:  # a bug on one page must not stop the crawl
@@ -354,6 +362,7 @@ class _Pass:
         """A new pass: seeds, then every URL requested before (re-checked conditionally)."""
         self.pass_id = int(state.get("id", 0)) + 1
         self.pass_start = self.src.clock()
+        self.store.crawl_drop_spilled(self.src.name)  # an older pass's overflow, never taken back
         for seed in self.cfg.seeds:
             url = canonicalize(seed)
             self._enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
@@ -404,8 +413,10 @@ class _Pass:
             self._enqueue(url, hops=hops, seed_depth=seed_depth, via="reindex", front=True)
 
     def _resume(self, state: dict) -> None:
-        """Continue an interrupted pass: what it did stays done, what it queued is queued."""
+        """Continue an interrupted pass: what it did stays done, what it queued is queued (the
+        frontier's overflow stays on disk until :meth:`_refill` takes it back)."""
         self.pass_id = int(state["id"])
+        self.spill_left = True
         if state.get("started"):
             self.pass_start = from_db_time(state["started"])
         last = 0
@@ -440,7 +451,10 @@ class _Pass:
                         and r["via"] != "sitemapfile" and not r["doc_key"]]:
                 del self.rows[url]
                 self.dirty.add(url)
-        rows = [self.rows[u] for u in self.dirty if u in self.rows]
+            self.spill_buffer = []
+            self.store.crawl_drop_spilled(self.src.name)
+        rows = [self.rows[u] for u in self.dirty if u in self.rows] + self.spill_buffer
+        self.spill_buffer = []
         deletes = [u for u in self.dirty if u not in self.rows]
         meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running",
                                            "started": to_db_time(self.pass_start)})} \
@@ -478,9 +492,39 @@ class _Pass:
                     redirects=row["redirects"], front=front)
 
     def _frontier_full(self) -> bool:
-        """``max_queued`` URLs wait already: a new one is dropped (and counted), to be found
-        again later in the pass or from the next pass's pages (their stored links)."""
+        """``max_queued`` URLs wait in memory already: a new one goes to the store (spilled),
+        taken back by :meth:`_refill` as the frontier drains."""
         return self.frontier.queued() >= self.cfg.max_queued
+
+    def _spill_full(self) -> bool:
+        """The window and the store's overflow (``SPILL_WINDOWS`` windows) are full: a new URL is
+        dropped and counted, to be found again later in the pass or from the next pass's pages
+        (their stored links)."""
+        return self.spilled >= SPILL_WINDOWS * self.cfg.max_queued and self._frontier_full()
+
+    def _refill(self) -> None:
+        """Take spilled URLs back from the store once the in-memory frontier is half empty.
+
+        Called by the coordinator while the task it processes is still outstanding, so the
+        workers never see an empty frontier while URLs wait on disk."""
+        if not self.spill_left or self.frontier.queued() > self.cfg.max_queued // 2:
+            return
+        if self.spill_buffer:
+            self.store.crawl_write(self.src.name, self.spill_buffer)
+            self.spill_buffer = []
+        rows = self.store.crawl_spilled(self.src.name, self.pass_id, max(1, self.cfg.max_queued // 2))
+        if not rows:
+            self.spill_left = False
+            return
+        for row in rows:
+            if row["url"] in self.rows:  # queued again in memory since (a resumed pass)
+                continue
+            row["state"] = "queued"
+            self.rows[row["url"]] = row
+            self.dirty.add(row["url"])
+            self.frontier.put(self._task_for(row))
+        self.counters.inc("web.frontier.refilled", len(rows))
+        self._persist(finished=False)  # before the next query: these rows are no longer spilled
 
     def _scope_reason(self, url: str, hops: int, seed_depth: int, kind: str = "page") -> str | None:
         """The one scope gate, applied when a URL is queued and again before it is fetched:
@@ -503,7 +547,8 @@ class _Pass:
         (counted ``web.drop.<reason>``)."""
         if url in self.seen:
             return False
-        if via in ("link", "sitemap") and self._frontier_full():
+        spill = via in ("link", "sitemap") and url not in self.rows and self._frontier_full()
+        if spill and self.spilled >= SPILL_WINDOWS * self.cfg.max_queued:
             self.counters.inc("web.drop.frontier-full")
             return False
         reason = self._scope_reason(url, hops, seed_depth)
@@ -511,6 +556,18 @@ class _Pass:
             self.counters.inc(f"web.drop.{reason}")
             return False
         self.seen.add(url)
+        if spill:  # a new URL beyond the window: on disk only, taken back by _refill
+            row = _new_row(url)
+            row.update(pass_id=self.pass_id, state="spilled", hops=hops, seed_depth=seed_depth,
+                       seq=next(self.seq), via=via)
+            self.spill_buffer.append(row)
+            if len(self.spill_buffer) >= SPILL_BATCH:
+                self.store.crawl_write(self.src.name, self.spill_buffer)
+                self.spill_buffer = []
+            self.spilled += 1
+            self.spill_left = True
+            self.counters.inc("web.frontier.spilled")
+            return True
         row = self.rows.get(url) or _new_row(url)
         row.update(pass_id=self.pass_id, state="queued", hops=hops, seed_depth=seed_depth,
                    seq=next(self.seq), via=via, origin=origin, redirects=redirects)
@@ -550,7 +607,7 @@ class _Pass:
         for link in links:
             if link in self.seen or link in self.dropped:
                 continue
-            if self._frontier_full():  # before the costlier checks: a page of 10,000 links
+            if self._spill_full():  # before the costlier checks: a page of 10,000 links
                 self.counters.inc("web.drop.frontier-full")
                 continue
             reason = self.src.scope.check(link, hops=hops, seed_depth=task.seed_depth)
@@ -731,7 +788,7 @@ class _Pass:
                          if host_key(canonicalize(s)) == task.host)
         hops = 1
         for i, entry in enumerate(pages):
-            if self._frontier_full():
+            if self._spill_full():
                 self.counters.inc("web.drop.frontier-full", len(pages) - i)
                 break
             try:

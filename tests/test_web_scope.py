@@ -170,3 +170,68 @@ def test_numbered_paths_and_path_parameters_are_bounded_per_pattern(tmp_path, si
     assert crawl.counters.get("web.trap.numbered-path") == 1, crawl.counters
     assert crawl.counters.get("web.trap.path-parameters") == 1, crawl.counters
     assert crawl.search("postword") == [site.url("/2020/01/post.html")]
+
+
+def test_the_frontier_beyond_its_window_waits_on_disk_and_every_url_is_still_fetched(tmp_path, site):
+    # issue 18: keep the frontier on disk beyond a bounded in-memory window
+    site.add("/", body=html("Home", "home", [f"/d{i}.html" for i in range(30)]), headers=HTML)
+    for i in range(30):
+        site.add(f"/d{i}.html", body=html(f"D{i}", f"spillword d{i}", [f"/e{i}.html"]), headers=HTML)
+        site.add(f"/e{i}.html", body=html(f"E{i}", f"spillword e{i}"), headers=HTML)
+    crawl = Crawl(tmp_path, site, max_queued=4)
+    s = crawl.run()
+    assert s["indexed"] == 61, s
+    assert crawl.counters.get("web.frontier.spilled", 0) >= 30 - 4, crawl.counters
+    assert crawl.counters.get("web.frontier.refilled") == crawl.counters["web.frontier.spilled"], crawl.counters
+    assert "web.drop.frontier-full" not in crawl.counters
+    asked = [h.path for h in site.log if h.path.endswith(".html")]
+    assert sorted(asked) == sorted({*asked}) and len(asked) == 60  # each once
+    assert crawl.search("e29") == [site.url("/e29.html")]  # one that waited on disk
+    assert all(r["state"] != "spilled" for r in crawl.crawl_rows().values())
+
+
+def test_a_resumed_pass_takes_back_the_urls_that_waited_on_disk(tmp_path, site):
+    import threading
+
+    from indexerd.config import parse_config
+    from indexerd.indexer import Indexer
+    from indexerd.pipeline import PassCounts
+
+    gate = threading.Event()
+
+    def hang(hit):
+        gate.wait(20)
+        return 200, HTML, html("D5", "resumeword d5")
+
+    site.add("/", body=html("Home", "home", [f"/d{i}.html" for i in range(30)]), headers=HTML)
+    for i in range(30):
+        if i == 5:
+            site.add("/d5.html", handler=hang)
+        else:
+            site.add(f"/d{i}.html", body=html(f"D{i}", f"resumeword d{i}"), headers=HTML)
+    crawl = Crawl(tmp_path, site, max_queued=4, workers=1)
+    ix = Indexer(parse_config(crawl.config()))
+    ix.open("index")
+    cancel = threading.Event()
+    try:
+        t = threading.Thread(target=ix.sources["site"].run_pass, args=(ix.pipeline, PassCounts()),
+                             kwargs={"cancel": cancel})
+        t.start()
+        deadline = time.monotonic() + 20
+        while not site.hits("/d5.html") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        cancel.set()
+        t.join(10)
+        assert not t.is_alive()
+        gate.set()
+        ix.flush()
+    finally:
+        ix.close()
+    waiting = [r for r in crawl._db("SELECT url, state FROM crawl") if r["state"] == "spilled"]
+    assert len(waiting) >= 20, waiting  # on disk, not lost with the process
+    s = crawl.run()
+    asked = [h.path for h in site.log if h.path.startswith("/d")]
+    assert sorted(set(asked)) == sorted(f"/d{i}.html" for i in range(30))
+    assert len(asked) == 31  # each once, the cut one twice
+    assert s["indexed"] == 30 - 5 + 0, s  # what the first pass did stays done
+    assert crawl.search("d29") == [site.url("/d29.html")]
