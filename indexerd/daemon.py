@@ -48,9 +48,11 @@ class SourceState:
     """What ``ctl status`` shows for one source's jobs (guarded by the daemon's lock).
 
     ``current_*`` describe the pass running now; ``last_*`` the last pass that ENDED (its own
-    start and end, never the running pass's start); ``last_error`` is the error message of that
-    pass (None when it had none); ``latest_error`` keeps the most recent error message of any
-    pass since the daemon started, with the time (aware UTC) its pass ended.
+    start and end, never the running pass's start); ``last_error`` is set when that pass itself
+    failed (raised), None otherwise; ``last_message`` is the last error message of that pass (its
+    failure, or the last document or step that failed: status shows why ``errors`` is not 0);
+    ``latest_error`` keeps the most recent such message of any pass since the daemon started,
+    with the time (aware UTC) its pass ended.
     """
 
     def __init__(self) -> None:
@@ -62,6 +64,7 @@ class SourceState:
         self.last_finished: datetime | None = None
         self.last_counts: dict | None = None
         self.last_error: str | None = None
+        self.last_message: str | None = None
         self.latest_error: tuple[datetime, str] | None = None
         self.watched = False
         self.rerun = False  # a reconcile was asked for while one was running
@@ -332,9 +335,10 @@ class Daemon:
                 st.running, st.current = False, None
                 st.last_started, st.last_finished = st.current_started, datetime.now(UTC)
                 st.last_counts = counts.as_dict()
-                st.last_error = pass_error or counts.last_error
-                if st.last_error:
-                    st.latest_error = (st.last_finished, st.last_error)
+                st.last_error = pass_error
+                st.last_message = pass_error or counts.last_error
+                if st.last_message:
+                    st.latest_error = (st.last_finished, st.last_message)
                 rerun, st.rerun = st.rerun, False
             st.lock.release()
             if rerun and not self.stop_event.is_set():
@@ -530,7 +534,7 @@ class Daemon:
                 latest = {"at": format_utc(st.latest_error[0]), "message": st.latest_error[1]} \
                     if st.latest_error else None
                 last_run = {"started": format_utc(st.last_started), "finished": format_utc(st.last_finished),
-                            "counts": st.last_counts, "error": st.last_error}
+                            "counts": st.last_counts, "error": st.last_message}
             sources[name] = {
                 "kind": src.kind, "root": display_path(src.root) if src.root else None, "watched": st.watched,
                 "documents": counts.get(name, {}), "running": running, "current": cur, "progress": prog,
