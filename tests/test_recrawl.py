@@ -223,3 +223,23 @@ def test_max_recrawl_interval_below_interval_is_refused() -> None:
     from indexerd.errors import ConfigError
     with pytest.raises(ConfigError, match="max_recrawl_interval"):
         parse_config(web_config(["http://h.test/"], interval="2h", max_recrawl_interval="1h"))
+
+
+def test_a_state_dir_from_before_adaptive_recrawl_reindexes_nothing(tmp_path, site) -> None:
+    import sqlite3
+
+    site.static("/", html("Home", "start", ["/a.html", "/b.html"]), etag='"h"')
+    site.static("/a.html", html("A", "alpha"), etag='"a"')
+    site.static("/b.html", html("B", "beta"), last_modified="Sat, 08 Sep 2001 21:46:40 GMT")
+    crawl = Clocked(tmp_path, site)
+    assert crawl.run()["indexed"] == 3
+    con = sqlite3.connect(crawl.state / "state.sqlite3")  # what migration 6 leaves in old rows
+    con.execute("UPDATE crawl SET recrawl_seconds = NULL, due_at = NULL, due_reason = NULL")
+    con.commit()
+    con.close()
+    site.log.clear()
+    crawl.now += timedelta(minutes=5)  # not due by any schedule: but never scheduled means due
+    s = crawl.run()
+    assert (s["indexed"], s["unchanged"], s["errors"]) == (0, 3, 0), s
+    assert sorted(h.status for h in site.log if h.path != "/robots.txt") == [304, 304, 304]
+    assert all(r["due_at"] for r in crawl.crawl_rows().values() if r["last_status"] == 200 or r["last_status"] == 304)
