@@ -165,13 +165,14 @@ def _nobody_can_run_python(cwd: str) -> bool:
 
 def test_group_member_without_c_reaches_the_daemon_on_the_system_socket(tree):
     """The real case: a non-root user without -c and without a daemon of its own reaches the
-    service's /run/indexerd/indexerd.sock (group access, as the unit's RuntimeDirectory gives)."""
+    service's /run/indexerd/indexerd.sock (group access, as the unit's RuntimeDirectory gives),
+    and ctl search reads the service's /var/lib/indexerd."""
     d = tree
     if os.geteuid() != 0:
         pytest.fail("this test creates /run/indexerd: run the suite as root (the CI does)")
     if not _nobody_can_run_python(str(d.base)):
         pytest.fail("setpriv cannot run the CLI as nobody")
-    run = Path("/run/indexerd")
+    run, lib = Path("/run/indexerd"), Path("/var/lib/indexerd")
     if run.exists():
         pytest.fail("/run/indexerd exists on this machine: not touching a real service's socket")
     try:
@@ -198,10 +199,25 @@ def test_group_member_without_c_reaches_the_daemon_on_the_system_socket(tree):
                            capture_output=True, text=True, env=env, cwd=str(d.base), timeout=60)
         assert p.returncode == 3 and "/run/indexerd/indexerd.sock" in p.stderr, p.stderr
         assert "indexerd.sock nor on" in p.stderr, p.stderr       # both places are named
+        # the readers: without -c, the service's state dir (here a link to the daemon's)
+        if lib.exists() or lib.is_symlink():
+            pytest.fail("/var/lib/indexerd exists on this machine: not touching a real service's state")
+        for dirpath, dirs, files in os.walk(d.base / "state"):
+            os.chmod(dirpath, 0o755)
+            for f in files:
+                os.chmod(os.path.join(dirpath, f), 0o644)
+        lib.symlink_to(d.base / "state")
+        p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={NOBODY}",
+                            sys.executable, "-m", "indexerd.cli", "ctl", "search", "apple", "--json"],
+                           capture_output=True, text=True, env=env, cwd=str(d.base), timeout=60)
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        assert [h["key"] for h in json.loads(p.stdout)] == [d.key(d.root / "a.txt")]
     finally:
         if d.proc is not None and d.proc.poll() is None:
             d.stop()
         shutil.rmtree(run, ignore_errors=True)
+        if lib.is_symlink():
+            lib.unlink()
 
 
 # -- 5. status: the last error, the running pass apart from the last one ------------------------
