@@ -19,7 +19,7 @@ import sys
 from . import __version__
 from . import ctl as ctlcmd
 from .errors import IndexerdError
-from .terminal import safe
+from .terminal import SafeLogFormatter, safe
 
 log = logging.getLogger("indexerd")
 
@@ -33,8 +33,9 @@ def _setup_logging(level: str) -> None:
         journal = is_journal_stream(sys.stderr.fileno())
     except (AttributeError, OSError, ValueError):  # stderr replaced by an object without a descriptor
         journal = False
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format=fmt if journal else "%(asctime)s " + fmt)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(SafeLogFormatter(fmt if journal else "%(asctime)s " + fmt))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
 
 
 def _load(args, *, required: bool = False):

@@ -10,6 +10,7 @@ control character).
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 
@@ -33,6 +34,19 @@ def safe(value: object) -> str:
     Printable text (any script, emoji, U+FFFD for undecodable bytes) is kept as it is.
     """
     return _UNSAFE.sub(_escape, str(value))
+
+
+_UNSAFE_KEEP_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                                  "\u202a-\u202e\u2066-\u2069]")
+
+
+class SafeLogFormatter(logging.Formatter):
+    """A :class:`logging.Formatter` whose lines carry no control characters: log lines reach a
+    terminal too (``indexerd index`` by hand) and name files and pages.  Newlines are kept (a
+    traceback spans lines); everything else :func:`safe` escapes is escaped."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _UNSAFE_KEEP_NEWLINE.sub(_escape, super().format(record))
 
 
 def one_line(value: object) -> str:

@@ -513,3 +513,16 @@ def test_daemon_answers_status_with_40_silent_clients_and_a_deeply_nested_reques
             s.close()
     d.assert_alive()
     assert d.status()["pid"] == d.proc.pid
+
+
+def test_log_lines_escape_control_characters_from_file_names(tmp_path):
+    """Log lines go to a terminal too (``indexerd index`` run by hand): a file name's escape
+    sequence is shown escaped, not sent; a traceback keeps its line breaks."""
+    c = CLI(tmp_path / "state")
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / f"empty{EVIL}.txt").write_bytes(b"")
+    p = c.run("index", "--log-level", "info", str(t))
+    line = [ln for ln in p.stderr.splitlines() if "skipped empty" in ln]
+    assert line and "\\x1b]0;pwned\\x07" in line[0], p.stderr
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", p.stderr), repr(p.stderr)
