@@ -51,6 +51,8 @@ class IndexDoc:
     ``key`` is the unique document key (``file:`` URI, canonical URL, ``sql:<source>/<id>``);
     ``url`` is what a person opens (equal to the key for web and SQL); ``path`` is the file
     system path for files (may hold surrogate escapes), else None; ``last_modified`` is aware UTC.
+    ``content`` is what is searched; ``snippet_text`` the part snippets are taken from (a page's
+    main content, without navigation), None for all of ``content``.
     """
 
     key: str
@@ -63,6 +65,7 @@ class IndexDoc:
     date_source: str
     media_type: str
     size: int
+    snippet_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,8 @@ class _WhooshSession:
                 pass
 
     def update(self, doc: IndexDoc) -> None:
-        text_bytes = doc.content.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
+        shown = doc.content if doc.snippet_text is None else doc.snippet_text
+        text_bytes = shown.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
         self._w.update_document(
             key=doc.key, source=doc.source, path=doc.path, title=doc.title, content=doc.content,
             text_z=zlib.compress(text_bytes, 6), last_modified=_naive_utc(doc.last_modified),

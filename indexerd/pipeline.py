@@ -333,7 +333,7 @@ class Pipeline:
                                  content_hash=chash, indexed_at=now, **common)
             doc = IndexDoc(key=f.key, source=f.source, url=f.url, path=f.path, title=title,
                            content=ex.text, last_modified=resolved.value, date_source=resolved.source,
-                           media_type=ex.media_type, size=f.size)
+                           media_type=ex.media_type, size=f.size, snippet_text=ex.main_text)
             self.writer.submit_index(doc, rec, urgent=self.urgent)
             counts.seen += 1
             counts.indexed += 1

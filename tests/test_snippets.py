@@ -1,0 +1,74 @@
+"""Snippets come from a page's main content; the whole page stays searchable (issue 13)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import SHARED_CORPUS
+from indexerd.extract import extract
+
+# DocBook XSL's chunked output (the markup of most generated manuals): the page has no main,
+# article or nav element, only its navheader/navfooter tables ("Prev Up Chapter ... Home Next").
+DOCBOOK_PAGE = b"""<html><head><meta http-equiv="Content-Type" content="text/html; charset=UTF-8">
+<title>Chapter 2. Installation</title><meta name="generator" content="DocBook XSL Stylesheets V1.79.1">
+<link rel="home" href="index.html" title="The Manual"><link rel="up" href="index.html" title="The Manual">
+<link rel="prev" href="ch01.html" title="Chapter 1. Introduction"><link rel="next" href="ch02s01.html" title="Requirements">
+</head><body bgcolor="white" text="black" link="#0000FF" vlink="#840084" alink="#0000FF">
+<div class="navheader"><table width="100%" summary="Navigation header"><tr><th colspan="3" align="center">Chapter 2. Installation</th></tr>
+<tr><td width="20%" align="left"><a accesskey="p" href="ch01.html">Prev</a>\xc2\xa0</td><th width="60%" align="center">\xc2\xa0</th>
+<td width="20%" align="right">\xc2\xa0<a accesskey="n" href="ch02s01.html">Next</a></td></tr></table><hr></div>
+<div class="chapter"><div class="titlepage"><div><div><h1 class="title"><a name="install"></a>Chapter 2. Installation</h1></div></div></div>
+<div class="toc"><p><b>Table of Contents</b></p><dl class="toc"><dt><span class="section"><a href="ch02s01.html">Requirements</a></span></dt></dl></div>
+<p>The daemon installs from a source tree with one command; the quinoa package is optional.</p></div>
+<div class="navfooter"><hr><table width="100%" summary="Navigation footer">
+<tr><td width="40%" align="left"><a accesskey="p" href="ch01.html">Prev</a>\xc2\xa0</td><td width="20%" align="center">\xc2\xa0</td>
+<td width="40%" align="right">\xc2\xa0<a accesskey="n" href="ch02s01.html">Next</a></td></tr>
+<tr><td width="40%" align="left" valign="top">Chapter 1. Introduction\xc2\xa0</td><td width="20%" align="center"><a accesskey="h" href="index.html">Home</a></td>
+<td width="40%" align="right" valign="top">\xc2\xa0Requirements</td></tr></table></div></body></html>"""
+
+
+@pytest.mark.parametrize(("html", "main"), [
+    (b"<body><nav>Home About</nav><main><p>Main words</p></main><footer>Legal</footer></body>", "Main words"),
+    (b"<body><div class=menu>Menu</div><div role=main><p>Role words</p></div></body>", "Role words"),
+    (b"<body><div>Menu</div><article><h1>Post</h1><p>Body</p></article></body>", "Post\nBody"),
+    (b"<body><header>Site</header><p>Text</p><footer>(c)</footer></body>", "Text"),
+    (b"<body><article><header>In article</header><p>A</p></article><article>B</article></body>", None),
+    (b"<body><p>Only text</p></body>", None),
+])
+def test_main_text_rule(html, main):
+    assert extract(html, "text/html").main_text == main
+
+
+def test_docbook_navigation_is_not_main_text():
+    ex = extract(DOCBOOK_PAGE, "text/html")
+    assert ex.main_text.startswith("Chapter 2. Installation\nTable of Contents")
+    assert "Prev" not in ex.main_text and "Home" not in ex.main_text
+    assert "Prev" in ex.text                      # still indexed
+
+
+def _python_docs_page() -> bytes:
+    page = SHARED_CORPUS / "python-docs" / "library" / "asyncio-eventloop.html"
+    if not page.is_file():
+        pytest.skip(f"shared corpus not present ({page})")
+    return page.read_bytes()
+
+
+def test_snippets_from_main_content_end_to_end(cli, tmp_path):
+    site = tmp_path / "docs"
+    site.mkdir()
+    (site / "ch02.html").write_bytes(DOCBOOK_PAGE)
+    (site / "asyncio-eventloop.html").write_bytes(_python_docs_page())
+    cli.run("index", str(site))
+    (hit,) = cli.search("installs")
+    assert "daemon installs" in hit["snippet"] and "Prev" not in hit["snippet"], hit["snippet"]
+    # the navigation is still searchable; its snippet is then the start of the main content
+    (hit,) = cli.search("Prev")
+    assert hit["title"] == "Chapter 2. Installation"
+    assert hit["snippet"].startswith("Chapter 2. Installation Table of Contents"), hit["snippet"]
+    hits = cli.search('"event loop"')
+    py = next(h for h in hits if h["path"].endswith("asyncio-eventloop.html"))
+    # Sphinx's sidebar table of contents and "Navigation" bar came first in the page's text
+    assert not py["snippet"].startswith(("Table of Contents", "Navigation")), py["snippet"]
+    assert "Event Loop" in py["snippet"] and "get_running_loop() get_event_loop()" not in py["snippet"]
