@@ -116,16 +116,19 @@ def _traced_calls(trace: Path) -> tuple[set[str], list[str]]:
 
 
 def test_daemon_session_stays_inside_the_units_syscall_filter(tmp_path):
-    """Tree + loopback site + SQLite queue: start, edit, search, crawl, poll, reload, stop, traced."""
-    from httpsite import Site
-
-    allowed = unit_allowed_syscalls()
-    assert {"read", "openat", "inotify_add_watch"} <= allowed and "reboot" not in allowed
-    strace = _tool("strace")
+    """Tree (text, HTML, PDF) + loopback site + SQLite and PostgreSQL queues: start, edit, search,
+    crawl, poll, reload, stop, traced by strace (every library the daemon loads is exercised)."""
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "a.txt").write_text("apple original\n")
     (tree / "b.html").write_text("<html><head><title>B page</title></head><body><main>banana</main></body></html>")
+    import pypdf                                        # loads pypdf's parser in the daemon too
+
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    writer.add_metadata({"/Title": "Grape sheet"})
+    with open(tree / "c.pdf", "wb") as fh:
+        writer.write(fh)
     db = tmp_path / "app.db"
     con = sqlite3.connect(db)
     con.executescript((REPO / "etc" / "sql-queue-sqlite.sql").read_text())
@@ -134,6 +137,30 @@ def test_daemon_session_stays_inside_the_units_syscall_filter(tmp_path):
     con.commit()
     sql = (REPO / "etc" / "sql-sqlite.toml").read_text()
     sql = sql[sql.index("[[sources.sql]]"):].replace("sqlite:////var/lib/app/app.db", f"sqlite:///{db}")
+    from pg import PgServer
+
+    pg = PgServer.start()               # PgUnavailable fails the test: psycopg is checked too
+    try:
+        pg.wait_ready()
+        pg_url = pg.create_database("trace")
+        pg.admin((REPO / "etc" / "sql-queue-postgresql.sql").read_text(), dbname="trace")
+        pg.admin("INSERT INTO articles (id, title, body, updated) VALUES (7, 'Fig', 'feijoa text', now())",
+                 dbname="trace")
+        pg_sql = (REPO / "etc" / "sql-postgresql.toml").read_text()
+        pg_sql = pg_sql[pg_sql.index("[[sources.sql]]"):].replace('name = "articles"', 'name = "pgarticles"')
+        pg_sql = re.sub(r'(?m)^url = .*$', f'url = "{pg_url}"', pg_sql)
+        pg_sql = re.sub(r'(?m)^password_env = .*$', "", pg_sql)
+        _session(tmp_path, tree, db, con, sql + "\n" + pg_sql)
+    finally:
+        pg.stop()
+
+
+def _session(tmp_path: Path, tree: Path, db: Path, con: sqlite3.Connection, sql: str) -> None:
+    from httpsite import Site
+
+    allowed = unit_allowed_syscalls()
+    assert {"read", "openat", "inotify_add_watch"} <= allowed and "reboot" not in allowed
+    strace = _tool("strace")
     with Site() as site:
         site.static("/", b"<html><title>Home</title><body><a href='/d.html'>d</a> damson</body></html>",
                     last_modified="Sat, 08 Sep 2001 21:46:40 GMT", headers={"Content-Type": "text/html"})
@@ -194,7 +221,8 @@ min_delay = "0s"
             ctl("poll", "articles", "--wait")
             (tree / "a.txt").write_text("apple edited fig\n")
             until("live edit searchable", lambda: "a.txt" in ctl("search", "fig", "--json"))
-            for word in ("banana", "durian", "elderberry", "cherry"):
+            ctl("poll", "pgarticles", "--wait")
+            for word in ("banana", "durian", "elderberry", "cherry", "grape", "feijoa"):
                 assert json.loads(ctl("search", word, "--json")), word
             write_config("2h")
             daemon_pid = json.loads(ctl("status", "--json"))["pid"]   # strace's child
