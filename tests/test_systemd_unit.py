@@ -185,6 +185,7 @@ min_delay = "0s"
 ''' + sql)
         write_config("1h")
         trace = tmp_path / "strace.log"
+        trace_reload = tmp_path / "strace-reload.log"
         env = {k: v for k, v in os.environ.items() if k not in ("INDEXERD_CONFIG", "STATE_DIRECTORY",
                                                                  "RUNTIME_DIRECTORY", "NOTIFY_SOCKET")}
         log = tmp_path / "daemon.log"
@@ -225,9 +226,17 @@ min_delay = "0s"
             for word in ("banana", "durian", "elderberry", "cherry", "grape", "feijoa"):
                 assert json.loads(ctl("search", word, "--json")), word
             write_config("2h")
-            daemon_pid = json.loads(ctl("status", "--json"))["pid"]   # strace's child
-            os.kill(daemon_pid, signal.SIGHUP)
+            # `systemctl reload` as the unit does it: its ExecReload= command, under the same filter
+            cmd = unit_settings()["ExecReload"][0].lstrip("-+@!:").split()
+            assert cmd[0].endswith("/indexerd"), cmd
+            cmd = [str(cfg) if a == "/etc/indexerd/indexerd.toml" else a for a in cmd[1:]]
+            p = subprocess.run([strace, "-f", "-qq", "-o", str(trace_reload), sys.executable, "-m",
+                                "indexerd.cli", *cmd], capture_output=True, text=True, env=env, timeout=300)
+            assert p.returncode == 0, (cmd, p.stdout, p.stderr)
             until("reload", lambda: "reloaded" in log.read_text())
+            daemon_pid = json.loads(ctl("status", "--json"))["pid"]   # strace's child
+            os.kill(daemon_pid, signal.SIGHUP)                      # kill -HUP works as well
+            until("second reload", lambda: log.read_text().count("reloaded") >= 2)
             ctl("status")
         finally:
             try:
@@ -242,8 +251,10 @@ min_delay = "0s"
             con.close()
     assert proc.returncode == 0, log.read_text()[-3000:]
     assert (tmp_path / "mirror").is_dir()
-    names, wx = _traced_calls(trace)
-    assert {"inotify_add_watch", "connect", "pwrite64", "execve"} <= names, sorted(names)  # it traced the work
-    outside = sorted(names - allowed)
-    assert not outside, f"system calls outside the unit's SystemCallFilter: {outside}"
-    assert not wx, f"MemoryDenyWriteExecute= would refuse: {wx[:5]}"
+    for path, what, used in ((trace, "the daemon", {"inotify_add_watch", "connect", "pwrite64", "execve"}),
+                             (trace_reload, "ExecReload=", {"connect", "execve"})):
+        names, wx = _traced_calls(path)
+        assert used <= names, (what, sorted(names))                 # it traced the work
+        outside = sorted(names - allowed)
+        assert not outside, f"{what}: system calls outside the unit's SystemCallFilter: {outside}"
+        assert not wx, f"{what}: MemoryDenyWriteExecute= would refuse: {wx[:5]}"
