@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from indexerd.errors import SkipDocument
+from indexerd.maincontent import main_element
 from indexerd.titles import plain_text_title
 
 if TYPE_CHECKING:
@@ -643,50 +644,9 @@ def _extract_html(data: bytes, charset: str | None, base_url: str | None) -> Ext
     body_text = _collapse_lines(body.text(), "\x00") if body is not None else ""
     title = _one_line(title, TITLE_MAX_CHARS) or _one_line(h1, TITLE_MAX_CHARS)
     result = _html_result(title, body_text, codec, meta, robots, hrefs, srcs, base_href, canonical, base_url)
-    main = _main_element(tree) if body is not None else None
+    main = main_element(tree) if body is not None else None
     main_text = _collapse_lines(main.text(), "\x00") if main is not None else ""
     return replace(result, main_text=main_text) if main_text and main_text != body_text else result
-
-
-#: Navigation and page furniture (WAI-ARIA 1.2 landmark roles; DocBook XSL's chunk navigation,
-#: "Prev Up Home Next", the markup of most generated manuals); header/footer count only outside
-#: sectioning content (HTML-ARIA: they are then banner and contentinfo).
-_FURNITURE = ("nav, [role=navigation], [role=banner], [role=contentinfo], [role=search], "
-              "div.navheader, div.navfooter")
-_SECTIONING = frozenset("article aside main nav section".split())
-
-
-def _main_element(tree):
-    """The page's main content element (see :attr:`Extracted.main_text`), or None.
-
-    Without a main or single article element, the body without its navigation (:data:`_FURNITURE`)
-    when it has any.  May remove nodes from ``tree``: call it last.
-    """
-    main = tree.css_first("main, [role=main]")
-    if main is None:
-        articles = tree.css("article")
-        main = articles[0] if len(articles) == 1 else None
-    if main is not None:
-        return main
-    furniture = tree.css(_FURNITURE)
-    for node in tree.css("header, footer"):
-        parent = node.parent
-        while parent is not None and parent.tag not in _SECTIONING:
-            parent = parent.parent
-        if parent is None:
-            furniture.append(node)
-    if not furniture:
-        return None
-    for node in sorted(furniture, key=lambda n: -_depth(n)):  # innermost first: none removed twice
-        node.decompose()
-    return tree.body
-
-
-def _depth(node) -> int:
-    depth = 0
-    while (node := node.parent) is not None:
-        depth += 1
-    return depth
 
 
 _HEAD_TAGS = frozenset("html head title meta link base script style noscript template".split())
