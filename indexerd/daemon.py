@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import stat as stat_mod
 import threading
 import time
 from contextlib import contextmanager
@@ -356,8 +357,8 @@ class Daemon:
         """Delete every document of a source removed from the config."""
         counts = PassCounts()
         with self._pipeline() as pipeline:
-            for key in pipeline.store.keys(source=name):
-                pipeline.gone(key, counts, f"source {name} removed from the config")
+            pipeline.gone_many(sorted(pipeline.store.keys(source=name)), counts,
+                               f"source {name} removed from the config")
             pipeline.store.crawl_forget(name)
         self.indexer.flush(timeout=60)
         log.info("removed source %s: %d documents deleted", name, counts.deleted)
@@ -442,22 +443,28 @@ class Daemon:
                         log.exception("failed on %s", display_path(ch.path))
 
     def _apply_change(self, pipeline: Pipeline, name: str, path: str, was_dir: bool) -> None:
+        """Process one path from the change queue.  What the path is *now* decides, not what
+        the events said (a file may have been replaced by a directory of the same name, or the
+        reverse, between them): a directory is scanned, and a document stored for a file of
+        that name is deleted; anything else (a file, a symlink the source does not follow,
+        nothing) deletes every document stored below a directory of that name, then is handled
+        as one path."""
         src = self.sources.get(name)
         if src is None or src.kind != "filesystem":
             return
         counts = PassCounts()
-        if os.path.isdir(path) and not os.path.islink(path):
-            src.scan(pipeline, counts, start=path, cancel=self.stop_event)  # a directory moved in or created
-        elif was_dir or not os.path.lexists(path):
-            # gone: the file itself, or every document below a directory moved out / deleted
-            prefix = path_to_key(path).rstrip("/") + "/"
-            key = path_to_key(path)
-            for k in pipeline.store.keys_with_prefix(name, prefix) | ({key} if pipeline.stored(key) else set()):
-                if pipeline.pending(k) == (True, None):
-                    continue  # already being removed (watchdog reports each level of a moved tree)
-                if not os.path.lexists(key_to_path(k)):
-                    pipeline.gone(k, counts, "deleted or moved away")
+        key = path_to_key(path)
+        st = src.stat_path(path)
+        if st is not None and stat_mod.S_ISDIR(st.st_mode):
+            if pipeline.stored(key) is not None and pipeline.pending(key) != (True, None):
+                pipeline.gone(key, counts, "replaced by a directory")
+            src.scan(pipeline, counts, start=path, cancel=self.stop_event)  # moved in or created
         else:
+            # nothing can be below a path that is not a directory: a directory moved out,
+            # deleted or replaced by a file takes all its documents with it
+            below = [k for k in pipeline.store.keys_with_prefix(name, key.rstrip("/") + "/")
+                     if pipeline.pending(k) != (True, None)]  # else already being removed
+            pipeline.gone_many(sorted(below), counts, "deleted or moved away")
             src.handle_path(path, pipeline, counts)
         if counts.indexed or counts.deleted or counts.skipped or counts.errors:
             log.info("%s: %s %s", name, display_path(path), counts.as_dict())

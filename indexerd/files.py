@@ -212,8 +212,11 @@ class FileSource:
         root = self.root
         top = start or root
         visited: set[tuple[int, int]] = set()
-        # (directory, path relative to root, reached through a symlink?)
-        stack: list[tuple[str, str, bool]] = [(top, "" if top == root else self.relpath(top), False)]
+        # (directory, path relative to root, reached through a symlink?): a start reached
+        # through a link (``ln -s . again``) keys its files by their real paths, as every
+        # other file reached through a link
+        through_link = follow and os.path.realpath(top) != top
+        stack: list[tuple[str, str, bool]] = [(top, "" if top == root else self.relpath(top), through_link)]
         try:
             st_top = os.stat(top)
             visited.add((st_top.st_dev, st_top.st_ino))
@@ -332,7 +335,7 @@ class FileSource:
             return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         return confined.open_file(self.root, confined.names_below(self.root, path))
 
-    def _stat(self, path: str) -> os.stat_result | None:
+    def stat_path(self, path: str) -> os.stat_result | None:
         """The stat of ``path`` as this source sees it (None: missing or not reachable without
         following a symlinked directory when the source does not follow symlinks)."""
         if self.cfg.follow_symlinks:
@@ -381,9 +384,11 @@ class FileSource:
 
         Always ``stat`` first: a path may be gone by now (editors' temp files, moved dirs).
         """
+        if self.cfg.follow_symlinks:
+            path = os.path.realpath(path)  # keyed by its real path, as the walk keys it
         key = path_to_key(path)
         rel = self.relpath(path)
-        st = self._stat(path)
+        st = self.stat_path(path)
         if st is None or not self.matcher.path_selected(rel) or \
                 (stat_mod.S_ISLNK(st.st_mode) and not self.cfg.follow_symlinks):
             if pipeline.stored(key) is not None:
@@ -511,6 +516,7 @@ class FileSource:
             return
         prefix = path_to_key(top).rstrip("/") + "/"
         protected = [path_to_key(d).rstrip("/") + "/" for d in found.unlisted_dirs]
+        gone = []
         for key in stored.keys() - found.files.keys():
             if start is not None and not key.startswith(prefix):
                 continue
@@ -518,4 +524,5 @@ class FileSource:
                 continue
             if pipeline.pending(key) == (True, None):
                 continue  # its removal is already queued
-            pipeline.gone(key, counts, "no longer in the tree")
+            gone.append(key)
+        pipeline.gone_many(sorted(gone), counts, "no longer in the tree")

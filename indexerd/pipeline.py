@@ -234,11 +234,20 @@ class Pipeline:
 
     def gone(self, key: str, counts: PassCounts, why: str = "") -> Outcome:
         """The document no longer exists at its source: delete it from the index and the store."""
+        return self.gone_many([key], counts, why)
+
+    def gone_many(self, keys: list[str], counts: PassCounts, why: str = "") -> Outcome:
+        """:meth:`gone` for many keys at once (a directory removed, a pass's leftovers): one
+        writer operation, so the writer deletes them in one batch and a live commit does not
+        cut it into pieces.  Returns the outcome of the last key."""
         d = decide_mod.decide(None, decide_mod.NewFacts(None, None, gone=True), self.clock())
-        self.writer.submit_remove(key, None, urgent=self.urgent)
-        counts.deleted += 1
-        self.counters.inc(f"decide.{d.reason}")
-        log.info("deleted %s%s", key, f" ({why})" if why else "")
+        if not keys:
+            return Outcome("deleted", d.reason)
+        self.writer.submit_remove_many(keys, urgent=self.urgent)
+        counts.deleted += len(keys)
+        self.counters.inc(f"decide.{d.reason}", len(keys))
+        for key in keys:
+            log.info("deleted %s%s", key, f" ({why})" if why else "")
         return Outcome("deleted", d.reason)
 
     def not_modified(self, key: str, counts: PassCounts, stored: DocumentRecord | None = None) -> Outcome:

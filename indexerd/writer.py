@@ -54,13 +54,13 @@ class WriterStats:
 
 @dataclass
 class _Op:
-    kind: str                       # "index" | "remove" | "record" | "baseline" | "barrier" | "stop"
+    kind: str                       # "index" | "remove" | "remove_many" | "record" | "baseline" | "barrier" | "stop"
     key: str = ""
     urgent: bool = True             # live mode: commit as soon as the queue drains
     error: str | None = None        # barrier: why a commit since the last barrier failed
     doc: IndexDoc | None = None
     record: DocumentRecord | None = None
-    rows: list | None = None        # baseline: (ctime_ns, ino, key, mtime_ns, size) rows
+    rows: list | None = None        # baseline: (ctime_ns, ino, key, mtime_ns, size); remove_many: keys
     event: threading.Event | None = field(default=None, repr=False)
 
 
@@ -121,6 +121,11 @@ class IndexWriter:
         """Delete ``key`` from the index; then delete its row (``record`` None) or store ``record``."""
         self._put(_Op("remove", key, record=record, urgent=urgent))
 
+    def submit_remove_many(self, keys: list[str], *, urgent: bool = True) -> None:
+        """:meth:`submit_remove` (rows deleted) for many keys in one operation: they are
+        deleted from the index in one batch, never split by a live commit."""
+        self._put(_Op("remove_many", rows=list(keys), urgent=urgent))
+
     def submit_record(self, record: DocumentRecord) -> None:
         """Store ``record`` without touching the index (skips, unchanged verdicts); never urgent."""
         self._put(_Op("record", record.key, record=record, urgent=False))
@@ -177,6 +182,10 @@ class IndexWriter:
         if op.record is not None or op.kind == "remove":
             with self._pending_lock:
                 self._pending[op.key] = op.record
+        elif op.kind == "remove_many":
+            with self._pending_lock:
+                for k in op.rows:
+                    self._pending[k] = None
         self._q.put(op)
 
     # -- the thread -----------------------------------------------------------------------
@@ -185,24 +194,32 @@ class IndexWriter:
         session = None
         upserts: dict[str, DocumentRecord] = {}
         deletes: set[str] = set()
+        # keys to delete from the index at the next commit, through one searcher (deleting key
+        # by key costs a searcher each); Whoosh's deletes reach only committed segments, so a
+        # later add of the same key in this session is not touched by them
+        removals: list[str] = []
         batch_keys: dict[str, DocumentRecord | None] = {}
         # keys added in the open Whoosh session: Whoosh's delete_by_term and update_document only
         # reach committed segments, so a second write of such a key must follow a commit
         session_keys: set[str] = set()
         failed_since_barrier: list[str] = []
         docs_pending = 0
+        removes_pending = 0  # of docs_pending: removals (they do not count toward commit_batch)
         urgent_pending = False
         first_pending_at: float | None = None
         last_work_at = time.monotonic()
         dirty_segments = False
 
         def commit() -> None:
-            nonlocal session, docs_pending, first_pending_at, dirty_segments, urgent_pending
+            nonlocal session, docs_pending, removes_pending, first_pending_at, dirty_segments, urgent_pending
             urgent_pending = False
             started = time.monotonic()
             session_keys.clear()
             if session is not None:
                 try:
+                    if removals:
+                        session.delete_many(removals)
+                        removals.clear()
                     session.commit(merge=not self.live)
                     dirty_segments = dirty_segments or self.live
                     if self.live:
@@ -219,11 +236,12 @@ class IndexWriter:
                     except Exception:
                         pass
                     session = None
+                    removals.clear()
                     # the store keeps its old rows: the next pass redoes these documents
                     upserts.clear()
                     deletes.clear()
                     self._forget_pending(batch_keys)
-                    docs_pending, first_pending_at = 0, None
+                    docs_pending, removes_pending, first_pending_at = 0, 0, None
                     return
                 session = None
             if upserts or deletes:
@@ -239,7 +257,7 @@ class IndexWriter:
             upserts.clear()
             deletes.clear()
             self._forget_pending(batch_keys)
-            docs_pending, first_pending_at = 0, None
+            docs_pending, removes_pending, first_pending_at = 0, 0, None
             if n_docs:
                 self.stats.commits += 1
                 self.stats.last_commit_at = datetime.now(UTC)
@@ -294,6 +312,26 @@ class IndexWriter:
                     except IndexerdError as e:  # the next scan records them again
                         log.warning("%s", e)
                     continue
+                if op.kind == "remove_many":
+                    if session_keys.intersection(op.rows):
+                        commit()  # an earlier add must be committed before it can be deleted
+                    if first_pending_at is None:
+                        first_pending_at = time.monotonic()
+                    urgent_pending = urgent_pending or op.urgent
+                    need_session()
+                    for key in op.rows:
+                        batch_keys[key] = None
+                        upserts.pop(key, None)
+                        deletes.add(key)
+                    removals.extend(op.rows)
+                    docs_pending += len(op.rows)
+                    removes_pending += len(op.rows)
+                    self.stats.docs_deleted += len(op.rows)
+                    if removes_pending >= max(self.commit_batch, 20_000):
+                        commit()
+                    elif self.live and urgent_pending and self._q.empty():
+                        commit()
+                    continue
                 if op.kind in ("index", "remove") and op.key in session_keys:
                     commit()  # the earlier add must be committed before it can be replaced or deleted
                 if first_pending_at is None:
@@ -309,8 +347,10 @@ class IndexWriter:
                         deletes.discard(op.key)
                         upserts[op.key] = op.record
                     elif op.kind == "remove":
-                        need_session().delete(op.key)
+                        need_session()
+                        removals.append(op.key)
                         docs_pending += 1
+                        removes_pending += 1
                         self.stats.docs_deleted += 1
                         if op.record is None:
                             upserts.pop(op.key, None)
@@ -330,7 +370,8 @@ class IndexWriter:
                         failed_since_barrier.append(f"index write failed in {self.index.path}: {e}")
                         self._notify_failure({op.record.source} if op.record is not None else None)
                 batch = self.commit_batch
-                if docs_pending >= batch or len(upserts) >= max(batch, 2000):
+                if docs_pending - removes_pending >= batch or len(upserts) >= max(batch, 2000) or \
+                        removes_pending >= max(batch, 20_000):
                     commit()
                 elif self.live and urgent_pending and self._q.empty():
                     time.sleep(0.05)  # grace: a burst usually brings more work

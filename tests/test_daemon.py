@@ -395,6 +395,68 @@ def test_directory_moved_in_is_indexed(daemon):
     assert time.monotonic() - t0 < LIVE_SECONDS + 1.0   # three CLI searches included
 
 
+def test_file_replaced_by_a_directory_and_back_live(daemon):
+    """Issue 18: a file replaced by a directory of the same name (and the reverse), live: no
+    ghost of the old file, no missing document of the new one, every time."""
+    d = daemon
+    x = d.root / "swap"
+
+    def while_stopped(change):
+        """The daemon is stopped while the tree changes, so it gets every event at once (as
+        under load): the file's and the directory's events meet in one queue entry."""
+        d.signal(signal.SIGSTOP)
+        try:
+            change()
+        finally:
+            d.proc.send_signal(signal.SIGCONT)
+
+    for rnd in range(5):
+        write(x, f"filecontent fileround{rnd}\n")
+        d.wait_hits(f"fileround{rnd}", 1)
+        while_stopped(lambda: (os.unlink(x), write(x / "inner.txt", f"dircontent dirround{rnd}\n")))
+        d.wait_hits(f"dirround{rnd}", 1)
+        d.poll(lambda: d.key(x) in d.keys(), lambda ghost: not ghost, LIVE_SECONDS + 1,
+               f"round {rnd}: the replaced file's document deleted")
+        shutil.rmtree(x)
+    # the reverse: a directory with a document becomes a file
+    for rnd in range(5):
+        write(x / "inner.txt", f"dircontent againround{rnd}\n")
+        d.wait_hits(f"againround{rnd}", 1)
+        while_stopped(lambda: (shutil.rmtree(x), write(x, f"filecontent fileagain{rnd}\n")))
+        hits, _ = d.wait_hits(f"fileagain{rnd}", 1, timeout=LIVE_SECONDS + 1)
+        assert hits[0]["key"] == d.key(x)
+        d.wait_hits(f"againround{rnd}", 0, timeout=LIVE_SECONDS + 1)
+        os.unlink(x)
+    d.settle()
+    assert not [k for k in d.keys() if k.startswith(d.key(x))]
+
+
+def test_symlink_to_dot_created_live_indexes_nothing_twice(base):
+    """Issue 18: with follow_symlinks = true, `ln -s . again` created live must not index the
+    tree's files a second time under again/...: a file reached through a link is keyed by its
+    real path, by the watcher as by the scan."""
+    d = DaemonUnderTest(base)
+    write(d.root / "a.txt", "loopword one\n")
+    write(d.root / "sub" / "b.txt", "loopword two\n")
+    d.cfg.write_text(d.config_text({}) + f'[[sources.filesystem]]\nname = "docs"\npath = "{d.root}"\n'
+                     "follow_symlinks = true\n", encoding="utf-8")
+    d.start()
+    try:
+        d.wait_hits("loopword", 2)
+        os.symlink(".", d.root / "again")
+        os.symlink(d.root / "sub", d.root / "sub" / "up")
+        d.settle()
+        write(d.root / "again" / "c.txt", "loopword three\n")  # written through the link
+        d.wait_hits("loopword", 3)
+        d.ctl_ok("scan", "docs", "--wait")
+        d.settle()
+        keys = d.keys()
+        assert keys == {d.key(d.root / n) for n in ("a.txt", "sub/b.txt", "c.txt")}, keys
+        assert len(d.search("loopword")) == 3
+    finally:
+        d.stop()
+
+
 def test_b09_directory_moved_out_leaves_no_ghosts(daemon):
     d = daemon
     assert len(d.search("orphan")) == 1

@@ -420,3 +420,56 @@ def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_pa
     rewrite_keeping_stat(files[0], b"kiloword number 000\n", replace=False)
     d, reads = pass_with_reads(tmp_path, root)
     assert (d["indexed"], d["unchanged"], reads) == (1, 4, 1), d
+
+
+# -- issue 18: many deletions at once ----------------------------------------------------------
+def test_thousands_of_deleted_files_leave_in_one_batch(tmp_path) -> None:
+    """3,000 files in 10 live segments, all deleted: the pass that sees it takes a small part of
+    what deleting them key by key costs (Whoosh's delete_by_term opens a searcher over every
+    segment per key, measured here on the same index), and every document leaves the index and
+    the store."""
+    import shutil
+
+    from indexerd.index import WhooshIndex
+
+    root = tmp_path / "root"
+    n, segments = 3000, 10
+    cfg = parse_config(f'state_dir = "{tmp_path / "state"}"\n[[sources.filesystem]]\nname = "tree"\n'
+                       f'path = "{root}"\n', "<test>")
+    ix = Indexer(cfg, live=True)
+    ix.open("index")
+    try:
+        for s in range(segments):
+            for i in range(n // segments):
+                write(root / f"d{s}" / f"f{i}.txt", f"manyword s{s}x{i}\n")
+            ix.run_pass(progress=False)
+        assert ix.index().doc_count() == n and ix.index().segment_count() >= segments // 2
+        keys = sorted(ix.store.keys())
+    finally:
+        ix.close()
+
+    # the cost of the old way, on this index: one delete_by_term per key (a sample of 100)
+    wi = WhooshIndex.open(tmp_path / "state")
+    session = wi.session()
+    t0 = time.perf_counter()
+    for k in keys[::n // 100]:
+        session._w.delete_by_term("key", k)
+    per_key_seconds = (time.perf_counter() - t0) / len(keys[::n // 100])
+    session.cancel()
+    wi.close()
+
+    shutil.rmtree(root)
+    root.mkdir()
+    ix = Indexer(cfg, live=True)
+    ix.open("index")
+    try:
+        ix.pipeline.urgent = False  # as the daemon's scheduled reconcile
+        t0 = time.perf_counter()
+        d = ix.run_pass(progress=False).as_dict()
+        elapsed = time.perf_counter() - t0
+        assert d["deleted"] == n, d
+        assert ix.index().doc_count() == 0
+        assert ix.store.keys() == set()
+    finally:
+        ix.close()
+    assert elapsed < n * per_key_seconds / 3, (elapsed, n * per_key_seconds)
