@@ -14,7 +14,8 @@ Outside contract relied on (watchdog 7 on Linux, ``InotifyObserver``, LIBRARIES.
 So every path is ``stat``-ed again when it is processed (the queue holds paths, not facts), a
 vanished directory removes every document under it, and an overflow or a watch-limit error asks
 for a stat reconcile of the tree.  Directory ``modified`` events are ignored (they fire for every
-file created inside); file ``modified`` bursts are debounced; ``closed`` and ``moved`` act at once.
+file created inside); file ``modified`` bursts are debounced; ``closed`` and ``moved`` act after
+:data:`SETTLE_SECONDS` (one timestamp tick, so the stat read with the file can be trusted).
 """
 
 from __future__ import annotations
@@ -27,10 +28,16 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .files import RACY_WINDOW_FINE_NS
+
 log = logging.getLogger(__name__)
 
 #: how long a file's burst of ``modified``/``created`` events is left to settle (seconds)
 DEFAULT_DEBOUNCE_SECONDS = 0.2
+#: how long a file closed after writing or moved is left before it is read: just past one
+#: timestamp tick (indexerd.files.RACY_WINDOW_FINE_NS), so its stat can be trusted and the next
+#: reconcile need not read it again
+SETTLE_SECONDS = RACY_WINDOW_FINE_NS / 1e9 + 0.02
 
 
 @dataclass
@@ -204,9 +211,11 @@ class TreeWatcher:
             return  # fires for every file created inside; the file events carry the news
         if kind == "moved":
             self._offer(source, event.src_path, event.is_directory, 0.0)
-            self._offer(source, event.dest_path, event.is_directory, 0.0)
-        elif kind in ("closed", "deleted"):
+            self._offer(source, event.dest_path, event.is_directory, 0.0 if event.is_directory else SETTLE_SECONDS)
+        elif kind == "deleted":
             self._offer(source, event.src_path, event.is_directory, 0.0)
+        elif kind == "closed":
+            self._offer(source, event.src_path, event.is_directory, SETTLE_SECONDS)
         elif kind == "created" and event.is_directory:
             self._offer(source, event.src_path, True, 0.0)
         else:  # created / modified / attrib of a file: wait for the burst (or the close) to settle
