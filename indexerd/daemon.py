@@ -460,11 +460,12 @@ class Daemon:
                 pipeline.gone(key, counts, "replaced by a directory")
             src.scan(pipeline, counts, start=path, cancel=self.stop_event)  # moved in or created
         else:
-            # nothing can be below a path that is not a directory: a directory moved out,
-            # deleted or replaced by a file takes all its documents with it
-            below = [k for k in pipeline.store.keys_with_prefix(name, key.rstrip("/") + "/")
-                     if pipeline.pending(k) != (True, None)]  # else already being removed
-            pipeline.gone_many(sorted(below), counts, "deleted or moved away")
+            if was_dir or st is None:
+                # nothing can be below a path that is not a directory: a directory moved out,
+                # deleted or replaced by a file takes all its documents with it
+                below = [k for k in pipeline.store.keys_with_prefix(name, key.rstrip("/") + "/")
+                         if pipeline.pending(k) != (True, None)]  # else already being removed
+                pipeline.gone_many(sorted(below), counts, "deleted or moved away")
             src.handle_path(path, pipeline, counts)
         if counts.indexed or counts.deleted or counts.skipped or counts.errors:
             log.info("%s: %s %s", name, display_path(path), counts.as_dict())
