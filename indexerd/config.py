@@ -361,7 +361,8 @@ def _check_web_source(src: WebSource, where: str, origin: str) -> None:
         try:
             canonicalize(seed)
         except ValueError as e:
-            raise ConfigError(f"{origin}: {where}.seeds[{i}]: {e}") from None
+            shown = str(e).replace(repr(seed), repr(mask_userinfo(seed)))  # never print a seed's password
+            raise ConfigError(f"{origin}: {where}.seeds[{i}]: {shown}") from None
     try:
         Scope(list(src.seeds), allowed_domains=src.allowed_domains, allowed_ports=src.allowed_ports,
               restrict=src.restrict,

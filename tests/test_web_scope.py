@@ -235,3 +235,15 @@ def test_a_resumed_pass_takes_back_the_urls_that_waited_on_disk(tmp_path, site):
     assert len(asked) == 31  # each once, the cut one twice
     assert s["indexed"] == 30 - 5 + 0, s  # what the first pass did stays done
     assert crawl.search("d29") == [site.url("/d29.html")]
+
+
+def test_a_bad_seed_is_named_without_its_password(tmp_path):
+    from conftest import CLI
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[[sources.web]]\nname = "w"\n'
+                   'seeds = ["https://bot:S3cretpw@intranet.example:99999/"]\n', encoding="utf-8")
+    p = CLI(tmp_path / "state", cfg).run("check-config", check=False)
+    assert p.returncode == 2, p
+    assert "S3cretpw" not in p.stdout + p.stderr
+    assert "https://bot:***@intranet.example:99999/" in p.stderr
