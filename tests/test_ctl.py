@@ -241,22 +241,25 @@ def test_status_shows_the_last_error_message_of_a_missing_root(daemon):
 def test_status_shows_the_running_pass_apart_from_the_last_one(tree):
     d = tree
     d.start()
-    first = d.status()["sources"]["docs"]["last_run"]
-    for i in range(3000):
-        write(d.root / "bulk" / f"f{i:04}.txt", f"bulkword number{i}\n")
-    p = d.ctl("scan", "docs")
-    assert p.returncode == 0, p.stderr
-    st, _ = d.poll(d.status, lambda s: s["sources"]["docs"]["current_run"] is not None, 30.0,
-                   "a running pass", interval=0.02)
-    s = st["sources"]["docs"]
-    cr, lr = s["current_run"], s["last_run"]
-    assert cr["started"] > lr["finished"] >= lr["started"], s   # never the running start with an old end
-    assert lr["started"] <= first["finished"] or lr["started"] == first["started"]
-    text = d.ctl_ok("status")
-    assert "running since" in text
-    m = re.search(r"last run (\S+) \.\. (\S+):", text)
-    assert m is None or m.group(1) <= m.group(2), text
-    d.stop()
+    try:
+        first = d.status()["sources"]["docs"]["last_run"]
+        for i in range(3000):
+            write(d.root / "bulk" / f"f{i:04}.txt", f"bulkword number{i}\n")
+        p = d.ctl("scan", "docs")
+        assert p.returncode == 0, p.stderr
+        st, _ = d.poll(d.status, lambda s: s["sources"]["docs"]["current_run"] is not None, 30.0,
+                       "a running pass", interval=0.02)
+        s = st["sources"]["docs"]
+        cr, lr = s["current_run"], s["last_run"]
+        assert cr["started"] >= lr["finished"] >= lr["started"], s  # never the running start with an old end
+        assert lr["started"] <= first["finished"] or lr["started"] == first["started"]
+        text = d.ctl_ok("status")
+        assert "running since" in text
+        m = re.search(r"last run (\S+) \.\. (\S+):", text)
+        assert m is None or m.group(1) <= m.group(2), text
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
 
 
 def test_sql_progress_counts_rows_not_files(caplog):
