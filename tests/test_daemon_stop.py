@@ -54,6 +54,28 @@ def _wait(what: str, fn, timeout: float, proc: subprocess.Popen | None = None, l
     pytest.fail(f"{what}: not within {timeout} s\n{tail}", pytrace=False)
 
 
+def _run_then_sigterm(cfg: Path, log: Path, what: str, ready) -> tuple[int, float, str]:
+    """Start the real daemon, wait until ``ready()``, SIGTERM it: ``(exit code, seconds from the
+    signal to the exit, the log)``; fails after 30 s without an exit."""
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg), "--log-level", "info"],
+                                stdout=fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
+    try:
+        _wait(what, ready, 30, proc, log)
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no exit within 30 s of SIGTERM\n{log.read_text(errors='replace')[-3000:]}")
+        return code, time.monotonic() - started, log.read_text(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 @pytest.fixture
 def base():
     d = Path(tempfile.mkdtemp(prefix="ixs"))  # short: the control socket path
@@ -93,22 +115,7 @@ good_guy_factor = 0.0
                                          "--log-level", "info"], stdout=fh, stderr=subprocess.STDOUT,
                                         env=ENV, cwd=REPO)
 
-        proc = start()
-        try:
-            _wait("the hanging request", lambda: site.hits("/slow.html"), 30, proc, log)
-            time.sleep(0.5)
-            started = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(30)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"no exit within 30 s of SIGTERM\n{log.read_text(errors='replace')[-3000:]}")
-            took = time.monotonic() - started
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        text = log.read_text(errors="replace")
+        code, took, text = _run_then_sigterm(cfg, log, "the hanging request", lambda: site.hits("/slow.html"))
         assert code == 0, text[-3000:]
         assert took < EXIT_WITHIN_SECONDS, (took, text[-3000:])
         assert "Traceback" not in text and "closed" not in text.lower().replace("stopped cleanly", ""), text[-3000:]
@@ -157,28 +164,11 @@ title_column = "title"
 text_columns = ["body"]
 """, encoding="utf-8")
     log = base / "daemon.log"
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg), "--log-level", "info"],
-                                stdout=fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
-    try:
-        def running() -> bool:
-            p = _cli("ctl", "status", "--json", "-c", str(cfg))
-            return p.returncode == 0 and json.loads(p.stdout)["sources"]["slow"]["running"]
+    def running() -> bool:
+        p = _cli("ctl", "status", "--json", "-c", str(cfg))
+        return p.returncode == 0 and json.loads(p.stdout)["sources"]["slow"]["running"]
 
-        _wait("the slow pass", running, 30, proc, log)
-        time.sleep(0.5)
-        started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(30)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no exit within 30 s of SIGTERM\n{log.read_text(errors='replace')[-3000:]}")
-        took = time.monotonic() - started
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-    text = log.read_text(errors="replace")
+    code, took, text = _run_then_sigterm(cfg, log, "the slow pass", running)
     assert code == 0, text[-3000:]
     assert took < EXIT_WITHIN_SECONDS, (took, text[-3000:])
     last = text.rstrip().splitlines()[-1]

@@ -42,6 +42,34 @@ def test_check_config_masks_a_seed_password(tmp_path):
     assert '"https://plain.example/"' in p.stdout
 
 
+def _cancelled_pass(crawl: Crawl, site, path: str, gate) -> None:
+    """Run one pass in a thread and stop it (its cancel Event) once ``path`` was requested; then
+    open ``gate`` (the hanging handler's)."""
+    import threading
+
+    from indexerd.config import parse_config
+    from indexerd.indexer import Indexer
+    from indexerd.pipeline import PassCounts
+
+    ix = Indexer(parse_config(crawl.config()))
+    ix.open("index")
+    cancel = threading.Event()
+    try:
+        t = threading.Thread(target=ix.sources["site"].run_pass, args=(ix.pipeline, PassCounts()),
+                             kwargs={"cancel": cancel})
+        t.start()
+        deadline = time.monotonic() + 20
+        while not site.hits(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        cancel.set()
+        t.join(10)
+        assert not t.is_alive()
+        gate.set()
+        ix.flush()
+    finally:
+        ix.close()
+
+
 def _sitemap(*locs: str) -> bytes:
     urls = "".join(f"<url><loc>{u}</loc><lastmod>2020-01-01</lastmod></url>" for u in locs)
     return (f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
@@ -51,10 +79,6 @@ def _sitemap(*locs: str) -> bytes:
 def test_sitemap_entries_out_of_scope_are_never_stored_nor_fetched_by_a_resumed_pass(tmp_path, site):
     # issue 18: sitemap rows were stored before the scope check; the resumed pass fetched them
     import threading
-
-    from indexerd.config import parse_config
-    from indexerd.indexer import Indexer
-    from indexerd.pipeline import PassCounts
 
     with Site() as other:
         other.static("/o.html", html("Other", "otherword"))
@@ -72,23 +96,7 @@ def test_sitemap_entries_out_of_scope_are_never_stored_nor_fetched_by_a_resumed_
             f"http://localhost:{site.port}/h.html", site.url("/t/a/b/a/b/"), site.url("/x/x/x/x/x.html")))
         site.add("/private/x.html", body=html("Private", "privateword"), headers=HTML)
         crawl = Crawl(tmp_path, site, sitemaps=True, workers=1, exclude=["/private/"])
-        ix = Indexer(parse_config(crawl.config()))
-        ix.open("index")
-        cancel = threading.Event()
-        try:
-            t = threading.Thread(target=ix.sources["site"].run_pass, args=(ix.pipeline, PassCounts()),
-                                 kwargs={"cancel": cancel})
-            t.start()
-            deadline = time.monotonic() + 20
-            while not site.hits("/hang.html") and time.monotonic() < deadline:
-                time.sleep(0.02)
-            cancel.set()
-            t.join(10)
-            assert not t.is_alive()
-            gate.set()
-            ix.flush()
-        finally:
-            ix.close()
+        _cancelled_pass(crawl, site, "/hang.html", gate)
         assert site.hits("/sitemap.xml") and site.hits("/hang.html")
         stored = set(crawl.crawl_rows())
         for url in (site.url("/private/x.html"), other.url("/o.html"), f"http://localhost:{site.port}/h.html",
@@ -193,10 +201,6 @@ def test_the_frontier_beyond_its_window_waits_on_disk_and_every_url_is_still_fet
 def test_a_resumed_pass_takes_back_the_urls_that_waited_on_disk(tmp_path, site):
     import threading
 
-    from indexerd.config import parse_config
-    from indexerd.indexer import Indexer
-    from indexerd.pipeline import PassCounts
-
     gate = threading.Event()
 
     def hang(hit):
@@ -210,23 +214,7 @@ def test_a_resumed_pass_takes_back_the_urls_that_waited_on_disk(tmp_path, site):
         else:
             site.add(f"/d{i}.html", body=html(f"D{i}", f"resumeword d{i}"), headers=HTML)
     crawl = Crawl(tmp_path, site, max_queued=4, workers=1)
-    ix = Indexer(parse_config(crawl.config()))
-    ix.open("index")
-    cancel = threading.Event()
-    try:
-        t = threading.Thread(target=ix.sources["site"].run_pass, args=(ix.pipeline, PassCounts()),
-                             kwargs={"cancel": cancel})
-        t.start()
-        deadline = time.monotonic() + 20
-        while not site.hits("/d5.html") and time.monotonic() < deadline:
-            time.sleep(0.02)
-        cancel.set()
-        t.join(10)
-        assert not t.is_alive()
-        gate.set()
-        ix.flush()
-    finally:
-        ix.close()
+    _cancelled_pass(crawl, site, "/d5.html", gate)
     waiting = [r for r in crawl._db("SELECT url, state FROM crawl") if r["state"] == "spilled"]
     assert len(waiting) >= 20, waiting  # on disk, not lost with the process
     s = crawl.run()
