@@ -1,7 +1,8 @@
 """The command line: parse, call one function, map errors to a message and an exit code.
 
 Exit codes, for every command: 0 success (also no search results, and documents skipped or
-failed inside a pass, which the summary reports); 1 the command failed; 2 bad usage, bad config
+failed inside a pass, which the summary reports); 1 the command failed (for ``indexerd index``:
+also a source that failed its whole pass); 2 bad usage, bad config
 or a malformed query; 3 the daemon is needed and not running; 4 another indexerd process holds
 the state dir.
 
@@ -56,6 +57,8 @@ def cmd_index(args) -> int:
     ix = Indexer(cfg)
     ix.open("index", rebuild=args.rebuild)
     try:
+        if not args.paths:  # the configured sources are the truth: forget removed ones first
+            ix.forget_sources(ix.removed_sources())
         summary = ix.run_pass(args.source or None, args.paths or None, forced=args.force)
     finally:
         ix.close()
@@ -66,9 +69,12 @@ def cmd_index(args) -> int:
         print(f"seen {d['seen']}, indexed {d['indexed']}, unchanged {d['unchanged']}, "
               f"deleted {d['deleted']}, skipped {d['skipped']}, errors {d['errors']} "
               f"in {d['elapsed_seconds']:.2f} s (state dir {ix.state.path})")
-    # a missing or unreadable root was logged by the pass ("...; nothing is deleted")
-    failed = [s for s in ix.sources.values() if getattr(s, "root_failed", None)]
-    return 1 if failed and not args.paths else 0
+    # a source that failed its whole pass (missing root, failed statement, no site reachable)
+    # makes the command fail, so cron and monitoring can tell; its documents are kept
+    failed = {n: c.failed for n, c in summary.sources.items() if c.failed}
+    for name, why in failed.items():
+        print(f"indexerd: source {name}: the pass failed: {why}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _missing_roots(cfg) -> list[tuple[str, str]]:

@@ -154,6 +154,7 @@ class SqlSource(_Struct):
     text_columns: list[str] = []
     date_column: str | None = None
     batch_size: int = 1000
+    max_size: Bytes | None = None
     password_env: str | None = None
     password_file: str | None = None
     date_sources: list[str] | None = None

@@ -27,9 +27,9 @@ from datetime import datetime, timedelta, timezone
 
 from . import notify
 from .config import Config, load_config, resolve_control_socket
-from .errors import ConfigError, IndexerdError
+from .errors import ConfigError, IndexerdError, RetryLater
 from .files import FileSource, display_path, key_to_path, path_to_key
-from .indexer import Indexer, build_sources
+from .indexer import Indexer, build_sources, mark_pass_started
 from .pipeline import PassCounts, Pipeline
 from .progress import UNITS, Progress
 from .store import Store
@@ -70,6 +70,26 @@ class SourceState:
         self.watched = False
         self.rerun = False  # a reconcile was asked for while one was running
         self.lock = threading.Lock()  # one pass of a source at a time
+
+
+class PassFailed(IndexerdError):
+    """A pass a control request waited for failed; the reply says why (exit 1)."""
+
+
+def first_run_time(kind: str, interval_seconds: float, run: dict | None, now: datetime) -> datetime:
+    """When a source's first pass after a start runs (the start-up rule).
+
+    A local tree: now (its stat reconcile is cheap, and the watch was off).  A web or SQL source:
+    now if it never completed a pass or its last pass was interrupted (``running_since`` set: it
+    resumes); else when its interval since the end of its last completed pass is due -- so a
+    restart, or ``indexerd index`` followed by ``indexerd run``, does not crawl or poll again.
+
+    Args:
+        run: the source's row of :meth:`Store.source_runs`, or None.
+    """
+    if kind == "filesystem" or run is None or run["running_since"] is not None or run["completed_at"] is None:
+        return now
+    return max(now, run["completed_at"] + timedelta(seconds=interval_seconds))
 
 
 class Daemon:
@@ -131,6 +151,9 @@ class Daemon:
             self._worker.start()
             self.watcher = TreeWatcher(self.changes, self._accepts, self._on_overflow, self._on_watch_limit)
             self.watcher.start()
+            # the configured sources are the truth at every start: finish forgetting removed ones
+            # (a purge a kill -9 interrupted resumes here) before any pass of the others
+            self.indexer.forget_sources(self.indexer.removed_sources(), cancel=self.stop_event)
             self._start_scheduler()
             self._apply_sources(initial=True)
             self._pinger = notify.WatchdogPinger(healthy=self._healthy)
@@ -233,15 +256,25 @@ class Daemon:
             if job.id.startswith("reconcile:") and (name not in self.sources or (changed and name in changed)):
                 job.remove()  # unchanged sources keep their schedule across a reload
         now = datetime.now(UTC)
+        runs = self.indexer.store.source_runs() if initial else {}
         for name, src in self.sources.items():
             st = self.states.setdefault(name, SourceState())
             st.watched = (src.kind == "filesystem" and bool(src.cfg.watch) and os.path.isdir(src.root)
                           and self.watcher.watch(name, src.root))
             interval = float(src.cfg.interval)
-            run_now = initial or (changed is not None and name in changed)
-            if not run_now and self.scheduler.get_job(f"reconcile:{name}") is not None:
+            if initial:
+                first = first_run_time(src.kind, interval, runs.get(name), now)
+                if first > now:  # not run at start: status shows the pass the next run counts from
+                    r = runs[name]
+                    st.last_started, st.last_finished, st.last_counts = (r["started_at"], r["finished_at"],
+                                                                         r["counts"])
+            elif changed is not None and name in changed:
+                first = now
+            elif self.scheduler.get_job(f"reconcile:{name}") is not None:
                 continue
-            extra = {"next_run_time": now} if run_now else {}  # else: one interval from now
+            else:
+                first = None  # one interval from now
+            extra = {"next_run_time": first} if first is not None else {}
             self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=interval, jitter=min(60, interval / 10)),
                                    args=[name], id=f"reconcile:{name}", replace_existing=True, **extra)
 
@@ -289,7 +322,10 @@ class Daemon:
         self.indexer.sources = new_sources
         for name in removed:
             self.states.pop(name, None)
-            threading.Thread(target=self._purge, args=(name,), name=f"purge:{name}", daemon=True).start()
+        try:  # before the new sources' first pass: a renamed source shares its keys with its old name
+            self.indexer.forget_sources(self.indexer.removed_sources(), cancel=self.stop_event)
+        except IndexerdError as e:
+            log.error("removing sources: %s; the rest is done at the next start", e)
         self._apply_sources(initial=False, changed=changed)
         log.info("reloaded %s: %d sources (%d new or changed, %d removed)", self.config_path,
                  len(new_sources), len(changed), len(removed))
@@ -324,14 +360,19 @@ class Daemon:
                 st.progress = Progress(name, tty=False, log_every_seconds=10,
                                        unit=UNITS.get(src.kind, "files"))
             with self._pipeline() as pipeline:
+                mark_pass_started(pipeline.store, name, src.kind, st.current_started)
                 pipeline.urgent = False  # a pass commits about once a second, not per drain
                 src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
                              cancel=self.stop_event)
-            self.indexer.flush(timeout=60)
+                pipeline.flush(timeout=60)  # RetryLater: a write or commit of this pass failed
+        except RetryLater as e:
+            pass_error = f"index commit failed: {e}"
+            log.error("%s: %s; what was not committed is retried", name, pass_error)
         except Exception as e:
             pass_error = f"{type(e).__name__}: {e}"
             log.exception("%s: reconcile failed", name)
         finally:
+            pass_error = pass_error or counts.failed  # raised, or the source says its pass failed
             with self._lock:
                 st.running, st.current = False, None
                 st.last_started, st.last_finished = st.current_started, datetime.now(UTC)
@@ -345,23 +386,15 @@ class Daemon:
             if rerun and not self.stop_event.is_set():
                 log.info("%s: another reconcile was requested during this one; running it now", name)
                 self._reconcile_soon({name})
-        try:
-            with Store(self.indexer.state.store_path) as store:
-                store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts)
+        try:  # an interrupted pass keeps its running mark: it resumes at the next start
+            if not self.stop_event.is_set():
+                with Store(self.indexer.state.store_path) as store:
+                    store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts,
+                                     completed=not pass_error)
         except IndexerdError as e:
             log.error("%s", e)
         log.info("%s: reconcile %s", name, st.last_counts)
         return st.last_counts
-
-    def _purge(self, name: str) -> None:
-        """Delete every document of a source removed from the config."""
-        counts = PassCounts()
-        with self._pipeline() as pipeline:
-            pipeline.gone_many(sorted(pipeline.store.keys(source=name)), counts,
-                               f"source {name} removed from the config")
-            pipeline.store.crawl_forget(name)
-        self.indexer.flush(timeout=60)
-        log.info("removed source %s: %d documents deleted", name, counts.deleted)
 
     # -- live changes ---------------------------------------------------------------------
     def _source_for(self, path: str) -> FileSource | None:
@@ -399,6 +432,8 @@ class Daemon:
         now = _time.monotonic()
         with self._lock:
             self._failed_sources |= sources if sources is not None else set(self.sources)
+            if self.scheduler is not None and self.scheduler.get_job("retry-failed-writes") is not None:
+                return  # the retry already scheduled covers these sources too (one line, not one per document)
             if now - self._last_failure > 600:
                 self._failure_streak = 0
             self._failure_streak += 1
@@ -600,10 +635,23 @@ class Daemon:
                 self.states[name].lock.acquire()
                 self.states[name].lock.release()
                 counts = self.states[name].last_counts
+            self._raise_if_failed([name])
             return {"source": name, "counts": counts}
         running = self.states[name].running
         self._reconcile_soon({name})
         return {"source": name, "started": not running, "queued": running}
+
+    def _raise_if_failed(self, names) -> None:
+        """A ``--wait`` reply must not claim what was not committed: fail naming each source
+        whose pass failed (commit failed, root missing, statement failed, no site reachable).
+
+        Raises:
+            PassFailed: exit code 1.
+        """
+        failed = {n: self.states[n].last_error for n in names if n in self.states and self.states[n].last_error}
+        if failed:
+            raise PassFailed("; ".join(f"the pass of {n} failed: {why} (its counts are what was read, not "
+                                       f"what is searchable; it is retried)" for n, why in failed.items()))
 
     def _cmd_reindex(self, req: dict) -> dict:
         targets = req.get("targets") or []
@@ -617,6 +665,7 @@ class Daemon:
                 c = self.reconcile(n, forced=True)
                 if c:
                     counts.add(PassCounts(**c))
+            self._raise_if_failed(names)
             return {"counts": counts.as_dict()}
         from . import ctlverbs
 

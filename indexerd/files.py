@@ -443,15 +443,15 @@ class FileSource:
         self.scan(pipeline, counts, **kw)
 
     # -- the reconcile pass ---------------------------------------------------------------
-    #: why the last :meth:`scan` could not read its top directory (None: it could); the CLI
-    #: exits 1 on it
+    #: why the last :meth:`scan` could not read its top directory (None: it could); also set as
+    #: the pass's ``counts.failed``, on which the CLI exits 1
     root_failed: str | None = None
 
     def _root_failed(self, top: str, why: str, counts: PassCounts, pipeline: Pipeline) -> None:
         """The pass's top directory is missing or unreadable: one error, nothing deleted (an
         unmounted disk or a permission change must not empty the index).  Counted as
         ``error.root-missing`` / ``error.root-unreadable``; the message is the pass's error."""
-        self.root_failed = f"root {display_path(top)} {why}"
+        self.root_failed = counts.failed = f"root {display_path(top)} {why}"
         log.error("source %s: %s; nothing is deleted", self.name, self.root_failed)
         counts.fail(f"{self.root_failed}; nothing is deleted")
         pipeline.counters.inc("error.root-missing" if "missing" in why else "error.root-unreadable")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import zlib
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from .errors import IndexUnavailable, QueryError, RetryLater
 from .postingpool import TermPostingPool
 
 log = logging.getLogger(__name__)
+#: the temp name Whoosh writes a TOC to before renaming it to ``_MAIN_<generation>.toc``
+_TEMP_TOC = re.compile(r"_MAIN_\d+\.toc\.[0-9.e+-]+")
 UTC = timezone.utc
 
 #: Stored text used for snippets is capped (bytes of UTF-8) to bound index size and highlight time.
@@ -205,8 +208,28 @@ class _WhooshSession:
                 self._w.commit()
             else:
                 self._w.commit(merge=False)
+        except BaseException:
+            self._remove_temp_tocs()  # still under our lock: no other writer can be making one
+            raise
         finally:
             self._release()
+
+    def _remove_temp_tocs(self) -> None:
+        """Remove the ``_MAIN_<gen>.toc.<time>`` file a failed commit leaves (Whoosh writes the
+        TOC to that name, then renames it; a full or read-only disk stops it in between)."""
+        folder = getattr(getattr(self._w, "storage", None), "folder", None)
+        if folder is None:
+            return
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            if _TEMP_TOC.fullmatch(name):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except OSError as e:
+                    log.warning("cannot remove %s: %s", os.path.join(folder, name), e.strerror)
 
     def cancel(self) -> None:
         try:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from .config import Config, FilesystemSource, resolve_state_dir, source_policy
 from .dates import DEFAULT_META_MAP, MetaMap
-from .errors import ConfigError
+from .errors import ConfigError, StoreError
 from .files import FileSource, display_path
 from .pipeline import Counters, PassCounts, Pipeline
 from .statedir import StateDir
@@ -23,10 +23,14 @@ from .store import DocumentRecord, Store
 log = logging.getLogger(__name__)
 UTC = timezone.utc
 
+#: documents of a removed source handed to the writer at once (a stop is noticed between batches)
+FORGET_BATCH = 1000
+
 
 @dataclass
 class PassSummary:
-    """The result of one pass: totals plus per-source counts (see :class:`PassCounts`)."""
+    """The result of one pass: totals plus per-source counts (see :class:`PassCounts`); a source
+    whose whole pass failed also has ``failed`` (why) in :meth:`as_dict`."""
 
     totals: PassCounts = field(default_factory=PassCounts)
     sources: dict[str, PassCounts] = field(default_factory=dict)
@@ -36,6 +40,9 @@ class PassSummary:
         d = self.totals.as_dict()
         d["elapsed_seconds"] = round(self.elapsed_seconds, 3)
         d["sources"] = {k: v.as_dict() for k, v in self.sources.items()}
+        for k, v in self.sources.items():
+            if v.failed:
+                d["sources"][k]["failed"] = v.failed
         return d
 
 
@@ -50,7 +57,12 @@ def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
 
 def build_sources(cfg: Config) -> dict:
     """Construct every configured source (``FileSource``, ``SqlFeed``, ``WebSource``) by name; meta maps are
-    read (and refused if malformed) here.  Nothing connects yet."""
+    read (and refused if malformed) here, and a SQL source's password and SQLite file are checked
+    (:meth:`SqlFeed.check`).  Nothing connects yet.
+
+    Raises:
+        ConfigError: a malformed meta map, an unset ``password_env``, a missing SQLite file.
+    """
     cache: dict[str, MetaMap] = {}
     out: dict = {}
     for src in cfg.sources.filesystem:
@@ -62,6 +74,7 @@ def build_sources(cfg: Config) -> dict:
         for src in cfg.sources.sql:
             pol = source_policy(cfg, src)
             out[src.name] = SqlFeed(src, pol, load_meta_map(pol.meta_map_path, cache))
+            out[src.name].check()
     if cfg.sources.web:
         from .web import WebSource
 
@@ -69,6 +82,15 @@ def build_sources(cfg: Config) -> dict:
             pol = source_policy(cfg, src)
             out[src.name] = WebSource(src, pol, load_meta_map(pol.meta_map_path, cache))
     return out
+
+
+def mark_pass_started(store: Store, name: str, kind: str, started_at: datetime) -> None:
+    """Record that a pass of ``name`` runs (so an interrupted one resumes at the next start);
+    a store that cannot be written (full disk) does not stop the pass: it is logged."""
+    try:
+        store.pass_started(name, kind, started_at)
+    except StoreError as e:
+        log.warning("source %s: cannot mark the pass as running: %s", name, e)
 
 
 def adhoc_source(cfg: Config, path: str) -> FileSource:
@@ -207,6 +229,44 @@ class Indexer:
                         "%d unknown to the store will be checked (%.2f s)",
                         len(missing), len(orphans), time.monotonic() - started)
 
+    # -- removed sources ------------------------------------------------------------------
+    def removed_sources(self) -> list[str]:
+        """Sources the store holds anything of that the config no longer names.  Ad-hoc trees of
+        ``indexerd index PATH`` (named by their absolute path, which no configured name can be)
+        are not configured sources and are kept."""
+        return sorted(n for n in self.store.known_sources() - set(self.sources) if not n.startswith("/"))
+
+    def forget_sources(self, names, pipeline: Pipeline | None = None, cancel=None) -> dict[str, int]:
+        """Forget everything about each source in ``names`` (removed from the config): its
+        documents leave the index and the store (through the writer, committed), then its crawl
+        frontier, run record and meta values (a SQL source's full-load mark) go.
+
+        Runs to the end before any pass of a new source starts (the daemon's start and reload
+        call it first), so a source renamed in the config -- whose new name indexes the same keys
+        -- never loses a document to the purge of its old name.  Interrupted (``cancel`` set, a
+        ``kill -9``, a failed commit), it leaves the source's rows in the store and the next
+        start finishes it.
+
+        Returns ``{name: documents deleted}`` for the sources fully forgotten.
+
+        Raises:
+            RetryLater: the index commit failed (the rest is left for the next start).
+        """
+        pipeline = pipeline or self.pipeline
+        done: dict[str, int] = {}
+        for name in names:
+            keys = sorted(pipeline.store.keys(source=name))
+            for i in range(0, len(keys), FORGET_BATCH):
+                if cancel is not None and cancel.is_set():
+                    log.info("removal of source %s interrupted; it resumes at the next start", name)
+                    return done
+                pipeline.writer.submit_remove_many(keys[i:i + FORGET_BATCH], urgent=False)
+            pipeline.flush()
+            pipeline.store.forget_source(name)
+            done[name] = len(keys)
+            log.info("removed source %s: %d documents deleted, its state forgotten", name, len(keys))
+        return done
+
     # -- passes ---------------------------------------------------------------------------
     def run_pass(self, names: list[str] | None = None, paths: list[str] | None = None, *,
                  forced: bool = False, progress: bool = True) -> PassSummary:
@@ -241,6 +301,8 @@ class Indexer:
             counts = summary.sources.setdefault(src.name, PassCounts())
             t0 = datetime.now(UTC)
             bar = Progress(src.name, tty=None if progress else False, unit=UNITS.get(src.kind, "files"))
+            if not paths:
+                mark_pass_started(self.store, src.name, src.kind, t0)
             try:
                 if start is not None and not os.path.isdir(start):
                     src.handle_path(start, self.pipeline, counts, forced=forced)
@@ -249,7 +311,8 @@ class Indexer:
             finally:
                 bar.close()
             if not paths:
-                self.store.record_run(src.name, src.kind, t0, datetime.now(UTC), counts.as_dict())
+                self.store.record_run(src.name, src.kind, t0, datetime.now(UTC), counts.as_dict(),
+                                      completed=not counts.failed)
             log.info("%s: %s", display_path(src.name), counts.as_dict())
         self.flush()
         for c in summary.sources.values():

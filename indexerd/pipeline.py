@@ -30,7 +30,12 @@ UTC = timezone.utc
 
 @dataclass
 class PassCounts:
-    """Counts of one pass over one source (or several, when summed)."""
+    """Counts of one pass over one source (or several, when summed).
+
+    ``failed`` says why the source's whole pass failed (its root is missing, a statement failed,
+    no seed host answered, the index commit failed), None when it ran; it is not a count and is
+    not in :meth:`as_dict`.
+    """
 
     seen: int = 0
     indexed: int = 0
@@ -38,6 +43,7 @@ class PassCounts:
     skipped: int = 0
     deleted: int = 0
     errors: int = 0
+    failed: str | None = field(default=None, compare=False)
     #: the message of the pass's latest error (a document's or the whole pass's), for status
     last_error: str | None = field(default=None, compare=False)
 
@@ -51,6 +57,7 @@ class PassCounts:
         for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.last_error = other.last_error or self.last_error
+        self.failed = self.failed or other.failed
 
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors")}
@@ -159,6 +166,8 @@ class Pipeline:
     def writer(self):
         if self._writer is None:
             self._writer = self._writer_factory()
+            # failed writes before this pipeline's first one are not its own (see flush)
+            self._failures_before = self._writer.stats.write_failures
         return self._writer
 
     @property
@@ -166,9 +175,13 @@ class Pipeline:
         return self._writer is not None
 
     def flush(self, timeout: float | None = None) -> None:
-        """Commit every submitted change (no-op when nothing was written)."""
+        """Commit every submitted change (no-op when nothing was written).
+
+        Raises:
+            RetryLater: a write or commit failed since this pipeline's first write.
+        """
         if self._writer is not None:
-            self._writer.flush(timeout)
+            self._writer.flush(timeout, since=self._failures_before)
 
     def pending(self, key: str) -> tuple[bool, DocumentRecord | None]:
         """``(True, record or None)`` when a write for ``key`` is queued and not yet committed

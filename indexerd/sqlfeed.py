@@ -21,6 +21,16 @@ Placeholders ``{id}``, ``{sequenceId}``, ``{action}``, ``{batchSize}`` (Aspire's
 SQLAlchemy bound parameters; nothing from a row is pasted into SQL text.  The password comes from
 ``password_env`` or ``password_file`` and is set on the URL object, never logged.
 
+Bad rows: a row without an id, with an action other than I/U/D/N, or with text that is not
+UTF-8 is skipped, logged and counted in ``errors`` (a queue row stays in I and is tried again at
+the next pass); the other rows of the full load and of the queue go on.  A row whose text
+columns (with its title) exceed the source's ``max_size`` is skipped as ``too-large``, like a file
+(:mod:`indexerd.sqlconn` keeps the value from being decoded at all).
+
+Stopping: every statement runs under :func:`~indexerd.sqlconn.interruptible`, so setting the
+pass's cancel event interrupts a long query (SQLite ``interrupt()``, PostgreSQL cancel request);
+the pass then ends as interrupted (not an error) and nothing is acknowledged.
+
 Contract relied on: SQLAlchemy 2 (``text()``, ``engine.begin()``); datetimes the driver returns
 without a zone are taken as UTC (the date layer's rule for naive values).
 """
@@ -39,6 +49,7 @@ from .dates import MetaMap
 from .decide import DecideSettings
 from .errors import ConfigError, IndexerdError, RetryLater
 from .pipeline import Fetched, PassCounts, Pipeline, Policy
+from .sqlconn import TooLarge, Undecodable, check_url, interruptible, make_engine
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -54,6 +65,10 @@ def bind_placeholders(sql: str) -> str:
 
 def used_params(sql: str) -> set[str]:
     return set(_PLACEHOLDER.findall(sql))
+
+
+class BadRow(ValueError):
+    """A row that cannot be a document (no id, unknown action, text that is not UTF-8)."""
 
 
 class SqlFeed:
@@ -72,6 +87,7 @@ class SqlFeed:
         self.name = cfg.name
         self.root = None
         self._engine = None
+        self.max_size_bytes = policy.max_size_bytes
         self.pipeline_policy = Policy(
             meta_map=meta_map, date_order=policy.date_sources,
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
@@ -98,10 +114,19 @@ class SqlFeed:
                                   f"{self.cfg.password_file}: {e.strerror}") from None
         return None
 
+    def check(self) -> None:
+        """Check-time tests (``check-config``, daemon start, reload, ``indexerd index``): the
+        password is available and a SQLite database file exists.  Nothing connects.
+
+        Raises:
+            ConfigError: naming the source and what is missing (never a password).
+        """
+        self.password()
+        check_url(self.name, self.cfg.url)
+
     def engine(self):
-        """The SQLAlchemy engine (created once)."""
+        """The SQLAlchemy engine (created once; see :func:`indexerd.sqlconn.make_engine`)."""
         if self._engine is None:
-            from sqlalchemy import create_engine
             from sqlalchemy.engine import make_url
             from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
@@ -110,7 +135,7 @@ class SqlFeed:
                 pw = self.password()
                 if pw is not None:
                     url = url.set(password=pw)
-                self._engine = create_engine(url, pool_pre_ping=True, hide_parameters=True)
+                self._engine = make_engine(url, self.max_size_bytes)
             except (ArgumentError, NoSuchModuleError, ImportError) as e:
                 raise ConfigError(f"source {self.name}: url {mask_url(self.cfg.url)}: {e}") from None
         return self._engine
@@ -126,7 +151,10 @@ class SqlFeed:
 
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
                  cancel=None, start: str | None = None) -> None:
-        """One pass: the full load the first time (or when ``forced``), then the queue."""
+        """One pass: the full load the first time (or when ``forced``), then the queue.
+
+        A statement that fails fails the pass (``counts.failed`` says why); a statement
+        interrupted because ``cancel`` was set ends it quietly, nothing acknowledged."""
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
@@ -138,13 +166,27 @@ class SqlFeed:
             if not (cancel is not None and cancel.is_set()):
                 self._reread_forgotten(pipeline, counts, loaded=full)
         except SQLAlchemyError as e:
+            if cancel is not None and cancel.is_set():
+                log.info("source %s: pass interrupted (stopping): %s", self.name, _short(e))
+                return
             counts.fail(_short(e))  # the pass itself is the item that failed (as a missing root is)
+            counts.failed = _short(e)
             pipeline.counters.inc("error.sql")
             log.error("source %s: %s", self.name, _short(e))
         except RetryLater as e:  # the index commit failed: nothing was acknowledged to the queue
             counts.fail(f"{e}; the queue rows stay for the next pass")
+            counts.failed = f"index commit failed: {e}"
             pipeline.counters.inc("error.index-commit")
             log.error("source %s: %s; the queue rows stay for the next pass", self.name, e)
+
+    def _params(self, sql: str, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The bound values ``sql`` uses: ``batchSize``, and ``id``/``sequenceId``/``action`` of ``row``."""
+        c = self.cfg
+        p: dict[str, Any] = {"batchSize": c.batch_size}
+        if row is not None:
+            p.update(id=row.get(c.id_column), sequenceId=row.get(c.sequence_column), action=row.get(c.action_column))
+        names = used_params(sql)
+        return {k: v for k, v in p.items() if k in names}
 
     def full_load(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
                   cancel=None) -> None:
@@ -153,15 +195,17 @@ class SqlFeed:
 
         started = datetime.now(UTC)
         seen: set[str] = set()
-        with self.engine().connect() as conn:
+        with self.engine().connect() as conn, interruptible(conn, cancel):
             result = conn.execution_options(stream_results=True).execute(
-                text(bind_placeholders(self.cfg.full_sql)),
-                {k: v for k, v in {"batchSize": self.cfg.batch_size}.items() if k in used_params(self.cfg.full_sql)})
+                text(bind_placeholders(self.cfg.full_sql)), self._params(self.cfg.full_sql))
             for rows in iter(lambda: result.mappings().fetchmany(1000), []):
                 for row in rows:
                     if cancel is not None and cancel.is_set():
                         return  # nothing deleted, not marked loaded: the next pass starts again
-                    key = self._index_row(pipeline, row, counts, forced=forced)[0]
+                    try:
+                        key = self._index_row(pipeline, row, counts, forced=forced)[0]
+                    except BadRow as e:
+                        key = self._bad_row(pipeline, row, counts, e, "full load row")
                     if key:
                         seen.add(key)
                     if progress:
@@ -180,22 +224,21 @@ class SqlFeed:
         c = self.cfg
         eng = self.engine()
         if c.pre_update_sql:
-            with eng.begin() as conn:
-                conn.execute(text(bind_placeholders(c.pre_update_sql)),
-                             {k: v for k, v in {"batchSize": c.batch_size}.items() if k in used_params(c.pre_update_sql)})
-        with eng.connect() as conn:
+            with eng.begin() as conn, interruptible(conn, cancel):
+                conn.execute(text(bind_placeholders(c.pre_update_sql)), self._params(c.pre_update_sql))
+        with eng.connect() as conn, interruptible(conn, cancel):
             rows = conn.execute(text(bind_placeholders(c.incremental_sql)),
-                                {k: v for k, v in {"batchSize": c.batch_size}.items()
-                                 if k in used_params(c.incremental_sql)}).mappings().all()
+                                self._params(c.incremental_sql)).mappings().all()
         rows = sorted(rows, key=lambda r: _sort_key(r.get(c.sequence_column)))
         done: list[tuple[Mapping[str, Any], str]] = []  # (row, verdict)
         for row in rows:
             if cancel is not None and cancel.is_set():
                 break
             try:
-                action = str(row.get(c.action_column) or "").strip().upper()
+                action = row.get(c.action_column)
+                action = action.strip().upper() if isinstance(action, str) else action
                 if action not in ACTIONS:
-                    raise ValueError(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
+                    raise BadRow(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
                 if action in ("I", "U"):
                     verdict = self._index_row(pipeline, row, counts)[1]
                 elif action == "D":
@@ -209,15 +252,26 @@ class SqlFeed:
             except IndexerdError:
                 raise
             except Exception as e:  # bad data in one row: it stays in the queue
-                counts.fail(f"queue row {row.get(c.sequence_column)} (id {row.get(c.id_column)}) failed: {e}")
-                pipeline.counters.inc("error.sql-row")
-                log.error("source %s: queue row %s (id %s) failed: %s", self.name, row.get(c.sequence_column),
-                          row.get(c.id_column), e)
+                self._bad_row(pipeline, row, counts, e, f"queue row {row.get(c.sequence_column)!r}")
         if not done:
             return
         pipeline.flush()  # the index commit comes before any row is marked done
         if c.post_update_sql:
             self._post_update(done, counts, pipeline)
+
+    def _bad_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts, e: Exception,
+                 where: str) -> str | None:
+        """Count and log a row that cannot be a document; returns its key when it has one (its
+        record then says why, and an indexed copy is removed: it no longer matches the row)."""
+        row_id = row.get(self.cfg.id_column)
+        if isinstance(row_id, (int, str)) and not isinstance(row_id, bool):
+            key = self.key_for(row_id)
+            pipeline.skip(key, self.name, "sql-row", f"{where}: {e}", counts, status="error")
+            return key
+        counts.fail(f"{where} (id {row_id!r}) skipped: {e}")
+        pipeline.counters.inc("error.sql-row")
+        log.error("source %s: %s (id %r) skipped: %s", self.name, where, row_id, e)
+        return None
 
     def _post_update(self, rows: list[tuple[Mapping[str, Any], str]], counts: PassCounts,
                      pipeline: Pipeline) -> None:
@@ -227,12 +281,9 @@ class SqlFeed:
 
         c = self.cfg
         stmt = text(bind_placeholders(c.post_update_sql))
-        names = used_params(c.post_update_sql)
 
         def params(row):
-            p = {"id": row.get(c.id_column), "sequenceId": row.get(c.sequence_column),
-                 "action": row.get(c.action_column), "batchSize": c.batch_size}
-            return {k: v for k, v in p.items() if k in names}
+            return self._params(c.post_update_sql, row)
 
         eng = self.engine()
         try:
@@ -345,20 +396,43 @@ class SqlFeed:
 
     def _index_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts, *,
                    forced: bool = False) -> tuple[str | None, str]:
-        """Index one row; returns (key or None when it was a delete, verdict)."""
+        """Index one row; returns (key or None when it was a delete, verdict).
+
+        Raises:
+            BadRow: no usable id, or a text value that is not UTF-8.
+        """
         c = self.cfg
         row_id = row.get(c.id_column)
-        if row_id is None:
-            raise ValueError(f"row without {c.id_column}")
+        if row_id is None or isinstance(row_id, (TooLarge, Undecodable)):
+            raise BadRow(f"no usable {c.id_column} ({row_id!r})")
         key = self.key_for(row_id)
         if self._main_row_gone(row):  # an I/U whose main-table row is gone: a delete
             return None, self._delete_row(pipeline, row, counts)
+        cols = ([c.title_column] if c.title_column else []) + list(c.text_columns)
+        too_large = 0
+        for col in cols:
+            value = row.get(col)
+            if isinstance(value, Undecodable):
+                raise BadRow(f"column {col} is not valid UTF-8 ({value!r})")
+            if isinstance(value, TooLarge):
+                too_large += value.size_bytes
+        if too_large:
+            return key, pipeline.skip(key, self.name, "too-large",
+                                      f"a column of {too_large} bytes; max_size is {self.max_size_bytes} bytes",
+                                      counts, size=too_large).verdict
         title = _text(row.get(c.title_column)) if c.title_column else ""
         texts = [_text(row.get(col)) for col in c.text_columns if row.get(col) is not None]
         body = "\n\n".join(t for t in texts if t) or title
         data = body.encode("utf-8", "replace")
+        size = len(data) + (len(title.encode("utf-8", "replace")) if body is not title else 0)
+        if size > self.max_size_bytes:
+            return key, pipeline.skip(key, self.name, "too-large",
+                                      f"{size} bytes of text; max_size is {self.max_size_bytes} bytes",
+                                      counts, size=size).verdict
+        date = row.get(c.date_column) if c.date_column else None
         f = Fetched(key=key, source=self.name, url=key, data=data, fetched_at=pipeline.clock(),
-                    declared_type="text/plain", protocol_date=row.get(c.date_column) if c.date_column else None,
+                    declared_type="text/plain",
+                    protocol_date=None if isinstance(date, (TooLarge, Undecodable)) else date,
                     protocol_kind="column", size=len(data), title=title or None)
         out = pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title or key)
         return key, out.verdict

@@ -116,6 +116,14 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE crawl ADD COLUMN due_reason TEXT;
     ALTER TABLE crawl ADD COLUMN changefreq TEXT;
     """,
+    # 6 -> 7: per source, the end of its last completed pass (a web or SQL source runs at start
+    # only when its interval since then is due) and the start of a pass that has not ended (it was
+    # interrupted: it resumes at start); a pass recorded before counts as completed
+    """
+    ALTER TABLE source_runs ADD COLUMN completed_at TEXT;
+    ALTER TABLE source_runs ADD COLUMN running_since TEXT;
+    UPDATE source_runs SET completed_at = finished_at;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -318,15 +326,25 @@ class Store:
         return out
 
     def source_runs(self) -> dict[str, dict]:
-        """Last run of each source: ``{source: {kind, started_at, finished_at, counts}}``."""
+        """Last run of each source: ``{source: {kind, started_at, finished_at, counts, completed_at,
+        running_since}}`` (aware UTC or None; ``running_since`` set: a pass started and never
+        ended, it was interrupted)."""
         import json
 
         out = {}
         for row in self._db.execute("SELECT * FROM source_runs"):
             out[row["source"]] = {"kind": row["kind"], "started_at": from_db_time(row["started_at"]),
                                   "finished_at": from_db_time(row["finished_at"]),
-                                  "counts": json.loads(row["counts"] or "{}")}
+                                  "counts": json.loads(row["counts"] or "{}"),
+                                  "completed_at": from_db_time(row["completed_at"]),
+                                  "running_since": from_db_time(row["running_since"])}
         return out
+
+    def known_sources(self) -> set[str]:
+        """Every source name the store holds anything of (documents, crawl rows, run records)."""
+        cur = self._db.execute("SELECT source FROM documents UNION SELECT source FROM crawl "
+                               "UNION SELECT source FROM source_runs")
+        return {r[0] for r in cur}
 
     # -- writes ---------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -401,25 +419,41 @@ class Store:
                                "ORDER BY source LIMIT 1", (url,)).fetchone()
         return dict(row) if row is not None else None
 
-    def crawl_forget(self, source: str) -> None:
-        """Drop the frontier and seen set of ``source`` (the source was removed)."""
-        self._exec_many("DELETE FROM crawl WHERE source = ?", [(source,)])
+    def forget_source(self, source: str) -> None:
+        """Forget everything but the document rows of a removed source, in one transaction: its
+        frontier and seen set, its run record, and its ``sql:<source>:`` / ``web:<source>:`` meta
+        values (a SQL source's full-load mark).  Document rows go through the writer first."""
+        prefixes = [(p, len(p), p) for p in (f"sql:{source}:", f"web:{source}:")]
+        self._transaction([("DELETE FROM crawl WHERE source = ?", [(source,)]),
+                           ("DELETE FROM source_runs WHERE source = ?", [(source,)]),
+                           ("DELETE FROM meta WHERE substr(key, 1, ?) = ?", [(n, p) for p, n, _ in prefixes])])
 
     def reset_stats(self, keys: Iterable[str]) -> None:
         """Forget the stored stat and hash of ``keys`` so the next pass reads and re-indexes them."""
         self._exec_many("UPDATE documents SET mtime_ns = NULL, content_hash = NULL, "
                         "status = 'stale' WHERE key = ?", ((k,) for k in keys))
 
+    def pass_started(self, source: str, kind: str, started_at: datetime) -> None:
+        """Mark a pass of ``source`` as running (cleared by :meth:`record_run`; still set at the
+        next start means it was interrupted)."""
+        self._exec_many("INSERT INTO source_runs(source, kind, running_since) VALUES (?, ?, ?) "
+                        "ON CONFLICT(source) DO UPDATE SET kind=excluded.kind, running_since=excluded.running_since",
+                        [(source, kind, to_db_time(started_at))])
+
     def record_run(self, source: str, kind: str, started_at: datetime, finished_at: datetime | None,
-                   counts: dict) -> None:
-        """Remember the last pass of a source (for ``ctl status``)."""
+                   counts: dict, *, completed: bool = True) -> None:
+        """Remember the last pass of a source (for ``ctl status``) and clear its running mark;
+        ``completed`` (it ran to its end and did not fail) also makes ``finished_at`` the time
+        the next interval counts from."""
         import json
 
-        self._exec_many("INSERT INTO source_runs(source, kind, started_at, finished_at, counts) "
-                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT(source) DO UPDATE SET kind=excluded.kind, "
+        self._exec_many("INSERT INTO source_runs(source, kind, started_at, finished_at, counts, completed_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(source) DO UPDATE SET kind=excluded.kind, "
                         "started_at=excluded.started_at, finished_at=excluded.finished_at, "
-                        "counts=excluded.counts",
-                        [(source, kind, to_db_time(started_at), to_db_time(finished_at), json.dumps(counts))])
+                        "counts=excluded.counts, running_since=NULL, "
+                        "completed_at=coalesce(excluded.completed_at, completed_at)",
+                        [(source, kind, to_db_time(started_at), to_db_time(finished_at), json.dumps(counts),
+                          to_db_time(finished_at) if completed else None)])
 
     def _exec_many(self, sql: str, rows: Iterable[tuple]) -> None:
         self._transaction([(sql, list(rows))])

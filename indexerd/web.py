@@ -296,6 +296,7 @@ class _Pass:
         self.min_interval = float(self.cfg.interval)
         self.max_interval = float(self.cfg.max_recrawl_interval)
         self.not_due: set[str] = set()  # known URLs this pass does not ask (in ``seen``)
+        self.unreachable: set[str] = set()  # hosts whose robots.txt could not be read this pass
 
     # -- setup and teardown ---------------------------------------------------------------
     def run(self) -> None:
@@ -337,6 +338,8 @@ class _Pass:
                     self.frontier.finish(task)
                 self._persist_maybe()
             finished = not (self.cancel is not None and self.cancel.is_set())
+            if finished and self.seed_hosts and self.seed_hosts <= self.unreachable:
+                self.counts.failed = f"no seed host answered: {', '.join(sorted(self.unreachable))}"
         finally:
             self.frontier.stop()
             # a stop cuts every request within 0.05 s (Fetcher's cancel); a worker stuck past
@@ -720,6 +723,7 @@ class _Pass:
             # the pass failed for this host: say so in the counts, not only in the log
             self.counts.fail(f"{task.url} unreachable ({resp.error or f'HTTP {resp.status}'}); "
                              f"nothing is fetched from {task.host} this pass")
+            self.unreachable.add(task.host)
             self.counters.inc("error.robots-unreachable")
             log.warning("%s: %s unreachable (%s); nothing is fetched from %s this pass", self.src.name,
                         task.url, resp.error or f"HTTP {resp.status}", task.host)

@@ -50,6 +50,31 @@ class WriterStats:
     last_commit_seconds: float = 0.0
     last_error: str | None = None
     merges: int = 0
+    write_failures: int = 0  # writes and commits that failed (a flush's ``since`` counts from it)
+
+
+class FailureEpisode:
+    """Logs a run of write failures (a full or read-only state dir) once, not once per document:
+    the first failure at ERROR, the rest counted, and one WARNING with the count when a commit
+    succeeds again.  Used by the writer thread only."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.since: float | None = None
+
+    def failed(self, message: str) -> None:
+        self.count += 1
+        if self.since is None:
+            self.since = time.monotonic()
+            log.error("%s; further write failures are counted, not logged, until a commit succeeds", message)
+        else:
+            log.debug("%s", message)
+
+    def recovered(self) -> None:
+        if self.since is not None:
+            log.warning("index writes work again: %d writes or commits had failed over %.0f s; what they "
+                        "dropped is redone by the next pass", self.count, time.monotonic() - self.since)
+            self.count, self.since = 0, None
 
 
 @dataclass
@@ -143,9 +168,10 @@ class IndexWriter:
                 return True, self._pending[key]
         return False, None
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self, timeout: float | None = None, since: int | None = None) -> bool:
         """Commit everything submitted so far; True once it is searchable and stored, False on
-        timeout.
+        timeout.  ``since``: a value of ``stats.write_failures`` taken before the caller's first
+        write; failures up to it belong to others and are not raised here.
 
         Raises:
             RetryLater: a commit since the previous flush failed (disk full, read-only): those
@@ -156,7 +182,7 @@ class IndexWriter:
         op = _Op("barrier", event=ev)
         self._put(op)
         done = ev.wait(timeout)
-        if op.error:
+        if op.error and (since is None or self.stats.write_failures > since):
             raise RetryLater(op.error)
         return done
 
@@ -209,6 +235,7 @@ class IndexWriter:
         first_pending_at: float | None = None
         last_work_at = time.monotonic()
         dirty_segments = False
+        episode = FailureEpisode()
 
         def commit() -> None:
             nonlocal session, docs_pending, removes_pending, first_pending_at, dirty_segments, urgent_pending
@@ -227,9 +254,10 @@ class IndexWriter:
                 except Exception as e:  # disk full, permission denied...: keep running
                     self.stats.commit_errors += 1
                     self.stats.last_error = f"index commit failed in {self.index.path}: {e}"
-                    log.error("index commit failed in %s, %d changes will be retried: %s",
-                              self.index.path, docs_pending, e)
+                    episode.failed(f"index commit failed in {self.index.path}, {docs_pending} changes "
+                                   f"will be retried: {e}")
                     failed_since_barrier.append(f"index commit failed in {self.index.path}: {e}")
+                    self.stats.write_failures += 1
                     self._notify_failure({r.source for r in upserts.values()} if not deletes else None)
                     try:
                         session.cancel()
@@ -248,11 +276,13 @@ class IndexWriter:
                 try:
                     store.write_batch(list(upserts.values()), deletes,
                                       meta={"index_generation": str(self.index.generation())})
+                    episode.recovered()
                 except IndexerdError as e:
                     self.stats.commit_errors += 1
                     self.stats.last_error = str(e)
                     failed_since_barrier.append(str(e))
-                    log.error("%s", e)
+                    self.stats.write_failures += 1
+                    episode.failed(str(e))
             n_docs = docs_pending
             upserts.clear()
             deletes.clear()
@@ -364,10 +394,14 @@ class IndexWriter:
                 except Exception as e:
                     # one bad document must not take the writer down; but an unwritable index
                     # (EACCES, ENOSPC) fails the whole batch, so flush() must say so
-                    log.error("index write of %s failed: %s", op.key, e)
-                    self.stats.last_error = f"{op.key}: {e}"
-                    if isinstance(e, OSError):
+                    if not isinstance(e, OSError):
+                        log.error("index write of %s failed: %s", op.key, e)
+                        self.stats.last_error = f"{op.key}: {e}"
+                    else:
+                        episode.failed(f"index write of {op.key} failed in {self.index.path}: {e}")
+                        self.stats.last_error = f"{op.key}: {e}"  # after the log: status readers see both
                         failed_since_barrier.append(f"index write failed in {self.index.path}: {e}")
+                        self.stats.write_failures += 1
                         self._notify_failure({op.record.source} if op.record is not None else None)
                 batch = self.commit_batch
                 if docs_pending - removes_pending >= batch or len(upserts) >= max(batch, 2000) or \

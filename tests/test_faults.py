@@ -614,3 +614,35 @@ def test_oneshot_index_on_a_state_dir_full_to_the_last_byte(base, tmpfs_state) -
     assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     assert str(tmpfs_state) in p.stderr and "No space left on device" in p.stderr, p.stderr[-1000:]
+
+
+@pytest.mark.slow
+def test_full_state_dir_is_logged_once_scan_wait_fails_and_no_temp_toc_is_left(base, tmpfs_state, daemons) -> None:
+    """Issue 18: on a full disk the log repeated one line per document, ``ctl scan --wait`` said
+    "indexed 50, errors 0" with nothing searchable, and every failed commit left a
+    ``_MAIN_N.toc.<time>`` file.  Now: the failure episode is logged once with a count, the
+    ``--wait`` reply fails naming the commit failure, no temp TOC stays, and all recovers."""
+    d = DaemonUnderTest(base)
+    daemons.append(d)
+    write(d.root / "old.txt", "oldword\n")
+    d.start()
+    filler = fill(tmpfs_state)
+    n = 40
+    for i in range(n):
+        write(d.root / f"n{i:02d}.txt", f"fullword n{i:02d} " + "padding " * 200 + "\n")
+    wait_for(lambda: _writer_error(d), 10.0, "a writer error in ctl status")
+    p = d.ctl("scan", "docs", "--wait")
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "the pass of docs failed" in p.stderr and "No space left on device" in p.stderr, p.stderr
+    time.sleep(2.0)
+    lines = [line for line in d.log().splitlines() if "No space left on device" in line]
+    assert 1 <= len(lines) <= 8, "\n".join(lines)            # not one per document (40)
+    temps = [name for name in os.listdir(tmpfs_state / "index") if ".toc." in name]
+    assert temps == [], temps
+    os.unlink(filler)
+    out = json.loads(d.ctl_ok("scan", "docs", "--wait"))
+    assert out["errors"] == 0, out
+    wait_caught_up(d, tmpfs_state, "index == disk after the space returned")
+    assert len(d.search("fullword", limit=100)) == n
+    assert "index writes work again" in d.log()
+    d.stop()

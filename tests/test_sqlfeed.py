@@ -564,10 +564,14 @@ def test_summary_stays_balanced_when_post_update_fails(feed):
 
 
 def test_summary_stays_balanced_when_a_statement_fails(feed):
+    """...and ``indexerd index`` exits 1 naming the source (issue 13: it exited 0)."""
     load_base(feed)
     feed.write_config(incremental_sql="SELECT * FROM no_such_table")
-    c = feed.index(balanced=False)
-    assert c["errors"] == 1 and c["indexed"] == 0, c
+    p = feed.cli.run("index", "--json", check=False, timeout=CLI_TIMEOUT)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr[-1000:])
+    assert f"source {SOURCE}: the pass failed" in p.stderr and "no_such_table" in p.stderr, p.stderr[-1000:]
+    c = json.loads(p.stdout)["sources"][SOURCE]
+    assert c["errors"] == 1 and c["indexed"] == 0 and "no_such_table" in c["failed"], c
     assert c["seen"] == c["indexed"] + c["unchanged"] + c["skipped"] + c["errors"], c
 
 
@@ -739,7 +743,10 @@ def test_check_config_masks_passwords_with_url_delimiters(tmp_path, secret):
 
 
 def test_check_config_output_is_valid_toml_for_multiline_sql(tmp_path):
-    shutil.copy(ETC / "sql-sqlite.toml", tmp_path / "c.toml")
+    app = tmp_path / "app.db"
+    sqlite3.connect(app).close()              # the example names /var/lib/app/app.db
+    (tmp_path / "c.toml").write_text((ETC / "sql-sqlite.toml").read_text(encoding="utf-8").replace(
+        "sqlite:////var/lib/app/app.db", f"sqlite:///{app}"), encoding="utf-8")
     cli = CLI(tmp_path / "state", tmp_path / "c.toml")
     p = cli.run("check-config")
     data = tomllib.loads(p.stdout)
@@ -798,7 +805,7 @@ def test_password_env_is_used_for_postgresql(pgfeed):
     feed.cli.env[SECRET_ENV] = "Wrong-passw0rd"                # wrong: the pass fails, says nothing secret
     p = feed.cli.run("index", "--json", check=False, timeout=CLI_TIMEOUT)
     assert "Wrong-passw0rd" not in p.stdout + p.stderr
-    assert p.returncode == 0 and json.loads(p.stdout)["sources"][SOURCE]["errors"] >= 1, p.stdout
+    assert p.returncode == 1 and json.loads(p.stdout)["sources"][SOURCE]["errors"] >= 1, p.stdout
     assert json.loads(p.stdout)["sources"][SOURCE]["indexed"] == 0
     assert "password authentication failed" in p.stderr
 
@@ -892,3 +899,250 @@ def test_daemon_ctl_poll_wait(sql_daemon):
     assert feed.keys("axolotl") == [] and len(feed.search("common", limit=50)) == 5
     p = d.ctl("reindex", key(1))           # one row, read again by its id (tests/test_ctl.py)
     assert p.returncode == 0 and json.loads(p.stdout)["indexed"] == 1, (p.returncode, p.stderr)
+
+
+# -- bad rows, big rows, restored and missing databases, stop (issue 18, issue 13) -------------
+def test_a_row_without_id_in_the_full_load_is_skipped_counted_and_the_rest_indexed(feed):
+    """Issue 18: one NULL id stopped the full load at that row and the queue stayed W."""
+    feed.write_config(full_sql="SELECT CASE WHEN id = 3 THEN NULL ELSE id END AS id, title, body, updated "
+                               "FROM articles")
+    for i, title, body, updated in BASE_ROWS:
+        feed.db.insert(i, body, title, updated)
+    c = feed.index()
+    assert c["errors"] == 1, c                               # the bad row, once
+    assert len(feed.search("common", limit=50)) == len(BASE_ROWS)   # id 3 comes in by the queue
+    assert set(feed.db.statuses()) == {"C"}                  # the queue advanced
+    feed.db.insert(6, "common zebra lemma", "Six", "2024-02-01T00:00:00Z")
+    c = feed.index()
+    assert c["indexed"] == 1 and c["errors"] == 0, c
+    assert feed.keys("zebra") == [key(6)]
+
+
+def test_a_queue_row_with_a_null_action_is_counted_and_the_rest_of_the_queue_goes_on(feed):
+    load_base(feed)
+    feed.write_config(incremental_sql=BASE_SOURCE["incremental_sql"].replace(
+        "q.action,", "CASE WHEN q.id = 16 THEN NULL ELSE q.action END AS action,"))
+    for i, word in ((15, "civet"), (16, "genet"), (17, "fossa")):
+        feed.db.insert(i, f"common {word} lemma", f"Row {i}", f"2024-02-{i}T00:00:00Z")
+    c = feed.index()
+    assert c["errors"] == 1 and c["indexed"] == 2, c
+    assert feed.db.statuses(15) == ["C"] and feed.db.statuses(17) == ["C"]
+
+
+def test_sqlite_text_that_is_not_utf8_fails_its_row_only(tmp_path, request):
+    db = _make_db("sqlite", request, tmp_path)
+    feed = Feed(db, tmp_path)
+    for i, title, body, updated in BASE_ROWS:
+        db.insert(i, body, title, updated)
+    con = sqlite3.connect(db.path)
+    con.execute("INSERT INTO articles VALUES (7, 'Bad bytes', CAST(X'636F6D6D6F6E20FF20626164' AS TEXT), "
+                "'2024-01-07T00:00:00Z')")
+    con.commit()
+    con.close()
+    c = feed.index(balanced=True)
+    assert c["errors"] >= 1, c
+    assert len(feed.search("common", limit=50)) == len(BASE_ROWS)
+    ex = feed.explain(key(7))
+    assert ex is not None and ex["status"] == "error" and "UTF-8" in ex["detail"], ex
+    assert db.statuses(7) == ["I"] and set(db.statuses()) - {"I"} == {"C"}   # tried again next pass
+    db.close()
+
+
+def test_max_size_skips_a_big_row_as_too_large(feed):
+    """Issue 18: a 108 MB text column was indexed whole; the source's max_size applies to rows."""
+    feed.write_config(max_size="20KB")
+    load_base(feed)
+    feed.db.insert(8, "common " + "hugeword " * 10_000, "Big", "2024-02-08T00:00:00Z")   # 90 kB
+    feed.db.insert(9, "common smallword lemma", "Small", "2024-02-09T00:00:00Z")
+    c = feed.index()
+    assert c["skipped"] == 1 and c["indexed"] == 1 and c["errors"] == 0, c
+    assert feed.keys("hugeword") == [] and feed.keys("smallword") == [key(9)]
+    ex = feed.explain(key(8))
+    assert ex["status"] == "skipped" and ex["reason"] == "too-large", ex
+    assert set(feed.db.statuses()) == {"C"}                  # a skip is a verdict: acknowledged
+
+
+def test_a_value_over_max_size_is_never_decoded(db):
+    """The driver hands back only the size of a value over the bound (no Python str is built)."""
+    from sqlalchemy.engine import make_url
+
+    from indexerd.sqlconn import TooLarge, make_engine
+
+    db.insert(1, "x" * 50_000, "Big", "2024-01-01T00:00:00Z")
+    eng = make_engine(make_url(db.url), 10_000)
+    try:
+        with eng.connect() as c:
+            title, body = c.execute(sa.text("SELECT title, body FROM articles WHERE id = 1")).one()
+    finally:
+        eng.dispose()
+    assert title == "Big"
+    assert isinstance(body, TooLarge) and body.size_bytes == 50_000, body
+
+
+def test_check_config_refuses_a_missing_sqlite_file_and_does_not_create_it(tmp_path):
+    missing = tmp_path / "nowhere" / "app.db"
+    (tmp_path / "nowhere").mkdir()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n\n[[sources.sql]]\n'
+                   + "\n".join(f"{k} = {toml_value(v)}" for k, v in dict(
+                       BASE_SOURCE, url=f"sqlite:///{missing}").items()) + "\n", encoding="utf-8")
+    cli = CLI(tmp_path / "state", cfg)
+    for cmd in ("check-config", "index"):
+        p = cli.run(cmd, check=False)
+        assert p.returncode == 2, (cmd, p.returncode, p.stdout, p.stderr)
+        assert str(missing) in p.stderr and "does not exist" in p.stderr, p.stderr
+        assert not missing.exists()
+
+
+def test_check_config_refuses_an_unset_password_env(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n\n[[sources.sql]]\n'
+                   + "\n".join(f"{k} = {toml_value(v)}" for k, v in dict(
+                       BASE_SOURCE, url="postgresql+psycopg://ixuser@db.invalid/app",
+                       password_env=SECRET_ENV).items()) + "\n", encoding="utf-8")
+    cli = CLI(tmp_path / "state", cfg)
+    cli.env.pop(SECRET_ENV, None)
+    p = cli.run("check-config", check=False)
+    assert p.returncode == 2 and SECRET_ENV in p.stderr, (p.returncode, p.stdout, p.stderr)
+    cli.env[SECRET_ENV] = "x"
+    assert cli.run("check-config", check=False).returncode == 0
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+def test_a_sqlite_database_restored_by_rename_is_read_at_the_next_pass(sql_daemon):
+    """Issue 18: pooled connections kept the deleted file open; the restored one was never read."""
+    d, feed, db = sql_daemon, sql_daemon.feed, sql_daemon.feed.db
+    for i, title, body, updated in BASE_ROWS:
+        db.insert(i, body, title, updated)
+    d.start()
+    assert len(feed.search("common", limit=50)) == len(BASE_ROWS)
+    assert json.loads(d.ctl("poll", SOURCE, "--wait").stdout)["seen"] == 0   # a pass that opened the file
+    restored = db.path.with_name("restore.db")
+    shutil.copy(db.path, restored)
+    con = sqlite3.connect(restored)
+    con.execute("INSERT INTO articles VALUES (70, 'Restored', 'common restoredword lemma', '2024-03-01T00:00:00Z')")
+    con.commit()
+    con.close()
+    os.replace(restored, db.path)
+    p = d.ctl("poll", SOURCE, "--wait")
+    assert p.returncode == 0, p.stderr
+    c = json.loads(p.stdout)
+    assert c["indexed"] == 1 and c["errors"] == 0, c
+    assert feed.keys("restoredword") == [key(70)]
+    assert db.statuses(70) == ["C"]
+
+
+SLOW_FULL_SQL = {
+    # an aggregate over a billion generated rows: no first row for minutes
+    "sqlite": ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000) "
+               "SELECT max(x) AS id, 'slow' AS title, 'slow' AS body, NULL AS updated FROM c"),
+    "postgresql": "SELECT id, title, body, updated FROM articles, (SELECT pg_sleep(600)) AS s",
+}
+
+
+def test_sigterm_interrupts_a_long_sql_query(db):
+    """Issue 18: the daemon's stop must not wait for a slow query to end (SQLite interrupt(),
+    PostgreSQL cancel request)."""
+    base = Path(tempfile.mkdtemp(prefix="ixq"))
+    try:
+        feed = Feed(db, base)
+        feed.write_config(full_sql=SLOW_FULL_SQL[db.kind])
+        d = SqlDaemon(feed)
+        d._log = open(d.log_path, "ab")
+        d.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(feed.cfg)],
+                                  stdout=d._log, stderr=subprocess.STDOUT, env=feed.cli.env, cwd=REPO)
+        try:
+            deadline = time.monotonic() + DAEMON_READY_TIMEOUT
+            while True:
+                assert time.monotonic() < deadline, d.log()
+                assert d.proc.poll() is None, d.log()
+                p = d.ctl("status", "--json")
+                if p.returncode == 0 and json.loads(p.stdout)["sources"][SOURCE]["running"]:
+                    break
+                time.sleep(0.2)
+            time.sleep(1.0)                                   # the query is running now
+            t0 = time.monotonic()
+            why = stop_daemon(d.proc, 30.0)
+            assert why is None, f"{why}:\n{d.log()}"
+            assert time.monotonic() - t0 < 15, d.log()
+            assert "interrupted" in d.log(), d.log()
+            assert "stopped cleanly" in d.log(), d.log()            # the pass ended: not left behind
+        finally:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait(10)
+            d._log.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# -- the source lifecycle: removal, start-up rule, interrupted pass (issues 13 and 18) ----------
+def test_a_sql_source_removed_and_added_back_comes_back_whole(feed, tmp_path):
+    """Issue 13: the store remembered the full load of a removed source, so once added back every
+    pass said ``seen 0`` and the source stayed empty."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "n.txt").write_text("a plain note\n", encoding="utf-8")
+    notes = f'\n[[sources.filesystem]]\nname = "notes"\npath = {toml_value(str(tree))}\n'
+    with_sql = feed.config_text() + notes
+    without_sql = feed.config_text().split("[[sources.sql]]")[0] + notes
+    feed.cfg.write_text(with_sql, encoding="utf-8")
+    assert load_base(feed)["indexed"] == len(BASE_ROWS)
+    feed.cfg.write_text(without_sql, encoding="utf-8")
+    feed.cli.run("index", "--json", timeout=CLI_TIMEOUT)
+    assert feed.search("common") == []                          # removed: its documents are gone
+    assert feed.explain(key(1)) is None
+    feed.cfg.write_text(with_sql, encoding="utf-8")
+    c = feed.index()
+    assert c["indexed"] == len(BASE_ROWS), c                    # added back: a full load again
+    assert len(feed.search("common", limit=50)) == len(BASE_ROWS)
+
+
+def test_a_restart_does_not_poll_before_the_interval_is_due(sql_daemon):
+    """Issue 13: every start ran every source at once (``indexerd index`` then ``indexerd run``
+    polled twice); a SQL source runs at start only when its interval since its last completed
+    pass is due, and ``ctl status`` says when that is."""
+    from datetime import datetime, timezone
+
+    d, feed, db = sql_daemon, sql_daemon.feed, sql_daemon.feed.db
+    for i, title, body, updated in BASE_ROWS:
+        db.insert(i, body, title, updated)
+    feed.index()                                                # a completed pass, interval 1h
+    db.insert(60, "common ibis lemma", "Sixty", "2024-02-29T00:00:00Z")
+    d.start()
+    time.sleep(3.0)
+    st = json.loads(d.ctl("status", "--json").stdout)["sources"][SOURCE]
+    assert not st["running"] and st["last_run"]["finished"], st
+    assert feed.keys("ibis") == [] and db.statuses(60) == ["W"], "the start polled the queue"
+    next_run = datetime.fromisoformat(st["next_run"].replace("Z", "+00:00"))
+    assert (next_run - datetime.now(timezone.utc)).total_seconds() > 40 * 60, st
+    c = json.loads(d.ctl("poll", SOURCE, "--wait").stdout)
+    assert c["indexed"] == 1, c
+    assert feed.keys("ibis") == [key(60)]
+
+
+def test_a_pass_killed_midway_resumes_at_the_next_start(tmp_path, request):
+    """A pass that never ended (``kill -9`` during the full load) runs at the next start even
+    though the interval (1h) is not due."""
+    db = _make_db("sqlite", request, tmp_path)
+    base = Path(tempfile.mkdtemp(prefix="ixq"))
+    d = SqlDaemon(Feed(db, base))
+    try:
+        for i, title, body, updated in BASE_ROWS:
+            db.insert(i, body, title, updated)
+        d.feed.write_config(full_sql=SLOW_FULL_SQL["sqlite"])
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "index", "-c", str(d.feed.cfg)],
+                                env=d.feed.cli.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(4.0)                                          # inside the slow full load
+        proc.kill()
+        proc.wait(10)
+        d.feed.write_config()
+        d.start()                                                # waits for a finished pass
+        assert len(d.feed.search("common", limit=50)) == len(BASE_ROWS)
+        assert set(db.statuses()) == {"C"}
+    finally:
+        try:
+            d.stop()
+        finally:
+            db.close()
+            shutil.rmtree(base, ignore_errors=True)

@@ -182,7 +182,55 @@ def test_reset_stats_and_record_run(store) -> None:
     store.record_run("docs", "filesystem", T1, T2, {"seen": 2})
     store.record_run("docs", "filesystem", T2, T2, {"seen": 3})
     assert store.source_runs() == {"docs": {"kind": "filesystem", "started_at": T2, "finished_at": T2,
-                                            "counts": {"seen": 3}}}
+                                            "counts": {"seen": 3}, "completed_at": T2, "running_since": None}}
+
+
+def test_a_pass_mark_and_its_completion() -> None:
+    """The start-up rule's facts: a pass that never ended keeps ``running_since``; a failed pass
+    does not move ``completed_at``."""
+    store = Store(":memory:")
+    t3 = T2 + timedelta(hours=1)
+    store.pass_started("site", "web", T1)
+    assert store.source_runs()["site"]["running_since"] == T1
+    store.record_run("site", "web", T1, T2, {"seen": 1})
+    run = store.source_runs()["site"]
+    assert (run["running_since"], run["completed_at"]) == (None, T2)
+    store.pass_started("site", "web", t3)
+    store.record_run("site", "web", t3, t3, {"errors": 1}, completed=False)
+    run = store.source_runs()["site"]
+    assert (run["running_since"], run["completed_at"], run["finished_at"]) == (None, T2, t3)
+
+
+def test_forget_source_drops_everything_but_its_document_rows(store) -> None:
+    store.write_batch([rec("a")], meta={"sql:gone:full_loaded_at": "x", "web:gone:pass": "{}",
+                                        "sql:gone2:full_loaded_at": "kept", "index_generation": "3"})
+    row = dict.fromkeys(Store.CRAWL_COLUMNS)
+    row.update(url="http://h/", pass_id=1, state="done", hops=0, seed_depth=0, seq=0, via="seed", redirects=0,
+               gone_count=0, fail_count=0)
+    store.crawl_write("gone", [row])
+    store.record_run("gone", "web", T1, T2, {})
+    assert "gone" in store.known_sources()
+    store.forget_source("gone")
+    assert "gone" not in store.known_sources()
+    assert store.get_meta("sql:gone:full_loaded_at") is None and store.get_meta("web:gone:pass") is None
+    assert store.get_meta("sql:gone2:full_loaded_at") == "kept" and store.get_meta("index_generation") == "3"
+
+
+def test_migration_of_source_runs_counts_an_old_run_as_completed(tmp_path) -> None:
+    """A state dir of the previous release: its last passes count as completed, so the first
+    start of the new release does not crawl or poll again (nothing is re-indexed)."""
+    path = tmp_path / "state.sqlite3"
+    con = sqlite3.connect(path)
+    version = next(i for i, m in enumerate(MIGRATIONS) if "completed_at" in m)
+    for step in MIGRATIONS[:version]:
+        con.executescript(step)
+    con.execute("INSERT INTO source_runs VALUES ('site', 'web', ?, ?, '{}')", (to_db_time(T1), to_db_time(T2)))
+    con.execute(f"PRAGMA user_version = {version}")
+    con.commit()
+    con.close()
+    with Store(path) as s:
+        assert s.source_runs()["site"]["completed_at"] == T2
+        assert s.source_runs()["site"]["running_since"] is None
 
 
 def test_a_writer_and_a_reader_coexist(tmp_path) -> None:

@@ -13,6 +13,7 @@ import calendar
 import itertools
 import json
 import resource
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -1092,3 +1093,58 @@ def test_hostile_crawl_delay_is_capped_by_max_crawl_delay(tmp_path, site) -> Non
     assert time.monotonic() - started < 10
     log = site.log
     assert log[2].arrived - log[1].arrived >= 0.3
+
+
+def test_index_exits_1_when_the_only_site_is_unreachable(tmp_path, site) -> None:
+    """Issue 13: ``indexerd index`` exited 0 when the only site could not be reached, so cron and
+    monitoring could not tell a dead site from an empty one."""
+    site.static("/", html("Home", "homeword"), etag='"h"')
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(web_config([site.url("/")]))
+    cli = CLI(tmp_path / "state", config=cfg)
+    assert cli.run("index", "--json", timeout=60).returncode == 0
+    site.add("/robots.txt", status=503, body=b"busy", headers={"Content-Type": "text/plain"})
+    p = cli.run("index", "--json", check=False, timeout=60)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr[-1000:])
+    assert "source site: the pass failed: no seed host answered" in p.stderr, p.stderr[-1000:]
+    assert json.loads(p.stdout)["sources"]["site"]["failed"].startswith("no seed host answered")
+    assert [h["url"] for h in cli.search("homeword")] == [site.url("/")]     # nothing deleted
+
+
+def test_a_restart_does_not_crawl_before_the_interval_is_due(tmp_path, site) -> None:
+    """Issue 13: ``indexerd index`` then ``indexerd run`` crawled the site twice (1,172 requests
+    within 8 s of a restart, with ``interval = "1h"`` and a pass 25 s earlier)."""
+    import tempfile
+
+    from conftest import stop_daemon
+
+    site.static("/", html("Home", "homeword", ["/a.html"]), etag='"h"')
+    site.static("/a.html", html("A", "alphaword"), etag='"a"')
+    base = Path(tempfile.mkdtemp(prefix="ixw"))
+    cfg = base / "indexerd.toml"
+    cfg.write_text(web_config([site.url("/")], interval="1h", top={"control_socket": str(base / "s.sock")}))
+    cli = CLI(base / "state", config=cfg)
+    log = open(base / "daemon.log", "wb")
+    proc = None
+    try:
+        assert cli.index()["indexed"] == 2
+        site.log.clear()
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg)], env=cli.env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, (base / "daemon.log").read_text()
+            p = cli.run("ctl", "status", "--json", check=False)
+            if p.returncode == 0:
+                break
+            time.sleep(0.2)
+        time.sleep(3.0)
+        assert paths(site) == [], "the restart crawled the site again"
+        st = json.loads(cli.run("ctl", "status", "--json").stdout)["sources"]["site"]
+        assert st["last_run"]["finished"] and st["next_run"] > st["last_run"]["finished"], st
+        assert len(cli.search("alphaword")) == 1
+    finally:
+        if proc is not None:
+            assert stop_daemon(proc, 20.0) is None, (base / "daemon.log").read_text()[-3000:]
+        log.close()
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,116 @@
+"""The source lifecycle in the real daemon: a source removed from the config is forgotten at every
+start (not only on SIGHUP), a source renamed by SIGHUP keeps every document, and a ``--wait``
+reply fails when the pass it waited for failed (issues 13 and 18).
+
+The SQL and web sides of the same rules (re-added SQL source, the start-up rule, an interrupted
+pass resuming) are in ``tests/test_sqlfeed.py`` and ``tests/test_web.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import tempfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from test_daemon import DaemonUnderTest, write
+
+from indexerd.daemon import first_run_time
+
+UTC = timezone.utc
+
+
+@pytest.fixture
+def base():
+    d = Path(tempfile.mkdtemp(prefix="ixl"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def lc(base, request, capsys):
+    d = DaemonUnderTest(base)
+    failed_before = request.session.testsfailed
+    try:
+        yield d
+    finally:
+        try:
+            if d.alive():
+                d.stop()
+        finally:
+            if request.session.testsfailed > failed_before:
+                with capsys.disabled():
+                    print(f"\n--- daemon log of {request.node.name} (tail) ---\n{d.log_tail(150)}")
+
+
+def report_keys(d: DaemonUnderTest, source: str) -> set[str]:
+    return {r["key"] for r in json.loads(d.ctl_ok("report", "--dates", "--json", "--source", source))}
+
+
+def test_a_source_removed_while_the_daemon_was_down_is_forgotten_at_start(lc):
+    """Issue 18: the purge ran only on SIGHUP, so a removed source's documents stayed searchable
+    for ever after a restart."""
+    d = lc
+    root2 = d.base / "root2"
+    write(d.root / "a.txt", "keptword\n")
+    for i in range(5):
+        write(root2 / f"x{i}.txt", f"removedword {i}\n")
+    d.write_config({"docs": d.root, "extra": root2})
+    d.start(("docs", "extra"))
+    d.wait_hits("removedword", 5)
+    d.stop()
+    d.write_config({"docs": d.root})
+    d.start(("docs",))
+    assert d.search("removedword") == []
+    assert report_keys(d, "extra") == set()
+    assert set(d.status()["sources"]) == {"docs"}
+    assert len(d.search("keptword")) == 1
+
+
+def test_renaming_a_source_by_sighup_loses_no_document(lc):
+    """Issue 18: renaming a source lost 689 of 3,000 documents (the purge of the old name raced
+    the new name's indexing of the same keys)."""
+    d = lc
+    n = 400
+    for i in range(n):
+        write(d.root / "many" / f"f{i:04d}.txt", f"renameword number{i}\n")
+    d.start(("docs",))
+    assert len(report_keys(d, "docs")) == n
+    d.write_config({"renamed": d.root})
+    d.signal(signal.SIGHUP)
+    d.poll(lambda: d.status()["sources"].get("renamed", {}).get("last_run", {}).get("finished"),
+           bool, 60.0, "the renamed source's first pass")
+    d.settle(timeout=60.0)
+    assert report_keys(d, "docs") == set()
+    assert len(report_keys(d, "renamed")) == n
+    assert len(d.search("renameword", limit=n + 10)) == n
+    d.stop()                                      # and the next start keeps them all
+    d.start(("renamed",))
+    assert len(d.search("renameword", limit=n + 10)) == n
+
+
+def test_ctl_scan_wait_fails_when_the_root_is_missing(lc):
+    d = lc
+    write(d.root / "a.txt", "keptword\n")
+    d.start(("docs",))
+    shutil.rmtree(d.root)
+    p = d.ctl("scan", "docs", "--wait")
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "the pass of docs failed" in p.stderr and "missing" in p.stderr, p.stderr
+    st = d.status()["sources"]["docs"]
+    assert "missing" in (st["last_run"]["error"] or ""), st
+
+
+def test_first_run_time_is_the_start_up_rule():
+    now = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    done = {"running_since": None, "completed_at": now - timedelta(seconds=25)}
+    assert first_run_time("filesystem", 3600, done, now) == now            # trees: always
+    assert first_run_time("web", 3600, done, now) == done["completed_at"] + timedelta(hours=1)
+    assert first_run_time("sql", 3600, None, now) == now                   # never ran
+    assert first_run_time("sql", 10, done, now) == now                     # overdue
+    interrupted = dict(done, running_since=now - timedelta(seconds=5))
+    assert first_run_time("web", 3600, interrupted, now) == now            # resumes
+    assert first_run_time("sql", 3600, {"running_since": None, "completed_at": None}, now) == now
