@@ -48,8 +48,9 @@ from .config import SourcePolicy, SqlSource, mask_url
 from .dates import MetaMap
 from .decide import DecideSettings
 from .errors import ConfigError, IndexerdError, RetryLater
-from .pipeline import Fetched, PassCounts, Pipeline, Policy
-from .sqlconn import TooLarge, Undecodable, check_url, interruptible, make_engine
+from .pipeline import PassCounts, Pipeline, Policy
+from .sqlconn import check_url, interruptible, make_engine
+from .sqlrows import BadRow, SqlRows
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -65,10 +66,6 @@ def bind_placeholders(sql: str) -> str:
 
 def used_params(sql: str) -> set[str]:
     return set(_PLACEHOLDER.findall(sql))
-
-
-class BadRow(ValueError):
-    """A row that cannot be a document (no id, unknown action, text that is not UTF-8)."""
 
 
 class SqlFeed:
@@ -92,6 +89,7 @@ class SqlFeed:
             meta_map=meta_map, date_order=policy.date_sources,
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
                                     strict_dates=policy.strict_dates))
+        self.rows = SqlRows(cfg, self.max_size_bytes, self.pipeline_policy)
 
     # -- connection -----------------------------------------------------------------------
     def password(self) -> str | None:
@@ -203,9 +201,9 @@ class SqlFeed:
                     if cancel is not None and cancel.is_set():
                         return  # nothing deleted, not marked loaded: the next pass starts again
                     try:
-                        key = self._index_row(pipeline, row, counts, forced=forced)[0]
+                        key = self.rows.index(pipeline, row, counts, forced=forced)[0]
                     except BadRow as e:
-                        key = self._bad_row(pipeline, row, counts, e, "full load row")
+                        key = self.rows.bad(pipeline, row, counts, e, "full load row")
                     if key:
                         seen.add(key)
                     if progress:
@@ -240,9 +238,9 @@ class SqlFeed:
                 if action not in ACTIONS:
                     raise BadRow(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
                 if action in ("I", "U"):
-                    verdict = self._index_row(pipeline, row, counts)[1]
+                    verdict = self.rows.index(pipeline, row, counts)[1]
                 elif action == "D":
-                    verdict = self._delete_row(pipeline, row, counts)
+                    verdict = self.rows.delete(pipeline, row, counts)
                 else:
                     counts.seen += 1
                     counts.unchanged += 1
@@ -252,26 +250,12 @@ class SqlFeed:
             except IndexerdError:
                 raise
             except Exception as e:  # bad data in one row: it stays in the queue
-                self._bad_row(pipeline, row, counts, e, f"queue row {row.get(c.sequence_column)!r}")
+                self.rows.bad(pipeline, row, counts, e, f"queue row {row.get(c.sequence_column)!r}")
         if not done:
             return
         pipeline.flush()  # the index commit comes before any row is marked done
         if c.post_update_sql:
             self._post_update(done, counts, pipeline)
-
-    def _bad_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts, e: Exception,
-                 where: str) -> str | None:
-        """Count and log a row that cannot be a document; returns its key when it has one (its
-        record then says why, and an indexed copy is removed: it no longer matches the row)."""
-        row_id = row.get(self.cfg.id_column)
-        if isinstance(row_id, (int, str)) and not isinstance(row_id, bool):
-            key = self.key_for(row_id)
-            pipeline.skip(key, self.name, "sql-row", f"{where}: {e}", counts, status="error")
-            return key
-        counts.fail(f"{where} (id {row_id!r}) skipped: {e}")
-        pipeline.counters.inc("error.sql-row")
-        log.error("source %s: %s (id %r) skipped: %s", self.name, where, row_id, e)
-        return None
 
     def _post_update(self, rows: list[tuple[Mapping[str, Any], str]], counts: PassCounts,
                      pipeline: Pipeline) -> None:
@@ -310,7 +294,8 @@ class SqlFeed:
 
     # -- one row --------------------------------------------------------------------------
     def key_for(self, row_id: Any) -> str:
-        return f"sql:{self.name}/{row_id}"
+        """``sql:<source>/<id>``."""
+        return self.rows.key_for(row_id)
 
     def _forgotten_key(self) -> str:
         return f"sql:{self.name}:forgotten"
@@ -376,75 +361,12 @@ class SqlFeed:
                 raise error
             key = self.key_for(row_id)
             if row is not None:
-                self._index_row(pipeline, row, counts, forced=forced)
+                self.rows.index(pipeline, row, counts, forced=forced)
             elif pipeline.stored(key) is not None:
                 pipeline.gone(key, counts, "no longer returned by full_sql")
             else:
                 unknown.append(row_id)
         return unknown
-
-    def _main_row_gone(self, row: Mapping[str, Any]) -> bool:
-        cols = [c for c in (self.cfg.title_column, self.cfg.date_column, *self.cfg.text_columns) if c]
-        return bool(cols) and all(row.get(c) is None for c in cols)
-
-    def _delete_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts) -> str:
-        key = self.key_for(row.get(self.cfg.id_column))
-        if pipeline.stored(key) is not None:
-            return pipeline.gone(key, counts, "action D").verdict
-        pipeline.counters.inc("sql.delete-unknown")
-        return "deleted-unknown"
-
-    def _index_row(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts, *,
-                   forced: bool = False) -> tuple[str | None, str]:
-        """Index one row; returns (key or None when it was a delete, verdict).
-
-        Raises:
-            BadRow: no usable id, or a text value that is not UTF-8.
-        """
-        c = self.cfg
-        row_id = row.get(c.id_column)
-        if row_id is None or isinstance(row_id, (TooLarge, Undecodable)):
-            raise BadRow(f"no usable {c.id_column} ({row_id!r})")
-        key = self.key_for(row_id)
-        if self._main_row_gone(row):  # an I/U whose main-table row is gone: a delete
-            return None, self._delete_row(pipeline, row, counts)
-        cols = ([c.title_column] if c.title_column else []) + list(c.text_columns)
-        too_large = 0
-        for col in cols:
-            value = row.get(col)
-            if isinstance(value, Undecodable):
-                raise BadRow(f"column {col} is not valid UTF-8 ({value!r})")
-            if isinstance(value, TooLarge):
-                too_large += value.size_bytes
-        if too_large:
-            return key, pipeline.skip(key, self.name, "too-large",
-                                      f"a column of {too_large} bytes; max_size is {self.max_size_bytes} bytes",
-                                      counts, size=too_large).verdict
-        title = _text(row.get(c.title_column)) if c.title_column else ""
-        texts = [_text(row.get(col)) for col in c.text_columns if row.get(col) is not None]
-        body = "\n\n".join(t for t in texts if t) or title
-        data = body.encode("utf-8", "replace")
-        size = len(data) + (len(title.encode("utf-8", "replace")) if body is not title else 0)
-        if size > self.max_size_bytes:
-            return key, pipeline.skip(key, self.name, "too-large",
-                                      f"{size} bytes of text; max_size is {self.max_size_bytes} bytes",
-                                      counts, size=size).verdict
-        date = row.get(c.date_column) if c.date_column else None
-        f = Fetched(key=key, source=self.name, url=key, data=data, fetched_at=pipeline.clock(),
-                    declared_type="text/plain",
-                    protocol_date=None if isinstance(date, (TooLarge, Undecodable)) else date,
-                    protocol_kind="column", size=len(data), title=title or None)
-        out = pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title or key)
-        return key, out.verdict
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
 
 def _sort_key(seq: Any):
     return (0, seq) if isinstance(seq, (int, float)) else (1, str(seq))
