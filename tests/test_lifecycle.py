@@ -11,23 +11,14 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import tempfile
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
-from test_daemon import DaemonUnderTest, write
+from test_daemon import DaemonUnderTest, base, write  # noqa: F401 (base: the fixture)
 
 from indexerd.daemon import first_run_time
 
 UTC = timezone.utc
-
-
-@pytest.fixture
-def base():
-    d = Path(tempfile.mkdtemp(prefix="ixl"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
