@@ -68,6 +68,7 @@ class SourceState:
         self.last_message: str | None = None
         self.latest_error: tuple[datetime, str] | None = None
         self.watched = False
+        self.watch_error: str | None = None  # why a tree configured to be watched is not
         self.rerun = False  # a reconcile was asked for while one was running
         self.lock = threading.Lock()  # one pass of a source at a time
 
@@ -166,6 +167,7 @@ class Daemon:
                 if self.reload_event.is_set():
                     self.reload_event.clear()
                     self._reload_now()
+                self._check_watches()
                 if time.monotonic() - last_status > 10:
                     last_status = time.monotonic()
                     notify.status(self._status_line())
@@ -261,6 +263,10 @@ class Daemon:
             st = self.states.setdefault(name, SourceState())
             st.watched = (src.kind == "filesystem" and bool(src.cfg.watch) and os.path.isdir(src.root)
                           and self.watcher.watch(name, src.root))
+            st.watch_error = self.watcher.errors.get(name) if src.kind == "filesystem" else None
+            if st.watch_error:
+                log.warning("%s: not watched (%s): kept current by scheduled reconciles every %s s",
+                            name, st.watch_error, src.cfg.interval)
             interval = float(src.cfg.interval)
             if initial:
                 first = first_run_time(src.kind, interval, runs.get(name), now)
@@ -394,6 +400,7 @@ class Daemon:
         except IndexerdError as e:
             log.error("%s", e)
         log.info("%s: reconcile %s", name, st.last_counts)
+        self._rewatch_after_pass(name, src, st)
         return st.last_counts
 
     # -- live changes ---------------------------------------------------------------------
@@ -418,6 +425,45 @@ class Daemon:
         log.warning("file events were lost (inotify queue overflow): reconciling every watched tree now")
         self.indexer.counters.inc("watch.overflow")
         self._reconcile_soon(self.watcher.watched_sources() if self.watcher else set(self.sources))
+
+    def _check_watches(self) -> None:
+        """A watch whose thread died (an exception in watchdog: a tree too deep for its walk
+        moved in) is reported and set up again; while that fails, the tree is kept current by
+        its scheduled reconciles (each retries the watch).  Either way a reconcile runs now: the
+        events since the death were lost."""
+        if self.watcher is None:
+            return
+        for name, why in self.watcher.check().items():
+            st, src = self.states.get(name), self.sources.get(name)
+            if st is None or src is None:
+                continue
+            self.indexer.counters.inc("watch.died")
+            log.error("%s: the watcher of %s stopped (%s); setting it up again", name,
+                      display_path(src.root), why)
+            ok = os.path.isdir(src.root) and self.watcher.watch(name, src.root)
+            with self._lock:
+                st.watched = ok
+                st.watch_error = None if ok else self.watcher.errors.get(name, why)
+            if not ok:
+                log.warning("%s: not watched (%s): kept current by scheduled reconciles every %s s",
+                            name, st.watch_error, src.cfg.interval)
+            notify.status(self._status_line())
+            self._reconcile_soon({name})
+
+    def _rewatch_after_pass(self, name: str, src, st: SourceState) -> None:
+        """After a pass of a tree whose watch failed: try to watch it again (the deep tree may
+        be gone)."""
+        if self.watcher is None or src.kind != "filesystem" or not src.cfg.watch or not st.watch_error \
+                or self.stop_event.is_set() or not os.path.isdir(src.root):
+            return
+        if self.watcher.watch(name, src.root):
+            with self._lock:
+                st.watched, st.watch_error = True, None
+            log.info("%s: watched again", name)
+            notify.status(self._status_line())
+        else:
+            with self._lock:
+                st.watch_error = self.watcher.errors.get(name, st.watch_error)
 
     def _on_watch_limit(self, name: str) -> None:
         self.indexer.counters.inc("watch.limit")
@@ -514,7 +560,9 @@ class Daemon:
         rl = self.reload_info
         refused = (f"; RELOAD REFUSED at {format_utc(rl['at'])}, running on the old config: {rl['error']}"
                    if rl["ok"] is False else "")
+        failed = [f"{n} ({s.watch_error})" for n, s in self.states.items() if s.watch_error]
         return (f"{len(self.sources)} sources, {sum(s.watched for s in self.states.values())} watched"
+                + (f", NOT WATCHED: {', '.join(failed)}" if failed else "")
                 + (f", reconciling {', '.join(running)}" if running else "") + refused)
 
     def _cmd_reload(self) -> dict:
@@ -580,6 +628,7 @@ class Daemon:
                             "counts": st.last_counts, "error": st.last_message}
             sources[name] = {
                 "kind": src.kind, "root": display_path(src.root) if src.root else None, "watched": st.watched,
+                "watch_error": st.watch_error,
                 "documents": counts.get(name, {}), "running": running, "current": cur, "progress": prog,
                 "current_run": current_run, "last_run": last_run, "last_error": latest,
                 "next_run": format_utc(job.next_run_time) if job and job.next_run_time else None}

@@ -116,6 +116,8 @@ def print_status(r: dict) -> None:
         docs = ", ".join(f"{k} {v}" for k, v in sorted(s["documents"].items())) or "no documents"
         where = f", {safe(s['root'])}" if s["root"] else ""
         print(f"- {safe(name)} ({s['kind']}{where}{', watched' if s['watched'] else ''}): {docs}")
+        if s.get("watch_error"):
+            print(f"    NOT WATCHED: {safe(s['watch_error'])} (kept current by scheduled reconciles)")
         cr = s.get("current_run")
         if cr:
             counts = ", ".join(f"{k} {v}" for k, v in (cr.get("counts") or {}).items())

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -1007,3 +1008,131 @@ def test_watch_limit_is_reported_once_and_falls_back_to_reconciles(tmp_path, mon
         assert sum("max_user_watches" in r.getMessage() for r in caplog.records) == 1
     finally:
         w.stop()
+
+
+# -- issue 18: trees too deep for the watcher --------------------------------------------------
+DEEP_LEVELS = 1100  # watchdog's os.walk recurses per level: ~980 levels end it on Python 3.11
+
+
+def _deep_tree(top: Path, word: str) -> Path:
+    """``top/d/d/.../d/bottom.txt`` DEEP_LEVELS directories down; returns the file."""
+    bottom = top
+    top.mkdir(parents=True)
+    for _ in range(DEEP_LEVELS):  # os.makedirs recurses per level too
+        bottom = bottom / "d"
+        bottom.mkdir()
+    write(bottom / "bottom.txt", f"{word}\n")
+    return bottom / "bottom.txt"
+
+
+def _rm_rf(path: Path) -> None:
+    subprocess.run(["rm", "-rf", str(path)], check=True, timeout=60)  # shutil.rmtree recurses
+
+
+def test_deep_tree_at_start_is_reconciled_and_reported_not_watched(tree, monkeypatch):
+    import socket
+
+    d = tree
+    deep = _deep_tree(d.root / "deep", "abyssword")
+    systemd = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # what systemd would be told
+    systemd.bind(str(d.base / "n.sock"))
+    systemd.settimeout(0.5)
+    monkeypatch.setitem(ENV, "NOTIFY_SOCKET", str(d.base / "n.sock"))
+    d.start()
+    try:
+        told = []
+        try:
+            while True:
+                told.append(systemd.recv(4096).decode())
+        except socket.timeout:
+            pass
+        assert any("READY=1" in m and "NOT WATCHED: docs (directory tree too deep" in m for m in told), told
+        st = d.status()["sources"]["docs"]
+        assert not st["watched"] and "too deep" in (st["watch_error"] or ""), st
+        hits, _ = d.wait_hits("abyssword", 1)
+        assert hits[0]["key"] == d.key(deep)
+        assert "NOT WATCHED" in d.ctl_ok("status")
+        assert "too deep" in d.log() and "scheduled reconciles" in d.log()
+        # once the deep tree is gone, the next pass watches the tree again
+        _rm_rf(d.root / "deep")
+        d.ctl_ok("scan", "docs", "--wait")
+        d.poll(lambda: d.status()["sources"]["docs"], lambda s: s["watched"] and not s["watch_error"],
+               10.0, "watched again")
+        write(d.root / "later.txt", "afterabyss\n")
+        d.wait_hits("afterabyss", 1, timeout=LIVE_SECONDS + 1)
+    finally:
+        d.stop()
+        systemd.close()
+        _rm_rf(d.root / "deep")
+
+
+def test_deep_tree_moved_in_is_seen_and_the_watcher_restarted(daemon, base):
+    try:
+        _deep_tree_moved_in(daemon)
+    finally:
+        _rm_rf(daemon.root / "deep")
+        _rm_rf(daemon.outside / "deep")
+
+
+def _deep_tree_moved_in(d) -> None:
+    deep = _deep_tree(d.outside / "deep", "trenchword")
+    os.rename(d.outside / "deep", d.root / "deep")
+    moved = d.root / "deep" / deep.relative_to(d.outside / "deep")
+    st, _ = d.poll(lambda: d.status()["sources"]["docs"], lambda s: not s["watched"] and s["watch_error"],
+                   15.0, "the dead watcher reported")
+    assert "too deep" in st["watch_error"], st
+    assert "stopped" in d.log() and "setting it up again" in d.log()
+    hits, _ = d.wait_hits("trenchword", 1, timeout=30.0)  # the reconcile the death triggered
+    assert hits[0]["key"] == d.key(moved)
+    _rm_rf(d.root / "deep")
+    d.ctl_ok("scan", "docs", "--wait")
+    d.poll(lambda: d.status()["sources"]["docs"], lambda s: s["watched"] and not s["watch_error"],
+           10.0, "watched again")
+    write(d.root / "later.txt", "aftertrench\n")
+    d.wait_hits("aftertrench", 1, timeout=LIVE_SECONDS + 1)
+    assert d.search("trenchword") == []
+
+
+def test_one_file_appended_all_the_time_does_not_slow_other_edits(daemon):
+    """Issue 18: a log appended 10 times a second is re-indexed at most once per
+    HOT_INTERVAL_SECONDS (after a burst of HOT_AFTER), so edits of other files stay fast, and
+    the log's final content is searchable at the end."""
+    from indexerd.watch import HOT_AFTER, HOT_INTERVAL_SECONDS
+
+    d = daemon
+    log_path = d.root / "app.log"
+    chunk = " ".join(f"logfiller{i % 500}" for i in range(400)) + "\n"  # ~4 KB per append
+    write(log_path, chunk)
+    d.wait_hits("logfiller1", 1)
+    stop = threading.Event()
+
+    def appender():
+        with open(log_path, "a", encoding="utf-8") as f:
+            while not stop.is_set():
+                f.write(chunk)
+                f.flush()
+                time.sleep(0.1)
+
+    t = threading.Thread(target=appender, daemon=True)
+    t.start()
+    seconds = 12.0
+    delays = []
+    try:
+        t0 = time.monotonic()
+        i = 0
+        while time.monotonic() - t0 < seconds:
+            write(d.root / f"other{i}.txt", f"alpha editround{i}\n")  # other files, each once
+            _, took = d.wait_hits(f"editround{i}", 1, timeout=30.0)
+            delays.append(took)
+            i += 1
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join(5)
+    with open(log_path, "a", encoding="utf-8") as f:
+        f.write("finallogline\n")
+    d.wait_hits("finallogline", 1, timeout=HOT_INTERVAL_SECONDS + 10)
+    assert max(delays) < 4.0, delays  # one edit alone takes about 0.2 s
+    reindexed = sum(1 for line in d.log().splitlines()
+                    if "app.log {" in line and "'indexed': 1" in line)
+    assert reindexed <= HOT_AFTER + seconds / HOT_INTERVAL_SECONDS + 4, reindexed
