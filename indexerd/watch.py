@@ -71,9 +71,10 @@ class ChangeQueue:
     its due time back with each new event, but never past ``first + max_delay_seconds`` so a file
     that is written continuously is still indexed regularly.
 
-    Rate limit per path, a token bucket: a path may be taken ``hot_after`` times in a burst, then
-    once per ``hot_interval_seconds`` (its events meanwhile merge into one entry, due when the
-    next token is), so one file that changes all the time (an appended log) is read and indexed
+    Rate limit per path, a token bucket: a file whose content keeps changing (events with a
+    delay) may be taken ``hot_after`` times in a burst, then once per ``hot_interval_seconds``
+    (its events meanwhile merge into one entry, due when the next token is; a deletion or a move,
+    which is due at once, is not held back), so one file that changes all the time (an appended log) is read and indexed
     at most once per interval and cannot starve the others; its final state is still processed.
     Thread-safe.
     """
@@ -96,7 +97,9 @@ class ChangeQueue:
             if old is not None and delay == 0:
                 due = min(due, old.due)
             tokens = self._tokens_at(path, now)
-            if tokens < 1.0:  # it keeps changing: due when its next token is
+            held_back_ok = delay > 0 and not was_dir and (old is None or (old.due > now and not old.was_dir))
+            if held_back_ok and tokens < 1.0:  # its content keeps changing: due when its next
+                # token is (a deletion, a move or a directory, due at once, is never held back)
                 due = max(due, now + (1.0 - tokens) * self.hot_interval_seconds)
             self._items[path] = Change(source, path, was_dir or (old.was_dir if old else False), due, first)
             self._cv.notify()
