@@ -1030,6 +1030,16 @@ def _rm_rf(path: Path) -> None:
     subprocess.run(["rm", "-rf", str(path)], check=True, timeout=60)  # shutil.rmtree recurses
 
 
+def _watched_again_once_gone(d, word: str) -> None:
+    """Once the deep tree is gone, the next pass watches the tree again: a new file is live."""
+    _rm_rf(d.root / "deep")
+    d.ctl_ok("scan", "docs", "--wait")
+    d.poll(lambda: d.status()["sources"]["docs"], lambda s: s["watched"] and not s["watch_error"],
+           10.0, "watched again")
+    write(d.root / "later.txt", f"{word}\n")
+    d.wait_hits(word, 1, timeout=LIVE_SECONDS + 1)
+
+
 def test_deep_tree_at_start_is_reconciled_and_reported_not_watched(tree, monkeypatch):
     import socket
 
@@ -1054,13 +1064,7 @@ def test_deep_tree_at_start_is_reconciled_and_reported_not_watched(tree, monkeyp
         assert hits[0]["key"] == d.key(deep)
         assert "NOT WATCHED" in d.ctl_ok("status")
         assert "too deep" in d.log() and "scheduled reconciles" in d.log()
-        # once the deep tree is gone, the next pass watches the tree again
-        _rm_rf(d.root / "deep")
-        d.ctl_ok("scan", "docs", "--wait")
-        d.poll(lambda: d.status()["sources"]["docs"], lambda s: s["watched"] and not s["watch_error"],
-               10.0, "watched again")
-        write(d.root / "later.txt", "afterabyss\n")
-        d.wait_hits("afterabyss", 1, timeout=LIVE_SECONDS + 1)
+        _watched_again_once_gone(d, "afterabyss")
     finally:
         d.stop()
         systemd.close()
@@ -1085,12 +1089,7 @@ def _deep_tree_moved_in(d) -> None:
     assert "stopped" in d.log() and "setting it up again" in d.log()
     hits, _ = d.wait_hits("trenchword", 1, timeout=30.0)  # the reconcile the death triggered
     assert hits[0]["key"] == d.key(moved)
-    _rm_rf(d.root / "deep")
-    d.ctl_ok("scan", "docs", "--wait")
-    d.poll(lambda: d.status()["sources"]["docs"], lambda s: s["watched"] and not s["watch_error"],
-           10.0, "watched again")
-    write(d.root / "later.txt", "aftertrench\n")
-    d.wait_hits("aftertrench", 1, timeout=LIVE_SECONDS + 1)
+    _watched_again_once_gone(d, "aftertrench")
     assert d.search("trenchword") == []
 
 
