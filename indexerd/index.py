@@ -192,6 +192,8 @@ class _WhooshSession:
             return 0
         with self._w.searcher() as s:
             reader = s.reader()
+            if reader.doc_count_all() == 0:  # nothing committed yet (an empty reader has no columns)
+                return 0
             # one term lookup per key and segment, or one pass over the key column (sortable):
             # the column wins once the keys outnumber about a fifth of the documents per segment
             if len(keys) * len(reader.leaf_readers()) * 5 > reader.doc_count_all():
