@@ -405,11 +405,14 @@ def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_pa
     step = next(i for i, m in enumerate(MIGRATIONS) if "ADD COLUMN ino" in m)
     # the later migrations add columns only: undo them too, so the store is a real version `step`
     later = [c for m in MIGRATIONS[step + 1:] for c in re.findall(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", m)]
+    # ... and the later index changes: the stat_map covering index goes back to (source, key)
+    reindexed = [n for m in MIGRATIONS[step + 1:] for n in re.findall(r"CREATE INDEX (\w+)", m)]
     assert len(later) == sum(m.count("ALTER TABLE") for m in MIGRATIONS[step + 1:]) and \
-        not any("CREATE" in m for m in MIGRATIONS[step + 1:]), "a later migration is not undone here: rewrite this"
-    undo = "".join(f"ALTER TABLE {t} DROP COLUMN {c};" for t, c in later)
-    con.executescript("UPDATE documents SET ctime_ns = NULL; ALTER TABLE documents DROP COLUMN ino; "
-                      f"{undo} PRAGMA user_version = {step};")
+        reindexed in ([], ["documents_source"]), "a later migration is not undone here: rewrite this"
+    undo = "DROP INDEX documents_source; CREATE INDEX documents_source ON documents(source, key);" if reindexed else ""
+    undo += "".join(f"ALTER TABLE {t} DROP COLUMN {c};" for t, c in later)
+    con.executescript(f"{undo} UPDATE documents SET ctime_ns = NULL; ALTER TABLE documents DROP COLUMN ino; "
+                      f"PRAGMA user_version = {step};")
     con.close()
     d, reads = pass_with_reads(tmp_path, root)
     assert (d["unchanged"], d["indexed"], reads) == (5, 0, 0), d

@@ -301,3 +301,18 @@ def test_version_3_store_migrates_keeping_its_documents_and_crawl_rows(tmp_path)
         assert s.indexed_with_hash("other", "abc") == []
         row = s.crawl_rows("w")["http://h/"]
         assert (row["pass_id"], row["recrawl_seconds"], row["due_at"]) == (7, None, None)
+
+
+def test_stat_map_reads_one_covering_index(store, tmp_path) -> None:
+    """The scan's change test reads every row of a tree: from the covering index, not by a row
+    lookup per document (SQLite chose the content-hash index and looked each row up)."""
+    now = datetime.now(timezone.utc)
+    store.write_batch([DocumentRecord(key=f"file:///t/{i}", source="docs", status="indexed", mtime_ns=i,
+                                      size=i, ctime_ns=i, ino=i, reason="new", indexed_at=now)
+                       for i in range(3)])
+    db = sqlite3.connect(tmp_path / "state.sqlite3")
+    plan = db.execute("EXPLAIN QUERY PLAN SELECT key, mtime_ns, size, ctime_ns, ino, reason FROM documents "
+                      "WHERE source = ?", ("docs",)).fetchall()
+    db.close()
+    assert "USING COVERING INDEX documents_source" in plan[0][3], plan
+    assert store.stat_map("docs") == {f"file:///t/{i}": (i, i, i, i, "new") for i in range(3)}
