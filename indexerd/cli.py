@@ -222,13 +222,18 @@ def _parser() -> argparse.ArgumentParser:
                         description="Re-read each document now (a file, a web page by an unconditional GET "
                                     "through robots.txt and the politeness slot, a SQL row by its id) and "
                                     "index it even if unchanged; or, with --source, every document of a "
-                                    "source.",
+                                    "source (a forced pass); or, with --all, every document of every "
+                                    "source. Without a target, --source or --all it exits 2.",
                         epilog="examples:\n  indexerd ctl reindex ~/docs/a.html\n"
                                "  indexerd ctl reindex https://intranet.example/page.html\n"
-                               "  indexerd ctl reindex sql:articles/42\n  indexerd ctl reindex --source docs")
+                               "  indexerd ctl reindex sql:articles/42\n  indexerd ctl reindex --source docs\n"
+                               "  indexerd ctl reindex --all")
     s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY",
                    help="a file path, a URL or a sql:<source>/<id> key")
     s.add_argument("--source", metavar="NAME", help="every document of this source")
+    s.add_argument("--all", action="store_true",
+                   help="every document of every source (a forced full pass of each: every site is "
+                        "crawled again)")
     s.set_defaults(func=ctlcmd.cmd_reindex)
 
     s = csub.add_parser("forget", parents=[common], formatter_class=fmt,

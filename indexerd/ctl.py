@@ -229,11 +229,17 @@ def cmd_scan(args) -> int:
 
 
 def cmd_reindex(args) -> int:
+    if not (args.targets or args.source or args.all):
+        raise ConfigError("ctl reindex: name what to re-index: PATH_OR_KEY..., --source NAME, or --all "
+                          "(every source, a forced full pass of each)")
+    if args.all and (args.targets or args.source):
+        raise ConfigError("ctl reindex: --all takes no target and no --source")
     # a path is resolved here, as the user sees it (relative to this cwd, through the user's
     # links); the daemon then refuses any path that is not already real inside a source
     targets = [t if "://" in t or t.startswith(("sql:", "file:")) else os.path.realpath(t)
                for t in args.targets]
-    r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": targets},
+    r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": targets,
+                                  "all": args.all},
                         timeout=_LONG_WAIT)
     print(json.dumps(r["counts"], ensure_ascii=True))
     return 0

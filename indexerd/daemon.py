@@ -707,6 +707,8 @@ class Daemon:
         name = req.get("source")
         if name is not None and name not in self.sources:
             raise ConfigError(f"no source named {name!r}")
+        if not (targets or name or req.get("all")):
+            raise ConfigError("reindex: name targets, a source, or all (a forced pass of every source)")
         counts = PassCounts()
         if not targets:
             names = [name] if name else list(self.sources)

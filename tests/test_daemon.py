@@ -1140,3 +1140,16 @@ def test_one_file_appended_all_the_time_does_not_slow_other_edits(daemon):
     reindexed = sum(1 for line in d.log().splitlines()
                     if "app.log {" in line and "'indexed': 1" in line)
     assert reindexed <= HOT_AFTER + seconds / HOT_INTERVAL_SECONDS + 4, reindexed
+
+
+def test_ctl_reindex_without_targets_is_a_usage_error(daemon):
+    """Bare ``ctl reindex`` used to force-re-index every source (a forced crawl of every site):
+    it is a usage error (exit 2) naming the choices; ``--all`` is the explicit way."""
+    d = daemon
+    p = d.ctl("reindex")
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "--source" in p.stderr and "--all" in p.stderr, p.stderr
+    assert "indexed" not in p.stdout
+    out = json.loads(d.ctl_ok("reindex", "--all"))
+    assert out["indexed"] >= 1, out
+    d.assert_alive()
