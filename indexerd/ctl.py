@@ -180,13 +180,20 @@ def _daemon_request(args, payload: dict, timeout: float = 30.0) -> dict:
     from .control import request
     from .errors import DaemonNotRunning
 
-    sockets = _located(args).sockets
+    loc = _located(args)
+    sockets = loc.sockets
     for i, sock in enumerate(sockets):
         try:
             reply = request(sock, payload, timeout=timeout)
             break
         except DaemonNotRunning:
             if i == len(sockets) - 1:
+                if loc.guessed:
+                    raise ConfigError(
+                        "no daemon answered on " + " nor on ".join(map(str, sockets)) + ", a guess: "
+                        "the config file did not parse and no control_socket line could be read from "
+                        "it; fix the file or pass -c with one that names the daemon's control_socket"
+                    ) from None
                 if len(sockets) == 1:
                     raise
                 raise DaemonNotRunning("indexerd is not running (no answer on "

@@ -6,7 +6,10 @@ only the two keys that locate things (``control_socket``, ``state_dir``):
 
 1. the whole file when it is valid;
 2. else, when the file is still TOML, only those two top-level keys (when they are strings);
-3. else the defaults.
+3. else (not TOML, e.g. an unterminated string) those keys' own ``key = "string"`` lines before
+   the first table, each parsed alone;
+4. else the defaults; then a socket that does not answer is reported as a guess made because
+   the file did not parse (exit 2), never as "not running".
 
 A warning naming the file's error is returned for the caller to print.
 
@@ -50,23 +53,62 @@ class Located:
         sockets: candidate control sockets, in search order (at least one).
         state_dir: the state dir the read-only commands open.
         warning: why the config file was not used whole (``None`` when it was).
+        guessed: set when the file did not parse and no ``control_socket`` could be read from
+            it: the sockets are then defaults, and a silent one does not mean "not running".
     """
 
     config: Config | None
     sockets: tuple[Path, ...]
     state_dir: Path
     warning: str | None
+    guessed: bool = False
 
 
-def _lenient(path: Path, error: ConfigError) -> tuple[Config, str]:
-    """The two locating keys of a config file that does not validate."""
+_LOCATING_KEYS = ("state_dir", "control_socket")
+
+
+def _top_level_strings(text: str) -> dict[str, str]:
+    """The locating keys of a file that is not valid TOML, each parsed from its own line.
+
+    Only ``key = "string"`` (or ``'literal'``) lines before the first table header are read,
+    each line alone with :mod:`tomllib`, so a later broken line (an unterminated string, a
+    stray bracket) does not hide them.
+    """
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            break                                # a table: no more top-level keys (TOML 1.0)
+        if not stripped.startswith(_LOCATING_KEYS):
+            continue
+        try:
+            data = tomllib.loads(line)
+        except tomllib.TOMLDecodeError:
+            continue
+        found.update({k: v for k, v in data.items() if k in _LOCATING_KEYS and isinstance(v, str)})
+    return found
+
+
+def _lenient(path: Path, error: ConfigError) -> tuple[Config, str, bool]:
+    """The two locating keys of a config file that does not validate.
+
+    Returns:
+        (config with only those keys, the warning, whether the control socket is a guess
+        because the file did not parse and names no ``control_socket`` line we could read).
+    """
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return Config(), f"{error}; using the default socket and state dir"
-    keys = {k: data[k] for k in ("state_dir", "control_socket") if isinstance(data.get(k), str)}
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return Config(), f"{error}; using the default socket and state dir", True
+    try:
+        data = tomllib.loads(text)
+        keys = {k: data[k] for k in _LOCATING_KEYS if isinstance(data.get(k), str)}
+        parsed = True
+    except tomllib.TOMLDecodeError:
+        keys = _top_level_strings(text)
+        parsed = False
     used = " and ".join(keys) or "nothing"
-    return Config(**keys), f"{error}; using only {used} from it"
+    return Config(**keys), f"{error}; using only {used} from it", not parsed and "control_socket" not in keys
 
 
 def locate(explicit: str | None) -> Located:
@@ -80,15 +122,16 @@ def locate(explicit: str | None) -> Located:
     """
     path = find_config_path(explicit)
     warning = None
+    guessed = False
     try:
         cfg = valid = load_config(explicit)
     except ConfigError as e:
         if path is None:
             raise
-        cfg, warning = _lenient(path, e)
+        cfg, warning, guessed = _lenient(path, e)
         valid = None
     return Located(config=valid, sockets=socket_candidates(cfg), state_dir=state_dir_for_readers(cfg),
-                   warning=warning)
+                   warning=warning, guessed=guessed)
 
 
 def _is_root() -> bool:

@@ -59,10 +59,23 @@ def test_ctl_reaches_the_daemon_while_its_config_is_broken_and_shows_the_refused
     # the readers too: search works on the broken file
     p = cli("ctl", "search", "apple", "--json", "-c", str(d.cfg))
     assert p.returncode == 0 and len(json.loads(p.stdout)) == 1, p.stderr
-    # a file that is not even TOML: the default socket is tried, and the error is named
+    # a file that is not TOML (an unterminated string appended): control_socket and state_dir
+    # are still recovered from their own top-level lines, so ctl reaches the daemon
+    good = d.config_text({"docs": d.root})
+    d.cfg.write_text(good + 'extra = "unterminated\n', encoding="utf-8")
+    p = cli("ctl", "status", "--json", "-c", str(d.cfg))
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert json.loads(p.stdout)["pid"] == d.proc.pid
+    assert "not valid TOML" in p.stderr and "control_socket" in p.stderr, p.stderr
+    p = cli("ctl", "search", "apple", "--json", "-c", str(d.cfg))
+    assert p.returncode == 0 and len(json.loads(p.stdout)) == 1, p.stderr
+    # nothing recoverable: the guessed socket is named, and so is the parse error; no claim that
+    # the daemon is not running
     d.cfg.write_text("state_dir = [[[\n", encoding="utf-8")
     p = cli("ctl", "status", "-c", str(d.cfg))
-    assert p.returncode == 3 and "not valid TOML" in p.stderr, (p.returncode, p.stderr)
+    assert p.returncode == 2 and "not valid TOML" in p.stderr, (p.returncode, p.stderr)
+    assert "not running" not in p.stderr and "indexerd.sock" in p.stderr, p.stderr
+    assert "did not parse" in p.stderr, p.stderr
 
 
 def test_ctl_reload_waits_for_the_outcome_and_fails_when_refused(daemon):
