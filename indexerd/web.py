@@ -720,13 +720,7 @@ class _Pass:
             rules = self.src.robots.put_response(task.host, resp)
         self.counters.inc(f"web.robots.{rules.status}")
         if rules.status == "unreachable":
-            # the pass failed for this host: say so in the counts, not only in the log
-            self.counts.fail(f"{task.url} unreachable ({resp.error or f'HTTP {resp.status}'}); "
-                             f"nothing is fetched from {task.host} this pass")
-            self.unreachable.add(task.host)
-            self.counters.inc("error.robots-unreachable")
-            log.warning("%s: %s unreachable (%s); nothing is fetched from %s this pass", self.src.name,
-                        task.url, resp.error or f"HTTP {resp.status}", task.host)
+            self._host_unreachable(task.host, resp.error or f"HTTP {resp.status}")
         if self.cfg.sitemaps and self.only is None and task.host in self.seed_hosts \
                 and task.host not in self.sitemaps_asked:
             self.sitemaps_asked.add(task.host)
@@ -739,9 +733,25 @@ class _Pass:
                 if host_key(url) in self.seed_hosts:
                     self._put_sitemap(url)
 
+    def _host_unreachable(self, host: str, why: str) -> None:
+        """``host``'s robots.txt could not be read (RFC 9309 §2.3.1.4: nothing is fetched from
+        it): the pass fails for this host -- in the counts, not only in the log -- once per pass,
+        whether the verdict was made now or is the cached one (``UNREACHABLE_TTL``)."""
+        if host in self.unreachable:
+            return
+        self.unreachable.add(host)
+        self.counts.fail(f"{host}/robots.txt unreachable ({why}); nothing is fetched from {host} this pass")
+        self.counters.inc("error.robots-unreachable")
+        log.warning("%s: %s/robots.txt unreachable (%s); nothing is fetched from %s this pass",
+                    self.src.name, host, why, host)
+
     def _skipped(self, task: Task) -> None:
         """robots.txt forbids the URL, or could not be read, or its host is down this pass, or
         the scope gate dropped it just before the fetch."""
+        if task.skip == "robots-unreachable":
+            rules = self.src.robots.get(task.host)
+            self._host_unreachable(task.host, f"{rules.detail if rules else 'no response'}, "
+                                              "the verdict cached from an earlier attempt")
         if task.skip not in ("robots", "robots-unreachable", "host-down"):
             row = self.rows.get(task.url)
             if row is not None:

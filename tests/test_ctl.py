@@ -481,6 +481,38 @@ def test_reindex_forget_explain_of_a_web_page(tree, site, monkeypatch):
         d.stop()
 
 
+def _web_env(monkeypatch):
+    monkeypatch.setitem(ENV, "NO_PROXY", "127.0.0.1,localhost")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delitem(ENV, name, raising=False)
+
+
+def test_a_dead_site_fails_every_crawl_while_its_robots_verdict_is_cached(tree, monkeypatch):
+    """Fix round: the second ``ctl crawl --wait`` of a dead site within the robots.txt
+    'unreachable' cache time (5 min) said errors 0, exit 0: the cached verdict skipped every URL
+    without failing the pass."""
+    from test_web import web_config
+
+    _web_env(monkeypatch)
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = tree
+    text = web_config([f"http://127.0.0.1:{port}/"], state_dir=d.base / "state", name="dead", interval="1h")
+    d.cfg.write_text(f'control_socket = "{d.sock}"\n' + text, encoding="utf-8")
+    d.start(sources=("dead",))
+    try:
+        for attempt in range(2):
+            p = d.ctl("crawl", "dead", "--wait")
+            assert p.returncode == 1, (attempt, p.returncode, p.stdout, p.stderr)
+            assert "no seed host answered" in p.stderr, (attempt, p.stderr)
+            st = d.status()["sources"]["dead"]
+            assert st["last_run"]["error"] and "no seed host answered" in st["last_run"]["error"], st
+            assert st["last_run"]["counts"]["errors"] >= 1, st
+    finally:
+        d.stop()
+
+
 def test_forgotten_sql_row_of_a_source_without_a_queue_comes_back_once(sql_daemon):
     """Without incremental_sql every pass is a full load: it brings the row back, and the
     forgotten id is not read a second time (seen counts each row once)."""
