@@ -94,8 +94,10 @@ def reindex(sources: Mapping, targets: list[str], pipeline: Pipeline, counts: Pa
 def forget(sources: Mapping, target: str, pipeline: Pipeline) -> str:
     """Drop the document ``target`` names from the index and the store now; return its key.
 
-    A SQL row is remembered so that the source's next pass reads it again (as the next scan
-    finds a forgotten file and the next crawl a forgotten page).
+    A SQL row is remembered so that the source's next pass reads it again, a web page is made
+    due at its source's next crawl whatever its adaptive-recrawl schedule said (as the next scan
+    finds a forgotten file).  A crawl of the source running at that moment keeps its own
+    schedule for the page; the pass after it asks the page.
 
     Raises:
         UnknownKey: nothing is stored under the key (exit 1).
@@ -108,4 +110,6 @@ def forget(sources: Mapping, target: str, pipeline: Pipeline) -> str:
     src = sources.get(rec.source)
     if key.startswith("sql:") and getattr(src, "kind", None) == "sql":
         src.remember_forgotten(pipeline.store, _sql_parts(key)[1])
+    elif getattr(src, "kind", None) == "web":
+        pipeline.store.crawl_due_now(rec.source, key, "forgotten (ctl forget): due at the next crawl")
     return key

@@ -426,6 +426,13 @@ class Store:
                                "ORDER BY source LIMIT 1", (url,)).fetchone()
         return dict(row) if row is not None else None
 
+    def crawl_due_now(self, source: str, key: str, reason: str) -> None:
+        """Make the page indexed under ``key`` (its crawl row's URL, or a redirect's target
+        ``doc_key``) due at the next pass of ``source``: its adaptive-recrawl ``due_at`` is
+        cleared (None is due: :func:`indexerd.recrawl.is_due`), its learnt interval kept."""
+        self._exec_many("UPDATE crawl SET due_at = NULL, due_reason = ? "
+                        "WHERE source = ? AND (url = ? OR doc_key = ?)", [(reason, source, key, key)])
+
     def forget_source(self, source: str) -> None:
         """Forget everything but the document rows of a removed source, in one transaction: its
         frontier and seen set, its run record, and its ``sql:<source>:`` / ``web:<source>:`` meta

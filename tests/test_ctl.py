@@ -487,6 +487,34 @@ def _web_env(monkeypatch):
         monkeypatch.delitem(ENV, name, raising=False)
 
 
+def test_forgotten_page_comes_back_at_the_next_crawl_with_adaptive_recrawl(tree, site, monkeypatch):
+    """Fix round: with adaptive recrawl on, a forgotten page kept its crawl row's next-due time
+    (1 h to 7 d away), so the next crawl did not ask it and it stayed out of the index."""
+    from test_web import LM, html, web_config
+
+    _web_env(monkeypatch)
+    d = tree
+    site.static("/", html("Home", "homeword", links=["/b.html"]), last_modified=LM, etag='"h1"')
+    site.static("/b.html", html("B", "bravoword"), last_modified=LM, etag='"b1"')
+    text = web_config([site.url("/")], state_dir=d.base / "state", name="intranet", interval="1h",
+                      max_recrawl_interval="7d")
+    d.cfg.write_text(f'control_socket = "{d.sock}"\n' + text, encoding="utf-8")
+    d.start(sources=("intranet",))
+    try:
+        assert [h["key"] for h in d.search("bravoword")] == [site.url("/b.html")]
+        due = json.loads(d.ctl_ok("explain", site.url("/b.html"), "--json"))
+        p = d.ctl("forget", site.url("/b.html"))
+        assert p.returncode == 0, p.stderr
+        assert d.search("bravoword") == []
+        before = len(site.log)
+        p = d.ctl("crawl", "intranet", "--wait")
+        assert p.returncode == 0, p.stderr
+        assert "/b.html" in [h.path for h in site.log[before:]], (due, [h.path for h in site.log[before:]])
+        assert [h["key"] for h in d.search("bravoword")] == [site.url("/b.html")]
+    finally:
+        d.stop()
+
+
 def test_a_dead_site_fails_every_crawl_while_its_robots_verdict_is_cached(tree, monkeypatch):
     """Fix round: the second ``ctl crawl --wait`` of a dead site within the robots.txt
     'unreachable' cache time (5 min) said errors 0, exit 0: the cached verdict skipped every URL
