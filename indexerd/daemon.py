@@ -53,7 +53,9 @@ class SourceState:
     failed (raised), None otherwise; ``last_message`` is the last error message of that pass (its
     failure, or the last document or step that failed: status shows why ``errors`` is not 0);
     ``latest_error`` keeps the most recent such message of any pass since the daemon started,
-    with the time (aware UTC) its pass ended.
+    with the time (aware UTC) its pass ended; ``last_interrupted`` is True when the daemon's stop
+    cut that pass short (its counts are what was done before the stop; it resumes at the next
+    start).
     """
 
     def __init__(self) -> None:
@@ -65,6 +67,7 @@ class SourceState:
         self.last_finished: datetime | None = None
         self.last_counts: dict | None = None
         self.last_error: str | None = None
+        self.last_interrupted = False
         self.last_message: str | None = None
         self.latest_error: tuple[datetime, str] | None = None
         self.watched = False
@@ -384,6 +387,7 @@ class Daemon:
                 st.last_started, st.last_finished = st.current_started, datetime.now(UTC)
                 st.last_counts = counts.as_dict()
                 st.last_error = pass_error
+                st.last_interrupted = self.stop_event.is_set()
                 st.last_message = pass_error or counts.last_error
                 if st.last_message:
                     st.latest_error = (st.last_finished, st.last_message)
@@ -691,12 +695,18 @@ class Daemon:
         return {"source": name, "started": not running, "queued": running}
 
     def _raise_if_failed(self, names) -> None:
-        """A ``--wait`` reply must not claim what was not committed: fail naming each source
-        whose pass failed (commit failed, root missing, statement failed, no site reachable).
+        """A ``--wait`` reply must not claim what was not committed or not done: fail naming each
+        source whose pass failed (commit failed, root missing, statement failed, no site
+        reachable) or was interrupted by the daemon's stop.
 
         Raises:
             PassFailed: exit code 1.
         """
+        cut = [n for n in names if n in self.states and self.states[n].last_interrupted]
+        if cut:
+            raise PassFailed("; ".join(f"the pass of {n} was interrupted: the daemon is stopping (its "
+                                       f"counts are what was done before the stop; a web crawl resumes "
+                                       f"at the next start, a forced one still forced)" for n in cut))
         failed = {n: self.states[n].last_error for n in names if n in self.states and self.states[n].last_error}
         if failed:
             raise PassFailed("; ".join(f"the pass of {n} failed: {why} (its counts are what was read, not "

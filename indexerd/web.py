@@ -417,8 +417,10 @@ class _Pass:
 
     def _resume(self, state: dict) -> None:
         """Continue an interrupted pass: what it did stays done, what it queued is queued (the
-        frontier's overflow stays on disk until :meth:`_refill` takes it back)."""
+        frontier's overflow stays on disk until :meth:`_refill` takes it back); a forced pass
+        (``ctl reindex --source``) stays forced."""
         self.pass_id = int(state["id"])
+        self.forced = bool(state.get("forced"))
         self.spill_left = True
         if state.get("started"):
             self.pass_start = from_db_time(state["started"])
@@ -460,7 +462,7 @@ class _Pass:
         self.spill_buffer = []
         deletes = [u for u in self.dirty if u not in self.rows]
         meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running",
-                                           "started": to_db_time(self.pass_start)})} \
+                                           "started": to_db_time(self.pass_start), "forced": self.forced})} \
             if self.only is None else {}  # ctl reindex URL leaves the pass state as it is
         links = {u: v for u, v in self.links.items() if u in self.rows}
         self.store.crawl_write(self.src.name, rows, deletes, meta, links)

@@ -541,6 +541,49 @@ def test_a_dead_site_fails_every_crawl_while_its_robots_verdict_is_cached(tree, 
         d.stop()
 
 
+def test_an_interrupted_forced_crawl_says_so_and_resumes_forced(tree, site, monkeypatch):
+    """Fix round: SIGTERM during ``ctl reindex --source NAME`` answered rc 0 with counts, and the
+    pass resumed after the restart was an ordinary one (conditional GETs: nothing re-indexed)."""
+    from test_web import LM, html, web_config
+
+    _web_env(monkeypatch)
+    d = tree
+    pages = [f"/p{i}.html" for i in range(40)]
+    site.static("/", html("Home", "homeword", links=pages), last_modified=LM, etag='"h"')
+    for i, path in enumerate(pages):
+        site.static(path, html(f"P{i}", f"pageword{i}"), last_modified=LM, etag=f'"p{i}"')
+    text = web_config([site.url("/")], state_dir=d.base / "state", name="intranet", interval="1h",
+                      politeness={"min_delay": "0.1s", "good_guy_factor": 0.1, "max_backoff": "0.1s"})
+    d.cfg.write_text(f'control_socket = "{d.sock}"\n' + text, encoding="utf-8")
+    d.start(sources=("intranet",))
+    client = None
+    try:
+        assert len(d.search("homeword")) == 1
+        before = len(site.log)
+        client = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "ctl", "reindex", "--source",
+                                   "intranet", "-c", str(d.client_cfg)], env=ENV, cwd=REPO,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        d.poll(lambda: len(site.log) - before, lambda n: n >= 5, 60, "the forced crawl started")
+        d.stop()
+        out, err = client.communicate(timeout=60)
+        assert client.returncode != 0, (client.returncode, out, err)
+        assert "interrupted" in err, err
+        asked = {h.path for h in site.log[before:]}
+        assert len(asked - {"/", "/robots.txt"}) < len(pages), "the pass was not interrupted"
+        restart = len(site.log)
+        d.start(sources=("intranet",))
+        d.settle(timeout=60)
+        resumed = [h for h in site.log[restart:] if h.path in pages]
+        assert {h.path for h in resumed} == set(pages) - asked, sorted(h.path for h in resumed)
+        conditional = [h.path for h in resumed if h.header("If-None-Match") or h.header("If-Modified-Since")]
+        assert conditional == [], conditional   # the resumed pass is still forced
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+        if d.alive():
+            d.stop()
+
+
 def test_forgotten_sql_row_of_a_source_without_a_queue_comes_back_once(sql_daemon):
     """Without incremental_sql every pass is a full load: it brings the row back, and the
     forgotten id is not read a second time (seen counts each row once)."""
