@@ -252,13 +252,14 @@ class Mirror:
             return None
 
     def exists(self, url: str) -> bool:
-        """True when the file for ``url`` exists as a regular file (a symlink does not count)."""
+        """True when the file for ``url`` exists as a regular file (a symlink does not count);
+        False too when it cannot be looked at (``root`` not a directory, not readable: OSError)."""
         names = self._parts(url)
         try:
             with self._open_dirs(names[:-1], create=False) as dfd:
                 st = self._lstat(dfd, names[-1])
                 return st is not None and stat.S_ISREG(st.st_mode)
-        except ValueError:
+        except (ValueError, OSError):
             return False
 
     def remove(self, url: str) -> bool:

@@ -297,6 +297,7 @@ class _Pass:
         self.max_interval = float(self.cfg.max_recrawl_interval)
         self.not_due: set[str] = set()  # known URLs this pass does not ask (in ``seen``)
         self.unreachable: set[str] = set()  # hosts whose robots.txt could not be read this pass
+        self.mirror_failures = 0  # mirror writes and removals that failed in this pass
 
     # -- setup and teardown ---------------------------------------------------------------
     def run(self) -> None:
@@ -360,6 +361,9 @@ class _Pass:
             self._persist(finished=finished)
         log.info("%s: crawl %s after %d requests (%d still queued)", self.src.name,
                  "finished" if finished else "interrupted", self.frontier.requests, self.frontier.queued())
+        if self.mirror_failures > 1:
+            log.warning("%s: %d mirror writes/removals under mirror_dir %s failed in this pass",
+                        self.src.name, self.mirror_failures, self.src.mirror.root)
 
     def _start(self, state: dict) -> None:
         """A new pass: seeds, then every URL requested before (re-checked conditionally)."""
@@ -1057,12 +1061,24 @@ class _Pass:
         self.counters.inc(f"web.drop.{reason}")
 
     # -- mirror ---------------------------------------------------------------------------
+    def _mirror_failed(self, what: str, url: str, e: Exception) -> None:
+        """One mirror write or removal failed: counted (``error.mirror``, in ``ctl status``);
+        the first of the pass is logged as a warning naming ``mirror_dir`` and the error, the
+        others at debug level (an unwritable mirror_dir fails every page: one line, not one per
+        page), and :meth:`run` logs how many failed when the pass ends."""
+        self.counters.inc("error.mirror")
+        self.mirror_failures += 1
+        if self.mirror_failures == 1:
+            log.warning("%s: mirror_dir %s: %s %s failed: %s; further mirror failures of this pass are "
+                        "only counted (error.mirror)", self.src.name, self.src.mirror.root, what, url, e)
+        else:
+            log.debug("%s: mirror %s of %s failed: %s", self.src.name, what, url, e)
+
     def _mirror_write(self, url: str, data: bytes, mtime: datetime | None) -> None:
         try:
             self.src.mirror.write(url, data, mtime)
         except (OSError, ValueError) as e:
-            self.counters.inc("error.mirror")
-            log.warning("%s: mirror of %s not written: %s", self.src.name, url, e)
+            self._mirror_failed("writing", url, e)
 
     def _mirror_remove(self, url: str) -> None:
         if self.src.mirror is None:
@@ -1070,5 +1086,4 @@ class _Pass:
         try:
             self.src.mirror.remove(url)
         except (OSError, ValueError) as e:
-            self.counters.inc("error.mirror")
-            log.warning("%s: mirror of %s not removed: %s", self.src.name, url, e)
+            self._mirror_failed("removing", url, e)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import calendar
 import itertools
 import json
+import logging
 import resource
 import shutil
 import signal
@@ -916,6 +917,33 @@ def test_mirror_files_and_mtimes(tmp_path, site) -> None:
     site.add("/a.html", status=404, body=b"", headers={"Content-Type": "text/plain"})
     crawl.run()
     assert not a.exists() and b.exists()
+
+
+def test_unwritable_mirror_dir_is_logged_once_per_pass_naming_it(tmp_path, site, caplog) -> None:
+    """Fix round: an unwritable ``mirror_dir`` logged one warning per page (414 in a pass),
+    none naming the directory.  The first failure of a pass is logged naming it and the error,
+    the rest are counted (``error.mirror``, shown by ``ctl status``) and summed in one line at
+    the pass's end; the pages are indexed all the same."""
+    pages = [f"/p{i}.html" for i in range(12)]
+    site.static("/", html("Home", "start", pages), etag='"h"')
+    for i, path in enumerate(pages):
+        site.static(path, html(f"P{i}", f"mirrorword{i}"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    mirror_dir = blocker / "mirror"   # under a regular file: no user, root included, can create it
+    crawl = Crawl(tmp_path, site, mirror_dir=str(mirror_dir))
+    with caplog.at_level(logging.WARNING, logger="indexerd"):
+        summary = crawl.run()
+    assert summary["indexed"] == 13, summary
+    warned = [r.getMessage() for r in caplog.records if "mirror" in r.getMessage()]
+    assert len(warned) == 2, warned   # the first failure, and how many failed at the pass's end
+    assert str(mirror_dir) in warned[0] and "Not a directory" in warned[0], warned
+    assert "13 mirror writes" in warned[1] and str(mirror_dir) in warned[1], warned
+    assert crawl.counters["error.mirror"] == 13, crawl.counters
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="indexerd"):
+        crawl.run()   # the next pass logs it again, once
+    assert len([r for r in caplog.records if "mirror" in r.getMessage()]) == 2
 
 
 # -- resume ------------------------------------------------------------------------------------------------------
