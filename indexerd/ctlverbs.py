@@ -52,10 +52,13 @@ def reindex(sources: Mapping, targets: list[str], pipeline: Pipeline, counts: Pa
     Raises:
         ConfigError: a malformed key, a SQL source that is not configured, a URL outside every
             web source, a path outside every tree (exit 2).
-        UnknownKey: a SQL id that is neither stored nor returned by ``full_sql`` (exit 1).
+        UnknownKey: a SQL id that is neither stored nor returned by ``full_sql``, or a file that
+            is neither stored nor there (nor selected by its source), after every other target
+            was read (exit 1: "not known" is one exit code for every kind of key).
         IndexerdError: the database failed (exit 1).
     """
     groups: dict[str, list[str]] = {}
+    missing: list[str] = []  # files neither there (nor selected by their source) nor stored
     for target in targets:
         key = normalise_key(target)
         if key.startswith("sql:"):
@@ -73,7 +76,8 @@ def reindex(sources: Mapping, targets: list[str], pipeline: Pipeline, counts: Pa
             groups.setdefault(src.name, []).append(key)
         else:
             src, path = confined_path(target)
-            src.handle_path(path, pipeline, counts, forced=True)
+            if src.handle_path(path, pipeline, counts, forced=True) == "ignored":
+                missing.append(target)
     for name, items in groups.items():
         src = sources[name]
         if src.kind == "web":
@@ -89,6 +93,9 @@ def reindex(sources: Mapping, targets: list[str], pipeline: Pipeline, counts: Pa
         if unknown:
             raise UnknownKey(f"{src.key_for(unknown[0])}: not known to indexerd (not stored, and "
                              f"full_sql returns no such row)")
+    if missing:
+        raise UnknownKey(f"{missing[0]}: not known to indexerd (not stored, and no such file, or its "
+                         f"source's include/exclude rules leave it out)")
 
 
 def forget(sources: Mapping, target: str, pipeline: Pipeline) -> str:

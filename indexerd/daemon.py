@@ -730,10 +730,12 @@ class Daemon:
             return {"counts": counts.as_dict()}
         from . import ctlverbs
 
-        with self._pipeline() as pipeline:
-            ctlverbs.reindex(self.sources, targets, pipeline, counts, confined_path=self._confined_path,
-                             cancel=self.stop_event)
-        self.indexer.flush(timeout=60)
+        try:
+            with self._pipeline() as pipeline:
+                ctlverbs.reindex(self.sources, targets, pipeline, counts, confined_path=self._confined_path,
+                                 cancel=self.stop_event)
+        finally:  # an unknown key fails the request after the other targets were read: commit them
+            self.indexer.flush(timeout=60)
         return {"counts": counts.as_dict()}
 
     def _confined_path(self, target: str) -> tuple[FileSource, str]:

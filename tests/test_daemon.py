@@ -1153,3 +1153,17 @@ def test_ctl_reindex_without_targets_is_a_usage_error(daemon):
     out = json.loads(d.ctl_ok("reindex", "--all"))
     assert out["indexed"] >= 1, out
     d.assert_alive()
+
+
+def test_ctl_reindex_of_a_missing_file_is_not_known_like_a_missing_sql_id(daemon):
+    """Fix round: ``ctl reindex`` of a file that is neither there nor stored answered rc 0 with
+    ``seen 0`` while a missing SQL id exits 1: "not known" is exit 1 for every kind of key."""
+    d = daemon
+    p = d.ctl("reindex", str(d.root / "never-there.txt"))
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "not known" in p.stderr and "never-there.txt" in p.stderr, p.stderr
+    # the other targets of the same request are still read
+    d.ctl_ok("forget", str(d.root / "a.txt"))
+    p = d.ctl("reindex", str(d.root / "never-there.txt"), str(d.root / "a.txt"))
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert [h["key"] for h in d.search("apple")] == [d.key(d.root / "a.txt")]
