@@ -43,6 +43,9 @@ RELOAD_WAIT_SECONDS = 50.0
 #: Seconds a stop waits for running passes before it commits and exits without them: well under
 #: systemd's ``TimeoutStopSec`` (20 s in the shipped unit), whatever the sources' timeouts.
 STOP_WAIT_SECONDS = 4.0
+#: How long (seconds) a reload waits for the cancelled pass of a removed source to end before it
+#: forgets the source; a pass still running then forgets its source itself when it ends.
+REMOVE_WAIT_SECONDS = 10.0
 
 
 class SourceState:
@@ -74,6 +77,10 @@ class SourceState:
         self.watch_error: str | None = None  # why a tree configured to be watched is not
         self.rerun = False  # a reconcile was asked for while one was running
         self.lock = threading.Lock()  # one pass of a source at a time
+        #: set to end this source's running pass early: at a stop, or when a reload removes it
+        self.cancel = threading.Event()
+        self.removed = False  # a reload removed the source: no pass of it may write again
+        self.forget_on_end = False  # the reload gave up waiting: the pass forgets the source
 
 
 class PassFailed(IndexerdError):
@@ -194,6 +201,8 @@ class Daemon:
             return max(0.0, by - time.monotonic())
 
         self.stop_event.set()
+        for st in list(self.states.values()):
+            st.cancel.set()
         with self._lock:  # a ctl reload waiting now gets its answer instead of a timeout
             waiters, self._reload_waiters = self._reload_waiters, []
         for done, slot in waiters:
@@ -329,16 +338,55 @@ class Daemon:
         self.cfg = new
         self.indexer.cfg = new
         self.indexer.sources = new_sources
-        for name in removed:
-            self.states.pop(name, None)
+        still_running = self._end_passes_of(removed)
         try:  # before the new sources' first pass: a renamed source shares its keys with its old name
-            self.indexer.forget_sources(self.indexer.removed_sources(), cancel=self.stop_event)
+            self.indexer.forget_sources([n for n in self.indexer.removed_sources() if n not in still_running],
+                                        cancel=self.stop_event)
         except IndexerdError as e:
             log.error("removing sources: %s; the rest is done at the next start", e)
         self._apply_sources(initial=False, changed=changed)
         log.info("reloaded %s: %d sources (%d new or changed, %d removed)", self.config_path,
                  len(new_sources), len(changed), len(removed))
         return None
+
+    def _end_passes_of(self, removed: set[str]) -> set[str]:
+        """Cancel the running pass of each removed source and wait (at most
+        :data:`REMOVE_WAIT_SECONDS` in all) until it has ended, so that nothing it writes can
+        land after the source is forgotten.  A removed source's lock stays held: no later pass
+        of it starts.  Returns the names whose pass had not ended in time (each forgets its
+        source itself when it ends, see :meth:`reconcile`)."""
+        by = time.monotonic() + REMOVE_WAIT_SECONDS
+        ending = []
+        with self._lock:
+            for name in removed:
+                st = self.states.pop(name, None)
+                if st is not None:
+                    st.removed = True
+                    st.cancel.set()
+                    ending.append((name, st))
+        late = set()
+        for name, st in ending:
+            if st.lock.acquire(timeout=max(0.0, by - time.monotonic())):
+                continue
+            with self._lock:  # the pass reads forget_on_end under this lock after releasing its own
+                if st.lock.acquire(blocking=False):
+                    continue          # it ended just now: forgotten below, like the others
+                st.forget_on_end = True
+            late.add(name)
+            log.warning("removed source %s: its pass is still running after %.0f s; it is forgotten "
+                        "when that pass ends", name, REMOVE_WAIT_SECONDS)
+        return late
+
+    def _forget_after_pass(self, name: str) -> None:
+        """Forget source ``name``, removed by a reload while its pass ran longer than
+        :data:`REMOVE_WAIT_SECONDS` (that pass's thread, after it ended)."""
+        if name in self.sources:     # added again since: its new passes keep what they index
+            return
+        try:
+            with self._pipeline() as pipeline:
+                self.indexer.forget_sources([name], pipeline=pipeline, cancel=self.stop_event)
+        except IndexerdError as e:
+            log.error("removing source %s: %s; the rest is done at the next start", name, e)
 
     @contextmanager
     def _pipeline(self):
@@ -359,6 +407,9 @@ class Daemon:
                 st.rerun = True  # the running pass starts another when it ends
             log.info("%s: a pass is already running; another will follow it", name)
             return None
+        if st.removed:   # removed by a reload while this waited for the lock
+            st.lock.release()
+            return None
         counts = PassCounts()
         pass_error = None
         try:
@@ -372,7 +423,7 @@ class Daemon:
                 mark_pass_started(pipeline.store, name, src.kind, st.current_started)
                 pipeline.urgent = False  # a pass commits about once a second, not per drain
                 src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
-                             cancel=self.stop_event)
+                             cancel=st.cancel)
                 pipeline.flush(timeout=60)  # RetryLater: a write or commit of this pass failed
         except RetryLater as e:
             pass_error = f"index commit failed: {e}"
@@ -392,17 +443,24 @@ class Daemon:
                 if st.last_message:
                     st.latest_error = (st.last_finished, st.last_message)
                 rerun, st.rerun = st.rerun, False
+            try:  # under the pass's lock: a reload removing the source forgets it after this
+                if not (self.stop_event.is_set() or st.cancel.is_set()):  # interrupted: keeps its running mark
+                    with Store(self.indexer.state.store_path) as store:
+                        store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts,
+                                         completed=not pass_error)
+            except IndexerdError as e:
+                log.error("%s", e)
             st.lock.release()
-            if rerun and not self.stop_event.is_set():
+            with self._lock:
+                forget_now, st.forget_on_end = st.forget_on_end, False
+            if forget_now:
+                self._forget_after_pass(name)
+            if rerun and not self.stop_event.is_set() and not st.removed:
                 log.info("%s: another reconcile was requested during this one; running it now", name)
                 self._reconcile_soon({name})
-        try:  # an interrupted pass keeps its running mark: it resumes at the next start
-            if not self.stop_event.is_set():
-                with Store(self.indexer.state.store_path) as store:
-                    store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts,
-                                     completed=not pass_error)
-        except IndexerdError as e:
-            log.error("%s", e)
+        if st.removed:
+            log.info("%s: pass cancelled, the source was removed (%s)", name, st.last_counts)
+            return st.last_counts
         log.info("%s: reconcile %s", name, st.last_counts)
         self._rewatch_after_pass(name, src, st)
         return st.last_counts
@@ -726,6 +784,10 @@ class Daemon:
                 c = self.reconcile(n, forced=True)
                 if c:
                     counts.add(PassCounts(**c))
+            gone = [n for n in names if n not in self.sources]
+            if gone:
+                raise PassFailed(f"source {', '.join(gone)} was removed by a reload while its pass ran: "
+                                 f"the pass was cancelled and the source forgotten")
             self._raise_if_failed(names)
             return {"counts": counts.as_dict()}
         from . import ctlverbs

@@ -105,3 +105,46 @@ def test_first_run_time_is_the_start_up_rule():
     interrupted = dict(done, running_since=now - timedelta(seconds=5))
     assert first_run_time("web", 3600, interrupted, now) == now            # resumes
     assert first_run_time("sql", 3600, {"running_since": None, "completed_at": None}, now) == now
+
+
+@pytest.mark.parametrize("how", ["schedule", "reindex"])
+def test_a_source_removed_while_its_pass_runs_leaves_nothing_searchable(lc, how):
+    """Removing a source by reload while its pass runs: the running pass is cancelled and
+    finished before the source is forgotten, so it cannot write documents, crawl rows or its
+    pass state back afterwards (it did: 808 of a tree's documents stayed until the next start).
+    ``how``: the pass is the scheduled first pass, or a ``ctl reindex --source``."""
+    import subprocess
+    import sys
+
+    from conftest import CLI  # noqa: F401 (the CLI runner's environment)
+    from test_daemon import ENV, REPO
+
+    d = lc
+    big = d.base / "big"
+    n = 4000
+    write(d.root / "a.txt", "keptword\n")
+    for i in range(n):
+        write(big / f"d{i // 500}" / f"f{i:05d}.txt", f"goneword number{i}\n")
+    if how == "reindex":
+        d.write_config({"docs": d.root, "big": big})
+        d.start(("docs", "big"))
+        assert len(report_keys(d, "big")) == n
+        reindex = subprocess.Popen(
+            [sys.executable, "-m", "indexerd.cli", "ctl", "reindex", "--source", "big", "-c", str(d.client_cfg)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=REPO, text=True)
+    else:
+        d.start(("docs",))
+        d.write_config({"docs": d.root, "big": big})
+        d.ctl_ok("reload")
+    d.poll(lambda: d.status()["sources"].get("big", {}), lambda s: s.get("running"), 60.0, "big's pass running")
+    d.write_config({"docs": d.root})
+    d.ctl_ok("reload", timeout=120)
+    if how == "reindex":
+        out, err = reindex.communicate(timeout=120)
+        assert reindex.returncode == 1 and "removed by a reload" in err, (reindex.returncode, out, err)
+    d.settle(timeout=60.0)
+    assert "big" not in d.status()["sources"]
+    assert report_keys(d, "big") == set()
+    assert d.search("goneword") == []
+    assert len(d.search("keptword")) == 1
+    assert "removed source big" in d.log()
