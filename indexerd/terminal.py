@@ -71,9 +71,12 @@ def print_hits(hits, *, display_path, format_utc) -> None:
 
 
 def print_explain(out: dict) -> None:
-    """``ctl explain``: one ``field value`` line per known field, then the explanation."""
+    """``ctl explain``: one ``field value`` line per known field (a nested field, such as the
+    recrawl schedule, as ``name value, name value``), then the explanation."""
     for k, v in out.items():
         if k != "explanation" and v is not None:
+            if isinstance(v, dict):
+                v = ", ".join(f"{name} {value}" for name, value in v.items() if value is not None)
             print(f"{k:22} {safe(v)}")
     for line in out["explanation"]:
         print(f"- {safe(line)}")

@@ -390,6 +390,11 @@ def test_explain_after_a_304_pairs_the_reason_with_its_own_time(tmp_path, site, 
     out = json.loads(c.run("ctl", "explain", site.url("/"), "--json").stdout)
     line = [ln for ln in out["explanation"] if ln.startswith("last decision")][0]
     assert f"at {out['decided_at']}: not-modified" in line and out["decided_at"] == out["checked_at"], out
+    # the text form prints no Python dict (the recrawl schedule was `{'interval_seconds': ...}`)
+    text = c.run("ctl", "explain", site.url("/")).stdout
+    recrawl = [ln for ln in text.splitlines() if ln.startswith("recrawl ")]
+    assert recrawl and "{" not in text and "'" not in recrawl[0], text
+    assert f"due_at {out['recrawl']['due_at']}" in recrawl[0], text
 
 
 # -- 4. the ctl verbs for SQL rows (SQLite and PostgreSQL) --------------------------------------
