@@ -192,8 +192,21 @@ def _row_to_record(row: sqlite3.Row) -> DocumentRecord:
     return DocumentRecord(**values)
 
 
+def _db_text(value):
+    """``value``, with any lone surrogate (a file name that is not UTF-8, decoded with
+    ``surrogateescape``, quoted in a message or title) written as ``\\udcXX``: SQLite stores
+    UTF-8, and one such string made the whole batch, and the writer thread, fail."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _record_to_row(rec: DocumentRecord) -> tuple:
-    return tuple(to_db_time(getattr(rec, c)) if c in _TIME_COLUMNS else getattr(rec, c) for c in _COLUMNS)
+    return tuple(to_db_time(getattr(rec, c)) if c in _TIME_COLUMNS else _db_text(getattr(rec, c))
+                 for c in _COLUMNS)
 
 
 class Store:

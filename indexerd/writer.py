@@ -181,7 +181,12 @@ class IndexWriter:
         ev = threading.Event()
         op = _Op("barrier", event=ev)
         self._put(op)
-        done = ev.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not (done := ev.wait(0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic())))):
+            if not self._thread.is_alive():  # it stopped on an error: nothing will answer
+                raise RetryLater(f"the index writer stopped: {self._failure!r}")
+            if deadline is not None and time.monotonic() >= deadline:
+                break
         if op.error and (since is None or self.stats.write_failures > since):
             raise RetryLater(op.error)
         return done

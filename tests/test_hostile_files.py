@@ -375,3 +375,28 @@ def test_unreadable_root_is_an_error_of_the_pass(tmp_path) -> None:
         if (base / "root").exists():
             os.chmod(base / "root", 0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_skipped_files_with_names_that_are_not_utf8_do_not_stop_the_writer(tmp_path) -> None:
+    """An empty, a binary and a broken-PDF file whose names are not UTF-8: each is skipped with
+    its reason, the rest of the tree is indexed, and the command ends (the skip message carried
+    the name's lone surrogates into the store, whose UTF-8 encode killed the writer thread and
+    left ``indexerd index`` waiting for ever)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "ok.txt").write_text("okayword\n")
+    bad = os.fsencode(root) + b"/bad\xff\xfe"
+    with open(bad + b"empty.txt", "wb"):
+        pass
+    with open(bad + b"binary.bin", "wb") as f:
+        f.write(bytes(range(256)) * 64)
+    with open(bad + b"broken.pdf", "wb") as f:
+        f.write(b"%PDF-1.7\n garbage")
+    cli = CLI(tmp_path / "state")
+    p = cli.run("index", "--json", str(root), check=False, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    s = json.loads(p.stdout)
+    assert (s["seen"], s["indexed"], s["skipped"], s["errors"]) == (4, 1, 3, 0), s
+    assert search_paths(cli, "okayword") == [str(root / "ok.txt")]
+    details = {k: (st, r) for k, (st, r) in rows(cli.state_dir).items() if k != path_to_key(str(root / "ok.txt"))}
+    assert sorted(r for _st, r in details.values()) == ["binary", "empty", "parse-error"], details
