@@ -87,7 +87,7 @@ def cmd_check_config(args) -> int:
     from .indexer import build_sources
 
     cfg = _load(args, required=True)
-    build_sources(cfg)  # meta maps are read and checked too
+    build_sources(cfg, check_files=True)  # meta maps, SQL passwords and SQLite files too
     for name, path in _missing_roots(cfg):  # not an error: a disk may be mounted later
         print(f"indexerd: warning: source {name}: path {path} does not exist (or is not a "
               f"directory) now; its passes will report an error and delete nothing", file=sys.stderr)

@@ -55,13 +55,16 @@ def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
     return cache[path]
 
 
-def build_sources(cfg: Config) -> dict:
+def build_sources(cfg: Config, *, check_files: bool = False) -> dict:
     """Construct every configured source (``FileSource``, ``SqlFeed``, ``WebSource``) by name; meta maps are
-    read (and refused if malformed) here, and a SQL source's password and SQLite file are checked
-    (:meth:`SqlFeed.check`).  Nothing connects yet.
+    read (and refused if malformed) here, and a SQL source's password and URL are checked
+    (:meth:`SqlFeed.check`), its SQLite file only when ``check_files`` (``check-config``; for the
+    daemon and ``indexerd index`` a missing file fails that source's passes, like a missing
+    tree root).  Nothing connects yet.
 
     Raises:
-        ConfigError: a malformed meta map, an unset ``password_env``, a missing SQLite file.
+        ConfigError: a malformed meta map, an unset ``password_env``, a bad URL, a missing SQLite
+            file (with ``check_files``), as ``FILE: sources.sql[N].KEY: ...``.
     """
     cache: dict[str, MetaMap] = {}
     out: dict = {}
@@ -71,10 +74,10 @@ def build_sources(cfg: Config) -> dict:
     if cfg.sources.sql:
         from .sqlfeed import SqlFeed
 
-        for src in cfg.sources.sql:
+        for i, src in enumerate(cfg.sources.sql):
             pol = source_policy(cfg, src)
             out[src.name] = SqlFeed(src, pol, load_meta_map(pol.meta_map_path, cache))
-            out[src.name].check()
+            out[src.name].check(f"{cfg.origin}: sources.sql[{i}]", files=check_files)
     if cfg.sources.web:
         from .web import WebSource
 

@@ -64,23 +64,44 @@ def sqlite_file(url) -> str | None:
     return os.path.abspath(db)
 
 
-def check_url(name: str, url_text: str) -> None:
-    """Refuse, at check time, a SQLite URL whose database file does not exist.
+def missing_sqlite_file(url_text: str) -> str | None:
+    """Why the SQLite database of ``url_text`` cannot be read now: its file does not exist
+    (indexerd never creates it); None when it exists, for other databases, and for a URL that
+    does not parse (:func:`check_url` reports that)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        path = sqlite_file(make_url(url_text))
+    except ArgumentError:
+        return None
+    if path is not None and not os.path.isfile(path):
+        return (f"the database file {path} does not exist (indexerd never creates it; give the path "
+                "of the application's database)")
+    return None
+
+
+def check_url(where: str, url_text: str, *, files: bool = True) -> None:
+    """Refuse a URL that does not parse and, when ``files``, a SQLite URL whose database file
+    does not exist (``check-config``; at daemon start such a source's passes fail instead, as
+    with a missing tree root, since the application may create its database later).
+
+    Args:
+        where: what the error starts with, e.g. ``FILE: sources.sql[0].url``.
 
     Raises:
-        ConfigError: naming the source and the file.
+        ConfigError: ``<where>: ...`` naming the file or the URL's error (never a password).
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:
-        url = make_url(url_text)
+        make_url(url_text)
     except ArgumentError as e:
-        raise ConfigError(f"source {name}: url {mask_url(url_text)}: {e}") from None
-    path = sqlite_file(url)
-    if path is not None and not os.path.isfile(path):
-        raise ConfigError(f"source {name}: url {mask_url(url_text)}: the database file {path} does not exist "
-                          "(indexerd never creates it; give the path of the application's database)")
+        raise ConfigError(f"{where}: {mask_url(url_text)}: {e}") from None
+    why = missing_sqlite_file(url_text) if files else None
+    if why:
+        raise ConfigError(f"{where}: {why}")
 
 
 def make_engine(url, max_value_bytes: int):

@@ -49,7 +49,7 @@ from .dates import MetaMap
 from .decide import DecideSettings
 from .errors import ConfigError, IndexerdError, RetryLater
 from .pipeline import PassCounts, Pipeline, Policy
-from .sqlconn import check_url, interruptible, make_engine
+from .sqlconn import check_url, interruptible, make_engine, missing_sqlite_file
 from .sqlrows import BadRow, SqlRows
 
 log = logging.getLogger(__name__)
@@ -112,15 +112,23 @@ class SqlFeed:
                                   f"{self.cfg.password_file}: {e.strerror}") from None
         return None
 
-    def check(self) -> None:
+    def check(self, where: str, *, files: bool = True) -> None:
         """Check-time tests (``check-config``, daemon start, reload, ``indexerd index``): the
-        password is available and a SQLite database file exists.  Nothing connects.
+        password is available, the URL parses and (when ``files``: ``check-config``) a SQLite
+        database file exists.  Nothing connects.
+
+        Args:
+            where: the source's key path, e.g. ``FILE: sources.sql[0]``.
 
         Raises:
-            ConfigError: naming the source and what is missing (never a password).
+            ConfigError: ``<where>.<key>: ...`` naming what is missing (never a password).
         """
-        self.password()
-        check_url(self.name, self.cfg.url)
+        try:
+            self.password()
+        except ConfigError as e:
+            key = "password_env" if self.cfg.password_env else "password_file"
+            raise ConfigError(f"{where}.{key}: {str(e).removeprefix(f'source {self.name}: ')}") from None
+        check_url(f"{where}.url", self.cfg.url, files=files)
 
     def engine(self):
         """The SQLAlchemy engine (created once; see :func:`indexerd.sqlconn.make_engine`)."""
@@ -151,10 +159,18 @@ class SqlFeed:
                  cancel=None, start: str | None = None) -> None:
         """One pass: the full load the first time (or when ``forced``), then the queue.
 
-        A statement that fails fails the pass (``counts.failed`` says why); a statement
+        A statement that fails, or a SQLite database file that does not exist, fails the pass
+        (``counts.failed`` says why); a statement
         interrupted because ``cancel`` was set ends it quietly, nothing acknowledged."""
         from sqlalchemy.exc import SQLAlchemyError
 
+        missing = missing_sqlite_file(self.cfg.url)
+        if missing:  # like a missing tree root: this pass fails, the daemon and other sources run
+            counts.fail(missing)
+            counts.failed = missing
+            pipeline.counters.inc("error.sql")
+            log.error("source %s: %s", self.name, missing)
+            return
         try:
             full = forced or not pipeline.store.get_meta(self._meta_key()) or not self.cfg.incremental_sql
             if full:

@@ -987,11 +987,54 @@ def test_check_config_refuses_a_missing_sqlite_file_and_does_not_create_it(tmp_p
                    + "\n".join(f"{k} = {toml_value(v)}" for k, v in dict(
                        BASE_SOURCE, url=f"sqlite:///{missing}").items()) + "\n", encoding="utf-8")
     cli = CLI(tmp_path / "state", cfg)
-    for cmd in ("check-config", "index"):
-        p = cli.run(cmd, check=False)
-        assert p.returncode == 2, (cmd, p.returncode, p.stdout, p.stderr)
-        assert str(missing) in p.stderr and "does not exist" in p.stderr, p.stderr
+    p = cli.run("check-config", check=False)     # in the style of every other config error
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert f"{cfg}: sources.sql[0].url: " in p.stderr, p.stderr
+    assert str(missing) in p.stderr and "does not exist" in p.stderr, p.stderr
+    assert not missing.exists()
+    # `indexerd index`: the source's pass fails (exit 1, naming it), like a missing tree root
+    p = cli.run("index", check=False)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert f"source {SOURCE}" in p.stderr and str(missing) in p.stderr and "does not exist" in p.stderr, p.stderr
+    assert not missing.exists()
+
+
+def test_a_missing_sqlite_file_at_daemon_start_fails_that_source_only(tmp_path):
+    """A reboot where the application creates its database after indexerd starts: the daemon
+    runs (trees too), the SQL source's passes fail naming the file, and once the file exists
+    the next poll reads it."""
+    from test_daemon import DaemonUnderTest, write
+
+    base = Path(tempfile.mkdtemp(prefix="ixm"))
+    d = DaemonUnderTest(base)
+    try:
+        missing = base / "app.db"
+        write(d.root / "a.txt", "treeword\n")
+        d.cfg.write_text(d.config_text({"docs": d.root}) + "\n[[sources.sql]]\n" + "\n".join(
+            f"{k} = {toml_value(v)}" for k, v in dict(BASE_SOURCE, url=f"sqlite:///{missing}").items()) + "\n",
+            encoding="utf-8")
+        d.start(("docs", SOURCE))
+        assert len(d.search("treeword")) == 1
+        run = d.status()["sources"][SOURCE]["last_run"]
+        assert str(missing) in (run["error"] or "") and "does not exist" in run["error"], run
         assert not missing.exists()
+        p = d.ctl("poll", SOURCE, "--wait")
+        assert p.returncode == 1 and str(missing) in p.stderr, (p.returncode, p.stderr)
+        con = sqlite3.connect(missing)
+        con.executescript(DDL["sqlite"].read_text(encoding="utf-8"))
+        con.execute("INSERT INTO articles (id, title, body, updated) "
+                    "VALUES (1, 'Late', 'latecomerword', '2024-03-01T00:00:00Z')")
+        con.commit()
+        con.close()
+        p = d.ctl("poll", SOURCE, "--wait")
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        assert len(d.search("latecomerword")) == 1
+    finally:
+        try:
+            if d.alive():
+                d.stop()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def test_check_config_refuses_an_unset_password_env(tmp_path):
@@ -1004,6 +1047,7 @@ def test_check_config_refuses_an_unset_password_env(tmp_path):
     cli.env.pop(SECRET_ENV, None)
     p = cli.run("check-config", check=False)
     assert p.returncode == 2 and SECRET_ENV in p.stderr, (p.returncode, p.stdout, p.stderr)
+    assert f"{cfg}: sources.sql[0].password_env: " in p.stderr, p.stderr
     cli.env[SECRET_ENV] = "x"
     assert cli.run("check-config", check=False).returncode == 0
 
