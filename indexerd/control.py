@@ -64,6 +64,36 @@ def _error(message: str, exit_code: int) -> dict:
     return {"ok": False, "error": message, "exit_code": exit_code}
 
 
+#: The fields of a control request and their JSON types (what ``indexerd ctl`` sends); a request
+#: with another type, or a string holding NUL, is refused before any handler sees it.
+REQUEST_FIELDS: dict[str, tuple[type, ...]] = {
+    "cmd": (str,), "source": (str, type(None)), "key": (str,), "wait": (bool,), "all": (bool,),
+    "targets": (list,),
+}
+
+
+def request_problem(request: dict) -> str | None:
+    """What is wrong with the fields of ``request`` (a decoded JSON object), or None.
+
+    Unknown fields are ignored (a newer client may send more); known ones must have the type of
+    :data:`REQUEST_FIELDS`, ``targets`` must hold strings, and no string may contain NUL (no path
+    or key can)."""
+    for name, types in REQUEST_FIELDS.items():
+        if name not in request:
+            continue
+        value = request[name]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            return f"{name!r} must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, " \
+                   f"got {type(value).__name__}"
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if name == "targets" and not isinstance(v, str):
+                return f"'targets' must hold strings, got {type(v).__name__}"
+            if isinstance(v, str) and "\x00" in v:
+                return f"{name!r} contains a NUL character"
+    return None
+
+
 class ControlServer:
     """Serve the control protocol on a Unix socket, one short-lived thread per connection.
 
@@ -344,6 +374,9 @@ class ControlServer:
             return _error("bad request: JSON nested too deeply", 2)
         if not isinstance(request, dict):
             return _error(f"bad request: expected a JSON object, got {type(request).__name__}", 2)
+        problem = request_problem(request)
+        if problem:
+            return _error(f"bad request: {problem}", 2)
         try:
             reply = self.handler(request)
             if not isinstance(reply, dict):

@@ -241,6 +241,23 @@ def test_deeply_nested_request_gets_an_error_reply(server, sock_path, depth):
     assert request(sock_path, {"cmd": "status"})["ok"] is True
 
 
+@pytest.mark.parametrize("body, problem", [
+    ({"cmd": "reindex", "targets": [1, None, {}]}, "'targets' must hold strings, got int"),
+    ({"cmd": "reindex", "source": ["t"]}, "'source' must be str or null, got list"),
+    ({"cmd": "scan", "source": {"a": 1}}, "'source' must be str or null, got dict"),
+    ({"cmd": "forget", "key": ["a"]}, "'key' must be str, got list"),
+    ({"cmd": "scan", "source": "t", "wait": 1}, "'wait' must be bool, got int"),
+    ({"cmd": 7}, "'cmd' must be str, got int"),
+    ({"cmd": "reindex", "targets": ["/srv/tree/a\x00b"]}, "'targets' contains a NUL character"),
+])
+def test_wrongly_typed_request_is_a_bad_request_not_a_handler_error(server, sock_path, body, problem):
+    """Fields of the wrong JSON type reached the handlers and came back as exit 1 with a logged
+    traceback (AttributeError, unhashable type, embedded null byte): they are a bad request."""
+    reply = request(sock_path, body)
+    assert (reply["ok"], reply["exit_code"], reply["error"]) == (False, 2, f"bad request: {problem}")
+    assert request(sock_path, {"cmd": "status"})["ok"] is True
+
+
 def _slow_clients(path: Path, n: int, drip: bool) -> list[socket.socket]:
     clients = []
     for _ in range(n):
