@@ -754,6 +754,39 @@ def test_check_config_output_is_valid_toml_for_multiline_sql(tmp_path):
     assert data["sources"]["sql"][0]["incremental_sql"] == shipped["sources"]["sql"][0]["incremental_sql"]
 
 
+def test_the_shipped_sql_examples_validate_once_their_stated_prerequisites_exist(tmp_path):
+    """etc/sql-*.toml say "Validate with: indexerd check-config": their comments name what must
+    exist first (the SQLite file, the password variable); with that made, check-config exits 0."""
+    sqlite_text = (ETC / "sql-sqlite.toml").read_text(encoding="utf-8")
+    head = sqlite_text.split("state_dir")[0]
+    assert "must exist" in head and "/var/lib/app/app.db" in head, head
+    app = tmp_path / "app.db"
+    (tmp_path / "s.toml").write_text(sqlite_text.replace("/var/lib/app/app.db", str(app)).replace(
+        '"/var/lib/indexerd"', f'"{tmp_path / "state"}"'), encoding="utf-8")
+    cli = CLI(tmp_path / "state", tmp_path / "s.toml")
+    p = cli.run("check-config", check=False)
+    assert p.returncode == 2 and str(app) in p.stderr, (p.returncode, p.stderr)   # before
+    con = sqlite3.connect(app)                                  # the comment's prerequisite
+    con.executescript(DDL["sqlite"].read_text(encoding="utf-8"))
+    con.close()
+    p = cli.run("check-config", check=False)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+
+    pg_text = (ETC / "sql-postgresql.toml").read_text(encoding="utf-8")
+    env_name = tomllib.loads(pg_text)["sources"]["sql"][0]["password_env"]
+    head = pg_text.split("state_dir")[0]
+    assert "must be set" in head and env_name in head, head
+    (tmp_path / "p.toml").write_text(pg_text.replace('"/var/lib/indexerd"', f'"{tmp_path / "state"}"'),
+                                     encoding="utf-8")
+    cli = CLI(tmp_path / "state", tmp_path / "p.toml")
+    cli.env.pop(env_name, None)
+    p = cli.run("check-config", check=False)
+    assert p.returncode == 2 and env_name in p.stderr, (p.returncode, p.stderr)
+    cli.env[env_name] = "example"
+    p = cli.run("check-config", check=False)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+
+
 def test_password_is_set_on_the_url_from_env_and_file(tmp_path, monkeypatch):
     """Unit: SqlFeed.engine() puts the password on the URL object (not in the config's url)."""
     from indexerd.config import parse_config, source_policy
