@@ -132,8 +132,10 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument("-c", "--config", metavar="PATH", default=argparse.SUPPRESS,
                         help="config file (default: $INDEXERD_CONFIG, else /etc/indexerd/indexerd.toml); "
                              "may come before or after the command")
-    common.add_argument("--log-level", default=argparse.SUPPRESS,
-                        help="debug, info, warning (default), error")
+    common.add_argument("--log-level", default=argparse.SUPPRESS, type=str.lower,
+                        choices=("debug", "info", "warning", "error", "critical"),
+                        help="debug, info, warning, error or critical (default: for run, the config's "
+                             "log_level, itself info by default; for the other commands, warning)")
     return common
 
 
@@ -188,7 +190,9 @@ def _parser() -> argparse.ArgumentParser:
                                      f"stopped).\n\n"
                                      f"The daemon is found even when the config file is broken now (only "
                                      f"control_socket and state_dir are read from it); without "
-                                     f"control_socket: $RUNTIME_DIRECTORY/indexerd.sock, else "
+                                     f"control_socket, the first that answers of: "
+                                     f"$RUNTIME_DIRECTORY/indexerd.sock (under systemd); for root "
+                                     f"/run/indexerd/indexerd.sock; for other users "
                                      f"<state_dir>/indexerd.sock, then /run/indexerd/indexerd.sock.",
                          epilog="examples:\n  indexerd ctl status\n  indexerd ctl crawl intranet --wait\n"
                                 "  indexerd ctl search 'event loop' --limit 5")

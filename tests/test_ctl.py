@@ -320,6 +320,22 @@ def test_help_texts():
     assert p.returncode == 2 and "--dates" in p.stderr and "only one" in p.stderr, p.stderr
 
 
+def test_help_says_what_the_code_does_for_log_levels_and_the_socket_search_order():
+    """`run --help` claimed `warning (default)` (run uses the config's log_level, default info)
+    and left out critical; `ctl --help` left out root's /run/indexerd/indexerd.sock."""
+    run = " ".join(cli("run", "--help").stdout.split())
+    assert "critical" in run and "warning (default)" not in run, run
+    assert "log_level" in run and "info" in run, run
+    p = cli("run", "--log-level", "loud", "-c", "/nonexistent.toml")
+    assert p.returncode == 2 and "critical" in p.stderr, p.stderr
+    order = (r"\$RUNTIME_DIRECTORY/indexerd\.sock.*for root /run/indexerd/indexerd\.sock.*"
+             r"for other users <state_dir>/indexerd\.sock.*then .*?/run/indexerd/indexerd\.sock")
+    ctl = " ".join(cli("ctl", "--help").stdout.split())
+    assert re.search(order, ctl), ctl
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").replace("`", "").split())
+    assert re.search(order, readme)
+
+
 def test_seeds_type_error_does_not_mention_glob_patterns(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[[sources.web]]\nname = "w"\nseeds = "http://x.test/"\n', encoding="utf-8")
