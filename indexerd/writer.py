@@ -242,6 +242,24 @@ class IndexWriter:
         dirty_segments = False
         episode = FailureEpisode()
 
+        def abandon_batch() -> None:
+            """Drop the open session and the batch (a failed commit, or an index write that failed
+            half way through a document and left Whoosh's writer inside it): the store keeps its
+            old rows, so the next pass redoes these documents."""
+            nonlocal session, docs_pending, removes_pending, first_pending_at
+            if session is not None:
+                try:
+                    session.cancel()
+                except Exception:
+                    pass
+            session = None
+            removals.clear()
+            upserts.clear()
+            deletes.clear()
+            session_keys.clear()
+            self._forget_pending(batch_keys)
+            docs_pending, removes_pending, first_pending_at = 0, 0, None
+
         def commit() -> None:
             nonlocal session, docs_pending, removes_pending, first_pending_at, dirty_segments, urgent_pending
             urgent_pending = False
@@ -264,17 +282,7 @@ class IndexWriter:
                     failed_since_barrier.append(f"index commit failed in {self.index.path}: {e}")
                     self.stats.write_failures += 1
                     self._notify_failure({r.source for r in upserts.values()} if not deletes else None)
-                    try:
-                        session.cancel()
-                    except Exception:
-                        pass
-                    session = None
-                    removals.clear()
-                    # the store keeps its old rows: the next pass redoes these documents
-                    upserts.clear()
-                    deletes.clear()
-                    self._forget_pending(batch_keys)
-                    docs_pending, removes_pending, first_pending_at = 0, 0, None
+                    abandon_batch()
                     return
                 session = None
             if upserts or deletes:
@@ -408,6 +416,9 @@ class IndexWriter:
                         failed_since_barrier.append(f"index write failed in {self.index.path}: {e}")
                         self.stats.write_failures += 1
                         self._notify_failure({op.record.source} if op.record is not None else None)
+                        # Whoosh's writer is left inside the document ("Called start_doc when
+                        # already in a doc" for every later one): start the batch again
+                        abandon_batch()
                 batch = self.commit_batch
                 if docs_pending - removes_pending >= batch or len(upserts) >= max(batch, 2000) or \
                         removes_pending >= max(batch, 20_000):
