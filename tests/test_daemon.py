@@ -859,7 +859,7 @@ def test_b10_overflow_during_a_running_reconcile_is_not_dropped(tree):
         assert "overflow" in d.log().lower()
         total = INITIAL_DOCS + pre + n
         d.poll(lambda: d.status()["sources"]["docs"]["documents"].get("indexed", 0),
-               lambda v: v == total, 10.0, f"all {total} documents indexed after the overflow",
+               lambda v: v == total, 60.0, f"all {total} documents indexed after the overflow",
                interval=0.5)
         assert len(d.search(f"f{n - 1:05d}")) == 1
     finally:
