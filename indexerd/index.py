@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from .errors import IndexUnavailable, QueryError, RetryLater
+from .mergepolicy import drop_empty, reclaim_and_merge_small
 from .postingpool import TermPostingPool
 
 log = logging.getLogger(__name__)
@@ -206,10 +207,8 @@ class _WhooshSession:
 
     def commit(self, *, merge: bool) -> None:
         try:
-            if merge:
-                self._w.commit()
-            else:
-                self._w.commit(merge=False)
+            # both drop segments with no live document; only a merge rewrites (see mergepolicy)
+            self._w.commit(mergetype=reclaim_and_merge_small if merge else drop_empty)
         except BaseException:
             self._remove_temp_tocs()  # still under our lock: no other writer can be making one
             raise

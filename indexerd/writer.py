@@ -10,7 +10,8 @@ The thread batches them and commits:
   documents), with
   ``merge=False`` so a commit never waits for a segment merge; merges run after
   ``merge_idle_seconds`` of idleness, or after 2 s of idleness once 16 live commits (16 small
-  segments) have piled up;
+  segments) have piled up; every commit drops the segments left with no live document, and a
+  merge rewrites those more than a third deleted (see :mod:`indexerd.mergepolicy`);
 - in *bulk* mode (one-shot ``indexerd index``) every ``bulk_commit_batch`` documents, merging as
   Whoosh likes, so a big first index makes few, large segments.
 

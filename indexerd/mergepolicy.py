@@ -1,0 +1,75 @@
+"""Which Whoosh segments a commit keeps, drops or rewrites: the index's merge policy.
+
+Every update is a delete plus an add, and a deleted document stays in its segment until the
+segment is rewritten.  Whoosh's own ``MERGE_SMALL`` sorts and sizes segments by
+``doc_count_all()``, which counts deleted documents too, so a segment whose documents were all
+replaced is never dropped and never merged: repeated full passes only grow the index.  The
+policies here count live documents instead, and weigh deletes the way Lucene's
+``TieredMergePolicy`` does (a segment with many deletes is worth rewriting).
+
+A policy is called by Whoosh's ``SegmentWriter.commit(mergetype=...)`` with the writer and its
+list of existing segments (deletions of this session already applied to them); it returns the
+segments to keep as they are, after handing every segment to rewrite to ``writer.add_reader``
+(which copies only the live documents into the writer's new segment).
+"""
+
+from __future__ import annotations
+
+#: A segment whose deleted fraction exceeds this is rewritten by an idle merge (Lucene's
+#: TieredMergePolicy favours segments with deletes; one third mirrors its reclaim weighting).
+DELETED_FRACTION_TO_REWRITE = 1 / 3
+
+
+def _live(seg) -> int:
+    return seg.doc_count()
+
+
+def _rewrite(writer, segments) -> None:
+    from whoosh.reading import SegmentReader
+
+    for seg in segments:
+        reader = SegmentReader(writer.storage, writer.schema, seg)
+        try:
+            writer.add_reader(reader)
+        finally:
+            reader.close()
+
+
+def drop_empty(writer, segments: list) -> list:
+    """Keep every segment that still holds a live document; drop the others (no rewriting).
+
+    Cheap enough for every commit: a dropped segment is only left out of the new TOC, and Whoosh
+    removes its files after writing the TOC.  ``writer`` is unused (the policy signature)."""
+    return [seg for seg in segments if _live(seg) > 0]
+
+
+def reclaim_and_merge_small(writer, segments: list) -> list:
+    """Idle merge: drop empty segments, rewrite those whose deleted fraction exceeds
+    :data:`DELETED_FRACTION_TO_REWRITE`, then merge small segments as Whoosh's ``MERGE_SMALL``
+    does (the smallest ones, while their total stays under a Fibonacci bound) but sized by live
+    documents.  Returns the segments kept unchanged."""
+    from whoosh.util import fib
+
+    kept = []
+    rewrite = []
+    for seg in drop_empty(writer, segments):
+        total = seg.doc_count_all()
+        if total and (total - _live(seg)) / total > DELETED_FRACTION_TO_REWRITE:
+            rewrite.append(seg)
+        else:
+            kept.append(seg)
+    kept.sort(key=_live)
+    small: list = []
+    total_docs = sum(_live(s) for s in rewrite)
+    for i, seg in enumerate(kept):
+        total_docs += _live(seg)
+        small.append(seg)
+        if i > 3 and total_docs < fib(i + 5):
+            break
+    else:
+        small = []  # no merge point: Whoosh's MERGE_SMALL then merges nothing
+    if len(small) < 2:
+        small = []
+    chosen = rewrite + small
+    _rewrite(writer, chosen)
+    return [seg for seg in kept if seg not in small]
