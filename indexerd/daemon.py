@@ -43,6 +43,8 @@ RELOAD_WAIT_SECONDS = 50.0
 #: Seconds a stop waits for running passes before it commits and exits without them: well under
 #: systemd's ``TimeoutStopSec`` (20 s in the shipped unit), whatever the sources' timeouts.
 STOP_WAIT_SECONDS = 4.0
+#: After the passes, how long a stop waits for the index writer's last commit (seconds).
+WRITER_STOP_WAIT_SECONDS = 4.0
 #: How long (seconds) a reload waits for the cancelled pass of a removed source to end before it
 #: forgets the source; a pass still running then forgets its source itself when it ends.
 REMOVE_WAIT_SECONDS = 10.0
@@ -227,7 +229,10 @@ class Daemon:
         if self.abandoned:
             log.warning("stop: %s still running after %.0f s; committing what is done, the rest resumes "
                         "at the next start", ", ".join(self.abandoned), STOP_WAIT_SECONDS)
-        self.indexer.close()  # commits what is pending
+        # commits what is pending; a writer busy past the bound (one huge document) is left
+        # behind like a pass, and run_daemon ends the process
+        if not self.indexer.close(writer_timeout=left() + WRITER_STOP_WAIT_SECONDS):
+            self.abandoned.append("index-writer")
         if not self._ready:  # start-up failed: the caller reports why; "stopped cleanly" would mislead
             log.debug("start-up failed; closed what was opened")
         else:

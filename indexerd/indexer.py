@@ -171,23 +171,33 @@ class Indexer:
         if self._writer is not None:
             self._writer.flush(timeout)
 
-    def close(self) -> None:
-        """Commit pending work, close the index and store, release the lock; safe twice."""
+    def close(self, writer_timeout: float = 30.0) -> bool:
+        """Commit pending work, close the index and store, release the lock; safe twice.
+
+        ``writer_timeout``: seconds to wait for the writer's last commit.  Returns False when
+        the writer was still busy then: the index, store and lock are left to the process's
+        exit (the caller ends the process), nothing is closed under the writer."""
+        busy = False
         try:
             if self._writer is not None:
                 w, self._writer = self._writer, None
-                w.close()
+                if not w.close(writer_timeout):
+                    log.warning("the index writer is still busy after %.0f s; what it has not "
+                                "committed is redone at the next start", writer_timeout)
+                    busy = True
         finally:
-            if self._index is not None:
-                ix, self._index = self._index, None
-                ix.close()
-            if self.store is not None:
-                st, self.store = self.store, None
-                st.close()
-            for src in self.sources.values():
-                if hasattr(src, "close"):
-                    src.close()
-            self.state.unlock()
+            if not busy:
+                if self._index is not None:
+                    ix, self._index = self._index, None
+                    ix.close()
+                if self.store is not None:
+                    st, self.store = self.store, None
+                    st.close()
+                for src in self.sources.values():
+                    if hasattr(src, "close"):
+                        src.close()
+                self.state.unlock()
+        return not busy
 
     # -- reconcile ------------------------------------------------------------------------
     def _rebuild(self) -> None:

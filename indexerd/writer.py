@@ -195,16 +195,22 @@ class IndexWriter:
     def queue_depth(self) -> int:
         return self._q.qsize()
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Commit what is pending and stop the thread; safe to call twice."""
+    def close(self, timeout: float = 30.0) -> bool:
+        """Commit what is pending and stop the thread; safe to call twice.
+
+        Returns False when the thread is still busy after ``timeout`` seconds (one huge document
+        or commit cannot be cut): the caller then must not close the index or the store under
+        it; what it had not committed is redone at the next start (the store lags the index).
+        """
         if self._closed:
-            return
+            return not self._thread.is_alive()
         self._closed = True
         if self._thread.is_alive():
             self._q.put(_Op("stop"))
             self._thread.join(timeout)
         if self._failure is not None:
             raise self._failure
+        return not self._thread.is_alive()
 
     def _put(self, op: _Op) -> None:
         if self._failure is not None:

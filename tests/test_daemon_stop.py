@@ -175,3 +175,36 @@ text_columns = ["body"]
     assert last.endswith("stopped cleanly") or last.endswith("stopped"), text[-3000:]
     if last.endswith(" stopped"):
         assert "stop: slow still running" in text, text[-3000:]
+
+
+def test_sigterm_while_the_writer_indexes_a_huge_document_exits_in_bounded_time(base):
+    # the index writer busy on one 17 MB document of 2,000,000 distinct words: its commit cannot
+    # be cut, so the stop does not wait for it past the bound (it waited 30 s more); what it had
+    # not committed is redone at the next start (the store only ever lags the index)
+    tree = base / "tree"
+    tree.mkdir()
+    with open(tree / "big.txt", "w") as f:
+        f.write(" ".join(f"w{i:x}z" for i in range(2_000_000)))
+    cfg = base / "indexerd.toml"
+    cfg.write_text(f"""
+state_dir = "{base / 'state'}"
+control_socket = "{base / 's.sock'}"
+[[sources.filesystem]]
+name = "docs"
+path = "{tree}"
+max_size = "64MB"
+""", encoding="utf-8")
+    log = base / "daemon.log"
+
+    def writing() -> bool:
+        p = _cli("ctl", "status", "--json", "-c", str(cfg))
+        return p.returncode == 0 and json.loads(p.stdout)["sources"]["docs"]["running"]
+
+    code, took, text = _run_then_sigterm(cfg, log, "the pass of the big document", writing)
+    assert took < EXIT_WITHIN_SECONDS + 4.0, (took, text[-3000:])   # the writer's own bound: 4 s more
+    assert code == 0, text[-3000:]
+    out = _cli("index", "-c", str(cfg), "--json", timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["indexed"] in (0, 1)
+    hits = json.loads(_cli("ctl", "search", "w1e847fz", "--json", "-c", str(cfg)).stdout)
+    assert [Path(h["path"]).name for h in hits] == ["big.txt"]
