@@ -803,6 +803,9 @@ class Daemon:
                                  cancel=self.stop_event)
         finally:  # an unknown key fails the request after the other targets were read: commit them
             self.indexer.flush(timeout=60)
+        if self.stop_event.is_set():  # a request in flight was cut: not every target was read
+            raise PassFailed(f"reindex interrupted: the daemon is stopping; what was read is committed "
+                             f"({counts.indexed} indexed), the rest was not read: ask again after the start")
         return {"counts": counts.as_dict()}
 
     def _confined_path(self, target: str) -> tuple[FileSource, str]:

@@ -208,3 +208,45 @@ max_size = "64MB"
     assert json.loads(out.stdout)["indexed"] in (0, 1)
     hits = json.loads(_cli("ctl", "search", "w1e847fz", "--json", "-c", str(cfg)).stdout)
     assert [Path(h["path"]).name for h in hits] == ["big.txt"]
+
+
+def test_ctl_reindex_of_a_page_cut_by_a_stop_fails_saying_so(base):
+    # a `ctl reindex URL` whose request the daemon's stop cuts answered "seen 0, errors 0", exit 0
+    html = {"Content-Type": "text/html"}
+    with Site() as site:
+        site.add("/", body=_page("Home", "homeword"), headers=html)
+        site.add("/slow.html", header_drip=0.5)
+        cfg = base / "indexerd.toml"
+        cfg.write_text(f"""
+state_dir = "{base / 'state'}"
+control_socket = "{base / 's.sock'}"
+[[sources.web]]
+name = "site"
+seeds = ["{site.url('/')}"]
+timeout = "60s"
+sitemaps = false
+[sources.web.politeness]
+min_delay = "0s"
+good_guy_factor = 0.0
+""", encoding="utf-8")
+        log = base / "daemon.log"
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg), "--log-level", "info"],
+                                    stdout=fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
+        try:
+            _wait("the first crawl", lambda: json.loads(_cli("ctl", "search", "homeword", "--json", "-c",
+                                                             str(cfg)).stdout or "[]"), 30, proc, log)
+            ctl = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "ctl", "reindex", site.url("/slow.html"),
+                                    "-c", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=ENV, cwd=REPO)
+            _wait("the reindex request", lambda: site.hits("/slow.html"), 30, proc, log)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            out, err = ctl.communicate(timeout=30)
+            assert proc.wait(30) == 0, log.read_text(errors="replace")[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert ctl.returncode == 1, (ctl.returncode, out, err)
+    assert "interrupted" in err, err
