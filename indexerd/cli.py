@@ -15,7 +15,9 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 
 from . import __version__
 from . import ctl as ctlcmd
@@ -56,12 +58,28 @@ def cmd_index(args) -> int:
                      f"(config: {cfg.origin})")
     ix = Indexer(cfg)
     ix.open("index", rebuild=args.rebuild)
+    # SIGINT/SIGTERM end the pass early (requests cut, SQL interrupted), commit what is done and
+    # exit 128 + the signal; a second signal is not caught
+    cancel, caught = threading.Event(), []
+
+    def on_signal(signum, frame):
+        caught.append(signum)
+        cancel.set()
+        signal.signal(signum, signal.SIG_DFL)
+
+    old_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if not args.paths:  # the configured sources are the truth: forget removed ones first
-            ix.forget_sources(ix.removed_sources())
-        summary = ix.run_pass(args.source or None, args.paths or None, forced=args.force)
+            ix.forget_sources(ix.removed_sources(), cancel=cancel)
+        summary = ix.run_pass(args.source or None, args.paths or None, forced=args.force, cancel=cancel)
     finally:
         ix.close()
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+    if caught:
+        print(f"indexerd: interrupted by {signal.Signals(caught[0]).name}: what was read is committed, "
+              f"the rest resumes at the next run", file=sys.stderr)
+        return 128 + caught[0]
     d = summary.as_dict()
     if args.json:
         print(json.dumps(d, ensure_ascii=True))

@@ -282,8 +282,13 @@ class Indexer:
 
     # -- passes ---------------------------------------------------------------------------
     def run_pass(self, names: list[str] | None = None, paths: list[str] | None = None, *,
-                 forced: bool = False, progress: bool = True) -> PassSummary:
+                 forced: bool = False, progress: bool = True, cancel=None) -> PassSummary:
         """One pass over the named sources (default: all), or over ``paths``.
+
+        ``cancel``: a :class:`threading.Event`; once set (a signal), the running source's pass
+        ends early (requests in flight cut, SQL statements interrupted), what it did is
+        committed, it is recorded as not completed (it resumes at the next run) and no further
+        source starts.
 
         A path inside a configured source is scanned as part of it (deletions limited to that
         subtree); any other path becomes an ad-hoc source named by its real path.
@@ -311,6 +316,8 @@ class Indexer:
                     raise ConfigError(f"unknown source {n!r} (configured: {', '.join(self.sources) or 'none'})")
                 jobs.append((self.sources[n], None))
         for src, start in jobs:
+            if cancel is not None and cancel.is_set():
+                break
             counts = summary.sources.setdefault(src.name, PassCounts())
             t0 = datetime.now(UTC)
             bar = Progress(src.name, tty=None if progress else False, unit=UNITS.get(src.kind, "files"))
@@ -320,12 +327,12 @@ class Indexer:
                 if start is not None and not os.path.isdir(start):
                     src.handle_path(start, self.pipeline, counts, forced=forced)
                 else:
-                    src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced)
+                    src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced, cancel=cancel)
             finally:
                 bar.close()
             if not paths:
                 self.store.record_run(src.name, src.kind, t0, datetime.now(UTC), counts.as_dict(),
-                                      completed=not counts.failed)
+                                      completed=not counts.failed and not (cancel is not None and cancel.is_set()))
             log.info("%s: %s", display_path(src.name), counts.as_dict())
         self.flush()
         for c in summary.sources.values():

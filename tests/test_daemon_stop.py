@@ -250,3 +250,44 @@ good_guy_factor = 0.0
                 proc.wait(10)
     assert ctl.returncode == 1, (ctl.returncode, out, err)
     assert "interrupted" in err, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_one_shot_index_interrupted_during_a_hanging_request_commits_and_exits_at_once(base, sig):
+    # `indexerd index`: Ctrl-C waited out the request's whole timeout (60 s), SIGTERM killed the
+    # process with the page already fetched lost
+    html = {"Content-Type": "text/html"}
+    with Site() as site:
+        site.add("/", body=_page("Home", "homeword", ["/slow.html"]), headers=html)
+        site.add("/slow.html", header_drip=0.5)
+        cfg = base / "indexerd.toml"
+        cfg.write_text(f"""
+state_dir = "{base / 'state'}"
+control_socket = "{base / 's.sock'}"
+[[sources.web]]
+name = "site"
+seeds = ["{site.url('/')}"]
+timeout = "60s"
+sitemaps = false
+[sources.web.politeness]
+min_delay = "0s"
+good_guy_factor = 0.0
+""", encoding="utf-8")
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "index", "-c", str(cfg), "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+        try:
+            _wait("the hanging request", lambda: site.hits("/slow.html"), 30, proc)
+            time.sleep(0.5)
+            started = time.monotonic()
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=30)
+            took = time.monotonic() - started
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        assert proc.returncode == 128 + sig, (proc.returncode, err[-2000:])
+        assert took < EXIT_WITHIN_SECONDS, (took, err[-2000:])
+        assert "interrupted by" in err, err[-2000:]
+        found = json.loads(_cli("ctl", "search", "homeword", "--json", "-c", str(cfg)).stdout)
+        assert [h["key"] for h in found] == [site.url("/")]          # fetched before: committed
