@@ -76,6 +76,25 @@ def _run_then_sigterm(cfg: Path, log: Path, what: str, ready) -> tuple[int, floa
             proc.wait(10)
 
 
+def _hanging_site_config(base: Path, site: Site) -> Path:
+    """A config crawling ``site`` with no politeness delay and a 60 s request timeout (so only a
+    stop can end a hanging request in time)."""
+    cfg = base / "indexerd.toml"
+    cfg.write_text(f"""
+state_dir = "{base / 'state'}"
+control_socket = "{base / 's.sock'}"
+[[sources.web]]
+name = "site"
+seeds = ["{site.url('/')}"]
+timeout = "60s"
+sitemaps = false
+[sources.web.politeness]
+min_delay = "0s"
+good_guy_factor = 0.0
+""", encoding="utf-8")
+    return cfg
+
+
 @pytest.fixture
 def base():
     d = Path(tempfile.mkdtemp(prefix="ixs"))  # short: the control socket path
@@ -216,19 +235,7 @@ def test_ctl_reindex_of_a_page_cut_by_a_stop_fails_saying_so(base):
     with Site() as site:
         site.add("/", body=_page("Home", "homeword"), headers=html)
         site.add("/slow.html", header_drip=0.5)
-        cfg = base / "indexerd.toml"
-        cfg.write_text(f"""
-state_dir = "{base / 'state'}"
-control_socket = "{base / 's.sock'}"
-[[sources.web]]
-name = "site"
-seeds = ["{site.url('/')}"]
-timeout = "60s"
-sitemaps = false
-[sources.web.politeness]
-min_delay = "0s"
-good_guy_factor = 0.0
-""", encoding="utf-8")
+        cfg = _hanging_site_config(base, site)
         log = base / "daemon.log"
         with open(log, "ab") as fh:
             proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg), "--log-level", "info"],
@@ -260,19 +267,7 @@ def test_one_shot_index_interrupted_during_a_hanging_request_commits_and_exits_a
     with Site() as site:
         site.add("/", body=_page("Home", "homeword", ["/slow.html"]), headers=html)
         site.add("/slow.html", header_drip=0.5)
-        cfg = base / "indexerd.toml"
-        cfg.write_text(f"""
-state_dir = "{base / 'state'}"
-control_socket = "{base / 's.sock'}"
-[[sources.web]]
-name = "site"
-seeds = ["{site.url('/')}"]
-timeout = "60s"
-sitemaps = false
-[sources.web.politeness]
-min_delay = "0s"
-good_guy_factor = 0.0
-""", encoding="utf-8")
+        cfg = _hanging_site_config(base, site)
         proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "index", "-c", str(cfg), "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
         try:
