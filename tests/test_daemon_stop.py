@@ -76,9 +76,9 @@ def _run_then_sigterm(cfg: Path, log: Path, what: str, ready) -> tuple[int, floa
             proc.wait(10)
 
 
-def _hanging_site_config(base: Path, site: Site) -> Path:
-    """A config crawling ``site`` with no politeness delay and a 60 s request timeout (so only a
-    stop can end a hanging request in time)."""
+def _hanging_site_config(base: Path, site: Site, workers: int = 1) -> Path:
+    """A config crawling ``site`` with ``workers``, no politeness delay and a 60 s request
+    timeout (so only a stop can end a hanging request in time)."""
     cfg = base / "indexerd.toml"
     cfg.write_text(f"""
 state_dir = "{base / 'state'}"
@@ -88,6 +88,7 @@ name = "site"
 seeds = ["{site.url('/')}"]
 timeout = "60s"
 sitemaps = false
+workers = {workers}
 [sources.web.politeness]
 min_delay = "0s"
 good_guy_factor = 0.0
@@ -112,20 +113,7 @@ def test_sigterm_during_a_hanging_request_exits_in_bounded_time_and_resumes(base
             site.add("/slow.html", header_drip=0.5)
         else:
             site.add("/slow.html", handler=lambda hit: (200, html, site.drip(b"x", 0.5)))
-        cfg = base / "indexerd.toml"
-        cfg.write_text(f"""
-state_dir = "{base / 'state'}"
-control_socket = "{base / 's.sock'}"
-[[sources.web]]
-name = "site"
-seeds = ["{site.url('/')}"]
-timeout = "60s"
-sitemaps = false
-workers = 2
-[sources.web.politeness]
-min_delay = "0s"
-good_guy_factor = 0.0
-""", encoding="utf-8")
+        cfg = _hanging_site_config(base, site, workers=2)
         log = base / "daemon.log"
 
         def start() -> subprocess.Popen:
