@@ -66,7 +66,7 @@ def main() -> None:
         sys.exit(f"{tree}: no corpus; run bench/build_corpus.sh first")
     state = a.skip_full or tempfile.mkdtemp(prefix="indexerd-bench-")
     env = dict(os.environ, STATE_DIRECTORY=state)
-    idx = [PY, "-m", "indexerd.cli", "index", "--json", tree]
+    idx = [PY, "-m", "indexerd.cli.main", "index", "--json", tree]
     res: dict = {"tree": tree, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "machine": f"{os.cpu_count()} cpu, load {os.getloadavg()[0]:.1f}"}
     files = [os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs]
@@ -102,7 +102,7 @@ def main() -> None:
                 fh.write(f"\n{token}\n".encode())
         out, wall, rss = run(idx, env, timed=True)
         s = json.loads(out)
-        hits = json.loads(run([PY, "-m", "indexerd.cli", "ctl", "search", token, "--json", "--limit", "1000"], env)[0])
+        hits = json.loads(run([PY, "-m", "indexerd.cli.main", "ctl", "search", token, "--json", "--limit", "1000"], env)[0])
         res["1pct"] = {"changed": len(chosen), "indexed": s["indexed"], "wall_s": round(wall, 2),
                        "pass_s": s["elapsed_seconds"], "token_hits": len(hits)}
     finally:
@@ -112,7 +112,7 @@ def main() -> None:
     queries = [q for q in (HERE / "queries.txt").read_text().splitlines() if q.strip()]
     proc = []
     for q in queries:
-        t = time.perf_counter(); run([PY, "-m", "indexerd.cli", "ctl", "search", q, "--limit", "20"], env)
+        t = time.perf_counter(); run([PY, "-m", "indexerd.cli.main", "ctl", "search", q, "--limit", "20"], env)
         proc.append(time.perf_counter() - t)
     sys.path.insert(0, str(HERE.parent))
     from indexerd.index import WhooshIndex

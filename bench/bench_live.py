@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE.parent))
 
 
 def status(env, cfg):
-    p = subprocess.run([sys.executable, "-m", "indexerd.cli", "ctl", "status", "--json", "-c", cfg],
+    p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", "status", "--json", "-c", cfg],
                        capture_output=True, text=True, env=env, timeout=30)
     return json.loads(p.stdout) if p.returncode == 0 else None
 
@@ -42,10 +42,10 @@ def main() -> None:
     cfg.write_text(f'state_dir = "{base}/state"\ncontrol_socket = "{base}/s.sock"\nlog_level = "warning"\n'
                    f'[[sources.filesystem]]\nname = "docs"\npath = "{tree}"\n')
     env = dict(os.environ)
-    subprocess.run([sys.executable, "-m", "indexerd.cli", "index", "-c", str(cfg)], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "indexerd.cli.main", "index", "-c", str(cfg)], env=env, check=True,
                    capture_output=True, timeout=3600)
     log = open(base / "daemon.log", "w")
-    d = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg)], env=env, stderr=log)
+    d = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg)], env=env, stderr=log)
     try:
         deadline = time.time() + 120
         while time.time() < deadline:

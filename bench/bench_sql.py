@@ -50,7 +50,7 @@ def env() -> dict:
 
 
 def cli(*args: str, timeout: float = PASS_TIMEOUT) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "indexerd.cli", *args], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", *args], capture_output=True, text=True,
                        env=env(), cwd=REPO, timeout=timeout)
     if p.returncode != 0:
         sys.exit(f"indexerd {' '.join(args)} exited {p.returncode}: {p.stderr[-2000:]}")
@@ -166,13 +166,13 @@ def main() -> None:
         # 3. lag with the daemon polling every second
         cfg1 = config(base, db, interval="1s")
         log = open(base / "daemon.log", "wb")
-        daemon = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg1)],
+        daemon = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg1)],
                                   stdout=log, stderr=subprocess.STDOUT, env=env(), cwd=REPO)
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
             if daemon.poll() is not None:
                 sys.exit(f"daemon exited {daemon.returncode}: {(base / 'daemon.log').read_text()[-2000:]}")
-            p = subprocess.run([sys.executable, "-m", "indexerd.cli", "ctl", "status", "--json", "-c", str(cfg1)],
+            p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", "status", "--json", "-c", str(cfg1)],
                                capture_output=True, text=True, env=env(), cwd=REPO, timeout=30)
             if p.returncode == 0 and json.loads(p.stdout)["sources"]["articles"]["last_run"]["finished"]:
                 break

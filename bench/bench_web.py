@@ -169,13 +169,13 @@ good_guy_factor = 0
         self.env = dict(os.environ, STATE_DIRECTORY=str(state), PYTHONPATH=str(REPO))
 
     def crawl(self, first: bool):
-        wall, p = self._run([PY, "-m", "indexerd.cli", "index", "-c", str(self.cfg), "--json"], env=self.env)
+        wall, p = self._run([PY, "-m", "indexerd.cli.main", "index", "-c", str(self.cfg), "--json"], env=self.env)
         if p.returncode != 0:
             raise RuntimeError(f"indexerd index exited {p.returncode}: {p.stderr[-2000:]}")
         return wall, json.loads(p.stdout)
 
     def search(self, word: str) -> list[str]:
-        p = subprocess.run([PY, "-m", "indexerd.cli", "ctl", "search", "-c", str(self.cfg), word, "--json",
+        p = subprocess.run([PY, "-m", "indexerd.cli.main", "ctl", "search", "-c", str(self.cfg), word, "--json",
                             "--limit", "1000"], capture_output=True, text=True, env=self.env)
         return [h["url"] for h in json.loads(p.stdout)]
 

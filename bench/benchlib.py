@@ -180,7 +180,7 @@ class Indexerd:
         shutil.rmtree(self.state, ignore_errors=True)
 
     def index(self) -> dict:
-        m = measure([PY, "-m", "indexerd.cli", "index", "--json", self.tree], env=self.env, cwd=str(REPO))
+        m = measure([PY, "-m", "indexerd.cli.main", "index", "--json", self.tree], env=self.env, cwd=str(REPO))
         if m["rc"] != 0:
             raise RuntimeError(f"indexerd index failed: {m['stderr'][-2000:]}")
         s = json.loads(m["stdout"])
@@ -204,7 +204,7 @@ class Indexerd:
         return None
 
     def query_cmd(self, q: str, limit: int = 20) -> list[str]:
-        return [PY, "-m", "indexerd.cli", "ctl", "search", q, "--limit", str(limit)]
+        return [PY, "-m", "indexerd.cli.main", "ctl", "search", q, "--limit", str(limit)]
 
     def query(self, q: str) -> float:
         t, p = timed(self.query_cmd(q), env=self.env, cwd=str(REPO))
@@ -213,7 +213,7 @@ class Indexerd:
         return t
 
     def hits_paths(self, q: str) -> set[str]:
-        p = subprocess.run([PY, "-m", "indexerd.cli", "ctl", "search", q, "--json", "--limit", "100000"],
+        p = subprocess.run([PY, "-m", "indexerd.cli.main", "ctl", "search", q, "--json", "--limit", "100000"],
                            env=self.env, cwd=str(REPO), capture_output=True, text=True)
         return {h["path"] for h in json.loads(p.stdout)} if p.returncode == 0 else set()
 

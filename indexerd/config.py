@@ -2,7 +2,7 @@
 
 The file is found as ``-c PATH``, else ``$INDEXERD_CONFIG``, else ``/etc/indexerd/indexerd.toml``.
 Validation is done by ``msgspec`` against the typed schema below; unknown keys are errors.  Every
-error is re-raised as :class:`~indexerd.errors.ConfigError` naming the file, the key path
+error is re-raised as :class:`~indexerd.core.errors.ConfigError` naming the file, the key path
 (``sources.filesystem[0].exclude``, 0-based like TOML tooling) and what was expected.
 
 People write durations as strings (``"15m"``, ``"1h30m"``, ``"2d"``) and sizes as ``"20MB"``; the
@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import ConfigError
+from indexerd.core.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = "/etc/indexerd/indexerd.toml"
 
@@ -77,7 +77,7 @@ MAX_BYTES = 10**15
 
 def _dec_hook(type_: type, obj: Any) -> Any:
     if type_ is Seconds:
-        from .dates import parse_duration
+        from indexerd.core.dates import parse_duration
 
         if isinstance(obj, bool):
             raise ValueError(f"expected a duration like '15m', got {obj!r}")
@@ -204,11 +204,11 @@ class WebSource(_Struct):
     ``allowed_ports`` to the seeds' ports (80 and 443 together).
     ``max_pages`` caps the requests of one pass; ``max_queued`` the URLs waiting in the
     frontier's memory (10 times more wait in the store, new ones beyond are dropped and counted); ``max_numbered_variants`` the
-    URLs of one numbered-path pattern a pass queues (:mod:`indexerd.traps`); ``gone_after`` is how many consecutive 404/410
+    URLs of one numbered-path pattern a pass queues (:mod:`indexerd.sources.web.traps`); ``gone_after`` is how many consecutive 404/410
     answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
     flight per host whatever their number).  ``timeout`` bounds connect, each read and the
     whole request (seconds).  ``max_recrawl_interval`` bounds adaptive recrawl
-    (:mod:`indexerd.recrawl`): a page that never changes is still asked this often (at least
+    (:mod:`indexerd.sources.web.recrawl`): a page that never changes is still asked this often (at least
     ``interval``; equal to it, every page is asked at every pass).
     """
 
@@ -334,7 +334,7 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
 
 def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> None:
     """Checks every kind of source shares: a valid, unique name and a valid date order."""
-    from .dates import validate_order
+    from indexerd.core.dates import validate_order
 
     if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
         raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
@@ -351,7 +351,7 @@ def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> 
 
 def _check_web_source(src: WebSource, where: str, origin: str) -> None:
     """Seeds, scope regexes, depth spec, numbers and credentials of one web source."""
-    from .urls import Scope, canonicalize
+    from indexerd.sources.web.urls import Scope, canonicalize
 
     if not src.seeds:
         raise ConfigError(f"{origin}: {where}.seeds: expected at least one http(s) URL")

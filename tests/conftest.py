@@ -117,7 +117,7 @@ class CLI:
         self.env.pop("RUNTIME_DIRECTORY", None)
 
     def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "indexerd.cli", *args]
+        cmd = [sys.executable, "-m", "indexerd.cli.main", *args]
         if self.config is not None and args and args[0] in ("index", "check-config"):
             cmd[4:4] = ["-c", str(self.config)]
         elif self.config is not None and args and args[0] == "ctl":

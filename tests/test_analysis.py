@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 from whoosh.analysis import StemmingAnalyzer
 
-from indexerd.analysis import FusedStemmingAnalyzer
+from indexerd.index.whoosh.analysis import FusedStemmingAnalyzer
 
 REF = StemmingAnalyzer()
 FUSED = FusedStemmingAnalyzer()
@@ -49,7 +49,7 @@ def test_schema_round_trip(tmp_path) -> None:
 
 from whoosh.formats import Positions  # noqa: E402
 
-from indexerd.analysis import FusedPositions  # noqa: E402
+from indexerd.index.whoosh.analysis import FusedPositions  # noqa: E402
 
 
 def postings(fmt, text, ana=FUSED):

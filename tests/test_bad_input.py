@@ -300,7 +300,7 @@ def _setpriv_works(cwd: str) -> bool:
         return False
     try:
         p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                            sys.executable, "-c", "import indexerd.cli, whoosh"],
+                            sys.executable, "-c", "import indexerd.cli.main, whoosh"],
                            capture_output=True, timeout=30, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -316,7 +316,7 @@ class _Runner:
         self.cwd = cwd
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
-        cmd = [*self.prefix, sys.executable, "-m", "indexerd.cli", *args]
+        cmd = [*self.prefix, sys.executable, "-m", "indexerd.cli.main", *args]
         p = subprocess.run(cmd, capture_output=True, text=True, env=self.cli.env, timeout=60, cwd=self.cwd)
         assert p.returncode == 0, (cmd, p.stdout, p.stderr)
         return p

@@ -19,7 +19,7 @@ from indexerd.config import (
     resolve_state_dir,
     source_policy,
 )
-from indexerd.errors import ConfigError
+from indexerd.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 ETC = REPO / "etc" / "indexerd.toml"
@@ -270,7 +270,7 @@ def test_run_without_config_exits_2(cli) -> None:
 
 
 def test_etc_metamap_parses() -> None:
-    from indexerd.dates import MetaMap
+    from indexerd.core.dates import MetaMap
 
     MetaMap.load(REPO / "etc" / "metamap.txt")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from indexerd import control
-from indexerd.control import ControlServer, request
-from indexerd.errors import ConfigError, DaemonNotRunning, IndexerdError, StateDirLocked
+from indexerd.daemon import control
+from indexerd.daemon.control import ControlServer, request
+from indexerd.core.errors import ConfigError, DaemonNotRunning, IndexerdError, StateDirLocked
 
 
 def handler(req: dict) -> dict:
@@ -110,7 +110,7 @@ def test_oversized_request_refused(server, sock_path):
 
 
 def test_handler_value_error_is_exit_1_and_logged(server, sock_path, caplog):
-    with caplog.at_level("ERROR", logger="indexerd.control"):
+    with caplog.at_level("ERROR", logger="indexerd.daemon.control"):
         reply = request(sock_path, {"cmd": "value-error"})
     assert reply == {"ok": False, "error": "ValueError: boom", "exit_code": 1}
     assert any(r.exc_info for r in caplog.records)

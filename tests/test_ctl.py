@@ -154,7 +154,7 @@ def test_refused_sighup_reload_is_in_the_systemd_status_line(tree, monkeypatch):
 # -- 8. the system socket is found by default --------------------------------------------------
 def test_without_control_socket_the_system_socket_is_tried_after_the_users(tmp_path, monkeypatch):
     """A group member's ctl (no -c, no per-user daemon) finds /run/indexerd/indexerd.sock."""
-    from indexerd import locate
+    from indexerd.cli import locate
     from indexerd.config import Config
 
     monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
@@ -172,7 +172,7 @@ def _nobody_can_run_python(cwd: str) -> bool:
     if not shutil.which("setpriv"):
         return False
     p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                        sys.executable, "-c", "import indexerd.cli"], capture_output=True, cwd=cwd, timeout=60)
+                        sys.executable, "-c", "import indexerd.cli.main"], capture_output=True, cwd=cwd, timeout=60)
     return p.returncode == 0
 
 
@@ -202,13 +202,13 @@ def test_group_member_without_c_reaches_the_daemon_on_the_system_socket(tree):
         os.chown(d.base / "home", NOBODY, NOBODY)
         env["HOME"] = str(d.base / "home")       # nobody's own (empty) home: no per-user daemon
         p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={NOBODY}",
-                            sys.executable, "-m", "indexerd.cli", "ctl", "status", "--json"],
+                            sys.executable, "-m", "indexerd.cli.main", "ctl", "status", "--json"],
                            capture_output=True, text=True, env=env, cwd=str(d.base), timeout=60)
         assert p.returncode == 0, (p.returncode, p.stderr)
         assert json.loads(p.stdout)["pid"] == d.proc.pid
         d.stop()
         p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={NOBODY}",
-                            sys.executable, "-m", "indexerd.cli", "ctl", "status"],
+                            sys.executable, "-m", "indexerd.cli.main", "ctl", "status"],
                            capture_output=True, text=True, env=env, cwd=str(d.base), timeout=60)
         assert p.returncode == 3 and "/run/indexerd/indexerd.sock" in p.stderr, p.stderr
         assert "indexerd.sock nor on" in p.stderr, p.stderr       # both places are named
@@ -221,7 +221,7 @@ def test_group_member_without_c_reaches_the_daemon_on_the_system_socket(tree):
                 os.chmod(os.path.join(dirpath, f), 0o644)
         lib.symlink_to(d.base / "state")
         p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={NOBODY}",
-                            sys.executable, "-m", "indexerd.cli", "ctl", "search", "apple", "--json"],
+                            sys.executable, "-m", "indexerd.cli.main", "ctl", "search", "apple", "--json"],
                            capture_output=True, text=True, env=env, cwd=str(d.base), timeout=60)
         assert p.returncode == 0, (p.returncode, p.stderr)
         assert [h["key"] for h in json.loads(p.stdout)] == [d.key(d.root / "a.txt")]
@@ -276,9 +276,9 @@ def test_status_shows_the_running_pass_apart_from_the_last_one(tree):
 
 
 def test_sql_progress_counts_rows_not_files(caplog):
-    from indexerd.progress import UNITS, Progress
+    from indexerd.core.progress import UNITS, Progress
 
-    caplog.set_level("INFO", logger="indexerd.progress")
+    caplog.set_level("INFO", logger="indexerd.core.progress")
     p = Progress("articles", tty=False, log_every_seconds=0, unit=UNITS["sql"])
     p.tick_walk(2000)
     p.start_work(10)
@@ -299,7 +299,7 @@ def test_search_by_a_user_who_cannot_read_the_state_dir_is_told_so(tmp_path):
     os.chmod(state, 0o700)
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
     for args in (("search", "permword"), ("report", "--dates"), ("explain", str(tmp_path / "t" / "a.txt"))):
-        p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli", "ctl", *args], capture_output=True,
+        p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli.main", "ctl", *args], capture_output=True,
                            text=True, env=c.env, cwd=str(tmp_path), timeout=60)
         assert p.returncode == 1, (args, p.returncode, p.stderr)
         assert "permission denied" in p.stderr and str(state) in p.stderr, p.stderr
@@ -581,7 +581,7 @@ def test_an_interrupted_forced_crawl_says_so_and_resumes_forced(tree, site, monk
     try:
         assert len(d.search("homeword")) == 1
         before = len(site.log)
-        client = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "ctl", "reindex", "--source",
+        client = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "ctl", "reindex", "--source",
                                    "intranet", "-c", str(d.client_cfg)], env=ENV, cwd=REPO,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         d.poll(lambda: len(site.log) - before, lambda n: n >= 5, 60, "the forced crawl started")

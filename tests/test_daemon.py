@@ -48,7 +48,7 @@ for _k in ("INDEXERD_CONFIG", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SO
 
 def cli(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
     """Run the real ``indexerd`` CLI in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "indexerd.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "indexerd.cli.main", *args], capture_output=True,
                           text=True, env=ENV, cwd=REPO, timeout=timeout)
 
 
@@ -100,7 +100,7 @@ class DaemonUnderTest:
     def start(self, sources: tuple[str, ...] = ("docs",), wait: bool = True) -> None:
         self._log_fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "indexerd.cli", "run", "-c", str(self.cfg), "--log-level", "info"],
+            [sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(self.cfg), "--log-level", "info"],
             stdout=self._log_fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
         if wait:
             self.wait_ready(sources)
@@ -919,8 +919,8 @@ def test_writer_add_then_remove_or_update_in_one_batch(tmp_path):
     from datetime import datetime, timezone
 
     from indexerd.index import IndexDoc, WhooshIndex
-    from indexerd.store import DocumentRecord
-    from indexerd.writer import IndexWriter
+    from indexerd.core.store import DocumentRecord
+    from indexerd.core.writer import IndexWriter
 
     ix = WhooshIndex.open(tmp_path)
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=False, commit_batch=1000)
@@ -948,8 +948,8 @@ def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval
     from datetime import datetime, timezone
 
     from indexerd.index import IndexDoc, WhooshIndex
-    from indexerd.store import DocumentRecord
-    from indexerd.writer import IndexWriter
+    from indexerd.core.store import DocumentRecord
+    from indexerd.core.writer import IndexWriter
 
     ix = WhooshIndex.open(tmp_path)
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=True, commit_interval_seconds=3.0)
@@ -988,7 +988,7 @@ def test_watch_limit_is_reported_once_and_falls_back_to_reconciles(tmp_path, mon
     import errno
     import logging
 
-    from indexerd.watch import ChangeQueue, TreeWatcher
+    from indexerd.sources.files.watch import ChangeQueue, TreeWatcher
 
     limited = []
     w = TreeWatcher(ChangeQueue(), lambda s, p, d: True, on_overflow=lambda: None,
@@ -1005,7 +1005,7 @@ def test_watch_limit_is_reported_once_and_falls_back_to_reconciles(tmp_path, mon
     (tmp_path / "small").mkdir()
     w.start()
     try:
-        with caplog.at_level(logging.ERROR, logger="indexerd.watch"):
+        with caplog.at_level(logging.ERROR, logger="indexerd.sources.files.watch"):
             assert w.watch("big", str(tmp_path / "big")) is False
             assert w.watch("small", str(tmp_path / "small")) is True
         assert limited == ["big"]
@@ -1101,7 +1101,7 @@ def test_one_file_appended_all_the_time_does_not_slow_other_edits(daemon):
     """Issue 18: a log appended 10 times a second is re-indexed at most once per
     HOT_INTERVAL_SECONDS (after a burst of HOT_AFTER), so edits of other files stay fast, and
     the log's final content is searchable at the end."""
-    from indexerd.watch import HOT_AFTER, HOT_INTERVAL_SECONDS
+    from indexerd.sources.files.watch import HOT_AFTER, HOT_INTERVAL_SECONDS
 
     d = daemon
     log_path = d.root / "app.log"

@@ -37,7 +37,7 @@ def _page(title: str, body: str, links=()) -> bytes:
 
 
 def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "indexerd.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "indexerd.cli.main", *args], capture_output=True, text=True,
                           env=ENV, cwd=REPO, timeout=timeout)
 
 
@@ -58,7 +58,7 @@ def _run_then_sigterm(cfg: Path, log: Path, what: str, ready) -> tuple[int, floa
     """Start the real daemon, wait until ``ready()``, SIGTERM it: ``(exit code, seconds from the
     signal to the exit, the log)``; fails after 30 s without an exit."""
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg), "--log-level", "info"],
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg), "--log-level", "info"],
                                 stdout=fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
     try:
         _wait(what, ready, 30, proc, log)
@@ -118,7 +118,7 @@ def test_sigterm_during_a_hanging_request_exits_in_bounded_time_and_resumes(base
 
         def start() -> subprocess.Popen:
             with open(log, "ab") as fh:
-                return subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg),
+                return subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg),
                                          "--log-level", "info"], stdout=fh, stderr=subprocess.STDOUT,
                                         env=ENV, cwd=REPO)
 
@@ -226,12 +226,12 @@ def test_ctl_reindex_of_a_page_cut_by_a_stop_fails_saying_so(base):
         cfg = _hanging_site_config(base, site)
         log = base / "daemon.log"
         with open(log, "ab") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg), "--log-level", "info"],
+            proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg), "--log-level", "info"],
                                     stdout=fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
         try:
             _wait("the first crawl", lambda: json.loads(_cli("ctl", "search", "homeword", "--json", "-c",
                                                              str(cfg)).stdout or "[]"), 30, proc, log)
-            ctl = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "ctl", "reindex", site.url("/slow.html"),
+            ctl = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "ctl", "reindex", site.url("/slow.html"),
                                     "-c", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env=ENV, cwd=REPO)
             _wait("the reindex request", lambda: site.hits("/slow.html"), 30, proc, log)
@@ -256,7 +256,7 @@ def test_one_shot_index_interrupted_during_a_hanging_request_commits_and_exits_a
         site.add("/", body=_page("Home", "homeword", ["/slow.html"]), headers=html)
         site.add("/slow.html", header_drip=0.5)
         cfg = _hanging_site_config(base, site)
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "index", "-c", str(cfg), "--json"],
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "index", "-c", str(cfg), "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
         try:
             _wait("the hanging request", lambda: site.hits("/slow.html"), 30, proc)

@@ -1,4 +1,4 @@
-"""Tests for indexerd.dates: the parser, durations, spans, plausibility, meta map, resolution."""
+"""Tests for indexerd.core.dates: the parser, durations, spans, plausibility, meta map, resolution."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexerd.dates import (
+from indexerd.core.dates import (
     DATE_SOURCE_NAMES,
     DEFAULT_META_MAP,
     EPOCH_FLOOR,
@@ -34,7 +34,7 @@ from indexerd.dates import (
     resolve_date,
     validate_order,
 )
-from indexerd.errors import ConfigError, QueryError
+from indexerd.core.errors import ConfigError, QueryError
 
 
 def utc(*args: int) -> datetime:
@@ -175,7 +175,7 @@ def test_two_digit_year_is_relative_to_the_current_year() -> None:
 
 
 def test_importing_dates_does_not_import_dateutil() -> None:
-    code = "import sys, indexerd.dates; assert 'dateutil' not in sys.modules"
+    code = "import sys, indexerd.core.dates; assert 'dateutil' not in sys.modules"
     subprocess.run([sys.executable, "-W", "error", "-c", code], check=True,
                    cwd=Path(__file__).resolve().parent.parent)
 

@@ -1,4 +1,4 @@
-"""Tests for indexerd.decide: every reason, strict dates, and CASES B03/B04/B06 as sequences."""
+"""Tests for indexerd.core.decide: every reason, strict dates, and CASES B03/B04/B06 as sequences."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexerd import decide as d
-from indexerd.dates import DateEvidence, resolve_date
-from indexerd.decide import (
+from indexerd.core import decide as d
+from indexerd.core.dates import DateEvidence, resolve_date
+from indexerd.core.decide import (
     REASONS,
     Action,
     Decision,

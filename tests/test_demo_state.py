@@ -28,7 +28,7 @@ def test_demo_as_root_keeps_its_state_out_of_the_services(tmp_path):
     tree = os.path.dirname(asyncio.__file__)            # the README's demo tree
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        p = subprocess.run([sys.executable, "-m", "indexerd.cli", *args], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", *args], capture_output=True, text=True,
                            env=env, timeout=300)
         assert p.returncode == 0, (args, p.stdout, p.stderr)
         return p

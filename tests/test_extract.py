@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexerd.errors import SkipDocument
+from indexerd.core.errors import SkipDocument
 from indexerd.extract import (
     INDEXABLE_TYPES,
     MEDIA_HTML,

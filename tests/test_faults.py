@@ -2,7 +2,7 @@
 full state dir, a read-only state dir, and a one-shot ``indexerd index`` on a full disk.
 
 The daemon runs through :class:`test_daemon.DaemonUnderTest` (its config, start, kill9, log and
-``ctl`` helpers).  Polling loops ask the daemon through :func:`indexerd.control.request` in
+``ctl`` helpers).  Polling loops ask the daemon through :func:`indexerd.daemon.control.request` in
 process (the same JSON request ``indexerd ctl status`` sends): a CLI subprocess every 50 ms would
 steal the CPU the daemon needs on a 2-core machine.  What is compared with the disk is read from
 the index files themselves (:class:`indexerd.index.WhooshIndex`, readers take no lock) -- every live
@@ -32,8 +32,8 @@ from pathlib import Path
 import pytest
 from test_daemon import ENV, REPO, DaemonUnderTest, write
 
-from indexerd.control import request
-from indexerd.files import path_to_key
+from indexerd.daemon.control import request
+from indexerd.sources.files.scan import path_to_key
 from indexerd.index import WhooshIndex
 
 SEED = int(os.environ.get("INDEXERD_FAULT_SEED", "20240107"))
@@ -70,7 +70,7 @@ def disk_docs(root: Path) -> dict[str, str]:
 
 
 def store_rows(state_dir: Path) -> dict[str, str]:
-    from indexerd.store import Store
+    from indexerd.core.store import Store
 
     with Store.in_dir(state_dir, readonly=True) as st:
         return {r.key: r.status for r in st.iter_records()}
@@ -437,7 +437,7 @@ def _setpriv_prefix(cwd: Path) -> list[str]:
         return []           # already unprivileged: chmod denies for us
     if not shutil.which("setpriv"):
         pytest.skip("running as root (chmod denies nothing) and setpriv is not installed")
-    p = subprocess.run([*prefix, sys.executable, "-c", "import indexerd.cli, whoosh, watchdog"],
+    p = subprocess.run([*prefix, sys.executable, "-c", "import indexerd.cli.main, whoosh, watchdog"],
                        check=False, capture_output=True, text=True, cwd=cwd, env=ENV, timeout=60)
     if p.returncode != 0:
         pytest.skip(f"running as root and nobody cannot run the venv's python ({sys.executable}): "
@@ -455,7 +455,7 @@ class NobodyDaemon(DaemonUnderTest):
     def start(self, sources: tuple[str, ...] = ("docs",), wait: bool = True) -> None:
         self._log_fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [*self.prefix, sys.executable, "-m", "indexerd.cli", "run", "-c", str(self.cfg), "--log-level", "info"],
+            [*self.prefix, sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(self.cfg), "--log-level", "info"],
             stdout=self._log_fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
         if wait:
             self.wait_ready(sources)
@@ -550,7 +550,7 @@ def test_oneshot_index_with_a_read_only_index_dir_does_not_claim_success(base) -
     env = CLI(state).env
 
     def index():
-        return subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli", "index", "--json", str(root)],
+        return subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli.main", "index", "--json", str(root)],
                               check=False, capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
 
     assert index().returncode == 0
@@ -639,7 +639,7 @@ def test_full_state_dir_is_logged_once_scan_wait_fails_and_no_temp_toc_is_left(b
     assert 1 <= len(lines) <= 8, "\n".join(lines)            # not one per document (40)
     # a write that failed inside a document left Whoosh's writer in it: every later document
     # then failed with "Called start_doc when already in a doc", one ERROR line each
-    writer_lines = [line for line in d.log().splitlines() if "indexerd.writer" in line and
+    writer_lines = [line for line in d.log().splitlines() if "indexerd.core.writer" in line and
                     ("ERROR" in line or "WARNING" in line)]
     assert len(writer_lines) <= 8 and not any("already in a doc" in line for line in writer_lines), \
         "\n".join(writer_lines)

@@ -1,6 +1,6 @@
 """The file source, in process: keys, include/exclude globs, and what a pass may delete.
 
-Passes run through a real :class:`~indexerd.indexer.Indexer` built from a parsed config, on real
+Passes run through a real :class:`~indexerd.core.indexer.Indexer` built from a parsed config, on real
 temp trees, with the real store and Whoosh index in a temp state dir.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from indexerd.config import parse_config
-from indexerd.errors import IndexUnavailable
-from indexerd.files import PathMatcher, display_path, key_to_path, path_to_key
-from indexerd.indexer import Indexer
+from indexerd.core.errors import IndexUnavailable
+from indexerd.sources.files.scan import PathMatcher, display_path, key_to_path, path_to_key
+from indexerd.core.indexer import Indexer
 
 
 # -- keys -----------------------------------------------------------------------------------------
@@ -375,7 +375,7 @@ def test_chmod_or_touch_reads_once_and_reindexes_nothing(tmp_path) -> None:
 
 
 def test_racy_stat_is_read_again_at_the_next_pass() -> None:
-    from indexerd.files import RACY_WINDOW_FINE_NS, trusted_ctime_ns
+    from indexerd.sources.files.scan import RACY_WINDOW_FINE_NS, trusted_ctime_ns
 
     now = 1_700_000_000_123_456_789
     fine = now - 30_000_000  # 30 ms before the read on a nanosecond file system: one tick away
@@ -400,7 +400,7 @@ def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_pa
     assert d["indexed"] == 5
     db = tmp_path / "state" / "state.sqlite3"
     con = sqlite3.connect(db)
-    from indexerd.store import MIGRATIONS
+    from indexerd.core.store import MIGRATIONS
 
     step = next(i for i, m in enumerate(MIGRATIONS) if "ADD COLUMN ino" in m)
     # the later migrations add columns only: undo them too, so the store is a real version `step`

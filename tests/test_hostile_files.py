@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 
-from indexerd.files import path_to_key
+from indexerd.sources.files.scan import path_to_key
 from indexerd.index import WhooshIndex
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,7 +152,7 @@ def test_hostile_tree_each_file_has_its_exact_outcome(tmp_path, big_text) -> Non
     root.mkdir()
     exp = build_hostile_tree(root, big_text)
     cli = CLI(tmp_path / "state")
-    code, out, err, secs, rss = run_measured([sys.executable, "-m", "indexerd.cli", "index", "--json", str(root)],
+    code, out, err, secs, rss = run_measured([sys.executable, "-m", "indexerd.cli.main", "index", "--json", str(root)],
                                              cli.env, timeout=60)
     assert code == 0, err[-2000:]
     assert "Traceback" not in err, err[-3000:]
@@ -184,7 +184,7 @@ def test_hostile_tree_each_file_has_its_exact_outcome(tmp_path, big_text) -> Non
     assert "d\ufffdir/inner.txt" in p.stdout
 
     # a second pass reads nothing and changes nothing
-    code, out, err, secs, _ = run_measured([sys.executable, "-m", "indexerd.cli", "index", "--json", str(root)],
+    code, out, err, secs, _ = run_measured([sys.executable, "-m", "indexerd.cli.main", "index", "--json", str(root)],
                                            cli.env, timeout=60)
     s = json.loads(out)
     assert (code, s["seen"], s["unchanged"], s["indexed"], s["skipped"], s["errors"]) == \
@@ -206,7 +206,7 @@ def test_50mb_text_file_indexed_when_max_size_allows(tmp_path, big_text) -> None
                    f'[[sources.filesystem]]\nname = "big"\npath = "{root}"\n')
     cli = CLI(state)
     code, out, err, _secs, rss = run_measured(
-        [sys.executable, "-m", "indexerd.cli", "index", "--json", "-c", str(cfg)], cli.env, timeout=90)
+        [sys.executable, "-m", "indexerd.cli.main", "index", "--json", "-c", str(cfg)], cli.env, timeout=90)
     assert code == 0, err[-2000:]
     s = json.loads(out)
     assert (s["seen"], s["indexed"], s["errors"]) == (1, 1, 0), s
@@ -221,7 +221,7 @@ def _as_nobody(cwd: str) -> list[str]:
     if not shutil.which("setpriv"):
         pytest.skip("running as root (chmod 000 denies nothing) and setpriv is not installed")
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    p = subprocess.run([*prefix, sys.executable, "-c", "import indexerd.cli, whoosh"],
+    p = subprocess.run([*prefix, sys.executable, "-c", "import indexerd.cli.main, whoosh"],
                        check=False, capture_output=True, text=True, timeout=30, cwd=cwd)
     if p.returncode != 0:
         pytest.skip(f"running as root and nobody cannot run {sys.executable}: {p.stderr.strip()[-300:]}")
@@ -248,7 +248,7 @@ def test_unlistable_directory_keeps_its_documents(tmp_path) -> None:
         env = CLI(state).env
 
         def run(*args: str) -> subprocess.CompletedProcess:
-            p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli", *args], check=False,
+            p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli.main", *args], check=False,
                                capture_output=True, text=True, env=env, timeout=60, cwd=str(base))
             assert p.returncode == 0, (args, p.stdout, p.stderr)
             return p
@@ -279,8 +279,8 @@ def test_directory_swapped_for_a_symlink_never_indexes_the_outside(tmp_path) -> 
     import threading
 
     from indexerd.config import parse_config
-    from indexerd.indexer import Indexer
-    from indexerd.pipeline import PassCounts
+    from indexerd.core.indexer import Indexer
+    from indexerd.core.pipeline import PassCounts
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     (root / "d").mkdir(parents=True)
@@ -354,7 +354,7 @@ def test_unreadable_root_is_an_error_of_the_pass(tmp_path) -> None:
         env = CLI(state).env
 
         def run(*args: str, code: int = 0) -> subprocess.CompletedProcess:
-            p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli", *args], check=False,
+            p = subprocess.run([*prefix, sys.executable, "-m", "indexerd.cli.main", *args], check=False,
                                capture_output=True, text=True, env=env, timeout=60, cwd=str(base))
             assert p.returncode == code, (args, p.returncode, p.stdout, p.stderr)
             return p

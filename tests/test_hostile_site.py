@@ -17,7 +17,7 @@ from httpsite import site as site_fixture
 
 from indexerd.config import parse_config
 from indexerd.index import WhooshIndex
-from indexerd.indexer import Indexer
+from indexerd.core.indexer import Indexer
 
 site = site_fixture  # the fixture (see tests/httpsite.py)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from indexerd.errors import IndexUnavailable
+from indexerd.core.errors import IndexUnavailable
 from indexerd.index import IndexDoc, WhooshIndex
 
 UTC = timezone.utc

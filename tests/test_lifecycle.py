@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from test_daemon import DaemonUnderTest, base, write  # noqa: F401 (base: the fixture)
 
-from indexerd.daemon import first_run_time
+from indexerd.daemon.main import first_run_time
 
 UTC = timezone.utc
 
@@ -130,7 +130,7 @@ def test_a_source_removed_while_its_pass_runs_leaves_nothing_searchable(lc, how)
         d.start(("docs", "big"))
         assert len(report_keys(d, "big")) == n
         reindex = subprocess.Popen(
-            [sys.executable, "-m", "indexerd.cli", "ctl", "reindex", "--source", "big", "-c", str(d.client_cfg)],
+            [sys.executable, "-m", "indexerd.cli.main", "ctl", "reindex", "--source", "big", "-c", str(d.client_cfg)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=REPO, text=True)
     else:
         d.start(("docs",))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from indexerd.mirror import Mirror
-from indexerd.urls import canonicalize
+from indexerd.sources.web.mirror import Mirror
+from indexerd.sources.web.urls import canonicalize
 
 UTC = timezone.utc
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from indexerd import notify
+from indexerd.daemon import notify
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +64,7 @@ def test_unset_is_false():
 
 def test_missing_socket_is_false_and_logged(monkeypatch, caplog):
     monkeypatch.setenv("NOTIFY_SOCKET", "/nonexistent-indexerd-test/notify")
-    with caplog.at_level("WARNING", logger="indexerd.notify"):
+    with caplog.at_level("WARNING", logger="indexerd.daemon.notify"):
         assert notify.ready("x") is False
     assert "sd_notify" in caplog.text
 
@@ -169,7 +169,7 @@ def _index_log(tmp_path, journal_stream: str | None) -> list[str]:
     if journal_stream is not None:
         env["JOURNAL_STREAM"] = journal_stream(writer.fileno())
     with reader, writer:
-        p = subprocess.run([sys.executable, "-m", "indexerd.cli", "index", "--log-level", "info", str(tree)],
+        p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "index", "--log-level", "info", str(tree)],
                            stdout=subprocess.DEVNULL, stderr=writer.fileno(), env=env, timeout=120)
         writer.shutdown(socket.SHUT_WR)
         reader.settimeout(10)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from indexerd.politeness import HOST_SLOTS, HostSlots, PolitenessSettings, next_delay
+from indexerd.sources.web.politeness import HOST_SLOTS, HostSlots, PolitenessSettings, next_delay
 
 S = PolitenessSettings()
 

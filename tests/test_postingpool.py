@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from indexerd.index import IndexDoc, WhooshIndex
-from indexerd.postingpool import TermPostingPool
+from indexerd.index.whoosh.postingpool import TermPostingPool
 
 UTC = timezone.utc
 

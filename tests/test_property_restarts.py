@@ -1,7 +1,7 @@
 """Property test of the whole decision path (issue 7): random sequences of file operations on a
 temp tree -- create, edit, edit to the same content with a new mtime, touch, edit with an *older*
 mtime (a restored backup), empty a file, delete, rename (also over an existing file) -- interleaved
-with ``indexerd index`` passes and restarts (close and reopen the :class:`~indexerd.indexer.Indexer`
+with ``indexerd index`` passes and restarts (close and reopen the :class:`~indexerd.core.indexer.Indexer`
 on the same state dir, as a second ``indexerd index`` run does).  The passes run in process
 (``Indexer`` + ``parse_config``, as tests/test_files.py does): a subprocess per pass would cost
 ~0.3 s each.
@@ -34,10 +34,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from indexerd.config import parse_config
-from indexerd.errors import RetryLater, StoreError
-from indexerd.files import path_to_key
-from indexerd.indexer import Indexer
-from indexerd.store import Store
+from indexerd.core.errors import RetryLater, StoreError
+from indexerd.sources.files.scan import path_to_key
+from indexerd.core.indexer import Indexer
+from indexerd.core.store import Store
 
 NAMES = ("a.txt", "b.txt", "sub/c.txt", "sub/deeper/d.txt", "e.txt")
 BASE_MTIME_NS = 1_704_067_200 * 10**9  # 2024-01-01T00:00:00Z

@@ -1,4 +1,4 @@
-"""Adaptive recrawl: the pure schedule (indexerd/recrawl.py), then the crawler on the loopback site
+"""Adaptive recrawl: the pure schedule (indexerd/sources/web/recrawl.py), then the crawler on the loopback site
 (tests/httpsite.py) with simulated passes an ``interval`` apart."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from httpsite import site as site_fixture
 from test_web import Crawl, html, web_config
 
 from indexerd.config import parse_config
-from indexerd.indexer import Indexer
-from indexerd.recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
+from indexerd.core.indexer import Indexer
+from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
 
 site = site_fixture
 UTC = timezone.utc
@@ -220,7 +220,7 @@ def test_forced_pass_asks_every_page_and_explain_shows_the_next_due_time(tmp_pat
 
 
 def test_max_recrawl_interval_below_interval_is_refused() -> None:
-    from indexerd.errors import ConfigError
+    from indexerd.core.errors import ConfigError
     with pytest.raises(ConfigError, match="max_recrawl_interval"):
         parse_config(web_config(["http://h.test/"], interval="2h", max_recrawl_interval="1h"))
 

@@ -10,8 +10,8 @@ import tracemalloc
 import pytest
 from httpsite import site as site_fixture
 
-from indexerd.fetch import Fetcher, Response
-from indexerd.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules, parse_robots
+from indexerd.sources.web.fetch import Fetcher, Response
+from indexerd.sources.web.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules, parse_robots
 
 site = site_fixture  # the fixture; an assignment, so pyflakes does not call each use a redefinition
 BASE = "https://example.test"

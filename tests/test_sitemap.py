@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from indexerd.sitemap import SitemapEntry, parse_sitemap
+from indexerd.sources.web.sitemap import SitemapEntry, parse_sitemap
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 

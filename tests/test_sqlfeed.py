@@ -645,7 +645,7 @@ def test_batch_size_bounds_a_pass(feed):
 def _in_process_pass(cfg_path: Path, fail_commits: int, monkeypatch) -> dict:
     from indexerd import index as index_mod
     from indexerd.config import load_config
-    from indexerd.indexer import Indexer
+    from indexerd.core.indexer import Indexer
 
     real_commit = index_mod._WhooshSession.commit
     left = {"n": fail_commits}
@@ -790,9 +790,9 @@ def test_the_shipped_sql_examples_validate_once_their_stated_prerequisites_exist
 def test_password_is_set_on_the_url_from_env_and_file(tmp_path, monkeypatch):
     """Unit: SqlFeed.engine() puts the password on the URL object (not in the config's url)."""
     from indexerd.config import parse_config, source_policy
-    from indexerd.dates import DEFAULT_META_MAP
-    from indexerd.errors import ConfigError
-    from indexerd.sqlfeed import SqlFeed, bind_placeholders
+    from indexerd.core.dates import DEFAULT_META_MAP
+    from indexerd.core.errors import ConfigError
+    from indexerd.sources.sql.feed import SqlFeed, bind_placeholders
 
     def feed_for(**kw) -> SqlFeed:
         cfg = parse_config("[[sources.sql]]\n" + "\n".join(
@@ -859,13 +859,13 @@ class SqlDaemon:
         self.log_path = feed.base / "daemon.log"
 
     def ctl(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "indexerd.cli", "ctl", args[0], "-c", str(self.feed.cfg),
+        return subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", args[0], "-c", str(self.feed.cfg),
                                *args[1:]], capture_output=True, text=True, env=self.feed.cli.env,
                               cwd=REPO, timeout=timeout)
 
     def start(self) -> None:
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(self.feed.cfg)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(self.feed.cfg)],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=self.feed.cli.env, cwd=REPO)
         deadline = time.monotonic() + DAEMON_READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -999,7 +999,7 @@ def test_a_value_over_max_size_is_never_decoded(db):
     """The driver hands back only the size of a value over the bound (no Python str is built)."""
     from sqlalchemy.engine import make_url
 
-    from indexerd.sqlconn import TooLarge, make_engine
+    from indexerd.sources.sql.conn import TooLarge, make_engine
 
     db.insert(1, "x" * 50_000, "Big", "2024-01-01T00:00:00Z")
     eng = make_engine(make_url(db.url), 10_000)
@@ -1126,7 +1126,7 @@ def test_sigterm_interrupts_a_long_sql_query(db):
         feed.write_config(full_sql=SLOW_FULL_SQL[db.kind])
         d = SqlDaemon(feed)
         d._log = open(d.log_path, "ab")
-        d.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(feed.cfg)],
+        d.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(feed.cfg)],
                                   stdout=d._log, stderr=subprocess.STDOUT, env=feed.cli.env, cwd=REPO)
         try:
             deadline = time.monotonic() + DAEMON_READY_TIMEOUT
@@ -1208,7 +1208,7 @@ def test_a_pass_killed_midway_resumes_at_the_next_start(tmp_path, request):
         for i, title, body, updated in BASE_ROWS:
             db.insert(i, body, title, updated)
         d.feed.write_config(full_sql=SLOW_FULL_SQL["sqlite"])
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "index", "-c", str(d.feed.cfg)],
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "index", "-c", str(d.feed.cfg)],
                                 env=d.feed.cli.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(4.0)                                          # inside the slow full load
         proc.kill()

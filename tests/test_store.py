@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from indexerd.errors import SchemaTooNew, StoreError
-from indexerd.store import MIGRATIONS, SCHEMA_VERSION, DocumentRecord, Store, from_db_time, to_db_time
+from indexerd.core.errors import SchemaTooNew, StoreError
+from indexerd.core.store import MIGRATIONS, SCHEMA_VERSION, DocumentRecord, Store, from_db_time, to_db_time
 
 UTC = timezone.utc
 T1 = datetime(2001, 9, 9, 1, 46, 40, 123456, tzinfo=UTC)

@@ -33,7 +33,7 @@ def unit_settings(path: Path = UNIT) -> dict[str, list[str]]:
 def test_a_bad_config_is_not_restarted(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('state_dir = "%s"\nlog_levle = "info"\n' % (tmp_path / "state"))
-    p = subprocess.run([sys.executable, "-m", "indexerd.cli", "run", "-c", str(bad)],
+    p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(bad)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "log_levle" in p.stderr, (p.returncode, p.stderr)
     settings = unit_settings()
@@ -190,12 +190,12 @@ min_delay = "0s"
                                                                  "RUNTIME_DIRECTORY", "NOTIFY_SOCKET")}
         log = tmp_path / "daemon.log"
         with open(log, "wb") as fh:
-            proc = subprocess.Popen([strace, "-f", "-qq", "-o", str(trace), sys.executable, "-m", "indexerd.cli",
+            proc = subprocess.Popen([strace, "-f", "-qq", "-o", str(trace), sys.executable, "-m", "indexerd.cli.main",
                                      "run", "-c", str(cfg), "--log-level", "info"],
                                     stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO)
 
         def ctl(*args: str) -> str:
-            p = subprocess.run([sys.executable, "-m", "indexerd.cli", "ctl", *args, "-c", str(cfg)],
+            p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", *args, "-c", str(cfg)],
                                capture_output=True, text=True, env=env, timeout=300)
             assert p.returncode == 0, (args, p.stdout, p.stderr, log.read_text()[-3000:])
             return p.stdout
@@ -231,7 +231,7 @@ min_delay = "0s"
             assert cmd[0].endswith("/indexerd"), cmd
             cmd = [str(cfg) if a == "/etc/indexerd/indexerd.toml" else a for a in cmd[1:]]
             p = subprocess.run([strace, "-f", "-qq", "-o", str(trace_reload), sys.executable, "-m",
-                                "indexerd.cli", *cmd], capture_output=True, text=True, env=env, timeout=300)
+                                "indexerd.cli.main", *cmd], capture_output=True, text=True, env=env, timeout=300)
             assert p.returncode == 0, (cmd, p.stdout, p.stderr)
             until("reload", lambda: "reloaded" in log.read_text())
             daemon_pid = json.loads(ctl("status", "--json"))["pid"]   # strace's child

@@ -1,4 +1,4 @@
-"""Plain-text titles (indexerd/titles.py): real Debian copyright files and scripts, end to end."""
+"""Plain-text titles (indexerd/extract/titles.py): real Debian copyright files and scripts, end to end."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from indexerd.titles import plain_text_title, reads_as_title
+from indexerd.extract.titles import plain_text_title, reads_as_title
 
 
 @pytest.mark.parametrize("line", [

@@ -7,7 +7,7 @@ import threading
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from indexerd.urls import (DepthSpec, QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key,
+from indexerd.sources.web.urls import (DepthSpec, QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key,
                            trap_reason)
 
 

@@ -1,4 +1,4 @@
-"""The change queue of the file watcher (indexerd.watch): pure timing, no files."""
+"""The change queue of the file watcher (indexerd.sources.files.watch): pure timing, no files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 def test_change_queue_rate_limits_one_path_without_delaying_others():
     """A token bucket per path: 3 takes in a burst, then one per interval; another path is
     due at once meanwhile; the busy path's last event is still taken."""
-    from indexerd.watch import ChangeQueue
+    from indexerd.sources.files.watch import ChangeQueue
 
     q = ChangeQueue(max_delay_seconds=0.05, hot_after=3, hot_interval_seconds=1.0)
     taken: list[tuple[float, str]] = []

@@ -1,6 +1,6 @@
 """The web source end to end: the real crawler against the real loopback server (tests/httpsite.py).
 
-Most passes run in process (a real :class:`~indexerd.indexer.Indexer` from a parsed config, one
+Most passes run in process (a real :class:`~indexerd.core.indexer.Indexer` from a parsed config, one
 per pass, like one ``indexerd index`` run); a few go through the real CLI in a subprocess
 (``indexerd index -c CFG --json``, ``indexerd ctl search ... --json``).  Assertions are on what
 the server saw (``site.log``), the pass counts, the named counters, search hits and the state
@@ -29,11 +29,11 @@ from httpsite import Site
 from httpsite import site as site_fixture
 
 from indexerd.config import parse_config
-from indexerd.errors import ConfigError
+from indexerd.core.errors import ConfigError
 from indexerd.index import WhooshIndex
-from indexerd.indexer import Indexer
-from indexerd.mirror import Mirror
-from indexerd.pipeline import PassCounts
+from indexerd.core.indexer import Indexer
+from indexerd.sources.web.mirror import Mirror
+from indexerd.core.pipeline import PassCounts
 
 site = site_fixture  # the fixture; assigned so pyflakes does not flag each test's ``site``
 
@@ -1005,7 +1005,7 @@ def test_resume_after_sigkill_of_the_cli(tmp_path, site) -> None:
     cfg = tmp_path / "indexerd.toml"
     cfg.write_text(web_config([site.url("/")]))
     cli = CLI(tmp_path / "state", config=cfg)
-    cmd = [sys.executable, "-m", "indexerd.cli", "index", "-c", str(cfg), "--json"]
+    cmd = [sys.executable, "-m", "indexerd.cli.main", "index", "-c", str(cfg), "--json"]
     proc = subprocess.Popen(cmd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for(lambda: site.hits("/p3.html"), timeout=20)
@@ -1157,7 +1157,7 @@ def test_a_restart_does_not_crawl_before_the_interval_is_due(tmp_path, site) -> 
     try:
         assert cli.index()["indexed"] == 2
         site.log.clear()
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg)], env=cli.env,
+        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg)], env=cli.env,
                                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:

@@ -48,8 +48,8 @@ def _cancelled_pass(crawl: Crawl, site, path: str, gate) -> None:
     import threading
 
     from indexerd.config import parse_config
-    from indexerd.indexer import Indexer
-    from indexerd.pipeline import PassCounts
+    from indexerd.core.indexer import Indexer
+    from indexerd.core.pipeline import PassCounts
 
     ix = Indexer(parse_config(crawl.config()))
     ix.open("index")
@@ -129,9 +129,9 @@ def test_redirects_and_robots_redirects_to_another_port_are_not_followed(tmp_pat
 
 
 def test_the_frontier_asks_the_gate_just_before_handing_a_url_out():
-    from indexerd.frontier import Frontier, Task
-    from indexerd.politeness import HostSlots
-    from indexerd.robots import RobotsCache, RobotsRules
+    from indexerd.sources.web.frontier import Frontier, Task
+    from indexerd.sources.web.politeness import HostSlots
+    from indexerd.sources.web.robots import RobotsCache, RobotsRules
 
     robots = RobotsCache()
     host = "http://seed.test:80"

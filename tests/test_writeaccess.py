@@ -70,10 +70,10 @@ def base():
 @root_only
 def test_check_config_names_read_only_mirror_and_sqlite_queue(base):
     cfg, ro = _setup(base)
-    ok = subprocess.run([sys.executable, "-m", "indexerd.cli", "check-config", "-c", str(cfg)],
+    ok = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "check-config", "-c", str(cfg)],
                         capture_output=True, text=True, env=ENV, timeout=120)
     assert ok.returncode == 0 and "warning" not in ok.stderr, ok.stderr
-    p = subprocess.run(_in_read_only(ro, sys.executable, "-m", "indexerd.cli", "check-config", "-c", str(cfg)),
+    p = subprocess.run(_in_read_only(ro, sys.executable, "-m", "indexerd.cli.main", "check-config", "-c", str(cfg)),
                        capture_output=True, text=True, env=ENV, timeout=120)
     assert p.returncode == 0, p.stderr                   # a warning, not a refusal
     warnings = [line for line in p.stderr.splitlines() if line.startswith("indexerd: warning:")]
@@ -90,7 +90,7 @@ def test_daemon_start_warns_once_per_unwritable_path(base):
     cfg, ro = _setup(base)
     log = base / "daemon.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(_in_read_only(ro, sys.executable, "-m", "indexerd.cli", "run", "-c", str(cfg),
+        proc = subprocess.Popen(_in_read_only(ro, sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg),
                                               "--log-level", "info"),
                                 stdout=fh, stderr=subprocess.STDOUT, env=ENV)
     try:
@@ -112,7 +112,7 @@ def test_check_config_as_the_service_user(base):
     """--user: the service user's own access (owner, group, mode), not root's."""
     cfg, ro = _setup(base)
     def run() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "indexerd.cli", "check-config", "-c", str(cfg),
+        return subprocess.run([sys.executable, "-m", "indexerd.cli.main", "check-config", "-c", str(cfg),
                                "--user", "nobody"], capture_output=True, text=True, env=ENV, timeout=120)
     p = run()
     assert p.returncode == 0
@@ -126,7 +126,7 @@ def test_check_config_as_the_service_user(base):
     os.chmod(base, 0o775)
     p = run()
     assert p.returncode == 0 and "not writable" not in p.stderr, p.stderr
-    bad = subprocess.run([sys.executable, "-m", "indexerd.cli", "check-config", "-c", str(cfg), "--user",
+    bad = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "check-config", "-c", str(cfg), "--user",
                           "no-such-user-x"], capture_output=True, text=True, env=ENV, timeout=120)
     assert bad.returncode == 2 and "no such user" in bad.stderr
 
@@ -142,7 +142,7 @@ def test_tree_in_a_0700_home_is_reported_for_the_service_user(base):
     os.chmod(home, 0o700)
     cfg = base / "indexerd.toml"
     cfg.write_text(f'state_dir = "{base / "state"}"\n[[sources.filesystem]]\nname = "notes"\npath = "{notes}"\n')
-    cmd = [sys.executable, "-m", "indexerd.cli", "check-config", "-c", str(cfg), "--user", "nobody"]
+    cmd = [sys.executable, "-m", "indexerd.cli.main", "check-config", "-c", str(cfg), "--user", "nobody"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
     assert p.returncode == 0, p.stderr
     line = next(x for x in p.stderr.splitlines() if "sources.filesystem[0].path" in x)

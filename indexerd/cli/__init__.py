@@ -1,0 +1,1 @@
+"""The command line: `indexerd index|run|check-config|ctl ...`."""

@@ -1,0 +1,122 @@
+"""What ``ctl reindex`` and ``ctl forget`` do with one document key, for every kind of source.
+
+The verbs mean the same for files, web pages and SQL rows (README, "the ctl verbs"):
+
+- **reindex**: read the document again now and index it whatever the decision would say -- a
+  file re-read (confined to its tree by the daemon), a page fetched once without validators
+  through robots.txt and the politeness slot (:meth:`WebSource.refetch`), a row read by its id
+  (:meth:`SqlFeed.reread`).
+- **forget**: drop it from the index and the store now; it comes back at its source's next pass
+  if it still exists there (a forgotten SQL row is read again by the next poll).
+
+Keys as typed: ``sql:<source>/<id>``, an http(s) URL (canonicalised: fragment dropped ...), a
+``file:`` key or an absolute path (the CLI resolves relative ones).  A key that is neither stored
+nor readable by a configured source is unknown (:class:`UnknownKey`, exit 1); a URL or path
+outside every source, or a malformed key, is a usage error (:class:`ConfigError`, exit 2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
+from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.cli.reports import normalise_key
+
+
+def _sql_parts(key: str) -> tuple[str, str]:
+    """``sql:NAME/ID`` -> ``(NAME, ID)``; ConfigError when either is empty."""
+    name, sep, row_id = key[len("sql:"):].partition("/")
+    if not (name and sep and row_id):
+        raise ConfigError(f"{key}: a SQL key is sql:<source>/<id>")
+    return name, row_id
+
+
+def _web_owner(sources: Mapping, url: str, pipeline: Pipeline):
+    """The web source that indexed ``url``, else the first whose scope takes it, else None."""
+    rec = pipeline.stored(url)
+    if rec is not None and getattr(sources.get(rec.source), "kind", None) == "web":
+        return sources[rec.source]
+    return next((s for s in sources.values() if s.kind == "web" and s.owns(url)), None)
+
+
+def reindex(sources: Mapping, targets: list[str], pipeline: Pipeline, counts: PassCounts, *,
+            confined_path: Callable[[str], tuple], cancel: threading.Event | None = None) -> None:
+    """Re-read every target now (see the module docstring); counts go to ``counts``.
+
+    ``confined_path(target)`` returns ``(FileSource, path)`` for a file key or path, or raises
+    ConfigError (the daemon's tree confinement).  Targets of one web or SQL source are read
+    together (one fetch session, one connection pool).
+
+    Raises:
+        ConfigError: a malformed key, a SQL source that is not configured, a URL outside every
+            web source, a path outside every tree (exit 2).
+        UnknownKey: a SQL id that is neither stored nor returned by ``full_sql``, or a file that
+            is neither stored nor there (nor selected by its source), after every other target
+            was read (exit 1: "not known" is one exit code for every kind of key).
+        IndexerdError: the database failed (exit 1).
+    """
+    groups: dict[str, list[str]] = {}
+    missing: list[str] = []  # files neither there (nor selected by their source) nor stored
+    for target in targets:
+        key = normalise_key(target)
+        if key.startswith("sql:"):
+            name, row_id = _sql_parts(key)
+            src = sources.get(name)
+            if src is None or src.kind != "sql":
+                same = [n for n, s in sources.items() if s.kind == "sql"]
+                raise ConfigError(f"{target}: no SQL source named {name!r} (configured SQL sources: "
+                                  f"{', '.join(same) or 'none'})")
+            groups.setdefault(name, []).append(row_id)
+        elif key.startswith(("http://", "https://")):
+            src = _web_owner(sources, key, pipeline)
+            if src is None:
+                raise ConfigError(f"{target}: not inside any configured web source's scope")
+            groups.setdefault(src.name, []).append(key)
+        else:
+            src, path = confined_path(target)
+            if src.handle_path(path, pipeline, counts, forced=True) == "ignored":
+                missing.append(target)
+    for name, items in groups.items():
+        src = sources[name]
+        if src.kind == "web":
+            src.refetch(items, pipeline, counts, cancel=cancel)
+            continue
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            unknown = src.reread(items, pipeline, counts)
+        except SQLAlchemyError as e:
+            raise IndexerdError(f"source {name}: reading {', '.join(items)} failed: "
+                                f"{str(e).splitlines()[0][:300]}") from None
+        if unknown:
+            raise UnknownKey(f"{src.key_for(unknown[0])}: not known to indexerd (not stored, and "
+                             f"full_sql returns no such row)")
+    if missing:
+        raise UnknownKey(f"{missing[0]}: not known to indexerd (not stored, and no such file, or its "
+                         f"source's include/exclude rules leave it out)")
+
+
+def forget(sources: Mapping, target: str, pipeline: Pipeline) -> str:
+    """Drop the document ``target`` names from the index and the store now; return its key.
+
+    A SQL row is remembered so that the source's next pass reads it again, a web page is made
+    due at its source's next crawl whatever its adaptive-recrawl schedule said (as the next scan
+    finds a forgotten file).  A crawl of the source running at that moment keeps its own
+    schedule for the page; the pass after it asks the page.
+
+    Raises:
+        UnknownKey: nothing is stored under the key (exit 1).
+    """
+    key = normalise_key(target)
+    rec = pipeline.stored(key)
+    if rec is None:
+        raise UnknownKey(f"{target}: not known to indexerd")
+    pipeline.gone(key, PassCounts(), "forgotten (ctl forget)")
+    src = sources.get(rec.source)
+    if key.startswith("sql:") and getattr(src, "kind", None) == "sql":
+        src.remember_forgotten(pipeline.store, _sql_parts(key)[1])
+    elif getattr(src, "kind", None) == "web":
+        pipeline.store.crawl_due_now(rec.source, key, "forgotten (ctl forget): due at the next crawl")
+    return key

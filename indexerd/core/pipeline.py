@@ -1,0 +1,372 @@
+"""candidate -> extract -> resolve date -> decide -> hand to the writer.
+
+Sources only discover and fetch: they give the pipeline a :class:`Fetched` (bytes plus the
+protocol facts) or tell it a document is gone, skipped or failed.  The pipeline never touches
+Whoosh or SQLite rows itself: it submits operations to the one :class:`~indexerd.core.writer.IndexWriter`.
+
+Every document met in a pass lands in exactly one of ``indexed``, ``unchanged``, ``skipped`` or
+``errors`` of :class:`PassCounts`, so ``seen = indexed + unchanged + skipped + errors``;
+``deleted`` counts documents removed because they are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Callable
+
+from indexerd.core import decide as decide_mod
+from indexerd.core.dates import DateEvidence, MetaMap, resolve_date
+from indexerd.core.errors import SkipDocument
+from indexerd.extract import content_hash, extract
+from indexerd.index import IndexDoc
+from indexerd.core.store import DocumentRecord, Store
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+@dataclass
+class PassCounts:
+    """Counts of one pass over one source (or several, when summed).
+
+    ``failed`` says why the source's whole pass failed (its root is missing, a statement failed,
+    no seed host answered, the index commit failed), None when it ran; it is not a count and is
+    not in :meth:`as_dict`.
+    """
+
+    seen: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    errors: int = 0
+    failed: str | None = field(default=None, compare=False)
+    #: the message of the pass's latest error (a document's or the whole pass's), for status
+    last_error: str | None = field(default=None, compare=False)
+
+    def fail(self, message: str, *, seen: bool = True) -> None:
+        """Count one error (and, with ``seen``, the item it happened to) and keep its message."""
+        self.seen += 1 if seen else 0
+        self.errors += 1
+        self.last_error = message
+
+    def add(self, other: "PassCounts") -> None:
+        for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.last_error = other.last_error or self.last_error
+        self.failed = self.failed or other.failed
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors")}
+
+
+class Counters:
+    """Named, thread-safe counters (``decide.content-unchanged``, ``skip.too-large`` ...)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._c: dict[str, int] = {}
+
+    def inc(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._c[name] = self._c.get(name, 0) + n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._c.items()))
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A document's bytes and the facts its source learned while reading or fetching it.
+
+    ``protocol_date`` is the HTTP ``Last-Modified`` string, the file's mtime (aware UTC) or a
+    SQL column value; ``protocol_kind`` names it (``header``, ``mtime``, ``column``).
+    ``fetched_at`` is aware UTC.  ``size`` is in bytes; ``mtime_ns``, ``ctime_ns`` and ``ino``
+    are for files only (the stat the next scan compares with; ``ctime_ns`` 0: not to be trusted).
+    """
+
+    key: str
+    source: str
+    url: str
+    data: bytes
+    fetched_at: datetime
+    path: str | None = None
+    name: str | None = None
+    declared_type: str | None = None
+    charset: str | None = None
+    base_url: str | None = None
+    protocol_date: str | datetime | None = None
+    protocol_kind: str = "header"
+    server_date: str | None = None
+    sitemap_date: str | datetime | None = None
+    size: int = 0
+    mtime_ns: int | None = None
+    ctime_ns: int | None = None
+    ino: int | None = None
+    etag: str | None = None
+    last_modified_header: str | None = None
+    title: str | None = None  # the source's own title (a SQL column); overrides extraction's
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the pipeline needs to know about the source a document came from."""
+
+    meta_map: MetaMap
+    date_order: tuple[str, ...] | None = None
+    settings: decide_mod.DecideSettings = field(default_factory=decide_mod.DecideSettings)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one document: ``verdict`` is indexed / unchanged / skipped / errors /
+    deleted, or redirect (an HTML-level redirect, nothing written); ``reason`` the fixed word
+    behind it."""
+
+    verdict: str
+    reason: str
+    extracted: object | None = None
+    key: str | None = None
+    last_modified: datetime | None = None
+    content_hash: str | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Pipeline:
+    """Turns fetched documents into writer operations.
+
+    Args:
+        writer_factory: returns the :class:`~indexerd.core.writer.IndexWriter`; called lazily on the
+            first write, so a pass over an unchanged tree never opens the index.
+        store: a read connection to the state store (stored records for the decision).
+        counters: named counters shared with ``ctl status``.
+
+    Thread safety: one Pipeline per thread (the store connection is per thread).
+    """
+
+    def __init__(self, writer_factory: Callable[[], object], store: Store,
+                 counters: Counters | None = None, clock: Callable[[], datetime] = _now) -> None:
+        self._writer_factory = writer_factory
+        self._writer = None
+        #: live mode: this pipeline's index changes are committed as soon as the writer's queue
+        #: drains (live file events); False for scheduled passes, which commit about once a second
+        self.urgent = True
+        self.store = store
+        self.counters = counters or Counters()
+        self.clock = clock
+
+    @property
+    def writer(self):
+        if self._writer is None:
+            self._writer = self._writer_factory()
+            # failed writes before this pipeline's first one are not its own (see flush)
+            self._failures_before = self._writer.stats.write_failures
+        return self._writer
+
+    @property
+    def writer_opened(self) -> bool:
+        return self._writer is not None
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Commit every submitted change (no-op when nothing was written).
+
+        Raises:
+            RetryLater: a write or commit failed since this pipeline's first write.
+        """
+        if self._writer is not None:
+            self._writer.flush(timeout, since=self._failures_before)
+
+    def pending(self, key: str) -> tuple[bool, DocumentRecord | None]:
+        """``(True, record or None)`` when a write for ``key`` is queued and not yet committed
+        (None: a removal); ``(False, None)`` otherwise."""
+        if self._writer is not None:
+            return self._writer.pending_record(key)
+        return False, None
+
+    def stored(self, key: str) -> DocumentRecord | None:
+        """The latest record for ``key``: a queued write if there is one, else the store's row."""
+        if self._writer is not None:
+            queued, rec = self._writer.pending_record(key)
+            if queued:
+                return rec
+        return self.store.get(key)
+
+    # -- outcomes without a body ----------------------------------------------------------
+    def skip(self, key: str, source: str, reason: str, detail: str, counts: PassCounts, *,
+             size: int | None = None, mtime_ns: int | None = None, status: str = "skipped",
+             stored: DocumentRecord | None = None, title: str | None = None,
+             ctime_ns: int | None = None, ino: int | None = None, etag: str | None = None,
+             last_modified_header: str | None = None) -> Outcome:
+        """Record that ``key`` cannot be indexed now (``reason`` is a fixed word).
+
+        ``etag`` / ``last_modified_header`` (web) are kept so that the next pass can ask with a
+        conditional GET instead of downloading a known-unindexable body again.
+
+        A previously indexed copy is removed from the index: it no longer matches the document.
+        ``status`` is ``skipped`` or ``error`` (errors are counted in ``errors``).  For files,
+        ``ctime_ns`` and ``ino`` let the next scan see a rewrite that keeps size and mtime, and
+        retry an error once the file's status changes (a chmod).
+        """
+        now = self.clock()
+        stored = stored if stored is not None else self.stored(key)
+        rec = DocumentRecord(key=key, source=source, status=status, reason=reason, detail=detail[:500],
+                             size=size, mtime_ns=mtime_ns, checked_at=now, decided_at=now,
+                             ctime_ns=ctime_ns, ino=ino, etag=etag,
+                             last_modified_header=last_modified_header,
+                             title=title if title is not None else (stored.title if stored else None))
+        if stored is not None and stored.status in ("indexed", "stale"):
+            # stale: the start-up reconcile found it in the index without a trustworthy row
+            self.writer.submit_remove(key, rec, urgent=self.urgent)
+        else:
+            self.writer.submit_record(rec)
+        counts.seen += 1  # only once the writer took it: a failure above is counted by the caller
+        if (status == "skipped" and stored is not None and stored.status == "skipped"
+                and stored.reason == reason and stored.ctime_ns == 0 and ino is not None
+                and (stored.mtime_ns, stored.size, stored.ino) == (mtime_ns, size, ino)):
+            # a file read again only because its last stat was too close to a change to be
+            # trusted (indexerd.sources.files.scan.trusted_ctime_ns), with the same verdict: its stat had not
+            # changed since that verdict, so it counts as unchanged
+            counts.unchanged += 1
+            return Outcome("unchanged", reason)
+        if status == "error":
+            counts.fail(f"{reason}: {key}" + (f" ({detail})" if detail else ""), seen=False)
+            self.counters.inc(f"error.{reason}")
+            log.warning("error %s: %s (%s)", reason, key, detail)
+        else:
+            counts.skipped += 1
+            self.counters.inc(f"skip.{reason}")
+            log.info("skipped %s: %s (%s)", reason, key, detail)
+        return Outcome("errors" if status == "error" else "skipped", reason)
+
+    def gone(self, key: str, counts: PassCounts, why: str = "") -> Outcome:
+        """The document no longer exists at its source: delete it from the index and the store."""
+        return self.gone_many([key], counts, why)
+
+    def gone_many(self, keys: list[str], counts: PassCounts, why: str = "") -> Outcome:
+        """:meth:`gone` for many keys at once (a directory removed, a pass's leftovers): one
+        writer operation, so the writer deletes them in one batch and a live commit does not
+        cut it into pieces.  Returns the outcome of the last key."""
+        d = decide_mod.decide(None, decide_mod.NewFacts(None, None, gone=True), self.clock())
+        if not keys:
+            return Outcome("deleted", d.reason)
+        self.writer.submit_remove_many(keys, urgent=self.urgent)
+        counts.deleted += len(keys)
+        self.counters.inc(f"decide.{d.reason}", len(keys))
+        for key in keys:
+            log.info("deleted %s%s", key, f" ({why})" if why else "")
+        return Outcome("deleted", d.reason)
+
+    def not_modified(self, key: str, counts: PassCounts, stored: DocumentRecord | None = None) -> Outcome:
+        """The source says ``key`` is unchanged without sending it (HTTP 304, RFC 9110 §15.4.5):
+        no parse, no index write.  ``checked_at`` is refreshed; an indexed document's decision
+        becomes ``not-modified``, made now (``decided_at``, no stale ``detail``: a reason is
+        never shown with the time of an older decision); a skipped one keeps its skip reason
+        (binary, noindex ...) with its own time."""
+        stored = stored if stored is not None else self.stored(key)
+        now = self.clock()
+        if stored is not None and stored.status == "indexed":
+            self.writer.submit_record(replace(stored, checked_at=now, reason="not-modified",
+                                              decided_at=now, detail=None))
+        elif stored is not None:
+            self.writer.submit_record(replace(stored, checked_at=now))
+        counts.seen += 1
+        counts.unchanged += 1
+        self.counters.inc("decide.not-modified")
+        return Outcome("unchanged", "not-modified", None, key,
+                       stored.last_modified if stored is not None else None)
+
+    # -- the main path --------------------------------------------------------------------
+    def handle(self, f: Fetched, policy: Policy, counts: PassCounts, *, forced: bool = False,
+               stored: DocumentRecord | None = None, fallback_title: str = "",
+               rekey: Callable[[object], str | None] | None = None, redirects: bool = False,
+               duplicate_of: Callable[[str, str], str | None] | None = None) -> Outcome:
+        """Extract, date, decide and submit one fetched document.
+
+        ``rekey(extracted)`` may name another key for the document (a web page's
+        ``rel=canonical``); the decision is then made against that key's stored record.
+        ``redirects``: the source follows HTML-level redirects (``Extracted.redirect``): such a
+        page is not a document; the outcome is ``redirect`` with nothing written or counted,
+        and the caller follows it.  Without it, a refresh stub with no text is skipped ``empty``.
+        ``duplicate_of(key, content_hash)`` may name a document to keep instead of this one (the
+        same content under another URL): this one is then skipped as ``duplicate``, its alias.
+        """
+        try:
+            ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
+        except SkipDocument as e:
+            return self.skip(f.key, f.source, e.reason, e.detail or f.url, counts, size=f.size,
+                             mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
+                             last_modified_header=f.last_modified_header)
+        except Exception as e:  # an extractor bug must not stop the pass
+            log.exception("extraction failed for %s", f.url)
+            return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
+                             size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
+                             status="error", stored=stored)
+        if ex.redirect is not None and redirects:
+            return Outcome("redirect", "meta-refresh", ex, f.key)
+        if not (ex.title or ex.text):  # a refresh that goes nowhere here
+            return self.skip(f.key, f.source, "empty", f"{f.url}: no title and no text", counts,
+                             size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
+                             stored=stored, etag=f.etag,
+                             last_modified_header=f.last_modified_header)
+        if rekey is not None:
+            new_key = rekey(ex)
+            if new_key and new_key != f.key:
+                f = replace(f, key=new_key)
+                stored = None
+        stored = stored if stored is not None else self.stored(f.key)
+        if ex.noindex:  # its links may still be followed (unless nofollow): hand them back
+            out = self.skip(f.key, f.source, "noindex", "meta robots noindex", counts, size=f.size,
+                            mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
+                            last_modified_header=f.last_modified_header)
+            return replace(out, extracted=ex, key=f.key)
+        resolved = resolve_date(
+            DateEvidence(fetched_at=f.fetched_at, meta=ex.meta, protocol=f.protocol_date,
+                         protocol_kind=f.protocol_kind, sitemap=f.sitemap_date, server_date=f.server_date),
+            policy.meta_map, policy.date_order)
+        title = f.title if f.title else (ex.title or fallback_title)
+        chash = content_hash(title, ex.text)
+        keep = duplicate_of(f.key, chash) if duplicate_of is not None else None
+        if keep is not None and keep != f.key:
+            out = self.skip(f.key, f.source, "duplicate", f"same content as {keep}", counts, size=f.size,
+                            mtime_ns=f.mtime_ns, stored=stored, title=title)
+            return replace(out, extracted=ex, key=f.key)
+        now = self.clock()
+        usable = stored if stored is not None and stored.status == "indexed" else None
+        stored_facts = None if usable is None else decide_mod.StoredFacts(
+            usable.last_modified, usable.date_source, usable.content_hash, usable.indexed_at)
+        d = decide_mod.decide(stored_facts,
+                              decide_mod.NewFacts(resolved.value, resolved.source, chash, forced=forced),
+                              now, policy.settings)
+        self.counters.inc(f"decide.{d.reason}")
+        common = dict(key=f.key, source=f.source, size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns,
+                      ino=f.ino, etag=f.etag,
+                      last_modified_header=f.last_modified_header, media_type=ex.media_type,
+                      checked_at=now, decided_at=now, reason=d.reason)
+        if d.action is decide_mod.Action.INDEX:
+            rec = DocumentRecord(status="indexed", title=title, last_modified=resolved.value,
+                                 date_source=resolved.source, date_notes="; ".join(resolved.notes),
+                                 content_hash=chash, indexed_at=now, **common)
+            doc = IndexDoc(key=f.key, source=f.source, url=f.url, path=f.path, title=title,
+                           content=ex.text, last_modified=resolved.value, date_source=resolved.source,
+                           media_type=ex.media_type, size=f.size, snippet_text=ex.main_text)
+            self.writer.submit_index(doc, rec, urgent=self.urgent)
+            counts.seen += 1
+            counts.indexed += 1
+            log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
+            return Outcome("indexed", d.reason, ex, f.key, resolved.value, chash)
+        # skip: keep what the index holds (date, hash, indexed_at), refresh the validators/stat
+        base = usable or stored
+        rec = replace(base, status="indexed", **common) if base is not None else DocumentRecord(
+            status="indexed", **common)
+        self.writer.submit_record(rec)
+        counts.seen += 1
+        counts.unchanged += 1
+        return Outcome("unchanged", d.reason, ex, f.key, base.last_modified if base is not None else None,
+                       chash)

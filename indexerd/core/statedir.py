@@ -1,0 +1,79 @@
+"""The state directory: where the store, the index and the lock live, and who holds it.
+
+One state dir, one writing process: ``indexerd run`` and ``indexerd index`` take an exclusive
+``flock`` on ``<state_dir>/indexerd.lock`` (the kernel drops it when the process dies, so there
+is never a stale lock) and write their pid and mode into it.  Readers (``ctl search``, reports)
+take no lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from indexerd.core.errors import ConfigError, StateDirLocked, StoreError
+
+
+class StateDir:
+    """Paths inside one state directory, and its single-writer lock.
+
+    Raises (from :meth:`lock`):
+        StateDirLocked: another process holds it; the message names its pid and mode and, when
+            it is the daemon, says to use ``indexerd ctl scan`` instead.
+        ConfigError: the directory cannot be created or written.
+    """
+
+    LOCKNAME = "indexerd.lock"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    @property
+    def store_path(self) -> Path:
+        return self.path / "state.sqlite3"
+
+    def create(self) -> None:
+        """Create the directory (mode 0750) if needed."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True, mode=0o750)
+        except OSError as e:
+            raise ConfigError(f"state_dir {self.path}: cannot create it: {e.strerror}") from None
+
+    def lock(self, mode: str) -> None:
+        """Take the exclusive lock for ``mode`` (``daemon`` or ``index``)."""
+        self.create()
+        lock_path = self.path / self.LOCKNAME
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o640)
+        except OSError as e:
+            raise ConfigError(f"state_dir {self.path}: cannot open {lock_path}: {e.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            os.close(fd)
+            pid = holder[0] if holder else "?"
+            what = holder[1] if len(holder) > 1 else "indexerd"
+            hint = ("; use `indexerd ctl scan` to ask the running daemon for a pass"
+                    if what == "daemon" else "")
+            raise StateDirLocked(f"state dir {self.path} is in use by another indexerd "
+                                 f"({what}, pid {pid}){hint}") from None
+        try:  # who holds it, for the message a second process prints
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {mode}\n".encode(), 0)
+        except OSError as e:
+            os.close(fd)
+            raise StoreError(f"state dir {self.path}: cannot write {lock_path}: {e.strerror}") from None
+        self._fd = fd
+
+    def unlock(self) -> None:
+        """Release the lock; safe to call twice."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
+            os.close(fd)

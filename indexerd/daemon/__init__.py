@@ -1,0 +1,1 @@
+"""The daemon (`indexerd run`): control socket, systemd notify, write access checks."""

@@ -1,0 +1,197 @@
+"""The paths indexerd must write (or read), and whether it can: ``check-config`` and the daemon's start warn.
+
+What indexerd writes: its state dir (store, index, lock, socket), each web source's
+``mirror_dir``, and a SQLite queue database whose ``pre_update_sql``/``post_update_sql`` mark
+rows (SQLite also creates ``-journal``/``-wal`` files beside the database, so its directory must be
+writable too: sqlite.org/tempfiles.html).  Everything else it only reads: the trees of the
+filesystem sources must be readable, and every directory above them searchable (``x``).
+
+Outside contract relied on: ``access(2)`` answers for the real uid and also fails with
+``EROFS`` on a read-only mount, which is what systemd's ``ProtectSystem=strict`` makes of every
+path not in ``ReadWritePaths=``/``StateDirectory=`` (``systemd.exec(5)``); ``statvfs(3)``'s
+``ST_RDONLY`` tells that case from a permission problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+
+from indexerd.config import Config, resolve_state_dir
+from indexerd.core.errors import ConfigError
+
+
+#: the shipped unit's ``StateDirectory=indexerd``: systemd creates it, owned by ``User=``, at start
+UNIT_STATE_DIRECTORY = "/var/lib/indexerd"
+
+
+@dataclass(frozen=True)
+class PathNeed:
+    """One path indexerd must be able to write.
+
+    ``key`` is the config key that names it (``state_dir``, ``sources.web[0].mirror_dir``,
+    ``sources.sql[1].url``); ``kind`` is ``"dir"`` (created if missing), ``"sqlite"`` (an
+    existing database file, written in place, with its journal beside it) or ``"read"`` (a tree
+    that is only read: :func:`read_warnings`).
+    """
+
+    key: str
+    path: str
+    kind: str
+
+
+def paths_to_write(cfg: Config) -> list[PathNeed]:
+    """Every path the configured sources and the state store write, in config order."""
+    out = [PathNeed("state_dir", str(resolve_state_dir(cfg)), "dir")]
+    for i, web in enumerate(cfg.sources.web):
+        if web.mirror_dir:
+            out.append(PathNeed(f"sources.web[{i}].mirror_dir", os.path.expanduser(web.mirror_dir), "dir"))
+    for i, sql in enumerate(cfg.sources.sql):
+        if not (sql.pre_update_sql or sql.post_update_sql):
+            continue                                    # a read-only feed
+        db = _sqlite_file(sql.url)
+        if db:
+            out.append(PathNeed(f"sources.sql[{i}].url", db, "sqlite"))
+    return out
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The database file of an SQLite SQLAlchemy URL; None for another database or ``:memory:``."""
+    if not url.lower().startswith("sqlite"):
+        return None
+    from sqlalchemy.engine import make_url
+
+    try:
+        db = make_url(url).database
+    except Exception:  # noqa: BLE001 - the config check reports a bad URL; nothing to add here
+        return None
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return os.path.abspath(db)
+
+
+def _probe(path: str, kind: str) -> str | None:
+    """Why the current process cannot write ``path`` (``kind`` as in :class:`PathNeed`); None if it can.
+
+    """
+    def why(p: str) -> str | None:
+        if os.access(p, os.W_OK | os.X_OK if os.path.isdir(p) else os.W_OK):
+            return None
+        try:
+            if os.statvfs(p).f_flag & os.ST_RDONLY:
+                return f"{p} is on a read-only file system"
+            st = os.stat(p)
+        except OSError as e:
+            return f"{p}: {e.strerror}"
+        return f"no write permission on {p} (owner uid {st.st_uid}, gid {st.st_gid}, mode {stat.filemode(st.st_mode)})"
+
+    if kind == "read":                                  # a tree to index: every ancestor searchable
+        parts = os.path.abspath(path).split(os.sep)
+        for i in range(2, len(parts) + 1):
+            d = os.sep.join(parts[:i])
+            try:
+                st = os.stat(d)
+            except OSError:
+                return None                             # a missing root has its own warning
+            if d != path and not os.access(d, os.X_OK):
+                return f"no search (x) permission on {d} (mode {stat.filemode(st.st_mode)})"
+        if not os.access(path, os.R_OK | os.X_OK if os.path.isdir(path) else os.R_OK):
+            return f"no read permission on {path} (mode {stat.filemode(os.stat(path).st_mode)})"
+        return None
+    if kind == "sqlite":
+        if not os.path.exists(path):
+            return f"{path} does not exist"
+        return why(path) or why(os.path.dirname(path) or ".")
+    p = path
+    while not os.path.exists(p):                        # created on first use: the parent must allow it
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    if not os.path.isdir(p):
+        return f"{p} is not a directory"
+    return why(p)
+
+
+def denied(paths: list[PathNeed], user: str | None = None) -> list[tuple[PathNeed, str]]:
+    """The paths that cannot be written, with why, checked as ``user`` (default: this process).
+
+    Another user's check runs in a forked child with that user's uid, gid and groups, so ACLs
+    (``setfacl``) and group access count as they would for the service.
+
+    Raises:
+        ConfigError: ``user`` is unknown, or switching to it is not allowed (not root).
+    """
+    if user is None:
+        return [(p, why) for p in paths if (why := _probe(p.path, p.kind))]
+    import pwd
+
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        raise ConfigError(f"--user {user}: no such user") from None
+    if os.geteuid() != 0 and pw.pw_uid != os.geteuid():
+        raise ConfigError(f"--user {user}: only root can check as another user")
+    groups = os.getgrouplist(pw.pw_name, pw.pw_gid)
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                        # child: become the user, probe, report
+        code = 1
+        try:
+            os.close(rfd)
+            os.setgroups(groups)
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            with os.fdopen(wfd, "w") as out:
+                json.dump([_probe(p.path, p.kind) for p in paths], out)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    with os.fdopen(rfd) as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0 or not data:
+        raise ConfigError(f"--user {user}: the check could not run as that user")
+    return [(wp, why) for wp, why in zip(paths, json.loads(data)) if why]
+
+
+def read_warnings(cfg: Config, user: str | None = None) -> list[str]:
+    """One message per configured tree that ``user`` cannot read, naming key, path and fix.
+
+    A home directory of mode 0700 (Debian's default since adduser 3.130) stops a service user
+    at its door: it needs search (x) access on each directory above the tree and read access
+    in the tree, by an ACL or a group.
+
+    Raises:
+        ConfigError: as :func:`denied`.
+    """
+    who = user or "this user"
+    paths = [PathNeed(f"sources.filesystem[{i}].path", os.path.expanduser(fs.path), "read")
+             for i, fs in enumerate(cfg.sources.filesystem)]
+    return [f"{wp.key}: {wp.path} is not readable by {'user ' + who if user else who}: {why}; e.g. "
+            f"`setfacl -m u:{who}:x` on each directory above it and `setfacl -R -m u:{who}:rX,d:u:{who}:rX "
+            f"{wp.path}` (or group access)"
+            for wp, why in denied(paths, user)]
+
+
+def write_warnings(cfg: Config, user: str | None = None) -> list[str]:
+    """One message per path indexerd must write and cannot (as ``user``), naming key, path and fix.
+
+    Raises:
+        ConfigError: as :func:`denied`.
+    """
+    who = f"user {user}" if user else "this user"
+    paths = [p for p in paths_to_write(cfg)
+             if not (p.key == "state_dir" and p.path == UNIT_STATE_DIRECTORY and not os.path.exists(p.path))]
+    out = []
+    for wp, why in denied(paths, user):
+        target = os.path.dirname(wp.path) if wp.kind == "sqlite" else wp.path
+        fix = (f"under systemd (ProtectSystem=strict) add `ReadWritePaths={target}` to the unit"
+               if "read-only file system" in why else "give the service's user write access")
+        if wp.kind == "sqlite":
+            fix += " (the database and its directory: SQLite writes its journal beside it)"
+        out.append(f"{wp.key}: {wp.path} is not writable by {who}: {why}; {fix}")
+    return out

@@ -1,0 +1,1 @@
+"""The sources: local trees, web sites, SQL change queues."""

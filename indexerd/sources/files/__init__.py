@@ -1,0 +1,1 @@
+"""Local trees: the stat scan, live watching, confined opens."""

@@ -1,0 +1,1 @@
+"""SQL change queues: full load, queue drain, rows."""

@@ -1,0 +1,392 @@
+"""The SQL change-queue source (the Aspire RDB connector model).
+
+A trigger writes each change of a main table into a queue table (sequence, id, action I/U/D/N,
+status W/I/C).  One pass:
+
+1. the first time (or ``ctl reindex``): ``full_sql`` indexes every row, and documents of this
+   source that the full load did not return are deleted;
+2. ``pre_update_sql`` once (typically marks up to ``{batchSize}`` waiting rows W -> I);
+3. ``incremental_sql`` once: the changed rows joined to the main table, with id, sequence and
+   action; they are processed in increasing sequence order, one at a time (so two jobs for one
+   id never run at once, and a later change of an id always follows the earlier one);
+4. the index commits, and only then ``post_update_sql`` runs for each processed row (typically
+   I -> C).  A crash between the commit and ``post_update_sql`` leaves rows in I: the next pass
+   indexes them again (harmless, update-by-key) -- never a lost update.  A row that fails stays
+   in I and is counted in ``errors``; the rest of the batch goes on.
+
+Rows are selected by status, not by ``sequence > last seen``, so a row whose transaction commits
+after a higher sequence was processed is not lost (CASES B29).
+
+Placeholders ``{id}``, ``{sequenceId}``, ``{action}``, ``{batchSize}`` (Aspire's spelling) become
+SQLAlchemy bound parameters; nothing from a row is pasted into SQL text.  The password comes from
+``password_env`` or ``password_file`` and is set on the URL object, never logged.
+
+Bad rows: a row without an id, with an action other than I/U/D/N, or with text that is not
+UTF-8 is skipped, logged and counted in ``errors`` (a queue row stays in I and is tried again at
+the next pass); the other rows of the full load and of the queue go on.  A row whose text
+columns (with its title) exceed the source's ``max_size`` is skipped as ``too-large``, like a file
+(:mod:`indexerd.sources.sql.conn` keeps the value from being decoded at all).
+
+Stopping: every statement runs under :func:`~indexerd.sources.sql.conn.interruptible`, so setting the
+pass's cancel event interrupts a long query (SQLite ``interrupt()``, PostgreSQL cancel request);
+the pass then ends as interrupted (not an error) and nothing is acknowledged.
+
+Contract relied on: SQLAlchemy 2 (``text()``, ``engine.begin()``); datetimes the driver returns
+without a zone are taken as UTC (the date layer's rule for naive values).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from indexerd.config import SourcePolicy, SqlSource, mask_url
+from indexerd.core.dates import MetaMap
+from indexerd.core.decide import DecideSettings
+from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
+from indexerd.core.pipeline import PassCounts, Pipeline, Policy
+from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
+from indexerd.sources.sql.rows import BadRow, SqlRows
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+_PLACEHOLDER = re.compile(r"\{(id|sequenceId|action|batchSize)\}")
+ACTIONS = {"I": "insert", "U": "update", "D": "delete", "N": "none"}
+
+
+def bind_placeholders(sql: str) -> str:
+    """``"... WHERE seq = {sequenceId}"`` -> ``"... WHERE seq = :sequenceId"`` (bound, not pasted)."""
+    return _PLACEHOLDER.sub(lambda m: f":{m.group(1)}", sql)
+
+
+def used_params(sql: str) -> set[str]:
+    return set(_PLACEHOLDER.findall(sql))
+
+
+class SqlFeed:
+    """One ``[[sources.sql]]`` source.
+
+    Args:
+        cfg: the config table.
+        policy: effective per-source settings (refresh time, strict dates, date order).
+        meta_map: unused for rows (no meta tags), kept for the shared pipeline policy.
+    """
+
+    kind = "sql"
+
+    def __init__(self, cfg: SqlSource, policy: SourcePolicy, meta_map: MetaMap) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.root = None
+        self._engine = None
+        self.max_size_bytes = policy.max_size_bytes
+        self.pipeline_policy = Policy(
+            meta_map=meta_map, date_order=policy.date_sources,
+            settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
+                                    strict_dates=policy.strict_dates))
+        self.rows = SqlRows(cfg, self.max_size_bytes, self.pipeline_policy)
+
+    # -- connection -----------------------------------------------------------------------
+    def password(self) -> str | None:
+        """The password from ``password_env`` / ``password_file``, or None.
+
+        Raises:
+            ConfigError: the variable is unset or the file unreadable (names which, not the value).
+        """
+        if self.cfg.password_env:
+            value = os.environ.get(self.cfg.password_env)
+            if value is None:
+                raise ConfigError(f"source {self.name}: environment variable {self.cfg.password_env} is not set")
+            return value
+        if self.cfg.password_file:
+            try:
+                with open(self.cfg.password_file, encoding="utf-8") as fh:
+                    return fh.read().strip("\r\n")
+            except OSError as e:
+                raise ConfigError(f"source {self.name}: cannot read password_file "
+                                  f"{self.cfg.password_file}: {e.strerror}") from None
+        return None
+
+    def check(self, where: str, *, files: bool = True) -> None:
+        """Check-time tests (``check-config``, daemon start, reload, ``indexerd index``): the
+        password is available, the URL parses and (when ``files``: ``check-config``) a SQLite
+        database file exists.  Nothing connects.
+
+        Args:
+            where: the source's key path, e.g. ``FILE: sources.sql[0]``.
+
+        Raises:
+            ConfigError: ``<where>.<key>: ...`` naming what is missing (never a password).
+        """
+        try:
+            self.password()
+        except ConfigError as e:
+            key = "password_env" if self.cfg.password_env else "password_file"
+            raise ConfigError(f"{where}.{key}: {str(e).removeprefix(f'source {self.name}: ')}") from None
+        check_url(f"{where}.url", self.cfg.url, files=files)
+
+    def engine(self):
+        """The SQLAlchemy engine (created once; see :func:`indexerd.sources.sql.conn.make_engine`)."""
+        if self._engine is None:
+            from sqlalchemy.engine import make_url
+            from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+            try:
+                url = make_url(self.cfg.url)
+                pw = self.password()
+                if pw is not None:
+                    url = url.set(password=pw)
+                self._engine = make_engine(url, self.max_size_bytes)
+            except (ArgumentError, NoSuchModuleError, ImportError) as e:
+                raise ConfigError(f"source {self.name}: url {mask_url(self.cfg.url)}: {e}") from None
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    # -- passes ---------------------------------------------------------------------------
+    def _meta_key(self) -> str:
+        return f"sql:{self.name}:full_loaded_at"
+
+    def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
+                 cancel=None, start: str | None = None) -> None:
+        """One pass: the full load the first time (or when ``forced``), then the queue.
+
+        A statement that fails, or a SQLite database file that does not exist, fails the pass
+        (``counts.failed`` says why); a statement
+        interrupted because ``cancel`` was set ends it quietly, nothing acknowledged."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        missing = missing_sqlite_file(self.cfg.url)
+        if missing:  # like a missing tree root: this pass fails, the daemon and other sources run
+            counts.fail(missing)
+            counts.failed = missing
+            pipeline.counters.inc("error.sql")
+            log.error("source %s: %s", self.name, missing)
+            return
+        try:
+            full = forced or not pipeline.store.get_meta(self._meta_key()) or not self.cfg.incremental_sql
+            if full:
+                self.full_load(pipeline, counts, progress=progress, forced=forced, cancel=cancel)
+            if self.cfg.incremental_sql and not (cancel is not None and cancel.is_set()):
+                self.drain_queue(pipeline, counts, cancel=cancel)
+            if not (cancel is not None and cancel.is_set()):
+                self._reread_forgotten(pipeline, counts, loaded=full)
+        except SQLAlchemyError as e:
+            if cancel is not None and cancel.is_set():
+                log.info("source %s: pass interrupted (stopping): %s", self.name, _short(e))
+                return
+            counts.fail(_short(e))  # the pass itself is the item that failed (as a missing root is)
+            counts.failed = _short(e)
+            pipeline.counters.inc("error.sql")
+            log.error("source %s: %s", self.name, _short(e))
+        except RetryLater as e:  # the index commit failed: nothing was acknowledged to the queue
+            counts.fail(f"{e}; the queue rows stay for the next pass")
+            counts.failed = f"index commit failed: {e}"
+            pipeline.counters.inc("error.index-commit")
+            log.error("source %s: %s; the queue rows stay for the next pass", self.name, e)
+
+    def _params(self, sql: str, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The bound values ``sql`` uses: ``batchSize``, and ``id``/``sequenceId``/``action`` of ``row``."""
+        c = self.cfg
+        p: dict[str, Any] = {"batchSize": c.batch_size}
+        if row is not None:
+            p.update(id=row.get(c.id_column), sequenceId=row.get(c.sequence_column), action=row.get(c.action_column))
+        names = used_params(sql)
+        return {k: v for k, v in p.items() if k in names}
+
+    def full_load(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
+                  cancel=None) -> None:
+        """Index every row of ``full_sql``; delete this source's documents it did not return."""
+        from sqlalchemy import text
+
+        started = datetime.now(UTC)
+        seen: set[str] = set()
+        with self.engine().connect() as conn, interruptible(conn, cancel):
+            result = conn.execution_options(stream_results=True).execute(
+                text(bind_placeholders(self.cfg.full_sql)), self._params(self.cfg.full_sql))
+            for rows in iter(lambda: result.mappings().fetchmany(1000), []):
+                for row in rows:
+                    if cancel is not None and cancel.is_set():
+                        return  # nothing deleted, not marked loaded: the next pass starts again
+                    try:
+                        key = self.rows.index(pipeline, row, counts, forced=forced)[0]
+                    except BadRow as e:
+                        key = self.rows.bad(pipeline, row, counts, e, "full load row")
+                    if key:
+                        seen.add(key)
+                    if progress:
+                        progress.tick_walk()
+        for key in pipeline.store.keys(source=self.name) - seen:
+            if pipeline.pending(key) != (True, None):
+                pipeline.gone(key, counts, "not in the full load")
+        pipeline.flush()
+        pipeline.store.write_batch([], meta={self._meta_key(): started.isoformat()})
+        log.info("source %s: full load of %d rows", self.name, len(seen))
+
+    def drain_queue(self, pipeline: Pipeline, counts: PassCounts, *, cancel=None) -> None:
+        """pre_update_sql, incremental_sql, index in sequence order, commit, post_update_sql."""
+        from sqlalchemy import text
+
+        c = self.cfg
+        eng = self.engine()
+        if c.pre_update_sql:
+            with eng.begin() as conn, interruptible(conn, cancel):
+                conn.execute(text(bind_placeholders(c.pre_update_sql)), self._params(c.pre_update_sql))
+        with eng.connect() as conn, interruptible(conn, cancel):
+            rows = conn.execute(text(bind_placeholders(c.incremental_sql)),
+                                self._params(c.incremental_sql)).mappings().all()
+        rows = sorted(rows, key=lambda r: _sort_key(r.get(c.sequence_column)))
+        done: list[tuple[Mapping[str, Any], str]] = []  # (row, verdict)
+        for row in rows:
+            if cancel is not None and cancel.is_set():
+                break
+            try:
+                action = row.get(c.action_column)
+                action = action.strip().upper() if isinstance(action, str) else action
+                if action not in ACTIONS:
+                    raise BadRow(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
+                if action in ("I", "U"):
+                    verdict = self.rows.index(pipeline, row, counts)[1]
+                elif action == "D":
+                    verdict = self.rows.delete(pipeline, row, counts)
+                else:
+                    counts.seen += 1
+                    counts.unchanged += 1
+                    verdict = "unchanged"
+                    pipeline.counters.inc("sql.action-n")
+                done.append((row, verdict))
+            except IndexerdError:
+                raise
+            except Exception as e:  # bad data in one row: it stays in the queue
+                self.rows.bad(pipeline, row, counts, e, f"queue row {row.get(c.sequence_column)!r}")
+        if not done:
+            return
+        pipeline.flush()  # the index commit comes before any row is marked done
+        if c.post_update_sql:
+            self._post_update(done, counts, pipeline)
+
+    def _post_update(self, rows: list[tuple[Mapping[str, Any], str]], counts: PassCounts,
+                     pipeline: Pipeline) -> None:
+        """Acknowledge processed rows; a row that cannot be acknowledged moves from its verdict to
+        ``errors`` (it stays queued), so ``seen = indexed + unchanged + skipped + errors`` holds."""
+        from sqlalchemy import text
+
+        c = self.cfg
+        stmt = text(bind_placeholders(c.post_update_sql))
+
+        def params(row):
+            return self._params(c.post_update_sql, row)
+
+        eng = self.engine()
+        try:
+            with eng.begin() as conn:  # one transaction for the batch: the fast path
+                conn.execute(stmt, [params(r) for r, _ in rows])
+            return
+        except Exception as e:
+            log.warning("source %s: post_update_sql failed for the batch (%s); retrying row by row",
+                        self.name, _short(e))
+        for r, verdict in rows:  # one transaction per row: a failing row stays, the others are done
+            try:
+                with eng.begin() as conn:
+                    conn.execute(stmt, params(r))
+            except Exception as e:
+                if verdict in ("indexed", "unchanged", "skipped"):
+                    setattr(counts, verdict, getattr(counts, verdict) - 1)
+                # else a delete happened but is not acknowledged: count the row as seen, failed
+                counts.fail(f"post_update_sql failed for queue row {r.get(c.sequence_column)} "
+                            f"(id {r.get(c.id_column)}): {_short(e)}",
+                            seen=verdict not in ("indexed", "unchanged", "skipped"))
+                pipeline.counters.inc("error.sql-post-update")
+                log.error("source %s: post_update_sql failed for queue row %s (id %s): %s", self.name,
+                          r.get(c.sequence_column), r.get(c.id_column), _short(e))
+
+    # -- one row --------------------------------------------------------------------------
+    def key_for(self, row_id: Any) -> str:
+        """``sql:<source>/<id>``."""
+        return self.rows.key_for(row_id)
+
+    def _forgotten_key(self) -> str:
+        return f"sql:{self.name}:forgotten"
+
+    def forgotten(self, store) -> list[str]:
+        """Ids ``ctl forget`` dropped since this source's last pass (read again at the next)."""
+        return json.loads(store.get_meta(self._forgotten_key()) or "[]")
+
+    def remember_forgotten(self, store, row_id: str) -> None:
+        """``ctl forget sql:NAME/ID``: the next pass reads this row again (it comes back if
+        ``full_sql`` still returns it), as a forgotten file or page comes back at the next pass."""
+        ids = self.forgotten(store)
+        if row_id not in ids:
+            store.write_batch([], meta={self._forgotten_key(): json.dumps(ids + [row_id])})
+
+    def _reread_forgotten(self, pipeline: Pipeline, counts: PassCounts, *, loaded: bool) -> None:
+        """Read the forgotten rows again, unless this pass's full load (``loaded``) already did."""
+        ids = self.forgotten(pipeline.store)
+        if not ids:
+            return
+        if not loaded:
+            self.reread(ids, pipeline, counts, forced=False)
+            pipeline.flush()
+        left = [i for i in self.forgotten(pipeline.store) if i not in ids]  # forgotten meanwhile
+        pipeline.store.write_batch([], meta={self._forgotten_key(): json.dumps(left)})
+
+    def reread(self, ids: list[str], pipeline: Pipeline, counts: PassCounts, *, forced: bool = True) -> list[str]:
+        """``ctl reindex sql:NAME/ID`` (and a forgotten row at the next pass): read these rows
+        now, each by its id through ``full_sql`` (``SELECT * FROM (full_sql) WHERE id_column =
+        :id``), and index them (``forced``: whatever the decision would say).  A row the query
+        no longer returns is deleted when it is indexed (as the full load would).  Returns the
+        ids that are neither returned nor stored (unknown).
+
+        An id of digits is tried as an integer first, then as text (a key holds the id as text;
+        SQLite compares a subquery's integer column with text as unequal).
+
+        Raises:
+            ConfigError: the password cannot be read.
+            sqlalchemy.exc.SQLAlchemyError: the query failed for every spelling of an id.
+        """
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        c = self.cfg
+        eng = self.engine()
+        column = eng.dialect.identifier_preparer.quote(c.id_column)
+        sql = bind_placeholders(c.full_sql).strip().rstrip(";")
+        stmt = text(f"SELECT * FROM ({sql}) AS indexerd_row WHERE indexerd_row.{column} = :indexerd_id")
+        base = {k: v for k, v in {"batchSize": c.batch_size}.items() if k in used_params(c.full_sql)}
+        unknown = []
+        for row_id in ids:
+            row, error = None, None
+            for value in ([int(row_id), row_id] if row_id.lstrip("-").isdigit() else [row_id]):
+                try:
+                    with eng.connect() as conn:  # one per try: a failed try aborts a PostgreSQL transaction
+                        row = conn.execute(stmt, {**base, "indexerd_id": value}).mappings().first()
+                    error = None
+                except SQLAlchemyError as e:
+                    error = e
+                if row is not None:
+                    break
+            if error is not None:
+                raise error
+            key = self.key_for(row_id)
+            if row is not None:
+                self.rows.index(pipeline, row, counts, forced=forced)
+            elif pipeline.stored(key) is not None:
+                pipeline.gone(key, counts, "no longer returned by full_sql")
+            else:
+                unknown.append(row_id)
+        return unknown
+
+def _sort_key(seq: Any):
+    return (0, seq) if isinstance(seq, (int, float)) else (1, str(seq))
+
+
+def _short(e: Exception) -> str:
+    return str(e).splitlines()[0][:300]

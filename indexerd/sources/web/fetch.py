@@ -1,0 +1,411 @@
+"""One HTTP request, bounded in time and size, that never raises for network trouble.
+
+:class:`Fetcher` sends exactly one GET or HEAD (redirects are *not* followed: the crawler schedules
+every hop itself, so each hop passes robots.txt and politeness) and returns a :class:`Response`.
+Network, HTTP and decoding trouble becomes a fixed error word in ``Response.error``.
+
+Outside contracts relied on (requests 2.34, urllib3 2.8):
+
+- ``requests.Session`` is not thread-safe, so each thread gets its own (thread-local).  With
+  ``trust_env`` (the default) proxies, ``NO_PROXY``, CA bundles (``REQUESTS_CA_BUNDLE``) *and*
+  ``~/.netrc`` credentials come from the environment, as requests does.
+- ``Session.request(..., allow_redirects=False)`` also keeps ``HEAD`` from following redirects.
+- urllib3 decodes ``Content-Encoding`` (gzip, deflate; br/zstd only when brotli/zstandard are
+  installed) and, since 2.6, bounds each decompression step by the amount asked for, so reading a
+  gzip bomb in small pieces never inflates more than one piece beyond ``max_size``.
+- ``urllib3.HTTPResponse.read1`` returns after at most one socket read (chunked or not); before
+  each one the socket timeout is set to what is left of the request's time.
+- requests and urllib3 bound only each socket read, not the status line and headers as a whole
+  (a server dripping its headers one byte a second is never cut by them): every request runs
+  under :data:`indexerd.sources.web.deadlines.REQUEST_WATCH`, whose watchdog shuts the socket down at the
+  request's deadline, or as soon as the caller's ``cancel`` Event is set.
+- Cookies: the sessions keep none (:class:`_NoCookies`): a site cannot grow a jar that every
+  later request carries, and a crawl's answers do not depend on what earlier pages set.
+
+Body rules: whenever ``error`` is set the body is empty (nothing half-read is ever indexed).  A
+``Content-Length`` longer than the body actually sent (the server closed early) is
+``error='protocol'`` with the byte counts in ``detail``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import http.cookiejar
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from urllib.parse import urljoin, urlsplit
+
+import requests
+import urllib3
+from requests.structures import CaseInsensitiveDict
+
+from indexerd.sources.web.deadlines import REQUEST_WATCH, WatchedAdapter
+from indexerd.sources.web.urls import host_key
+
+__all__ = ["ERRORS", "READ_CHUNK_BYTES", "Fetcher", "Response", "parse_retry_after"]
+
+#: The fixed error words of :attr:`Response.error`.
+ERRORS = ("timeout", "connection", "ssl", "too-large", "bad-encoding", "too-slow", "protocol", "cancelled")
+
+#: Decoded bytes asked for per read; also the most a decompressor may inflate in one step.
+READ_CHUNK_BYTES = 64 * 1024
+
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+#: What network, HTTP and decoding trouble raises below us; anything else is a bug and propagates.
+_NETWORK_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError,
+                   UnicodeError)
+
+
+@dataclass
+class Response:
+    """What one request gave.
+
+    Attributes:
+        url: the URL requested (not a redirect target).
+        method: ``"GET"`` or ``"HEAD"``.
+        status: the HTTP status, or None when no response arrived (then ``error`` says why).
+        headers: case-insensitive (requests' ``CaseInsensitiveDict``); empty when no response
+            arrived.  Kept for errors after the headers (``too-large``, ``too-slow``, ...).
+        body: the body decoded from its Content-Encoding, at most ``max_size`` bytes; always
+            empty when ``error`` is set, and for HEAD.
+        elapsed: seconds from sending the request to the end of the body (or the failure).
+        error: None, or one of :data:`ERRORS`.
+        detail: free text for the log.
+        location: for a 301/302/303/307/308 with a Location header, that header resolved
+            against ``url`` (absolute); else None.
+        retry_after: seconds from Retry-After (delta-seconds or HTTP-date, RFC 9110 §10.2.3),
+            never negative; None when absent or unparsable.
+        truncated: True when ``fetch(truncate=True)`` cut the body at ``max_size``.
+    """
+
+    url: str
+    method: str
+    status: int | None
+    headers: Mapping[str, str]
+    body: bytes
+    elapsed: float
+    error: str | None = None
+    detail: str = ""
+    location: str | None = None
+    retry_after: float | None = None
+    truncated: bool = field(default=False)
+
+    @property
+    def not_modified(self) -> bool:
+        """The server answered 304 Not Modified (RFC 9110 §15.4.5)."""
+        return self.status == 304
+
+    @property
+    def is_redirect(self) -> bool:
+        """A 301, 302, 303, 307 or 308 with a usable Location."""
+        return self.status in _REDIRECTS and self.location is not None
+
+    @property
+    def permanent_redirect(self) -> bool:
+        """A 301 or 308 (RFC 9110 §15.4.2, §15.4.9): the crawler may replace the stored URL."""
+        return self.status in (301, 308)
+
+
+def parse_retry_after(value: str | None, *, date: str | None = None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After value (RFC 9110 §10.2.3), or None.
+
+    ``value`` is delta-seconds (``"120"``) or an HTTP-date.  A date is measured against the
+    response's ``Date`` header when that parses (so client clock skew does not matter), else
+    against ``now`` (aware UTC; default: the current time).  A date in the past gives 0.0;
+    garbage gives None.  Naive dates are taken as UTC.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return float(int(value))
+    when = _http_date(value)
+    if when is None:
+        return None
+    ref = _http_date(date) if date else None
+    if ref is None:
+        ref = now if now is not None else datetime.now(UTC)
+        if ref.tzinfo is None:
+            ref = ref.replace(tzinfo=UTC)
+    return max(0.0, (when - ref).total_seconds())
+
+
+def _http_date(value: str) -> datetime | None:
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+class _Failure(Exception):
+    """Internal: carries an error word and detail out of the body loop."""
+
+    def __init__(self, word: str, detail: str) -> None:
+        super().__init__(word, detail)
+        self.word = word
+        self.detail = detail
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """The cookie policy of every session: no cookie is ever stored (so none is ever sent)."""
+
+    def set_ok(self, cookie, request) -> bool:
+        return False
+
+
+class Fetcher:
+    """Sends single HTTP requests with a User-Agent, a time limit and a size limit.
+
+    Thread-safe: one ``requests.Session`` per thread (thread-local), each with a connection pool
+    (keep-alive).  Proxies and CA bundles come from the environment as requests does
+    (``trust_env``).  ``auth`` (HTTP basic, ``(user, password)``) is sent only to URLs whose
+    origin (``scheme://host:port``, as :func:`indexerd.sources.web.urls.host_key` writes it) or bare host name
+    is in ``auth_hosts`` (compared lower-case), never to other sites a link leads to -- not even
+    another port of the same host (RFC 9110 §11.6: a protection space belongs to an origin).
+
+    Args:
+        user_agent: the full User-Agent header value.
+        timeout: seconds; the limit on the whole request, headers included (and the connect
+            and per-read timeouts).
+    """
+
+    def __init__(self, user_agent: str, *, timeout: float = 30.0, auth: tuple[str, str] | None = None,
+                 auth_hosts: frozenset[str] = frozenset()) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        self.user_agent = user_agent
+        self.timeout = float(timeout)
+        self._auth = auth
+        self._auth_hosts = frozenset(h.lower().rstrip(".") for h in auth_hosts)
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("Fetcher is closed")
+                session = requests.Session()
+                session.headers["User-Agent"] = self.user_agent
+                session.cookies.set_policy(_NoCookies())
+                for prefix in ("http://", "https://"):
+                    session.mount(prefix, WatchedAdapter())
+                self._sessions.append(session)
+            self._local.session = session
+        return session
+
+    def close(self) -> None:
+        """Close every thread's session and its pooled connections.  Safe to call twice; the
+        fetcher must not be used afterwards."""
+        with self._lock:
+            self._closed = True
+            sessions, self._sessions = self._sessions, []
+        for s in sessions:
+            s.close()
+
+    def fetch(self, url: str, *, method: str = "GET", etag: str | None = None, last_modified: str | None = None,
+              max_size: int, truncate: bool = False, cancel: threading.Event | None = None) -> Response:
+        """Send one request and read the body within the limits; never raises for network trouble.
+
+        Redirects are not followed (for HEAD either); a 3xx comes back with ``location`` set.
+        ``etag`` goes out as ``If-None-Match`` and ``last_modified`` as ``If-Modified-Since``,
+        both verbatim as stored (CASES B15: never re-formatted).
+
+        Size: decoded bytes are counted while reading; more than ``max_size`` stops the reading,
+        closes the connection and gives ``error='too-large'`` (status and headers kept, body
+        empty).  A ``Content-Length`` above ``max_size`` on a body without Content-Encoding gives
+        ``'too-large'`` without reading.  With ``truncate=True`` (robots.txt, RFC 9309 §2.5) the
+        first ``max_size`` bytes are kept instead, with no error and ``truncated=True``.
+
+        Time: ``timeout`` bounds the whole request, connection, status line, headers and body
+        (cut about 0.05 s late at most).  No status line and headers within ``timeout`` seconds
+        (or no connection) gives ``'timeout'`` with ``status`` None, whether the server is silent
+        or drips its headers; a body not complete ``timeout`` seconds after the request was sent
+        gives ``'too-slow'`` (status kept), whether the server drips bytes or has gone silent.
+        ``cancel`` set while the request runs ends it within about 0.05 s with
+        ``'cancelled'`` (the daemon's stop): nothing was learnt about the URL.
+
+        Errors (``Response.error``): ``timeout``, ``connection`` (refused, reset, DNS, proxy),
+        ``ssl``, ``too-large``, ``bad-encoding`` (Content-Encoding that does not decode),
+        ``too-slow``, ``protocol`` (malformed response, body shorter than its Content-Length),
+        ``cancelled``.
+
+        Raises:
+            ValueError: ``url`` is not an absolute http(s) URL (or does not parse), ``method`` is
+                not GET/HEAD, ``max_size`` < 0, or a validator holds a line break.
+            RuntimeError: the fetcher was closed.
+        """
+        method = method.upper()
+        if method not in ("GET", "HEAD"):
+            raise ValueError(f"method must be GET or HEAD, got {method!r}")
+        if max_size < 0:
+            raise ValueError(f"max_size must be >= 0 bytes, got {max_size!r}")
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an absolute http(s) URL: {url!r}")
+        headers: dict[str, str] = {}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        host = parts.hostname.lower().rstrip(".")
+        auth = None
+        if self._auth is not None and (host in self._auth_hosts or host_key(url) in self._auth_hosts):
+            auth = self._auth
+
+        session = self._session()
+        start = time.monotonic()
+        deadline = start + self.timeout
+
+        def fail(word: str, detail: str, r: requests.Response | None = None) -> Response:
+            return Response(url=url, method=method, status=r.status_code if r is not None else None,
+                            headers=r.headers if r is not None else CaseInsensitiveDict(), body=b"",
+                            elapsed=time.monotonic() - start, error=word, detail=detail,
+                            location=self._location(session, r, url) if r is not None else None,
+                            retry_after=self._retry_after(r) if r is not None else None)
+
+        if cancel is not None and cancel.is_set():
+            return fail("cancelled", "stopped before the request was sent")
+        with REQUEST_WATCH.watch(deadline, cancel) as watch:
+            try:
+                r = session.request(method, url, headers=headers, auth=auth, allow_redirects=False, stream=True,
+                                    timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout,
+                                                            total=self.timeout))
+            except (requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader):
+                raise  # both are ValueErrors: the caller's URL or stored validator is malformed
+            except _NETWORK_ERRORS as exc:  # every network failure becomes an error word
+                word, detail = _classify(exc)
+                if watch.fired == "cancel":
+                    word, detail = "cancelled", "stopped while waiting for the response"
+                elif watch.fired == "deadline" or (word == "timeout" and time.monotonic() >= deadline - 0.001):
+                    word, detail = "timeout", f"no response within {self.timeout:g} s: {detail}"
+                return fail(word, detail)
+            if watch.fired is not None:  # cut while reading the headers: http.client saw EOF as their end
+                r.close()
+                if watch.fired == "cancel":
+                    return fail("cancelled", "stopped while waiting for the response")
+                return fail("timeout", f"no complete headers within {self.timeout:g} s")
+
+            try:
+                out = bytearray()
+                body, truncated = self._read_body(r, method, max_size, truncate, deadline, out)
+            except (_Failure, *_NETWORK_ERRORS) as exc:
+                r.close()  # closes the connection: never reuse one with unread bytes
+                word, detail = (exc.word, exc.detail) if isinstance(exc, _Failure) else _classify(exc)
+                if watch.fired == "cancel":
+                    word, detail = "cancelled", "stopped while reading the body"
+                elif watch.fired == "deadline" and word != "too-slow":
+                    word, detail = "too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read)"
+                return fail(word, detail, r)
+            if watch.fired is not None:  # cut right at the end: the body may be short
+                r.close()
+                return fail("cancelled" if watch.fired == "cancel" else "too-slow",
+                            "cut at the deadline or stop", r)
+            if truncated:
+                r.close()
+            else:
+                r.raw.release_conn()  # fully read: back to the pool for keep-alive
+        return Response(url=url, method=method, status=r.status_code, headers=r.headers, body=body,
+                        elapsed=time.monotonic() - start, location=self._location(session, r, url),
+                        retry_after=self._retry_after(r), truncated=truncated)
+
+    def _read_body(self, r: requests.Response, method: str, max_size: int, truncate: bool,
+                   deadline: float, out: bytearray) -> tuple[bytes, bool]:
+        """The decoded body, at most ``max_size`` bytes (or raises :class:`_Failure`); read into
+        ``out`` (so a caller whose read was cut knows how much came)."""
+        if method == "HEAD" or r.status_code in (204, 304) or 100 <= r.status_code < 200:
+            return b"", False
+        encoded = r.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity")
+        declared = r.headers.get("Content-Length", "")
+        if not encoded and declared.strip().isdigit() and int(declared) > max_size and not truncate:
+            raise _Failure("too-large", f"Content-Length {int(declared)} > max_size {max_size} bytes")
+        raw = r.raw
+        sock = _socket_of(raw)
+        last_data = time.monotonic()
+        while True:
+            now = time.monotonic()
+            left = deadline - now
+            if left <= 0:
+                raise _Failure("too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read)")
+            if sock is not None:
+                try:
+                    sock.settimeout(left)
+                except OSError:
+                    pass
+            try:
+                piece = raw.read1(min(READ_CHUNK_BYTES, max_size - len(out) + 1), decode_content=True)
+            except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+                # The socket timeout was what is left of the request's time: the deadline passed.
+                now = time.monotonic()
+                raise _Failure("too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read, "
+                                           f"last data {now - last_data:.2f} s ago)") from exc
+            except urllib3.exceptions.DecodeError as exc:
+                raise _Failure("bad-encoding", str(exc)) from exc
+            except (urllib3.exceptions.ProtocolError, http.client.HTTPException) as exc:
+                raise _Failure("protocol", _short(exc)) from exc
+            if not piece:
+                return bytes(out), False
+            last_data = time.monotonic()
+            out += piece
+            if len(out) > max_size:
+                if truncate:
+                    return bytes(out[:max_size]), True
+                raise _Failure("too-large", f"body over max_size {max_size} bytes (decoded)")
+
+    @staticmethod
+    def _location(session: requests.Session, r: requests.Response, url: str) -> str | None:
+        if r.status_code not in _REDIRECTS:
+            return None
+        target = session.get_redirect_target(r)  # re-decodes a UTF-8 Location sent as latin-1
+        return urljoin(url, target) if target else None
+
+    @staticmethod
+    def _retry_after(r: requests.Response) -> float | None:
+        return parse_retry_after(r.headers.get("Retry-After"), date=r.headers.get("Date"))
+
+
+def _socket_of(raw: urllib3.HTTPResponse) -> socket.socket | None:
+    conn = getattr(raw, "connection", None)
+    sock = getattr(conn, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    """An exception from requests/urllib3/sockets -> (error word, detail)."""
+    detail = _short(exc)
+    rq = requests.exceptions
+    u3 = urllib3.exceptions
+    if isinstance(exc, (rq.Timeout, u3.TimeoutError, TimeoutError, socket.timeout)):
+        return "timeout", detail
+    if isinstance(exc, (rq.SSLError, u3.SSLError)):
+        return "ssl", detail
+    if isinstance(exc, (rq.ContentDecodingError, u3.DecodeError)):
+        return "bad-encoding", detail
+    if isinstance(exc, (rq.ChunkedEncodingError, u3.IncompleteRead, u3.InvalidChunkLength, u3.InvalidHeader,
+                        http.client.HTTPException)) and not isinstance(exc, http.client.RemoteDisconnected):
+        return "protocol", detail
+    if isinstance(exc, rq.ConnectionError):
+        # requests wraps urllib3's ProtocolError(http.client error) in ConnectionError.
+        inner = exc.args[0] if exc.args else None
+        reason = inner.args[1] if isinstance(inner, u3.ProtocolError) and len(inner.args) > 1 else None
+        if isinstance(reason, http.client.HTTPException) and not isinstance(reason, http.client.RemoteDisconnected):
+            return "protocol", detail
+        return "connection", detail
+    if isinstance(exc, (u3.ProtocolError, u3.NewConnectionError, u3.MaxRetryError, OSError)):
+        return "connection", detail
+    return "protocol", detail
