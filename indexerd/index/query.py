@@ -1,0 +1,470 @@
+"""The product's query language: text -> a small typed tree (:func:`parse`).
+
+Every engine compiles the same tree, so a query means the same thing (and a malformed query
+fails with the same :class:`~indexerd.core.errors.QueryError` message) whatever the engine.
+Engines compile the *analysed* tree that :func:`indexerd.index.querytokens.analyse_query`
+makes from this one (words turned into index tokens by :mod:`indexerd.index.analysis`).
+
+Grammar (EBNF; tightest binding last; ``AND``, ``OR``, ``NOT`` only in capitals)::
+
+    query    = clauses
+    clauses  = or_expr { or_expr }              (* side by side: all must match (AND) *)
+    or_expr  = and_expr { "OR" and_expr }
+    and_expr = unary { "AND" unary }
+    unary    = ( "NOT" | "-" ) unary | primary   (* "-" right before the term: -draft *)
+    primary  = "(" clauses ")" | term | FIELD ":" value
+    value    = term | "(" clauses ")" | range   (* the field applies to every term inside *)
+    term     = WORD | WORD "*" | '"' PHRASE '"'
+    range    = ( ">" | ">=" | "<" | "<=" ) BOUND
+             | [ BOUND ] ".." [ BOUND ]
+             | ( "[" | "{" ) ( BOUND | "*" ) "TO" ( BOUND | "*" ) ( "]" | "}" )
+             | BOUND                              (* one size, or one year/month/day/... *)
+
+So ``python asyncio OR trio`` is ``python AND (asyncio OR trio)`` (side by side binds loosest,
+as before), ``a AND b OR c`` is ``(a AND b) OR c``.  A WORD runs to white space, ``(``, ``)``
+or ``"``.  ``NAME:`` is a field only when NAME is a letter-led name and the next character is
+not white space, ``:`` or ``/`` (so ``std::vector``, ``http://x`` and ``12:30`` are words).
+
+Fields (names case-insensitive):
+
+- ``title``, ``content``: analysed text (words, phrases, ``prefix*``); a term without a field
+  searches both (and, for an identifier like ``pg_hba.conf``, the whole-identifier field).
+- ``source``, ``media_type``, ``date_source``, ``key`` (alias ``url``): the exact stored value
+  (``media_type:text/html``); a trailing ``*`` is a prefix (``key:https://example.com/*``).
+- ``size``: bytes, ``100000``, ``100k``, ``1.5MB``, ``2MiB`` (as in the config); a range.
+- ``last_modified``: a UTC date ``2024``, ``2024-03``, ``2024-03-05``, ``2024-03-05T10:30``
+  (``:SS``, ``Z`` or ``+02:00`` allowed); a bare date is its whole span (the year, the month,
+  the day...), so ``last_modified:2024-01..2024-03`` is January 1st up to the end of March,
+  ``>2024-01-01`` from January 2nd, ``<=2024-01`` up to the end of January.  ``[A TO B]`` holds
+  both ends' spans, ``{A TO B}`` neither; ``*`` leaves a side open.
+
+Ranges on ``size`` and ``last_modified`` become :class:`NumberRange` (inclusive integer bounds)
+and :class:`DateRange` (half-open ``start <= t < end``, aware UTC).  Sorting (relevance or
+date) is a search parameter, not syntax: :data:`SORTS`.
+
+Not errors: a word that the analyzer drops (a stop word such as ``the``, punctuation) is left
+out; a query left with nothing to search finds nothing (exit 0).  Errors (:class:`QueryError`,
+``malformed query '<text>': <problem> at character N``, N counted from 1): an empty query,
+unbalanced quotes or parentheses, empty parentheses, an operator without its operand, an
+unknown or stored-only field, a field without a value, a field inside a field, a range on a
+field that has none, a bad size or date or an empty range, a ``*`` that is not at a word's end.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from indexerd.core.errors import QueryError
+
+UTC = timezone.utc
+
+TEXT_FIELDS = ("title", "content")
+"""Analysed text fields; a term without a field searches both."""
+KEYWORD_FIELDS = ("source", "media_type", "date_source", "key")
+"""Fields matched on their exact stored value (or a prefix of it with a trailing ``*``)."""
+NUMBER_FIELDS = ("size",)
+DATE_FIELDS = ("last_modified",)
+FIELD_ALIASES = {"url": "key"}
+STORED_ONLY_FIELDS = ("path",)
+"""Names the index stores but does not search: named as such in the error."""
+SEARCHABLE_FIELDS = tuple(sorted(TEXT_FIELDS + KEYWORD_FIELDS + NUMBER_FIELDS + DATE_FIELDS))
+SORTS = ("relevance", "date")
+"""Result orders a search accepts: best match first, or newest ``last_modified`` first."""
+
+
+# -- the tree --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Word:
+    """One word as typed (not yet analysed).  ``field`` is ``title``, ``content`` or None (both)."""
+
+    text: str
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """Words that must appear in this order, next to each other (stop words left out)."""
+
+    text: str
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """Words starting with ``text`` (typed ``text*``; ``text`` has no ``*``)."""
+
+    text: str
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class Keyword:
+    """The exact stored value of a keyword field, or values starting with it (``prefix``)."""
+
+    field: str
+    value: str
+    prefix: bool = False
+
+
+@dataclass(frozen=True)
+class NumberRange:
+    """``low <= value <= high`` (bytes for ``size``); None is open on that side."""
+
+    field: str
+    low: int | None
+    high: int | None
+
+
+@dataclass(frozen=True)
+class DateRange:
+    """``start <= value < end``, aware UTC; None is open on that side."""
+
+    field: str
+    start: datetime | None
+    end: datetime | None
+
+
+@dataclass(frozen=True)
+class And:
+    """Every child must match (a :class:`Not` child: must not)."""
+
+    children: tuple
+
+
+@dataclass(frozen=True)
+class Or:
+    """At least one child must match."""
+
+    children: tuple
+
+
+@dataclass(frozen=True)
+class Not:
+    """Documents the child does not match."""
+
+    child: object
+
+
+Node = Word | Phrase | Prefix | Keyword | NumberRange | DateRange | And | Or | Not
+
+
+# -- the lexer -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str  # "(" ")" AND OR NOT - FIELD WORD PHRASE RANGE END
+    text: str
+    at: int  # 0-based offset in the query
+
+
+_FIELD = re.compile(r"([A-Za-z_]\w*):(?=[^\s:/])")
+_WORD_END = re.compile(r'[\s()"]')
+
+
+class _Lexer:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def fail(self, problem: str, at: int) -> QueryError:
+        return QueryError(f"malformed query {self.text!r}: {problem} at character {at + 1}")
+
+    def tokens(self) -> list[_Tok]:
+        text, i, out = self.text, 0, []
+        after_field = False
+        while i < len(text):
+            c = text[i]
+            if c.isspace():
+                if after_field:
+                    raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
+                i += 1
+                continue
+            if c in "()":
+                out.append(_Tok(c, c, i))
+                i += 1
+            elif c == '"':
+                end = text.find('"', i + 1)
+                if end < 0:
+                    raise self.fail("unbalanced double quote: this '\"' is never closed", i)
+                out.append(_Tok("PHRASE", text[i + 1:end], i))
+                i = end + 1
+            elif after_field and c in "[{":
+                end = min((j for j in (text.find("]", i), text.find("}", i)) if j >= 0), default=-1)
+                if end < 0:
+                    raise self.fail(f"unclosed range: this {c!r} has no ']' or '}}'", i)
+                out.append(_Tok("RANGE", text[i:end + 1], i))
+                i = end + 1
+            elif c == "-" and not after_field and i + 1 < len(text) and text[i + 1] not in ' \t\r\n)':
+                out.append(_Tok("-", c, i))
+                i += 1
+                continue  # the term follows
+            else:
+                m = None if after_field else _FIELD.match(text, i)
+                if m:
+                    out.append(_Tok("FIELD", self._field_name(m.group(1), i), i))
+                    i = m.end()
+                    after_field = True
+                    continue
+                end = _WORD_END.search(text, i)
+                end = len(text) if end is None else end.start()
+                word = text[i:end]
+                kind = word if word in ("AND", "OR", "NOT") and not after_field else "WORD"
+                out.append(_Tok(kind, word, i))
+                i = end
+            after_field = False
+        if after_field:
+            raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
+        out.append(_Tok("END", "", len(text)))
+        return out
+
+    def _field_name(self, name: str, at: int) -> str:
+        lower = name.lower()
+        lower = FIELD_ALIASES.get(lower, lower)
+        if lower in SEARCHABLE_FIELDS:
+            return lower
+        searchable = ", ".join(SEARCHABLE_FIELDS)
+        if lower in STORED_ONLY_FIELDS:
+            raise self.fail(f"field {name!r} is stored but not searchable (searchable: {searchable})", at)
+        raise self.fail(f"no field {name!r} (searchable: {searchable}); to search for the text "
+                        f"itself, quote it: '\"{name}:...\"'", at)
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+def parse(text: str) -> Node:
+    """Parse a query (grammar in the module docstring) into its tree.
+
+    Returns:
+        the tree; words are kept as typed (analysis comes later, per field).
+
+    Raises:
+        QueryError: the query is empty or malformed; the message quotes the query and names
+            the problem and its character (counted from 1).
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("empty query")
+    return _Parser(text).run()
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.lexer = _Lexer(text)
+        self.toks = self.lexer.tokens()
+        self.i = 0
+
+    @property
+    def tok(self) -> _Tok:
+        return self.toks[self.i]
+
+    def take(self) -> _Tok:
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def fail(self, problem: str, at: int) -> QueryError:
+        return self.lexer.fail(problem, at)
+
+    def run(self) -> Node:
+        node = self.clauses(None)
+        t = self.tok
+        if t.kind == ")":
+            raise self.fail("unbalanced parentheses: this ')' has no '('", t.at)
+        assert t.kind == "END", t
+        return node
+
+    def clauses(self, field: str | None) -> Node:
+        items = []
+        while self.tok.kind not in ("END", ")"):
+            if self.tok.kind in ("AND", "OR"):
+                raise self.fail(f"{self.tok.kind!r} needs a term before it", self.tok.at)
+            items.append(self.or_expr(field))
+        return items[0] if len(items) == 1 else And(tuple(items))
+
+    def or_expr(self, field: str | None) -> Node:
+        items = [self.and_expr(field)]
+        while self.tok.kind == "OR":
+            op = self.take()
+            items.append(self.operand(op, field, self.and_expr))
+        return items[0] if len(items) == 1 else Or(tuple(items))
+
+    def and_expr(self, field: str | None) -> Node:
+        items = [self.unary(field)]
+        while self.tok.kind == "AND":
+            op = self.take()
+            items.append(self.operand(op, field, self.unary))
+        return items[0] if len(items) == 1 else And(tuple(items))
+
+    def operand(self, op: _Tok, field: str | None, rule) -> Node:
+        if self.tok.kind in ("END", ")", "AND", "OR"):
+            raise self.fail(f"{op.text!r} needs a term after it", op.at)
+        return rule(field)
+
+    def unary(self, field: str | None) -> Node:
+        if self.tok.kind in ("NOT", "-"):
+            op = self.take()
+            name = "NOT" if op.kind == "NOT" else "-"
+            if self.tok.kind in ("END", ")", "AND", "OR"):
+                raise self.fail(f"{name!r} needs a term after it", op.at)
+            return Not(self.unary(field))
+        return self.primary(field)
+
+    def primary(self, field: str | None) -> Node:
+        t = self.take()
+        if t.kind == "(":
+            if self.tok.kind == ")":
+                raise self.fail("empty parentheses", t.at)
+            node = self.clauses(field)
+            if self.tok.kind != ")":
+                raise self.fail("unbalanced parentheses: this '(' is never closed", t.at)
+            self.take()
+            return node
+        if t.kind == "FIELD":
+            if field is not None:
+                raise self.fail(f"field {t.text!r} inside field {field!r}", t.at)
+            if self.tok.kind not in ("WORD", "PHRASE", "RANGE", "("):
+                raise self.fail(f"field {t.text!r} has no value", t.at)
+            return self.primary(t.text)
+        if t.kind == "WORD":
+            return self.word(t, field)
+        if t.kind == "PHRASE":
+            return self.phrase(t, field)
+        if t.kind == "RANGE":
+            return self.bracket_range(t, field)
+        raise AssertionError(t)  # ")" "END" and the operators are refused by the callers
+
+    def word(self, t: _Tok, field: str | None) -> Node:
+        if field in NUMBER_FIELDS or field in DATE_FIELDS:
+            return self.range(t, field)
+        text = t.text
+        star = text.find("*")
+        if star >= 0 and star != len(text) - 1:
+            raise self.fail("'*' is only allowed at the end of a word (prefix search)", t.at + star)
+        if text == "*":
+            raise self.fail("a '*' alone matches nothing: give a prefix before it", t.at)
+        if field in KEYWORD_FIELDS:
+            return Keyword(field, text.rstrip("*"), prefix=star >= 0)
+        return Prefix(text[:-1], field) if star >= 0 else Word(text, field)
+
+    def phrase(self, t: _Tok, field: str | None) -> Node:
+        if field in KEYWORD_FIELDS:
+            return Keyword(field, t.text)
+        if field in NUMBER_FIELDS or field in DATE_FIELDS:
+            raise self.fail(f"field {field!r} takes a value or a range, not a phrase", t.at)
+        return Phrase(t.text, field)
+
+    # -- ranges --
+
+    def range(self, t: _Tok, field: str) -> Node:
+        text, at = t.text, t.at
+        m = re.fullmatch(r"(>=|<=|>|<)(.+)", text)
+        if m:
+            op, bound = m.groups()
+            lo, hi = self.bound(bound, field, at + len(op))
+            if op == ">":
+                return self.make(field, hi, None, at, low_open=True)
+            if op == ">=":
+                return self.make(field, lo, None, at)
+            if op == "<":
+                return self.make(field, None, lo, at, high_open=True)
+            return self.make(field, None, hi, at)
+        if ".." in text:
+            left, right = text.split("..", 1)
+            if not left and not right:
+                raise self.fail(f"'..' gives no bound for {field!r}", at)
+            lo = self.bound(left, field, at)[0] if left else None
+            hi = self.bound(right, field, at + len(left) + 2)[1] if right else None
+            return self.make(field, lo, hi, at)
+        lo, hi = self.bound(text, field, at)
+        return self.make(field, lo, hi, at)
+
+    def bracket_range(self, t: _Tok, field: str | None) -> Node:
+        if field not in NUMBER_FIELDS and field not in DATE_FIELDS:
+            raise self.fail(f"field {field!r} takes no range (ranges: size, last_modified)"
+                            if field else "a range needs a field: size:[...] or last_modified:[...]",
+                            t.at)
+        inner = t.text[1:-1]
+        m = re.fullmatch(r"\s*(\S+)\s+TO\s+(\S+)\s*", inner)
+        if not m:
+            raise self.fail(f"a range is written [A TO B] (or {{A TO B}}, * for an open end), "
+                            f"not {t.text!r}", t.at)
+        a, b = m.groups()
+        low_open, high_open = t.text[0] == "{", t.text[-1] == "}"
+        lo = hi = None
+        if a != "*":
+            lo_span = self.bound(a, field, t.at + 1 + m.start(1))
+            lo = lo_span[1] if low_open else lo_span[0]
+        if b != "*":
+            hi_span = self.bound(b, field, t.at + 1 + m.start(2))
+            hi = hi_span[0] if high_open else hi_span[1]
+        return self.make(field, lo, hi, t.at, low_open=low_open and field in NUMBER_FIELDS,
+                         high_open=high_open and field in NUMBER_FIELDS)
+
+    def bound(self, text: str, field: str, at: int) -> tuple:
+        """The span one bound covers: (n, n) for a size, (start, end) for a date."""
+        if field in NUMBER_FIELDS:
+            from indexerd.config import parse_size
+
+            try:
+                n = parse_size(text)
+            except ValueError:
+                raise self.fail(f"{text!r} is not a size for {field!r} (bytes, or like 100k, "
+                                f"1.5MB, 2MiB)", at) from None
+            return n, n
+        try:
+            return date_span(text)
+        except (ValueError, OverflowError):
+            raise self.fail(f"{text!r} is not a date for {field!r} (YYYY, YYYY-MM, YYYY-MM-DD "
+                            f"or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM], UTC unless given)", at) from None
+
+    def make(self, field: str, lo, hi, at: int, *, low_open: bool = False,
+             high_open: bool = False) -> Node:
+        if field in NUMBER_FIELDS:
+            # a size's span is one number: > n is >= n+1, < n is <= n-1 (bounds are inclusive)
+            lo = None if lo is None else lo + (1 if low_open else 0)
+            hi = None if hi is None else hi - (1 if high_open else 0)
+            if lo is not None and hi is not None and lo > hi:
+                raise self.fail(f"the range of {field!r} is empty ({lo} > {hi})", at)
+            return NumberRange(field, lo, hi)
+        # dates: the callers already chose each bound's span side; the range is half-open
+        if lo is not None and hi is not None and lo >= hi:
+            raise self.fail(f"the range of {field!r} is empty (it ends before it starts)", at)
+        return DateRange(field, lo, hi)
+
+
+_DATE = re.compile(r"(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2}))?"
+                   r"(Z|z|[+-]\d{2}:?\d{2})?)?)?)?")
+
+
+def date_span(text: str) -> tuple[datetime, datetime]:
+    """The UTC span ``[start, end)`` a typed date covers: a year, month, day, minute or second.
+
+    ``2024`` -> 2024-01-01 .. 2025-01-01; ``2024-03-05T10:30+02:00`` -> 08:30Z .. 08:31Z.
+
+    Raises:
+        ValueError: not one of the forms above, or not a real date.
+        OverflowError: the span ends past year 9999.
+    """
+    m = _DATE.fullmatch(text)
+    if not m:
+        raise ValueError(text)
+    y, mo, d, hh, mi, ss, zone = m.groups()
+    tz = UTC
+    if zone and zone not in "Zz":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    start = datetime(int(y), int(mo or 1), int(d or 1), int(hh or 0), int(mi or 0), int(ss or 0),
+                     tzinfo=tz)
+    if ss is not None:
+        end = start + timedelta(seconds=1)
+    elif mi is not None:
+        end = start + timedelta(minutes=1)
+    elif d is not None:
+        end = start + timedelta(days=1)
+    elif mo is not None:
+        end = start.replace(year=start.year + (start.month == 12), month=start.month % 12 + 1)
+    else:
+        end = start.replace(year=start.year + 1)
+    return start.astimezone(UTC), end.astimezone(UTC)

@@ -1,0 +1,182 @@
+"""The query language: text -> tree (indexerd.index.query.parse), and every malformed query's message."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from indexerd.core.errors import QueryError
+from indexerd.index.query import (And, DateRange, Keyword, Not, NumberRange, Or, Phrase, Prefix, Word,
+                                  date_span, parse)
+
+UTC = timezone.utc
+
+
+def d(*args) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text, tree", [
+    ("python", Word("python")),
+    ("python asyncio", And((Word("python"), Word("asyncio")))),
+    ('"event loop"', Phrase("event loop")),
+    ("asyn*", Prefix("asyn")),
+    ("pg_hba.conf", Word("pg_hba.conf")),
+    ("-draft", Not(Word("draft"))),
+    ("python -draft", And((Word("python"), Not(Word("draft"))))),
+    ('python -"draft copy"', And((Word("python"), Not(Phrase("draft copy"))))),
+    ("NOT draft python", And((Not(Word("draft")), Word("python")))),
+    ("foo-bar", Word("foo-bar")),
+    ("a - b", And((Word("a"), Word("-"), Word("b")))),
+    # side by side binds loosest, then OR, then AND (as Whoosh's parser did)
+    ("python asyncio OR trio", And((Word("python"), Or((Word("asyncio"), Word("trio")))))),
+    ("a AND b OR c", Or((And((Word("a"), Word("b"))), Word("c")))),
+    ("a OR b AND c", Or((Word("a"), And((Word("b"), Word("c")))))),
+    ("(a OR b) c", And((Or((Word("a"), Word("b"))), Word("c")))),
+    ("NOT (a b)", Not(And((Word("a"), Word("b"))))),
+    ("a and or not", And((Word("a"), Word("and"), Word("or"), Word("not")))),
+    ("title:falcon", Word("falcon", "title")),
+    ("Title:falcon", Word("falcon", "title")),
+    ('content:"event loop"', Phrase("event loop", "content")),
+    ("title:(a OR b*) c", And((Or((Word("a", "title"), Prefix("b", "title"))), Word("c")))),
+    ("source:docs", Keyword("source", "docs")),
+    ('source:"my docs"', Keyword("source", "my docs")),
+    ("media_type:text/*", Keyword("media_type", "text/", prefix=True)),
+    ("url:https://example.com/a/*", Keyword("key", "https://example.com/a/", prefix=True)),
+    ("key:file:///etc/x", Keyword("key", "file:///etc/x")),
+    ("date_source:meta", Keyword("date_source", "meta")),
+    ("source:(a OR b)", Or((Keyword("source", "a"), Keyword("source", "b")))),
+    # colons that are not fields are words
+    ("std::vector", Word("std::vector")),
+    ("http://example.com/x", Word("http://example.com/x")),
+    ("12:30", Word("12:30")),
+    ('"nosuchfield:x"', Phrase("nosuchfield:x")),
+])
+def test_parse(text, tree) -> None:
+    assert parse(text) == tree
+
+
+@pytest.mark.parametrize("text, low, high", [
+    ("size:100000", 100000, 100000),
+    ("size:>100000", 100001, None),
+    ("size:>=100k", 100000, None),
+    ("size:<1MB", None, 999999),
+    ("size:<=2MiB", None, 2 * 1024 * 1024),
+    ("size:10..20", 10, 20),
+    ("size:10..", 10, None),
+    ("size:..20", None, 20),
+    ("size:[10 TO 20]", 10, 20),
+    ("size:{10 TO 20}", 11, 19),
+    ("size:[10 TO *]", 10, None),
+    ("size:[* TO 1.5kb]", None, 1500),
+])
+def test_size_ranges(text, low, high) -> None:
+    assert parse(text) == NumberRange("size", low, high)
+
+
+@pytest.mark.parametrize("text, start, end", [
+    ("last_modified:2024", d(2024, 1, 1), d(2025, 1, 1)),
+    ("last_modified:2024-02", d(2024, 2, 1), d(2024, 3, 1)),
+    ("last_modified:2024-12", d(2024, 12, 1), d(2025, 1, 1)),
+    ("last_modified:2024-02-29", d(2024, 2, 29), d(2024, 3, 1)),
+    ("last_modified:>=2024-01-01", d(2024, 1, 1), None),
+    ("last_modified:>2024-01-01", d(2024, 1, 2), None),
+    ("last_modified:<2024-01-01", None, d(2024, 1, 1)),
+    ("last_modified:<=2024-01", None, d(2024, 2, 1)),
+    ("last_modified:2024-01..2024-03", d(2024, 1, 1), d(2024, 4, 1)),
+    ("last_modified:2024-01..", d(2024, 1, 1), None),
+    ("last_modified:..2023", None, d(2024, 1, 1)),
+    ("last_modified:[2024-01-01 TO 2024-03-31]", d(2024, 1, 1), d(2024, 4, 1)),
+    ("last_modified:{2024-01-01 TO 2024-03-31}", d(2024, 1, 2), d(2024, 3, 31)),
+    ("last_modified:[2024 TO *]", d(2024, 1, 1), None),
+    ("last_modified:2024-03-05T10:30", d(2024, 3, 5, 10, 30), d(2024, 3, 5, 10, 31)),
+    ("last_modified:2024-03-05T10:30:15Z", d(2024, 3, 5, 10, 30, 15), d(2024, 3, 5, 10, 30, 16)),
+    ("last_modified:2024-03-05T10:30+02:00", d(2024, 3, 5, 8, 30), d(2024, 3, 5, 8, 31)),
+])
+def test_date_ranges(text, start, end) -> None:
+    assert parse(text) == DateRange("last_modified", start, end)
+
+
+def test_date_span_is_utc_aware() -> None:
+    start, end = date_span("2024-06")
+    assert start.tzinfo is not None and start.utcoffset().total_seconds() == 0
+    assert (start, end) == (d(2024, 6, 1), d(2024, 7, 1))
+
+
+def test_ranges_combine_with_words() -> None:
+    assert parse("python size:>1k -draft") == And((
+        Word("python"), NumberRange("size", 1001, None), Not(Word("draft"))))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty query"),
+    ("   ", "empty query"),
+    ('foo"', "malformed query 'foo\"': unbalanced double quote: this '\"' is never closed at character 4"),
+    ('"', "malformed query '\"': unbalanced double quote: this '\"' is never closed at character 1"),
+    ("(a", "malformed query '(a': unbalanced parentheses: this '(' is never closed at character 1"),
+    ("a (b (c)", "malformed query 'a (b (c)': unbalanced parentheses: this '(' is never closed at character 3"),
+    ("a)", "malformed query 'a)': unbalanced parentheses: this ')' has no '(' at character 2"),
+    ("a ()", "malformed query 'a ()': empty parentheses at character 3"),
+    ("AND a", "malformed query 'AND a': 'AND' needs a term before it at character 1"),
+    ("OR a", "malformed query 'OR a': 'OR' needs a term before it at character 1"),
+    ("a AND", "malformed query 'a AND': 'AND' needs a term after it at character 3"),
+    ("a OR", "malformed query 'a OR': 'OR' needs a term after it at character 3"),
+    ("a OR OR b", "malformed query 'a OR OR b': 'OR' needs a term after it at character 3"),
+    ("(a AND) b", "malformed query '(a AND) b': 'AND' needs a term after it at character 4"),
+    ("a NOT", "malformed query 'a NOT': 'NOT' needs a term after it at character 3"),
+    ("NOT", "malformed query 'NOT': 'NOT' needs a term after it at character 1"),
+    ("path:tmp", "malformed query 'path:tmp': field 'path' is stored but not searchable (searchable: "
+                 "content, date_source, key, last_modified, media_type, size, source, title) at character 1"),
+    ("a nosuchfield:x", "malformed query 'a nosuchfield:x': no field 'nosuchfield' (searchable: content, "
+                        "date_source, key, last_modified, media_type, size, source, title); to search for "
+                        "the text itself, quote it: '\"nosuchfield:...\"' at character 3"),
+    ("title:(content:x)", "malformed query 'title:(content:x)': field 'content' inside field 'title' at character 8"),
+    ("title:()", "malformed query 'title:()': empty parentheses at character 7"),
+    ("title:)", "malformed query 'title:)': field 'title' has no value at character 1"),
+    ("fo*o", "malformed query 'fo*o': '*' is only allowed at the end of a word (prefix search) at character 3"),
+    ("a *", "malformed query 'a *': a '*' alone matches nothing: give a prefix before it at character 3"),
+    ("title:[a TO b]", "malformed query 'title:[a TO b]': field 'title' takes no range (ranges: size, "
+                       "last_modified) at character 7"),
+    ("size:[1 TO 2", "malformed query 'size:[1 TO 2': unclosed range: this '[' has no ']' or '}' at character 6"),
+    ("size:[1 2]", "malformed query 'size:[1 2]': a range is written [A TO B] (or {A TO B}, * for an open end), "
+                   "not '[1 2]' at character 6"),
+    ("size:big", "malformed query 'size:big': 'big' is not a size for 'size' (bytes, or like 100k, 1.5MB, 2MiB) "
+                 "at character 6"),
+    ("size:>x", "malformed query 'size:>x': 'x' is not a size for 'size' (bytes, or like 100k, 1.5MB, 2MiB) "
+                "at character 7"),
+    ("size:10..x", "malformed query 'size:10..x': 'x' is not a size for 'size' (bytes, or like 100k, 1.5MB, "
+                   "2MiB) at character 10"),
+    ("size:20..10", "malformed query 'size:20..10': the range of 'size' is empty (20 > 10) at character 6"),
+    ("size:{10 TO 11}", "malformed query 'size:{10 TO 11}': the range of 'size' is empty (11 > 10) at character 6"),
+    ("size:..", "malformed query 'size:..': '..' gives no bound for 'size' at character 6"),
+    ('size:"10"', "malformed query 'size:\"10\"': field 'size' takes a value or a range, not a phrase at character 6"),
+    ("last_modified:2024-13", "malformed query 'last_modified:2024-13': '2024-13' is not a date for "
+                              "'last_modified' (YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM], "
+                              "UTC unless given) at character 15"),
+    ("last_modified:yesterday", "malformed query 'last_modified:yesterday': 'yesterday' is not a date for "
+                                "'last_modified' (YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM], "
+                                "UTC unless given) at character 15"),
+    ("last_modified:2024-03..2024-01", "malformed query 'last_modified:2024-03..2024-01': the range of "
+                                       "'last_modified' is empty (it ends before it starts) at character 15"),
+    ("last_modified:9999", "malformed query 'last_modified:9999': '9999' is not a date for 'last_modified' "
+                           "(YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM], UTC unless given) "
+                           "at character 15"),
+    ("last_modified:9999-12-31", "malformed query 'last_modified:9999-12-31': '9999-12-31' is not a date for 'last_modified' "
+                                 "(YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM], UTC unless given) "
+                                 "at character 15"),
+    ("a -", None),  # a lone '-' is a word (of no letters), not an exclusion
+])
+def test_malformed(text, message) -> None:
+    if message is None:
+        parse(text)
+        return
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    assert str(info.value) == message
+    assert info.value.exit_code == 2
+
+
+def test_title_colon_then_space_is_a_field_without_value() -> None:
+    """``title: x`` -- the colon is not followed by a value: ``title:`` is a plain word then."""
+    assert parse("title: x") == And((Word("title:"), Word("x")))
