@@ -6,7 +6,8 @@ Whoosh or SQLite rows itself: it submits operations to the one :class:`~indexerd
 
 Every document met in a pass lands in exactly one of ``indexed``, ``unchanged``, ``skipped`` or
 ``errors`` of :class:`PassCounts`, so ``seen = indexed + unchanged + skipped + errors``;
-``deleted`` counts documents removed because they are gone.
+``deleted`` counts documents removed because they are gone.  The invariant is kept in one place,
+:meth:`PassCounts.record`, which takes a :class:`Verdict`: no caller increments a count by hand.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -28,9 +30,28 @@ log = logging.getLogger(__name__)
 UTC = timezone.utc
 
 
+class Verdict(str, Enum):
+    """What happened to one document in a pass (a ``str``: ``Verdict.INDEXED == "indexed"``).
+
+    The first four are the document verdicts, one per document met; ``DELETED`` counts a
+    document removed because it is gone; ``REDIRECT`` (an HTML-level redirect the source
+    follows) is not a document and counts nothing.
+    """
+
+    INDEXED = "indexed"
+    UNCHANGED = "unchanged"
+    SKIPPED = "skipped"
+    ERRORS = "errors"
+    DELETED = "deleted"
+    REDIRECT = "redirect"
+
+
 @dataclass
 class PassCounts:
     """Counts of one pass over one source (or several, when summed).
+
+    Counts change only through :meth:`record` (and :meth:`fail`, its shorthand for an error), so
+    ``seen = indexed + unchanged + skipped + errors`` always holds.
 
     ``failed`` says why the source's whole pass failed (its root is missing, a statement failed,
     no seed host answered, the index commit failed), None when it ran; it is not a count and is
@@ -47,11 +68,39 @@ class PassCounts:
     #: the message of the pass's latest error (a document's or the whole pass's), for status
     last_error: str | None = field(default=None, compare=False)
 
-    def fail(self, message: str, *, seen: bool = True) -> None:
-        """Count one error (and, with ``seen``, the item it happened to) and keep its message."""
-        self.seen += 1 if seen else 0
-        self.errors += 1
-        self.last_error = message
+    def record(self, verdict: Verdict | str, n: int = 1, *, message: str | None = None) -> None:
+        """Count ``n`` items with ``verdict``: a document verdict also counts them as seen;
+        ``deleted`` counts only deletions; ``redirect`` nothing.  ``message`` (errors) is kept as
+        :attr:`last_error`.
+
+        Raises:
+            ValueError: ``verdict`` is not a :class:`Verdict` value.
+        """
+        v = Verdict(verdict)
+        if v is Verdict.REDIRECT:
+            return
+        if v is Verdict.DELETED:
+            self.deleted += n
+            return
+        self.seen += n
+        setattr(self, v.value, getattr(self, v.value) + n)
+        if v is Verdict.ERRORS and message:
+            self.last_error = message
+
+    def revise_to_error(self, verdict: Verdict | str, message: str) -> None:
+        """An item already counted with ``verdict`` failed afterwards (a SQL queue row indexed,
+        then its acknowledgement failed): it moves to ``errors``.  A ``deleted`` item was not a
+        seen document, so it is counted as one failed item."""
+        v = Verdict(verdict)
+        if v in (Verdict.INDEXED, Verdict.UNCHANGED, Verdict.SKIPPED, Verdict.ERRORS):
+            self.seen -= 1
+            setattr(self, v.value, getattr(self, v.value) - 1)
+        self.record(Verdict.ERRORS, message=message)
+
+    def fail(self, message: str) -> None:
+        """Count one error (a document, a robots.txt, or the whole pass as its one item) and keep
+        its message: ``record(Verdict.ERRORS, message=message)``."""
+        self.record(Verdict.ERRORS, message=message)
 
     def add(self, other: "PassCounts") -> None:
         for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors"):
@@ -122,14 +171,32 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What happened to one document: ``verdict`` is indexed / unchanged / skipped / errors /
-    deleted, or redirect (an HTML-level redirect, nothing written); ``reason`` the fixed word
-    behind it."""
+class PageLinks:
+    """What a crawler needs from an extracted page: its outlinks (resolved, not canonicalised),
+    ``rel=canonical``, an HTML-level redirect target, whether links may be followed, and the
+    codec the page was decoded with (for percent-encoding non-ASCII link text)."""
 
-    verdict: str
+    links: tuple[str, ...] = ()
+    canonical: str | None = None
+    redirect: str | None = None
+    nofollow: bool = False
+    encoding: str | None = None
+
+    @classmethod
+    def of(cls, ex) -> "PageLinks":
+        """The links of an :class:`~indexerd.extract.Extracted`."""
+        return cls(tuple(ex.links), ex.canonical, ex.redirect, ex.nofollow, ex.encoding)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one document: ``verdict`` (a :class:`Verdict`); ``reason`` the fixed
+    word behind it; ``links`` the page's links when it was extracted (None otherwise); ``key``
+    the key it was decided under (a ``rel=canonical`` may change it)."""
+
+    verdict: Verdict
     reason: str
-    extracted: object | None = None
+    links: PageLinks | None = None
     key: str | None = None
     last_modified: datetime | None = None
     content_hash: str | None = None
@@ -183,15 +250,17 @@ class Pipeline:
         if self._writer is not None:
             self._writer.flush(timeout, since=self._failures_before)
 
-    def pending(self, key: str) -> tuple[bool, DocumentRecord | None]:
-        """``(True, record or None)`` when a write for ``key`` is queued and not yet committed
-        (None: a removal); ``(False, None)`` otherwise."""
+    def removal_queued(self, key: str) -> bool:
+        """True when the removal of ``key`` is queued in the writer and not yet committed."""
         if self._writer is not None:
-            return self._writer.pending_record(key)
-        return False, None
+            queued, rec = self._writer.pending_record(key)
+            return queued and rec is None
+        return False
 
     def stored(self, key: str) -> DocumentRecord | None:
-        """The latest record for ``key``: a queued write if there is one, else the store's row."""
+        """The latest record for ``key`` as the pass must see it: a queued write if there is one
+        (None for a queued removal), else the store's row.  Sources read the store through this
+        one call."""
         if self._writer is not None:
             queued, rec = self._writer.pending_record(key)
             if queued:
@@ -226,24 +295,33 @@ class Pipeline:
             self.writer.submit_remove(key, rec, urgent=self.urgent)
         else:
             self.writer.submit_record(rec)
-        counts.seen += 1  # only once the writer took it: a failure above is counted by the caller
+        # counted only once the writer took it: a failure above is counted by the caller
         if (status == "skipped" and stored is not None and stored.status == "skipped"
                 and stored.reason == reason and stored.ctime_ns == 0 and ino is not None
                 and (stored.mtime_ns, stored.size, stored.ino) == (mtime_ns, size, ino)):
             # a file read again only because its last stat was too close to a change to be
             # trusted (indexerd.sources.files.scan.trusted_ctime_ns), with the same verdict: its stat had not
             # changed since that verdict, so it counts as unchanged
-            counts.unchanged += 1
-            return Outcome("unchanged", reason)
+            return self._counted(Outcome(Verdict.UNCHANGED, reason), counts)
         if status == "error":
-            counts.fail(f"{reason}: {key}" + (f" ({detail})" if detail else ""), seen=False)
+            message = f"{reason}: {key}" + (f" ({detail})" if detail else "")
             self.counters.inc(f"error.{reason}")
             log.warning("error %s: %s (%s)", reason, key, detail)
-        else:
-            counts.skipped += 1
-            self.counters.inc(f"skip.{reason}")
-            log.info("skipped %s: %s (%s)", reason, key, detail)
-        return Outcome("errors" if status == "error" else "skipped", reason)
+            return self._counted(Outcome(Verdict.ERRORS, reason), counts, message=message)
+        self.counters.inc(f"skip.{reason}")
+        log.info("skipped %s: %s (%s)", reason, key, detail)
+        return self._counted(Outcome(Verdict.SKIPPED, reason), counts)
+
+    def unchanged(self, counts: PassCounts, reason: str = "stat-unchanged") -> Outcome:
+        """A document the source itself found unchanged without reading it (the same stat as
+        stored): nothing to write."""
+        return self._counted(Outcome(Verdict.UNCHANGED, reason), counts)
+
+    @staticmethod
+    def _counted(out: Outcome, counts: PassCounts, n: int = 1, message: str | None = None) -> Outcome:
+        """The one place a pass's counts change: record ``out``'s verdict and hand it back."""
+        counts.record(out.verdict, n, message=message)
+        return out
 
     def gone(self, key: str, counts: PassCounts, why: str = "") -> Outcome:
         """The document no longer exists at its source: delete it from the index and the store."""
@@ -255,13 +333,12 @@ class Pipeline:
         cut it into pieces.  Returns the outcome of the last key."""
         d = decide_mod.decide(None, decide_mod.NewFacts(None, None, gone=True), self.clock())
         if not keys:
-            return Outcome("deleted", d.reason)
+            return Outcome(Verdict.DELETED, d.reason)
         self.writer.submit_remove_many(keys, urgent=self.urgent)
-        counts.deleted += len(keys)
         self.counters.inc(f"decide.{d.reason}", len(keys))
         for key in keys:
             log.info("deleted %s%s", key, f" ({why})" if why else "")
-        return Outcome("deleted", d.reason)
+        return self._counted(Outcome(Verdict.DELETED, d.reason), counts, len(keys))
 
     def not_modified(self, key: str, counts: PassCounts, stored: DocumentRecord | None = None) -> Outcome:
         """The source says ``key`` is unchanged without sending it (HTTP 304, RFC 9110 §15.4.5):
@@ -276,11 +353,9 @@ class Pipeline:
                                               decided_at=now, detail=None))
         elif stored is not None:
             self.writer.submit_record(replace(stored, checked_at=now))
-        counts.seen += 1
-        counts.unchanged += 1
         self.counters.inc("decide.not-modified")
-        return Outcome("unchanged", "not-modified", None, key,
-                       stored.last_modified if stored is not None else None)
+        return self._counted(Outcome(Verdict.UNCHANGED, "not-modified", None, key,
+                                     stored.last_modified if stored is not None else None), counts)
 
     # -- the main path --------------------------------------------------------------------
     def handle(self, f: Fetched, policy: Policy, counts: PassCounts, *, forced: bool = False,
@@ -289,7 +364,7 @@ class Pipeline:
                duplicate_of: Callable[[str, str], str | None] | None = None) -> Outcome:
         """Extract, date, decide and submit one fetched document.
 
-        ``rekey(extracted)`` may name another key for the document (a web page's
+        ``rekey(links)`` (a :class:`PageLinks`) may name another key for the document (a web page's
         ``rel=canonical``); the decision is then made against that key's stored record.
         ``redirects``: the source follows HTML-level redirects (``Extracted.redirect``): such a
         page is not a document; the outcome is ``redirect`` with nothing written or counted,
@@ -309,14 +384,14 @@ class Pipeline:
                              size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
                              status="error", stored=stored)
         if ex.redirect is not None and redirects:
-            return Outcome("redirect", "meta-refresh", ex, f.key)
+            return Outcome(Verdict.REDIRECT, "meta-refresh", PageLinks.of(ex), f.key)
         if not (ex.title or ex.text):  # a refresh that goes nowhere here
             return self.skip(f.key, f.source, "empty", f"{f.url}: no title and no text", counts,
                              size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
                              stored=stored, etag=f.etag,
                              last_modified_header=f.last_modified_header)
         if rekey is not None:
-            new_key = rekey(ex)
+            new_key = rekey(PageLinks.of(ex))
             if new_key and new_key != f.key:
                 f = replace(f, key=new_key)
                 stored = None
@@ -325,7 +400,7 @@ class Pipeline:
             out = self.skip(f.key, f.source, "noindex", "meta robots noindex", counts, size=f.size,
                             mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
                             last_modified_header=f.last_modified_header)
-            return replace(out, extracted=ex, key=f.key)
+            return replace(out, links=PageLinks.of(ex), key=f.key)
         resolved = resolve_date(
             DateEvidence(fetched_at=f.fetched_at, meta=ex.meta, protocol=f.protocol_date,
                          protocol_kind=f.protocol_kind, sitemap=f.sitemap_date, server_date=f.server_date),
@@ -336,7 +411,7 @@ class Pipeline:
         if keep is not None and keep != f.key:
             out = self.skip(f.key, f.source, "duplicate", f"same content as {keep}", counts, size=f.size,
                             mtime_ns=f.mtime_ns, stored=stored, title=title)
-            return replace(out, extracted=ex, key=f.key)
+            return replace(out, links=PageLinks.of(ex), key=f.key)
         now = self.clock()
         usable = stored if stored is not None and stored.status == "indexed" else None
         stored_facts = None if usable is None else decide_mod.StoredFacts(
@@ -357,16 +432,13 @@ class Pipeline:
                            content=ex.text, last_modified=resolved.value, date_source=resolved.source,
                            media_type=ex.media_type, size=f.size, snippet_text=ex.main_text)
             self.writer.submit_index(doc, rec, urgent=self.urgent)
-            counts.seen += 1
-            counts.indexed += 1
             log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
-            return Outcome("indexed", d.reason, ex, f.key, resolved.value, chash)
+            return self._counted(Outcome(Verdict.INDEXED, d.reason, PageLinks.of(ex), f.key,
+                                         resolved.value, chash), counts)
         # skip: keep what the index holds (date, hash, indexed_at), refresh the validators/stat
         base = usable or stored
         rec = replace(base, status="indexed", **common) if base is not None else DocumentRecord(
             status="indexed", **common)
         self.writer.submit_record(rec)
-        counts.seen += 1
-        counts.unchanged += 1
-        return Outcome("unchanged", d.reason, ex, f.key, base.last_modified if base is not None else None,
-                       chash)
+        return self._counted(Outcome(Verdict.UNCHANGED, d.reason, PageLinks.of(ex), f.key,
+                                     base.last_modified if base is not None else None, chash), counts)

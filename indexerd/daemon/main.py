@@ -604,7 +604,7 @@ class Daemon:
         key = path_to_key(path)
         st = src.stat_path(path)
         if st is not None and stat_mod.S_ISDIR(st.st_mode):
-            if pipeline.stored(key) is not None and pipeline.pending(key) != (True, None):
+            if pipeline.stored(key) is not None:  # None too when its removal is queued
                 pipeline.gone(key, counts, "replaced by a directory")
             src.scan(pipeline, counts, start=path, cancel=self.stop_event)  # moved in or created
         else:
@@ -612,7 +612,7 @@ class Daemon:
                 # nothing can be below a path that is not a directory: a directory moved out,
                 # deleted or replaced by a file takes all its documents with it
                 below = [k for k in pipeline.store.keys_with_prefix(name, key.rstrip("/") + "/")
-                         if pipeline.pending(k) != (True, None)]  # else already being removed
+                         if not pipeline.removal_queued(k)]  # else already being removed
                 pipeline.gone_many(sorted(below), counts, "deleted or moved away")
             src.handle_path(path, pipeline, counts)
         if counts.indexed or counts.deleted or counts.skipped or counts.errors:

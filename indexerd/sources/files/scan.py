@@ -404,9 +404,7 @@ class FileSource:
                 if sv[2] is None:
                     pipeline.writer.submit_stat_baseline([(st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns,
                                                            st.st_size)])
-                counts.seen += 1
-                counts.unchanged += 1
-                return "unchanged"
+                return pipeline.unchanged(counts).verdict
         return self.read(path, st, pipeline, counts, forced=forced)
 
     def unchanged(self, stored: tuple, st: os.stat_result) -> bool:
@@ -482,16 +480,14 @@ class FileSource:
                         # the common case of unchanged() inline: the same stat, not a too-large skip
                         (sv[0] == st.st_mtime_ns and sv[1] == st.st_size and sv[2] == st.st_ctime_ns
                          and sv[3] == st.st_ino and sv[4] != "too-large") or unchanged(sv, st)):
-                    counts.seen += 1
-                    counts.unchanged += 1
+                    pipeline.unchanged(counts)
                     if sv[2] is None:
                         baseline.append((st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns, st.st_size))
                     continue
                 # the store may lag: a queued write (the watcher's) may already cover this stat
-                queued, rec = pipeline.pending(key)
-                if queued and rec is not None and unchanged(stat_of(rec), st):
-                    counts.seen += 1
-                    counts.unchanged += 1
+                rec = pipeline.stored(key)
+                if rec is not None and unchanged(stat_of(rec), st):
+                    pipeline.unchanged(counts)
                     continue
             todo.append((path, st))
         if baseline:
@@ -522,7 +518,7 @@ class FileSource:
                 continue
             if any(key.startswith(p) for p in protected):
                 continue
-            if pipeline.pending(key) == (True, None):
+            if pipeline.removal_queued(key):
                 continue  # its removal is already queued
             gone.append(key)
         pipeline.gone_many(sorted(gone), counts, "no longer in the tree")

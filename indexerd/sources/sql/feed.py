@@ -225,7 +225,7 @@ class SqlFeed:
                     if progress:
                         progress.tick_walk()
         for key in pipeline.store.keys(source=self.name) - seen:
-            if pipeline.pending(key) != (True, None):
+            if not pipeline.removal_queued(key):
                 pipeline.gone(key, counts, "not in the full load")
         pipeline.flush()
         pipeline.store.write_batch([], meta={self._meta_key(): started.isoformat()})
@@ -258,9 +258,7 @@ class SqlFeed:
                 elif action == "D":
                     verdict = self.rows.delete(pipeline, row, counts)
                 else:
-                    counts.seen += 1
-                    counts.unchanged += 1
-                    verdict = "unchanged"
+                    verdict = pipeline.unchanged(counts, "action-n").verdict
                     pipeline.counters.inc("sql.action-n")
                 done.append((row, verdict))
             except IndexerdError:
@@ -298,12 +296,9 @@ class SqlFeed:
                 with eng.begin() as conn:
                     conn.execute(stmt, params(r))
             except Exception as e:
-                if verdict in ("indexed", "unchanged", "skipped"):
-                    setattr(counts, verdict, getattr(counts, verdict) - 1)
-                # else a delete happened but is not acknowledged: count the row as seen, failed
-                counts.fail(f"post_update_sql failed for queue row {r.get(c.sequence_column)} "
-                            f"(id {r.get(c.id_column)}): {_short(e)}",
-                            seen=verdict not in ("indexed", "unchanged", "skipped"))
+                # the row is not acknowledged: whatever it was counted as, it is now an error
+                counts.revise_to_error(verdict, f"post_update_sql failed for queue row "
+                                                f"{r.get(c.sequence_column)} (id {r.get(c.id_column)}): {_short(e)}")
                 pipeline.counters.inc("error.sql-post-update")
                 log.error("source %s: post_update_sql failed for queue row %s (id %s): %s", self.name,
                           r.get(c.sequence_column), r.get(c.id_column), _short(e))

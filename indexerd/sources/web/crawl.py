@@ -46,7 +46,7 @@ from indexerd.extract import extract, guess_media_type, parse_refresh
 from indexerd.sources.web.workers import FetchWorkers
 from indexerd.sources.web.fetch import Fetcher, Response
 from indexerd.sources.web.frontier import Frontier, Task
-from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
+from indexerd.core.pipeline import Fetched, PageLinks, PassCounts, Pipeline, Policy, Verdict
 from indexerd.sources.web.politeness import HOST_SLOTS, HostSlots, PolitenessSettings
 from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
 from indexerd.sources.web.robots import RobotsCache
@@ -771,8 +771,7 @@ class _Pass:
             return
         row = self._done(task, None, task.skip)
         if self.only is not None:  # asked for by name (ctl reindex URL): say it was not fetched
-            self.counts.seen += 1
-            self.counts.skipped += 1
+            self.counts.record(Verdict.SKIPPED)
         if task.skip == "robots":
             key = row["doc_key"] or task.url
             if self.pipeline.stored(key) is not None:
@@ -858,8 +857,7 @@ class _Pass:
             self.counts.fail(f"{key}: {reason}; the indexed copy is kept")
             self.counters.inc(f"error.{reason}")
         else:
-            self.counts.seen += 1
-            self.counts.skipped += 1
+            self.counts.record(Verdict.SKIPPED)
             self.counters.inc(f"skip.{reason}")
 
     def _refused(self, task: Task, resp: Response) -> None:
@@ -994,7 +992,8 @@ class _Pass:
             new = 0
             if "nofollow" not in robots_header:
                 try:
-                    new = self._store_links(row, extract(resp.body, ctype, base_url=task.url, name=f.name), task)
+                    new = self._store_links(row, PageLinks.of(extract(resp.body, ctype, base_url=task.url,
+                                                                      name=f.name)), task)
                 except SkipDocument:  # not HTML: no links to follow
                     pass
             self._reschedule(row, CHANGED if new else UNCHANGED)
@@ -1004,8 +1003,8 @@ class _Pass:
         out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.forced,
                                    rekey=lambda ex: self._canonical_key(ex, key), redirects=True,
                                    duplicate_of=self.duplicates.duplicate_of)
-        if out.verdict == "redirect":
-            self._html_redirect(task, resp, row, out.extracted.redirect, out.extracted.encoding)
+        if out.verdict is Verdict.REDIRECT:
+            self._html_redirect(task, resp, row, out.links.redirect, out.links.encoding)
             return
         if out.content_hash is not None:
             for alias in self.duplicates.kept(out.key, out.content_hash):
@@ -1023,27 +1022,27 @@ class _Pass:
                 self._mirror_write(task.url, resp.body, out.last_modified)
             elif out.verdict in ("skipped", "errors"):
                 self._mirror_remove(task.url)
-        ex = out.extracted
+        page = out.links
         new = 0
-        if ex is not None and not ex.nofollow and "nofollow" not in robots_header:
-            new = self._store_links(row, ex, task)
+        if page is not None and not page.nofollow and "nofollow" not in robots_header:
+            new = self._store_links(row, page, task)
         else:
             self.links[task.url] = None
         self._reschedule(row, FAILED if out.verdict == "errors" else
                          CHANGED if out.verdict == "indexed" or new else UNCHANGED)
 
-    def _store_links(self, row: dict, ex, task: Task) -> int:
+    def _store_links(self, row: dict, page: PageLinks, task: Task) -> int:
         """Keep a page's canonical outlinks and follow them; the count of never-seen URLs."""
-        links = self._canonical_links(ex.links, ex.encoding)
+        links = self._canonical_links(page.links, page.encoding)
         self.links[row["url"]] = json.dumps(links) if links else None
         return self._follow(links, task)
 
-    def _canonical_key(self, ex, key: str) -> str | None:
+    def _canonical_key(self, page: PageLinks, key: str) -> str | None:
         """``rel=canonical`` on the same host names the document (LIBRARIES.md §11)."""
-        if not getattr(ex, "canonical", None):
+        if not page.canonical:
             return None
         try:
-            c = canonicalize(ex.canonical, ex.encoding)
+            c = canonicalize(page.canonical, page.encoding)
         except ValueError:
             return None
         return c if host_key(c) == host_key(key) else None
