@@ -176,6 +176,7 @@ def _nobody_can_run_python(cwd: str) -> bool:
     return p.returncode == 0
 
 
+@pytest.mark.xdist_group("real-service-paths")  # creates or checks /run/indexerd, /var/lib/indexerd
 def test_group_member_without_c_reaches_the_daemon_on_the_system_socket(tree):
     """The real case: a non-root user without -c and without a daemon of its own reaches the
     service's /run/indexerd/indexerd.sock (group access, as the unit's RuntimeDirectory gives),

@@ -16,6 +16,7 @@ from indexerd import config as config_mod
 SERVICE_STATE = Path("/var/lib/indexerd")
 
 
+@pytest.mark.xdist_group("real-service-paths")  # creates or checks /run/indexerd, /var/lib/indexerd
 @pytest.mark.skipif(os.geteuid() != 0, reason="the case is root's (CI runs as root)")
 @pytest.mark.skipif(Path(config_mod.DEFAULT_CONFIG_PATH).exists(), reason="a system config exists here")
 def test_demo_as_root_keeps_its_state_out_of_the_services(tmp_path):
