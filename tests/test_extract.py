@@ -669,7 +669,9 @@ def test_import_is_light_and_warning_free() -> None:
 
 # -- large HTML: the streaming parser gives what lexbor's DOM gives -----------------------------
 
-from indexerd import extract as extract_module  # noqa: E402
+from indexerd.extract import html as html_module  # noqa: E402
+from indexerd.extract.html import extract_html_lexbor  # noqa: E402
+from indexerd.extract.htmlstream import extract_html_streaming  # noqa: E402
 
 FIELDS = ("title", "text", "media_type", "encoding", "meta", "links", "image_links", "canonical",
           "noindex", "nofollow")
@@ -696,8 +698,8 @@ TRICKY_PAGES = [
 
 def both(page: str | bytes, base: str | None = "http://example.org/dir/page.html"):
     data = page.encode() if isinstance(page, str) else page
-    a = extract_module._extract_html(data, None, base)
-    b = extract_module._extract_html_streaming(data, None, base)
+    a = extract_html_lexbor(data, None, base)
+    b = extract_html_streaming(data, None, base)  # its own output: no fallback to lexbor
     return ({f: getattr(a, f) for f in FIELDS}, {f: getattr(b, f) for f in FIELDS})
 
 
@@ -754,7 +756,7 @@ def test_large_page_with_a_malformed_marked_section_is_indexed() -> None:
     filler = "<p>" + "filler words here " * 50 + "</p>\n"
     page = (_H + "<p>msstartword</p>" + filler * 700 + "<p>see <![ this ]> marker</p>" + filler * 700
             + "<p>msendword</p></body></html>").encode()
-    assert len(page) > extract_module.LARGE_HTML_BYTES
+    assert len(page) > html_module.LARGE_HTML_BYTES
     r = extract(page, "text/html", name="ms.html")
     assert r.title == "T"
     assert "msstartword" in r.text and "see\nmarker" not in r.text and "see  marker" not in r.text
@@ -812,7 +814,7 @@ def test_large_html_goes_through_the_stream_with_bounded_memory(tmp_path) -> Non
         section.format(n=n) for n in range(30_000)) + "</body></html>"
     path = tmp_path / "big.html"
     path.write_text(page)
-    assert path.stat().st_size > extract_module.LARGE_HTML_BYTES * 5
+    assert path.stat().st_size > html_module.LARGE_HTML_BYTES * 5
     script = (
         "import resource, sys\n"
         "from indexerd.extract import extract\n"
@@ -835,18 +837,18 @@ def test_collapse_lines_in_chunks_equals_the_one_piece_rule(separator) -> None:
     piece longer than a chunk, trailing blanks)."""
     import random
 
-    from indexerd.extract import _COLLAPSE_CHUNK_CHARS, _collapse_lines
+    from indexerd.extract.text import COLLAPSE_CHUNK_CHARS, collapse_lines
 
     rng = random.Random(7)
     alphabet = ["word", " ", "  ", "\t", separator, separator * 3, "é", "x" * 50]
-    pieces = [rng.choice(alphabet) for _ in range(_COLLAPSE_CHUNK_CHARS // 2)]
-    pieces.insert(1000, "y" * (_COLLAPSE_CHUNK_CHARS + 10))  # one piece longer than a chunk
+    pieces = [rng.choice(alphabet) for _ in range(COLLAPSE_CHUNK_CHARS // 2)]
+    pieces.insert(1000, "y" * (COLLAPSE_CHUNK_CHARS + 10))  # one piece longer than a chunk
     text = "".join(pieces) + separator + "  "
-    assert len(text) > 3 * _COLLAPSE_CHUNK_CHARS
+    assert len(text) > 3 * COLLAPSE_CHUNK_CHARS
     whole = "\n".join(filter(None, [" ".join(p.split()) for p in text.split(separator)]))
-    assert _collapse_lines(text, separator) == whole
-    edge = "a" * _COLLAPSE_CHUNK_CHARS + separator + "b"
-    assert _collapse_lines(edge, separator) == "a" * _COLLAPSE_CHUNK_CHARS + "\nb"
+    assert collapse_lines(text, separator) == whole
+    edge = "a" * COLLAPSE_CHUNK_CHARS + separator + "b"
+    assert collapse_lines(edge, separator) == "a" * COLLAPSE_CHUNK_CHARS + "\nb"
 
 
 def test_page_with_a_tag_of_60k_attributes_is_not_quadratic() -> None:
@@ -855,8 +857,8 @@ def test_page_with_a_tag_of_60k_attributes_is_not_quadratic() -> None:
     parser, which gives the same text."""
     page = ("<html><body><p>before</p><div " + " ".join(f"a{i}=v{i}" for i in range(60_000))
             + ">manyattrsword</div></body></html>").encode()
-    assert len(page) < extract_module.LARGE_HTML_BYTES
-    assert extract_module._LONG_SPAN.search(page)
+    assert len(page) < html_module.LARGE_HTML_BYTES
+    assert html_module.LONG_SPAN.search(page)
     started = time.perf_counter()
     r = extract(page, "text/html")
     assert r.text == "before\nmanyattrsword"
@@ -866,7 +868,7 @@ def test_page_with_a_tag_of_60k_attributes_is_not_quadratic() -> None:
 def test_long_span_check_is_linear_on_a_page_of_lt_signs() -> None:
     page = b"<html><body>" + b"<" * 900_000
     started = time.perf_counter()
-    assert extract_module._LONG_SPAN.search(page) is None
+    assert html_module.LONG_SPAN.search(page) is None
     assert time.perf_counter() - started < 1.0
 
 
@@ -907,7 +909,7 @@ def test_parse_refresh_follows_the_html_standard(content: str, expected) -> None
 @pytest.mark.parametrize("streaming", [False, True])
 def test_refresh_stub_is_a_redirect_not_an_empty_page(tag: str, streaming: bool, monkeypatch) -> None:
     if streaming:
-        monkeypatch.setattr("indexerd.extract.LARGE_HTML_BYTES", 0)
+        monkeypatch.setattr("indexerd.extract.html.LARGE_HTML_BYTES", 0)
     page = f"<!doctype html><html><head>{tag}</head><body></body></html>".encode()
     ex = extract(page, "text/html", base_url="http://h.test/old/index.html")
     assert ex.refresh[1] == "http://h.test/docs/" and ex.redirect == "http://h.test/docs/"

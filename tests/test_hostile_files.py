@@ -108,7 +108,7 @@ def build_hostile_tree(root: Path, big_text: Path) -> dict[str, tuple[str, str |
     # invalid UTF-8 (not a NUL in sight): decoded with replacement / a detected codec, indexed
     exp[_put(root, "invalid-utf8.txt", b"mangoword caf\xe9 \xff\xfe\xc3\x28 broken \x80\x81\n" * 100)] = \
         ("indexed", None, "mangoword")
-    # UTF-16 without a BOM: its NUL bytes make it "binary" by design (extract._looks_binary:
+    # UTF-16 without a BOM: its NUL bytes make it "binary" by design (extract.sniff._looks_binary:
     # only a BOM or a declared charset exempts UTF-16) -- documented in extract(); not indexed
     exp[_put(root, "utf16-nobom.txt", "papayaword hello world\n".encode("utf-16-le") * 50)] = \
         ("skipped", "binary", None)
@@ -196,7 +196,7 @@ def test_hostile_tree_each_file_has_its_exact_outcome(tmp_path, big_text) -> Non
 def test_50mb_text_file_indexed_when_max_size_allows(tmp_path, big_text) -> None:
     """``max_size = "60MB"``: the 50 MB file is read, indexed and found by its last word.  Peak RSS
     was measured at ~410 MB (about 8x the file: extract keeps the bytes, the decoded text, the
-    split lines and the joined result -- extract._collapse_lines); the bound here is 600 MB."""
+    split lines and the joined result -- extract.text.collapse_lines); the bound here is 600 MB."""
     root = tmp_path / "root"
     root.mkdir()
     os.link(big_text, root / "big50.txt")

@@ -1,0 +1,86 @@
+"""Markdown: the title from the first heading (or front matter), the text lightly stripped of markup.
+
+Not a Markdown renderer: a few line patterns of CommonMark (https://spec.commonmark.org/) are
+enough to find the title and keep the words. Pure functions, thread-safe; importing costs the
+standard library and w3lib.
+"""
+
+from __future__ import annotations
+
+import re
+
+from indexerd.extract.decode import decode_text
+from indexerd.extract.extracted import (
+    LINE_TITLE_MAX_CHARS, MEDIA_MARKDOWN, Extracted, text_document,
+)
+from indexerd.extract.text import collapse_lines, one_line
+
+
+def extract_markdown(data: bytes, *, charset: str | None, base_url: str | None,
+                     name: str | None) -> Extracted:
+    """Markdown -> :class:`Extracted`: the title is the YAML front matter's ``title:``, else the
+    first ATX or setext heading outside code fences, else the first line; the text drops code
+    fence lines, reference definitions, heading and quote markers, emphasis and code-span marks,
+    and keeps link texts. ``base_url`` and ``name`` are unused. Never raises.
+    """
+    decoded, codec = decode_text(data, charset)
+    title = markdown_title(decoded)
+    text = collapse_lines(strip_markdown(decoded))
+    return text_document(title, text, MEDIA_MARKDOWN, codec)
+
+
+_MD_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_MD_ATX_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_MD_SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+_MD_STRIPS = (
+    (re.compile(r"^ {0,3}(?:`{3,}|~{3,}).*$", re.M), ""),  # code fence lines
+    (re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*\S.*$", re.M), ""),  # reference definitions
+    (re.compile(r"!?\[([^\]\n]*)\](?:\([^)\n]*\)|\[[^\]\n]*\])"), r"\1"),  # [text](url) -> text
+    (re.compile(r"^ {0,3}(?:#{1,6}(?=[ \t]|$)|(?:=+|-+)[ \t]*$|>[ \t]?)", re.M), ""),
+    (re.compile(r"[*`]+|~~"), ""),  # emphasis and code spans
+)
+
+
+def strip_markdown(source: str) -> str:
+    """``source`` without the markup :func:`extract_markdown` drops (its lines kept)."""
+    for pattern, replacement in _MD_STRIPS:
+        source = pattern.sub(replacement, source)
+    return source
+
+
+def markdown_title(source: str) -> str:
+    """First ATX or setext heading outside code fences and front matter, else the first line."""
+    lines = source.splitlines()
+    start = 0
+    if lines and lines[0].strip() == "---":  # YAML front matter
+        end = next((i for i, line in enumerate(lines[1:50], 1) if line.strip() in ("---", "...")),
+                   0)
+        for line in lines[1:end]:
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "title" and value.strip():
+                return _collapse_title(value.strip().strip("\"'"))
+        start = end + 1 if end else 0
+    first = fence = previous = ""
+    for line in lines[start:]:
+        marker = _MD_FENCE_RE.match(line)
+        if fence:
+            if marker and marker.group(1)[0] == fence:
+                fence = ""
+            previous = ""
+            continue
+        if marker:
+            fence = marker.group(1)[0]
+            previous = ""
+            continue
+        atx = _MD_ATX_RE.match(line)
+        if atx and atx.group(1):
+            return _collapse_title(atx.group(1))
+        if previous and _MD_SETEXT_RE.match(line):
+            return _collapse_title(previous)
+        previous = line if line.strip() and not atx else ""
+        first = first or _collapse_title(previous)
+    return first
+
+
+def _collapse_title(line: str) -> str:
+    return one_line(strip_markdown(line), LINE_TITLE_MAX_CHARS)
