@@ -180,3 +180,78 @@ def test_malformed(text, message) -> None:
 def test_title_colon_then_space_is_a_field_without_value() -> None:
     """``title: x`` -- the colon is not followed by a value: ``title:`` is a plain word then."""
     assert parse("title: x") == And((Word("title:"), Word("x")))
+
+
+# -- the analysed tree every engine compiles ---------------------------------------------------
+
+from indexerd.index.analysis import Analyzer  # noqa: E402
+from indexerd.index.highlight import words_regex  # noqa: E402
+from indexerd.index.querytokens import (MatchAll, MatchNone, TokenPrefix, Tokens,  # noqa: E402
+                                        analyse_query, highlight_words)
+
+ANA = Analyzer()
+
+
+def aq(text):
+    return analyse_query(parse(text), ANA)
+
+
+def both(*tokens):
+    return Or((Tokens("title", tokens), Tokens("content", tokens)))
+
+
+@pytest.mark.parametrize("text, tree", [
+    ("Running", both("run")),
+    ("running dogs", And((both("run"), both("dog")))),
+    ('"The event of loops"', both("event", "loop")),
+    ("title:Café", Tokens("title", ("cafe",))),
+    ("pg_hba.conf", Or((Tokens("ids", ("pg_hba.conf",)), Tokens("title", ("pg", "hba", "conf")),
+                        Tokens("content", ("pg", "hba", "conf"))))),
+    ("content:pg_hba.conf", Tokens("content", ("pg", "hba", "conf"))),
+    ("foo-bar", both("foo", "bar")),
+    ("東京都", both("東京", "京都")),
+    ("pg_hb*", TokenPrefix("ids", "pg_hb")),
+    ("Caf*", Or((TokenPrefix("title", "caf"), TokenPrefix("content", "caf")))),
+    ("the python", both("python")),
+    ("python OR the", both("python")),
+    ("the", MatchNone()),
+    ("the OR of -an", MatchNone()),
+    ("-draft", And((MatchAll(), Not(both("draft"))))),
+    ("python -draft", And((both("python"), Not(both("draft"))))),
+    ("python OR NOT draft", Or((*both("python").children, And((MatchAll(), Not(both("draft"))))))),
+    ("-a -draft", And((MatchAll(), Not(both("draft"))))),
+    ("(aa bb) (cc dd)", And((both("aa"), both("bb"), both("cc"), both("dd")))),
+    ("aa OR (bb OR cc)", Or(both("aa").children + both("bb").children + both("cc").children)),
+    ("size:>10 source:docs", And((NumberRange("size", 11, None), Keyword("source", "docs")))),
+])
+def test_analysed_tree(text, tree) -> None:
+    assert aq(text) == tree
+
+
+def test_nfd_query_equals_nfc_query() -> None:
+    import unicodedata
+    assert aq(unicodedata.normalize("NFD", "Crème brûlée")) == aq("creme brulee") == aq("Crème Brûlée")
+
+
+def test_highlight_words_skip_negated_terms() -> None:
+    assert highlight_words(aq("pg_hba.conf run* -draft")) == ({"pg_hba.conf", "pg", "hba", "conf"}, {"run"})
+
+
+@pytest.mark.parametrize("query, text, found", [
+    ("running", "He RUNS fast and runner", ["RUNS", "runner"]),
+    ("cafe", "un Café, un cafe\u0301 crème", ["Café", "cafe\u0301"]),
+    ("café", "the cafe", ["cafe"]),
+    ("hba", "edit pg_hba.conf now", ["hba"]),
+    ("pg_hba.conf", "edit pg_hba.conf now", ["pg_hba.conf", "pg_hba.conf", "hba", "conf"]),
+    ("東京", "私は東京都に住んでいます", ["東京"]),
+    ("분석", "형태소 분석은 어렵습니다", ["분석"]),
+    ("-draft", "a draft", []),
+])
+def test_highlight_regex_finds_matched_words_in_raw_text(query, text, found) -> None:
+    tokens, prefixes = highlight_words(aq(query))
+    rx = words_regex(tokens, prefixes)
+    if not found:
+        assert rx is None
+        return
+    hits = [m.group() for m in rx.finditer(text)]
+    assert all(f in hits or any(f in h for h in hits) for f in found), hits

@@ -1,0 +1,63 @@
+"""Find a query's matched words in a document's raw stored text, for snippets (engine-neutral).
+
+The index holds analysed tokens (case-folded, accents folded, stemmed, identifiers cut into
+parts, CJK bigrams); the stored text is as the document wrote it, composed or decomposed.
+:func:`words_regex` turns the tokens back into one regex over raw text:
+
+- a letter matches its upper/lower case and its accented forms, precomposed or followed by
+  combining accents (``cafe`` finds ``Café`` and ``Cafe\\u0301``);
+- a stem or prefix matches at the start of a word and runs to the word's end (``run`` shows
+  ``running``); a word starts after anything but a letter or digit, so an identifier's parts
+  are found inside it (``hba`` in ``pg_hba.conf``);
+- a CJK token (bigram or single character) matches where it stands, inside a run.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+from indexerd.index.analysis import fold_diacritics, is_cjk
+
+_MARKS = "[\u0300-\u036f]*"
+_variants: dict[str, str] | None = None
+
+
+def _letter_variants() -> dict[str, str]:
+    """ASCII letter -> every precomposed Latin/Greek-range letter that folds to it."""
+    global _variants
+    if _variants is None:
+        found: dict[str, set[str]] = {}
+        for cp in range(0xC0, 0x250):
+            c = chr(cp)
+            if not c.isalpha():
+                continue
+            base = fold_diacritics(unicodedata.normalize("NFC", c.casefold()))
+            if len(base) == 1 and base.isascii() and base != c:
+                found.setdefault(base, set()).update({c, c.upper()})
+        _variants = {b: "".join(sorted(vs)) for b, vs in found.items()}
+    return _variants
+
+
+def _char(c: str) -> str:
+    v = _letter_variants().get(c)
+    if v is None:
+        return re.escape(c) + (_MARKS if c.isalpha() else "")
+    return f"[{re.escape(c)}{re.escape(v)}]{_MARKS}"
+
+
+def _word(token: str) -> str:
+    if any(is_cjk(c) for c in token):
+        return re.escape(token)
+    return r"(?<![^\W_])" + "".join(_char(c) for c in token) + r"[\w\u0300-\u036f]*"
+
+
+def words_regex(tokens: Iterable[str], prefixes: Iterable[str] = ()) -> re.Pattern | None:
+    """One case-insensitive regex finding the analysed ``tokens`` and ``prefixes`` (module
+    docstring) in raw text; None when there is nothing to find."""
+    alts = {w for w in (*tokens, *prefixes) if w and w.strip("*?")}
+    if not alts:
+        return None
+    body = "|".join(_word(w.strip("*?")) for w in sorted(alts, key=len, reverse=True))
+    return re.compile(f"(?:{body})", re.IGNORECASE)
