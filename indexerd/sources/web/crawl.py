@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import logging
 import os
 import posixpath
@@ -50,8 +49,9 @@ from indexerd.core.pipeline import Fetched, PageLinks, PassCounts, Pipeline, Pol
 from indexerd.sources.web.politeness import HOST_SLOTS, HostSlots, PolitenessSettings
 from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
 from indexerd.sources.web.robots import RobotsCache
-from indexerd.core.store import from_db_time, to_db_time
+from indexerd.sources.web.crawltable import CrawlTable
 from indexerd.sources.web.traps import PatternGuard
+from indexerd.sources.web.urlstate import PassState, UrlState
 from indexerd.sources.web.urls import QueryVariants, Scope, canonicalize, host_key, path_depth, trap_reason
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,6 @@ MAX_SITEMAP_FILES = 50
 MAX_SITEMAP_URLS = 10_000
 #: The frontier's overflow on disk, in windows of ``max_queued``: beyond, new URLs are dropped.
 SPILL_WINDOWS = 10
-#: Spilled rows written to the store at once.
-SPILL_BATCH = 1000
 #: Dropped URLs remembered per pass so each is counted once (beyond: counted again when met again).
 MAX_DROPPED_REMEMBERED = 100_000
 #: Skip reasons that depend only on the bytes: a page skipped for one of them is asked with a
@@ -121,14 +119,6 @@ def _canonical_link(url: str, encoding: str | None = None) -> str:
 
 def _extension(url: str) -> str:
     return posixpath.splitext(urlsplit(url).path)[1].lower()
-
-
-def _new_row(url: str) -> dict:
-    return {"url": url, "pass_id": 0, "state": "queued", "hops": 0, "seed_depth": 1, "seq": 0,
-            "via": "link", "origin": None, "redirects": 0, "doc_key": None,
-            "sitemap_lastmod": None, "gone_count": 0, "fail_count": 0, "last_status": None,
-            "last_outcome": None, "checked_at": None, "recrawl_seconds": None, "due_at": None,
-            "due_reason": None, "changefreq": None}
 
 
 def _utc_now() -> datetime:
@@ -273,23 +263,19 @@ class _Pass:
         self.counters = pipeline.counters
         self.results: queue.Queue = queue.Queue()
         self.frontier = Frontier(self.cfg.order, src.slots, src.robots, self.cfg.max_pages, gate=self._task_gate)
-        self.rows: dict[str, dict] = {}
-        self.dirty: set[str] = set()
+        self.table = CrawlTable(self.store, src.name)
+        self.rows = self.table.rows
         self.seen: set[str] = set()
         self.dropped: set[str] = set()
-        self.links: dict[str, str | None] = {}  # outlinks parsed in this pass, not yet written
         self.sitemaps_asked: set[str] = set()
         self.sitemap_files = 0
         self.query_variants = QueryVariants(self.cfg.max_query_variants)
         self.patterns = PatternGuard(self.cfg.max_numbered_variants, self.cfg.max_query_variants)
-        self.spill_buffer: list[dict] = []  # spilled rows not written yet
         self.spilled = 0  # URLs this process spilled in this pass
         self.spill_left = False  # spilled rows may wait in the store
         self.seq = itertools.count()
         self.pass_id = 0
         self.done_pages = 0
-        self._last_persist = time.monotonic()
-        self.meta_key = f"web:{src.name}:pass"
         self.seed_hosts = {host_key(canonicalize(s)) for s in self.cfg.seeds}
         self.duplicates = DuplicateFinder(src.name, pipeline)
         self.pass_start = src.clock()  # adaptive recrawl schedules from here (a resume: its start)
@@ -302,11 +288,11 @@ class _Pass:
     # -- setup and teardown ---------------------------------------------------------------
     def run(self) -> None:
         fetcher = self.src.fetcher()
-        self.rows = self.store.crawl_rows(self.src.name)
-        state = json.loads(self.store.get_meta(self.meta_key) or "{}")
+        state = self.table.load()
+        self.rows = self.table.rows
         if self.only is not None:
             self._start_only(state)
-        elif state.get("state") == "running" and not self.forced:
+        elif state.running and not self.forced:
             self._resume(state)
         else:
             self._start(state)
@@ -365,36 +351,34 @@ class _Pass:
             log.warning("%s: %d mirror writes/removals under mirror_dir %s failed in this pass",
                         self.src.name, self.mirror_failures, self.src.mirror.root)
 
-    def _start(self, state: dict) -> None:
+    def _start(self, state: PassState) -> None:
         """A new pass: seeds, then every URL requested before (re-checked conditionally)."""
-        self.pass_id = int(state.get("id", 0)) + 1
+        self.pass_id = state.id + 1
         self.pass_start = self.src.clock()
-        self.store.crawl_drop_spilled(self.src.name)  # an older pass's overflow, never taken back
+        self.table.drop_spilled()  # an older pass's overflow, never taken back
         for seed in self.cfg.seeds:
             url = canonicalize(seed)
             self._enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
-        known = sorted((r for r in self.rows.values()
-                        if r["pass_id"] < self.pass_id and r["via"] != "sitemapfile"
-                        and r["last_status"] is not None and r["last_outcome"] != "gone"),
-                       key=lambda r: (r["hops"], r["seq"]))
+        known = sorted((r for r in self.rows.values() if r.pass_id < self.pass_id and r.asked_before),
+                       key=lambda r: (r.hops, r.seq))
         for r in known:
-            if r["url"] in self.seen:  # a seed
+            if r.url in self.seen:  # a seed
                 continue
-            reason = self.src.scope.check(r["url"], hops=r["hops"], seed_depth=r["seed_depth"])
+            reason = self.src.scope.check(r.url, hops=r.hops, seed_depth=r.seed_depth)
             if reason is not None:
                 self._out_of_scope(r, reason)
                 continue
             if not self._due(r):
-                self._defer(r["url"])
+                self._defer(r.url)
                 continue
-            self._enqueue(r["url"], hops=r["hops"], seed_depth=r["seed_depth"], via="recheck")
+            self._enqueue(r.url, hops=r.hops, seed_depth=r.seed_depth, via="recheck")
         self._persist(finished=False)
 
     def _due(self, row: dict) -> bool:
         """Whether a known URL is asked in this pass: always in a forced pass or when
         ``max_recrawl_interval`` equals ``interval`` (adaptive recrawl off), else when due."""
         return self.forced or self.max_interval <= self.min_interval or \
-            is_due(from_db_time(row["due_at"]), self.pass_start, self.min_interval)
+            is_due(row.due_at, self.pass_start, self.min_interval)
 
     def _defer(self, url: str) -> None:
         """Adaptive recrawl: ``url`` is not due in this pass; links to it do not queue it."""
@@ -404,44 +388,43 @@ class _Pass:
 
     def _reschedule(self, row: dict, change: str) -> None:
         """Learn from one fetch of ``row``'s URL when to ask it again (:mod:`indexerd.sources.web.recrawl`)."""
-        s = next_schedule(row["recrawl_seconds"], change, self.pass_start, min_interval=self.min_interval,
-                          max_interval=self.max_interval, changefreq=row["changefreq"],
-                          seed=row["via"] == "seed")
-        row.update(recrawl_seconds=s.interval_seconds, due_at=to_db_time(s.due_at), due_reason=s.reason)
+        s = next_schedule(row.recrawl_seconds, change, self.pass_start, min_interval=self.min_interval,
+                          max_interval=self.max_interval, changefreq=row.changefreq,
+                          seed=row.via == "seed")
+        row.recrawl_seconds, row.due_at, row.due_reason = s.interval_seconds, s.due_at, s.reason
 
-    def _start_only(self, state: dict) -> None:
+    def _start_only(self, state: PassState) -> None:
         """``ctl reindex URL``: queue just :attr:`only`, within the current pass's id."""
-        self.pass_id = int(state.get("id", 0))
+        self.pass_id = state.id
         depth = {host_key(canonicalize(s)): path_depth(canonicalize(s)) for s in self.cfg.seeds}
         for url in self.only:
             row = self.rows.get(url)
-            hops, seed_depth = (row["hops"], row["seed_depth"]) if row else \
+            hops, seed_depth = (row.hops, row.seed_depth) if row else \
                 (0, depth.get(host_key(url), path_depth(url)))
             self._enqueue(url, hops=hops, seed_depth=seed_depth, via="reindex", front=True)
 
-    def _resume(self, state: dict) -> None:
+    def _resume(self, state: PassState) -> None:
         """Continue an interrupted pass: what it did stays done, what it queued is queued (the
         frontier's overflow stays on disk until :meth:`_refill` takes it back); a forced pass
         (``ctl reindex --source``) stays forced."""
-        self.pass_id = int(state["id"])
-        self.forced = bool(state.get("forced"))
+        self.pass_id = state.id
+        self.forced = state.forced
         self.spill_left = True
-        if state.get("started"):
-            self.pass_start = from_db_time(state["started"])
+        if state.started is not None:
+            self.pass_start = state.started
         last = 0
-        for r in sorted(self.rows.values(), key=lambda r: r["seq"]):
-            if r["pass_id"] != self.pass_id:
-                if r["last_status"] is not None and r["via"] != "sitemapfile" and r["last_outcome"] != "gone" \
-                        and not self._due(r):
-                    self._defer(r["url"])
+        for r in sorted(self.rows.values(), key=lambda r: r.seq):
+            if r.pass_id != self.pass_id:
+                if r.asked_before and not self._due(r):
+                    self._defer(r.url)
                 continue
-            self.seen.add(r["url"])
-            last = max(last, r["seq"])
-            if r["state"] == "queued":
-                if r["via"] == "sitemapfile":
-                    self._put_sitemap(r["url"], count=False)
+            self.seen.add(r.url)
+            last = max(last, r.seq)
+            if r.state == "queued":
+                if r.via == "sitemapfile":
+                    self._put_sitemap(r.url, count=False)
                     continue
-                reason = self._scope_reason(r["url"], r["hops"], r["seed_depth"])
+                reason = self._scope_reason(r.url, r.hops, r.seed_depth)
                 if reason is not None:  # queued by an older indexerd, or the config changed
                     self._out_of_scope(r, reason)
                     continue
@@ -450,42 +433,31 @@ class _Pass:
         log.info("%s: resuming crawl pass %d (%d URLs seen, %d queued)", self.src.name, self.pass_id,
                  len(self.seen), self.frontier.queued())
 
+    def _pass_state(self, finished: bool = False) -> PassState | None:
+        """What :meth:`_persist` records as the pass's resume point (``ctl reindex URL``: none,
+        the pass state is left as it is)."""
+        if self.only is not None:
+            return None
+        return PassState(id=self.pass_id, running=not finished, started=self.pass_start, forced=self.forced)
+
     def _persist_maybe(self) -> None:
-        if len(self.dirty) >= 200 or (self.dirty and time.monotonic() - self._last_persist > 2.0):
-            self._persist(finished=False)
+        self.table.write_maybe(self._pass_state())
 
     def _persist(self, finished: bool) -> None:
-        if finished:  # URLs queued but never asked (the budget ran out): found again next pass
-            for url in [u for u, r in self.rows.items() if r["state"] == "queued" and r["last_status"] is None
-                        and r["via"] != "sitemapfile" and not r["doc_key"]]:
-                del self.rows[url]
-                self.dirty.add(url)
-            self.spill_buffer = []
-            self.store.crawl_drop_spilled(self.src.name)
-        rows = [self.rows[u] for u in self.dirty if u in self.rows] + self.spill_buffer
-        self.spill_buffer = []
-        deletes = [u for u in self.dirty if u not in self.rows]
-        meta = {self.meta_key: json.dumps({"id": self.pass_id, "state": "finished" if finished else "running",
-                                           "started": to_db_time(self.pass_start), "forced": self.forced})} \
-            if self.only is None else {}  # ctl reindex URL leaves the pass state as it is
-        links = {u: v for u, v in self.links.items() if u in self.rows}
-        self.store.crawl_write(self.src.name, rows, deletes, meta, links)
-        self.dirty.clear()
-        self.links.clear()  # kilobytes per page: read back from the store when a 304 needs them
-        self._last_persist = time.monotonic()
+        self.table.write(self._pass_state(finished), finished=finished)
 
     # -- the frontier ---------------------------------------------------------------------
     def _validators(self, row: dict) -> tuple[str | None, str | None]:
         """The stored ETag and Last-Modified of the document ``row`` led to, when it is indexed
         (and, with a mirror, its file is there); else nothing, so the page is fetched whole."""
-        if self.forced or (row["last_outcome"] or "").startswith("redirect"):
+        if self.forced or (row.last_outcome or "").startswith("redirect"):
             return None, None  # a redirect's doc_key is its target: its validators are not ours
-        rec = self.pipeline.stored(row["doc_key"] or row["url"])
+        rec = self.pipeline.stored(row.doc_key or row.url)
         if rec is None or not (rec.etag or rec.last_modified_header):
             return None, None
         if rec.status != "indexed" and not (rec.status == "skipped" and rec.reason in SKIPS_BY_CONTENT):
             return None, None
-        if rec.status == "indexed" and self.src.mirror is not None and not self.src.mirror.exists(row["url"]):
+        if rec.status == "indexed" and self.src.mirror is not None and not self.src.mirror.exists(row.url):
             return None, None  # the mirror lost its copy: fetch it whole
         lm = rec.last_modified_header
         if lm is not None and not check_plausible(parse_date(lm), datetime.now(UTC)).value:
@@ -494,11 +466,11 @@ class _Pass:
 
     def _task_for(self, row: dict, front: bool = False) -> Task:
         etag, lm = self._validators(row)
-        url = row["url"]
+        url = row.url
         method = "GET" if etag or lm or _extension(url) in HTML_EXTENSIONS else "HEAD"
-        return Task(url=url, host=host_key(url), hops=row["hops"], seed_depth=row["seed_depth"],
-                    seq=row["seq"], method=method, etag=etag, last_modified=lm, origin=row["origin"],
-                    redirects=row["redirects"], front=front)
+        return Task(url=url, host=host_key(url), hops=row.hops, seed_depth=row.seed_depth,
+                    seq=row.seq, method=method, etag=etag, last_modified=lm, origin=row.origin,
+                    redirects=row.redirects, front=front)
 
     def _frontier_full(self) -> bool:
         """``max_queued`` URLs wait in memory already: a new one goes to the store (spilled),
@@ -518,19 +490,15 @@ class _Pass:
         workers never see an empty frontier while URLs wait on disk."""
         if not self.spill_left or self.frontier.queued() > self.cfg.max_queued // 2:
             return
-        if self.spill_buffer:
-            self.store.crawl_write(self.src.name, self.spill_buffer)
-            self.spill_buffer = []
-        rows = self.store.crawl_spilled(self.src.name, self.pass_id, max(1, self.cfg.max_queued // 2))
+        rows = self.table.take_spilled(self.pass_id, max(1, self.cfg.max_queued // 2))
         if not rows:
             self.spill_left = False
             return
         for row in rows:
-            if row["url"] in self.rows:  # queued again in memory since (a resumed pass)
+            if row.url in self.rows:  # queued again in memory since (a resumed pass)
                 continue
-            row["state"] = "queued"
-            self.rows[row["url"]] = row
-            self.dirty.add(row["url"])
+            row.state = "queued"
+            self.table.put(row)
             self.frontier.put(self._task_for(row))
         self.counters.inc("web.frontier.refilled", len(rows))
         self._persist(finished=False)  # before the next query: these rows are no longer spilled
@@ -566,22 +534,16 @@ class _Pass:
             return False
         self.seen.add(url)
         if spill:  # a new URL beyond the window: on disk only, taken back by _refill
-            row = _new_row(url)
-            row.update(pass_id=self.pass_id, state="spilled", hops=hops, seed_depth=seed_depth,
-                       seq=next(self.seq), via=via)
-            self.spill_buffer.append(row)
-            if len(self.spill_buffer) >= SPILL_BATCH:
-                self.store.crawl_write(self.src.name, self.spill_buffer)
-                self.spill_buffer = []
+            self.table.spill(UrlState(url, pass_id=self.pass_id, state="spilled", hops=hops,
+                                      seed_depth=seed_depth, seq=next(self.seq), via=via))
             self.spilled += 1
             self.spill_left = True
             self.counters.inc("web.frontier.spilled")
             return True
-        row = self.rows.get(url) or _new_row(url)
-        row.update(pass_id=self.pass_id, state="queued", hops=hops, seed_depth=seed_depth,
-                   seq=next(self.seq), via=via, origin=origin, redirects=redirects)
-        self.rows[url] = row
-        self.dirty.add(url)
+        row = self.rows.get(url) or UrlState(url)
+        row.pass_id, row.state, row.hops, row.seed_depth = self.pass_id, "queued", hops, seed_depth
+        row.seq, row.via, row.origin, row.redirects = next(self.seq), via, origin, redirects
+        self.table.put(row)
         self.frontier.put(self._task_for(row, front=front))
         return True
 
@@ -595,10 +557,9 @@ class _Pass:
                 return
             self.sitemap_files += 1
             self.seen.add(url)
-            row = self.rows.get(url) or _new_row(url)
-            row.update(pass_id=self.pass_id, state="queued", seq=next(self.seq), via="sitemapfile")
-            self.rows[url] = row
-            self.dirty.add(url)
+            row = self.rows.get(url) or UrlState(url)
+            row.pass_id, row.state, row.seq, row.via = self.pass_id, "queued", next(self.seq), "sitemapfile"
+            self.table.put(row)
         self.frontier.put(Task(url=url, host=host_key(url), kind="sitemap", front=True))
 
     def _follow(self, links, task: Task, why: str = "link") -> int:
@@ -660,16 +621,15 @@ class _Pass:
     def _row(self, url: str) -> dict:
         row = self.rows.get(url)
         if row is None:
-            row = self.rows[url] = _new_row(url)
-            row.update(pass_id=self.pass_id, seq=next(self.seq))
-        self.dirty.add(url)
+            row = UrlState(url, pass_id=self.pass_id, seq=next(self.seq))
+        self.table.put(row)
         return row
 
     def _done(self, task: Task, resp: Response | None, outcome: str) -> dict:
         row = self._row(task.url)
-        row.update(state="done", last_outcome=outcome, checked_at=to_db_time(datetime.now(UTC)))
+        row.state, row.last_outcome, row.checked_at = "done", outcome, datetime.now(UTC)
         if resp is not None:
-            row["last_status"] = resp.status if resp.status is not None else 0  # 0: no HTTP answer
+            row.last_status = resp.status if resp.status is not None else 0  # 0: no HTTP answer
         return row
 
     def _process(self, task: Task, resp: Response | None) -> None:
@@ -773,12 +733,12 @@ class _Pass:
         if self.only is not None:  # asked for by name (ctl reindex URL): say it was not fetched
             self.counts.record(Verdict.SKIPPED)
         if task.skip == "robots":
-            key = row["doc_key"] or task.url
+            key = row.doc_key or task.url
             if self.pipeline.stored(key) is not None:
                 self.pipeline.gone(key, self.counts, "robots.txt disallows it")
                 self._mirror_remove(task.url)
-            row["last_outcome"] = "gone"
-            row["last_status"] = None  # never requested: not re-checked unless linked again
+            row.last_outcome = "gone"
+            row.last_status = None  # never requested: not re-checked unless linked again
 
     def _sitemap_result(self, task: Task, resp: Response) -> None:
         row = self._done(task, resp, "sitemap")
@@ -793,7 +753,7 @@ class _Pass:
             self.counters.inc("web.sitemap.invalid")
             log.warning("%s: %s: not a usable sitemap: %s", self.src.name, task.url, e)
             return
-        row["last_outcome"] = f"sitemap:{len(pages)}+{len(children)}"
+        row.last_outcome = f"sitemap:{len(pages)}+{len(children)}"
         if max(len(pages), len(children)) >= MAX_SITEMAP_URLS:
             self.counters.inc("web.sitemap.truncated")  # the rest of the file is not read
         for child in children:
@@ -820,26 +780,26 @@ class _Pass:
                 continue
             if entry.lastmod or entry.changefreq:
                 r = self._row(url)
-                r["sitemap_lastmod"] = entry.lastmod or r["sitemap_lastmod"]
-                r["changefreq"] = entry.changefreq or r["changefreq"]
+                r.sitemap_lastmod = entry.lastmod or r.sitemap_lastmod
+                r.changefreq = entry.changefreq or r.changefreq
             if url in self.not_due and self._changed_since_checked(url, entry.lastmod):
                 self.not_due.discard(url)  # the sitemap says it changed: due now
                 self.seen.discard(url)
                 self.counters.inc("web.recrawl.sitemap-lastmod")
                 r = self.rows[url]
-                self._enqueue(url, hops=r["hops"], seed_depth=r["seed_depth"], via="recheck")
+                self._enqueue(url, hops=r.hops, seed_depth=r.seed_depth, via="recheck")
             elif self._enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
                 self.counters.inc("web.sitemap.urls")
 
     def _changed_since_checked(self, url: str, lastmod: str | None) -> bool:
         """A sitemap ``<lastmod>`` later than the URL's last check (both real times, UTC)."""
-        changed, checked = parse_date(lastmod), from_db_time(self.rows[url]["checked_at"])
+        changed, checked = parse_date(lastmod), self.rows[url].checked_at
         return changed is not None and checked is not None and changed > checked
 
     def _failed(self, task: Task, resp: Response, reason: str) -> None:
         """5xx, timeouts, connection errors: keep the indexed copy, retry next pass."""
         row = self._done(task, resp, reason)
-        row["fail_count"] += 1
+        row.fail_count += 1
         self._reschedule(row, FAILED)
         self.counts.fail(f"{task.url}: {reason} {resp.detail or ''}".rstrip())
         self.counters.inc(f"error.{reason}")
@@ -865,17 +825,17 @@ class _Pass:
         reason = f"http-{resp.status}"
         row = self._done(task, resp, reason)
         self._reschedule(row, FAILED)
-        self._count_unfetchable(row["doc_key"] or task.url, reason)
+        self._count_unfetchable(row.doc_key or task.url, reason)
 
     def _gone(self, task: Task, resp: Response) -> None:
         """404 / 410: delete after ``gone_after`` answers in a row (only a confirmed 404 deletes)."""
         reason = f"http-{resp.status}"
         row = self._done(task, resp, reason)
-        row["gone_count"] += 1
+        row.gone_count += 1
         self._reschedule(row, FAILED)
-        key = row["doc_key"] or task.url
-        if row["gone_count"] >= self.cfg.gone_after:
-            row["last_outcome"] = "gone"
+        key = row.doc_key or task.url
+        if row.gone_count >= self.cfg.gone_after:
+            row.last_outcome = "gone"
             if self.pipeline.stored(key) is not None:
                 self.pipeline.gone(key, self.counts, f"HTTP {resp.status}")
                 self._mirror_remove(task.url)
@@ -894,9 +854,9 @@ class _Pass:
         ``Refresh`` header: followed like an HTTP redirect (same hop limit, scope and robots.txt),
         and, like a permanent one, the stub's own URL is no document (an indexed copy of it is
         deleted)."""
-        row["last_outcome"] = "redirect-meta"
+        row.last_outcome = "redirect-meta"
         self.counters.inc(f"web.redirect.{how}")
-        self.links[task.url] = None
+        self.table.set_links(task.url, None)
         self._reschedule(row, UNCHANGED)
         self._follow_redirect(task, resp, row, target, True, encoding)
 
@@ -913,9 +873,9 @@ class _Pass:
         if task.redirects + 1 > MAX_REDIRECTS or target in (task.url, origin):
             self._failed(task, resp, "redirect-loop")
             return
-        row["doc_key"] = target
+        row.doc_key = target
         if permanent:
-            old = self._row(origin)["doc_key"] if origin != task.url else None
+            old = self._row(origin).doc_key if origin != task.url else None
             for key in {task.url, old} - {None, target}:
                 if self.pipeline.stored(key) is not None:
                     self.pipeline.gone(key, self.counts, f"moved permanently to {target}")
@@ -931,13 +891,10 @@ class _Pass:
     def _not_modified(self, task: Task, resp: Response) -> None:
         """304: unchanged; no body, no parse, no index write -- but its stored links are followed."""
         row = self._done(task, resp, "not-modified")
-        row["gone_count"] = row["fail_count"] = 0
-        self.pipeline.not_modified(row["doc_key"] or task.url, self.counts)
-        if task.url in self.links:
-            links = self.links[task.url]
-        else:
-            links = self.store.crawl_links(self.src.name, task.url)
-        new = self._follow(json.loads(links), task) if links else 0
+        row.gone_count = row.fail_count = 0
+        self.pipeline.not_modified(row.doc_key or task.url, self.counts)
+        links = self.table.links_of(task.url)
+        new = self._follow(links, task) if links else 0
         self._reschedule(row, CHANGED if new else UNCHANGED)
 
     def _head_result(self, task: Task, resp: Response) -> None:
@@ -947,13 +904,13 @@ class _Pass:
         if guess_media_type(task.url, b"", ctype) is None:
             row = self._done(task, resp, "unsupported-type")
             self._reschedule(row, UNCHANGED)
-            self.pipeline.skip(row["doc_key"] or task.url, self.src.name, "unsupported-type",
+            self.pipeline.skip(row.doc_key or task.url, self.src.name, "unsupported-type",
                                f"{task.url}: {ctype or 'no Content-Type'} is not indexed", self.counts)
             return
         if length and length.isdigit() and int(length) > self.src.max_size:
             row = self._done(task, resp, "too-large")
             self._reschedule(row, UNCHANGED)
-            self.pipeline.skip(row["doc_key"] or task.url, self.src.name, "too-large",
+            self.pipeline.skip(row.doc_key or task.url, self.src.name, "too-large",
                                f"{task.url}: {length} bytes > max_size {self.src.max_size}", self.counts,
                                size=int(length))
             return
@@ -962,12 +919,12 @@ class _Pass:
 
     def _page(self, task: Task, resp: Response) -> None:
         row = self._done(task, resp, "fetched")
-        row["gone_count"] = row["fail_count"] = 0
+        row.gone_count = row.fail_count = 0
         key = task.url
         if resp.error == "too-large":
-            self.pipeline.skip(row["doc_key"] or key, self.src.name, "too-large",
+            self.pipeline.skip(row.doc_key or key, self.src.name, "too-large",
                                f"{task.url}: more than max_size {self.src.max_size} bytes", self.counts)
-            row["last_outcome"] = "too-large"
+            row.last_outcome = "too-large"
             self._reschedule(row, UNCHANGED)
             return
         refresh = parse_refresh(resp.headers.get("Refresh") or "")
@@ -980,15 +937,15 @@ class _Pass:
                     fetched_at=datetime.now(UTC), name=urlsplit(task.url).path or "/",
                     declared_type=ctype, base_url=task.url,
                     protocol_date=resp.headers.get("Last-Modified"), protocol_kind="header",
-                    server_date=resp.headers.get("Date"), sitemap_date=row["sitemap_lastmod"],
+                    server_date=resp.headers.get("Date"), sitemap_date=row.sitemap_lastmod,
                     size=len(resp.body), etag=resp.headers.get("ETag"),
                     last_modified_header=resp.headers.get("Last-Modified"))
         if "noindex" in robots_header:
-            self.pipeline.skip(row["doc_key"] or key, self.src.name, "noindex", "X-Robots-Tag noindex",
+            self.pipeline.skip(row.doc_key or key, self.src.name, "noindex", "X-Robots-Tag noindex",
                                self.counts, size=f.size, etag=f.etag,
                                last_modified_header=f.last_modified_header)
             self._mirror_remove(task.url)
-            row["doc_key"] = key
+            row.doc_key = key
             new = 0
             if "nofollow" not in robots_header:
                 try:
@@ -998,7 +955,7 @@ class _Pass:
                     pass
             self._reschedule(row, CHANGED if new else UNCHANGED)
             return
-        old_key = row["doc_key"]
+        old_key = row.doc_key
         self.duplicates.begin()
         out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.forced,
                                    rekey=lambda ex: self._canonical_key(ex, key), redirects=True,
@@ -1013,10 +970,10 @@ class _Pass:
         if old_key and old_key != new_key and old_key != key and self.pipeline.stored(old_key) is not None \
                 and task.origin is None:
             self.pipeline.gone(old_key, self.counts, f"now indexed as {new_key}")
-        row["doc_key"] = new_key
+        row.doc_key = new_key
         if task.origin is not None:
-            self._row(task.origin)["doc_key"] = new_key
-        row["last_outcome"] = f"{out.verdict}:{out.reason}"
+            self._row(task.origin).doc_key = new_key
+        row.last_outcome = f"{out.verdict}:{out.reason}"
         if self.src.mirror is not None:
             if out.verdict in ("indexed", "unchanged"):
                 self._mirror_write(task.url, resp.body, out.last_modified)
@@ -1027,14 +984,14 @@ class _Pass:
         if page is not None and not page.nofollow and "nofollow" not in robots_header:
             new = self._store_links(row, page, task)
         else:
-            self.links[task.url] = None
+            self.table.set_links(task.url, None)
         self._reschedule(row, FAILED if out.verdict == "errors" else
                          CHANGED if out.verdict == "indexed" or new else UNCHANGED)
 
-    def _store_links(self, row: dict, page: PageLinks, task: Task) -> int:
+    def _store_links(self, row: UrlState, page: PageLinks, task: Task) -> int:
         """Keep a page's canonical outlinks and follow them; the count of never-seen URLs."""
         links = self._canonical_links(page.links, page.encoding)
-        self.links[row["url"]] = json.dumps(links) if links else None
+        self.table.set_links(row.url, links)
         return self._follow(links, task)
 
     def _canonical_key(self, page: PageLinks, key: str) -> str | None:
@@ -1049,14 +1006,13 @@ class _Pass:
 
     def _out_of_scope(self, row: dict, reason: str) -> None:
         """A URL known from an earlier pass that the config no longer covers: forget it."""
-        key = row["doc_key"] or row["url"]
+        key = row.doc_key or row.url
         if self.pipeline.stored(key) is not None:
             self.pipeline.gone(key, self.counts, f"out of scope ({reason})")
-            self._mirror_remove(row["url"])
-        self.rows.pop(row["url"], None)
-        self.dirty.add(row["url"])
+            self._mirror_remove(row.url)
+        self.table.remove(row.url)
         if reason not in ("max-hops", "path-depth"):
-            self.dropped.add(row["url"])  # links to it are not counted again in this pass
+            self.dropped.add(row.url)  # links to it are not counted again in this pass
         self.counters.inc(f"web.drop.{reason}")
 
     # -- mirror ---------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""The crawl's persistence: one source's URL states and pass state in the state store.
+
+During a pass the :class:`CrawlTable` holds every :class:`~indexerd.sources.web.urlstate.UrlState`
+of the source in memory (the seen set's history and the frontier's queued rows) except the
+frontier's overflow, which waits on disk (state ``spilled``) until taken back.  Changed states are
+written back in batches (:meth:`CrawlTable.write_maybe`: every 200 changed URLs or 2 seconds) with
+the pass state and the outlinks parsed, in one store transaction, so a daemon stopped mid-crawl
+resumes the pass.  Only the thread that runs the pass uses a table (not thread-safe).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from indexerd.core.store import Store
+from indexerd.sources.web.urlstate import PassState, UrlState
+
+#: Spilled states written to the store at once.
+SPILL_BATCH = 1000
+#: Changed URLs, or seconds since the last write, after which :meth:`CrawlTable.write_maybe` writes.
+WRITE_EVERY_URLS = 200
+WRITE_EVERY_SECONDS = 2.0
+
+
+class CrawlTable:
+    """The ``crawl`` rows and pass state of source ``source`` in ``store``.
+
+    Attributes:
+        rows: ``{url: UrlState}`` of the source, without the spilled overflow.
+    """
+
+    def __init__(self, store: Store, source: str) -> None:
+        self.store = store
+        self.source = source
+        self.meta_key = f"web:{source}:pass"
+        self.rows: dict[str, UrlState] = {}
+        self._dirty: set[str] = set()
+        self._links: dict[str, str | None] = {}  # outlinks parsed in this pass, not yet written
+        self._spill_buffer: list[UrlState] = []  # spilled states not written yet
+        self._last_write = time.monotonic()
+
+    def load(self) -> PassState:
+        """Read every state of the source (not the spilled ones) and return its pass state.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        self.rows = {url: UrlState.from_row(r) for url, r in self.store.crawl_rows(self.source).items()}
+        return PassState.from_json(self.store.get_meta(self.meta_key))
+
+    def get(self, url: str) -> UrlState | None:
+        return self.rows.get(url)
+
+    def __contains__(self, url: str) -> bool:
+        return url in self.rows
+
+    def put(self, state: UrlState) -> UrlState:
+        """Keep ``state`` (new or changed) and mark it to be written."""
+        self.rows[state.url] = state
+        self._dirty.add(state.url)
+        return state
+
+    def touch(self, url: str) -> None:
+        """Mark the state of ``url`` (changed in place) to be written."""
+        self._dirty.add(url)
+
+    def remove(self, url: str) -> None:
+        """Forget ``url``: its row is deleted at the next write."""
+        self.rows.pop(url, None)
+        self._dirty.add(url)
+
+    # -- outlinks -------------------------------------------------------------------------
+    def set_links(self, url: str, links: list[str] | None) -> None:
+        """The canonical outlinks of ``url`` at this parse (None: none kept), written with its row."""
+        self._links[url] = json.dumps(links) if links else None
+
+    def links_of(self, url: str) -> list[str]:
+        """The outlinks of ``url`` at its last parse (this pass's, else the stored ones)."""
+        text = self._links[url] if url in self._links else self.store.crawl_links(self.source, url)
+        return json.loads(text) if text else []
+
+    # -- the frontier's overflow ----------------------------------------------------------
+    def spill(self, state: UrlState) -> None:
+        """Keep ``state`` (state ``spilled``) on disk only; written in batches of ``SPILL_BATCH``."""
+        self._spill_buffer.append(state)
+        if len(self._spill_buffer) >= SPILL_BATCH:
+            self.flush_spilled()
+
+    def flush_spilled(self) -> None:
+        if self._spill_buffer:
+            self.store.crawl_write(self.source, [s.as_row() for s in self._spill_buffer])
+            self._spill_buffer = []
+
+    def take_spilled(self, pass_id: int, limit: int) -> list[UrlState]:
+        """At most ``limit`` spilled states of pass ``pass_id``, best first (fewest hops, then
+        discovery order); the caller queues them and must :meth:`put` them (then :meth:`write`)
+        before asking again."""
+        self.flush_spilled()
+        return [UrlState.from_row(r) for r in self.store.crawl_spilled(self.source, pass_id, limit)]
+
+    def drop_spilled(self) -> None:
+        """Forget the overflow on disk (a pass began or finished)."""
+        self._spill_buffer = []
+        self.store.crawl_drop_spilled(self.source)
+
+    # -- writing back ---------------------------------------------------------------------
+    def write_maybe(self, pass_state: PassState | None) -> None:
+        """:meth:`write` when ``WRITE_EVERY_URLS`` URLs changed or ``WRITE_EVERY_SECONDS`` passed."""
+        if len(self._dirty) >= WRITE_EVERY_URLS or (
+                self._dirty and time.monotonic() - self._last_write > WRITE_EVERY_SECONDS):
+            self.write(pass_state)
+
+    def write(self, pass_state: PassState | None, *, finished: bool = False) -> None:
+        """Write the changed states, deletions, outlinks and ``pass_state`` (None: leave the
+        stored one as it is) in one transaction.
+
+        ``finished``: the pass is over; URLs queued but never asked (the page budget ran out)
+        are forgotten, to be found again by the next pass, and so is the overflow on disk.
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        if finished:
+            for url in [u for u, s in self.rows.items() if s.state == "queued" and s.last_status is None
+                        and s.via != "sitemapfile" and not s.doc_key]:
+                self.remove(url)
+            self.drop_spilled()
+        rows = [self.rows[u].as_row() for u in self._dirty if u in self.rows]
+        rows += [s.as_row() for s in self._spill_buffer]
+        self._spill_buffer = []
+        deletes = [u for u in self._dirty if u not in self.rows]
+        meta = {self.meta_key: pass_state.to_json()} if pass_state is not None else {}
+        links = {u: v for u, v in self._links.items() if u in self.rows}
+        self.store.crawl_write(self.source, rows, deletes, meta, links)
+        self._dirty.clear()
+        self._links.clear()  # kilobytes per page: read back from the store when a 304 needs them
+        self._last_write = time.monotonic()
