@@ -255,3 +255,18 @@ def test_highlight_regex_finds_matched_words_in_raw_text(query, text, found) -> 
         return
     hits = [m.group() for m in rx.finditer(text)]
     assert all(f in hits or any(f in h for h in hits) for f in found), hits
+
+
+def test_text_analysis_fixtures_expectations_follow_the_token_stream() -> None:
+    """tests/fixtures/text-analysis/expected.json (used by the conformance suite on every engine)
+    is what the token-stream contract gives, evaluated without any engine."""
+    import json
+    from pathlib import Path
+
+    from reference_matcher import expected_hits
+
+    root = Path(__file__).parent / "fixtures" / "text-analysis"
+    expected = json.loads((root / "expected.json").read_text(encoding="utf-8"))
+    assert len(expected) > 30
+    for query, names in expected.items():
+        assert expected_hits(query, root) == names, query

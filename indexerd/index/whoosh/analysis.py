@@ -1,13 +1,21 @@
-"""The text analyzer of the index: Whoosh's ``StemmingAnalyzer`` fused into one generator.
+"""The text analysis of the Whoosh engine, in Whoosh's terms.
 
-Whoosh chains four generators per token (regex tokenizer -> lowercase -> stop words -> Porter
-stemmer with an LRU cache), and that chain was the largest single cost of a first index (about
-60% of the writer thread).  :class:`FusedStemmingAnalyzer` produces exactly the same tokens and
-positions (same pattern, the same stop list with ``minsize=2``, renumbered positions, the same
-stemmer) in one loop with a plain dict cache, about 2x faster.  It is used at index and query time
-alike (the schema stores it), so a query is analysed the same way as the documents.
+The index analyses text with :mod:`indexerd.index.analysis` (engine-neutral, the token stream
+every engine implements).  Here it is wrapped for Whoosh:
 
-The class is pickled *by reference* into each index's schema: keep its module path and name.
+- :class:`NeutralAnalyzer` is the analyzer the schema names for ``title`` and ``content``: it
+  yields Whoosh ``Token`` objects from that token stream (position = index in the stream);
+- :class:`TokenList` is a text already analysed: the session analyses each document once and
+  hands the tokens to Whoosh as this list (the whole identifiers go to the ``ids`` field);
+- :class:`TokenPositions` is the ``Positions`` posting format with the position lists built in
+  one loop in ``array('I')`` (4 bytes a position instead of a Python int in a list); it yields
+  exactly what ``Positions`` yields through :class:`NeutralAnalyzer`, so a stock Whoosh writer
+  (patches off) writes the same postings, slower.
+
+The classes are pickled *by reference* into each index's schema: keep their module path and
+names.  :class:`FusedStemmingAnalyzer` and :class:`FusedPositions` are what indexes written
+before (analysis version 1: Whoosh's ``StemmingAnalyzer`` fused into one loop, about 2x faster
+than Whoosh's chain) pickled; they stay importable so such an index still opens, and it is rebuilt.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ from whoosh.analysis.filters import STOP_WORDS
 from whoosh.analysis.tokenizers import default_pattern
 from whoosh.formats import Positions
 from whoosh.lang.porter import stem
+
+from indexerd.index.analysis import Analyzer as _TextAnalyzer
+from indexerd.index.analysis import analyzer as _shared_analyzer
 
 _CACHE: dict[str, str] = {}
 _CACHE_MAX = 50_000
@@ -131,6 +142,89 @@ class FusedPositions(Positions):
             plist = poses.get(s)
             if plist is None:
                 poses[s] = array("I", (pos,))
+            else:
+                plist.append(pos)
+        fb = self.field_boost
+        encode = self.encode
+        for w, plist in poses.items():
+            yield (w, len(plist), float(len(plist)) * fb, encode(plist))
+
+
+class TokenList(list):
+    """A text's analysed tokens in position order (:meth:`indexerd.index.analysis.Analyzer.analyse`),
+    given to Whoosh as a field's value instead of the text."""
+
+    __slots__ = ()
+
+
+class NeutralAnalyzer(Analyzer):
+    """Whoosh's view of :class:`indexerd.index.analysis.Analyzer` (``fold_diacritics`` as set).
+
+    Takes a text or a :class:`TokenList`; yields one ``Token`` per token, ``pos`` its index in
+    the stream plus ``start_pos``.  Character offsets are not known (snippets find words in the
+    stored text with :mod:`indexerd.index.highlight`): ``startchar``/``endchar`` are 0.
+    ``removestops`` is ignored (stop words never enter the stream).  Thread-safe.
+    """
+
+    def __init__(self, fold_diacritics: bool = True) -> None:
+        self.fold_diacritics = fold_diacritics
+
+    @property
+    def text_analyzer(self) -> _TextAnalyzer:
+        """The engine-neutral analyzer of this setting (shared, with its word cache)."""
+        return _shared_analyzer(fold_diacritics=self.fold_diacritics)
+
+    def tokens(self, value) -> list[str]:
+        """The token stream of a text, or the :class:`TokenList` itself."""
+        if type(value) is TokenList:
+            return value
+        return self.text_analyzer.tokens(value)
+
+    def __call__(self, value, positions=False, chars=False, keeporiginal=False, removestops=True,
+                 start_pos=0, start_char=0, tokenize=True, mode="", **kwargs):
+        t = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        tokens = self.tokens(value) if tokenize or type(value) is TokenList else [value]
+        for i, text in enumerate(tokens):
+            t.text = text
+            t.stopped = False
+            t.boost = 1.0
+            if positions:
+                t.pos = start_pos + i
+            if chars:
+                t.startchar = t.endchar = start_char
+            if keeporiginal:
+                t.original = text
+            yield t
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.fold_diacritics == self.fold_diacritics
+
+    def __hash__(self):
+        return hash((type(self), self.fold_diacritics))
+
+    def __getstate__(self):
+        return {"fold_diacritics": self.fold_diacritics}
+
+    def __setstate__(self, state):
+        self.fold_diacritics = state.get("fold_diacritics", True)
+
+
+class TokenPositions(Positions):
+    """Whoosh's ``Positions`` format for fields analysed by :class:`NeutralAnalyzer`: the same
+    terms, frequencies, weights (``freq * field_boost``) and value bytes, with positions kept in
+    ``array('I')`` while a document is indexed.  Any other analyzer or value goes through
+    ``Positions``.  Pickled by reference into each index's schema."""
+
+    def word_values(self, value, analyzer, **kwargs):
+        if type(analyzer) is not NeutralAnalyzer or kwargs.keys() - {"mode"} \
+                or not isinstance(value, (str, TokenList)):
+            yield from super().word_values(value, analyzer, **kwargs)
+            return
+        poses: dict[str, array] = {}
+        for pos, tok in enumerate(analyzer.tokens(value)):
+            plist = poses.get(tok)
+            if plist is None:
+                poses[tok] = array("I", (pos,))
             else:
                 plist.append(pos)
         fb = self.field_boost
