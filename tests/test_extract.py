@@ -399,7 +399,6 @@ def test_links_base_canonical_and_order() -> None:
         "http://example.test/base/#top",
         "http://example.test/base/b.html#s2",
     )
-    assert result.image_links == ("http://example.test/base/img/logo.png",)
     assert result.canonical == "http://example.test/base/canon.html"
 
 
@@ -673,7 +672,7 @@ from indexerd.extract import html as html_module  # noqa: E402
 from indexerd.extract.html import extract_html_lexbor  # noqa: E402
 from indexerd.extract.htmlstream import extract_html_streaming  # noqa: E402
 
-FIELDS = ("title", "text", "media_type", "encoding", "meta", "links", "image_links", "canonical",
+FIELDS = ("title", "text", "media_type", "encoding", "meta", "links", "canonical",
           "noindex", "nofollow")
 
 TRICKY_PAGES = [

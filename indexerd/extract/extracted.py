@@ -43,7 +43,6 @@ class Extracted:
             ``base_url``) else ``base_url``; kept as written when there is no base. ``javascript:``,
             ``mailto:`` and ``data:`` links are dropped. Not canonicalised (the crawler does that).
             A ``<meta http-equiv=refresh>`` target comes last.
-        image_links: ``img[src]``, resolved the same way.
         canonical: ``<link rel=canonical href>`` resolved the same way, else ``None``.
         noindex: a ``<meta name=robots|indexerd>`` says ``noindex`` or ``none``.
         nofollow: a ``<meta name=robots|indexerd>`` says ``nofollow`` or ``none``.
@@ -69,7 +68,6 @@ class Extracted:
     encoding: str | None
     meta: Mapping[str, str] = field(hash=False)
     links: tuple[str, ...]
-    image_links: tuple[str, ...]
     canonical: str | None
     noindex: bool
     nofollow: bool
@@ -93,7 +91,7 @@ def text_document(title: str, text: str, media_type: str, codec: str | None,
                   meta: Mapping[str, str] = MappingProxyType({})) -> Extracted:
     """An :class:`Extracted` without links, canonical or robots flags (text, Markdown, PDF)."""
     return Extracted(title=title, text=text, media_type=media_type, encoding=codec, meta=meta,
-                     links=(), image_links=(), canonical=None, noindex=False, nofollow=False)
+                     links=(), canonical=None, noindex=False, nofollow=False)
 
 
 def content_hash(title: str, text: str) -> str:

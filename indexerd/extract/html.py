@@ -22,7 +22,7 @@ from functools import lru_cache
 from indexerd.extract.decode import decode_document
 from indexerd.extract.extracted import TITLE_MAX_CHARS, Extracted
 from indexerd.extract.htmlpage import (
-    BASE, BLOCK, H1, HIDDEN, HREF, IFRAME, IMG, META, SRC, TAG_KINDS, TITLE, add_meta,
+    BASE, BLOCK, H1, HIDDEN, HREF, IFRAME, META, SRC, TAG_KINDS, TITLE, add_meta,
     html_document,
 )
 from indexerd.extract.htmlstream import extract_html_streaming
@@ -87,7 +87,6 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
     meta: dict[str, str] = {}
     robots: list[str] = []
     hrefs: list[str] = []
-    srcs: list[str] = []
     blocks = []
     hidden = []
     root = tree.root
@@ -102,10 +101,6 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
                 hrefs.append(href)
         elif kind == HIDDEN:
             hidden.append(node)
-        elif kind == IMG:
-            blocks.append(node)
-            if src := node.attrs.get("src"):
-                srcs.append(src)
         elif kind == SRC or kind == IFRAME:
             if src := node.attrs.get("src"):
                 hrefs.append(src)
@@ -133,7 +128,7 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
     body = tree.body
     body_text = collapse_lines(body.text(), "\x00") if body is not None else ""
     title = one_line(title, TITLE_MAX_CHARS) or one_line(h1, TITLE_MAX_CHARS)
-    result = html_document(title, body_text, codec, meta, robots, hrefs, srcs, base_href, canonical, base_url)
+    result = html_document(title, body_text, codec, meta, robots, hrefs, base_href, canonical, base_url)
     main = main_element(tree) if body is not None else None
     main_text = collapse_lines(main.text(), "\x00") if main is not None else ""
     return replace(result, main_text=main_text) if main_text and main_text != body_text else result

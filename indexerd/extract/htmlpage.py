@@ -16,19 +16,19 @@ from indexerd.extract.extracted import MEDIA_HTML, Extracted
 # What each tag contributes. Block-level and word-breaking elements break words (the DOM walk puts
 # a "\x00" text node before and after them and splits lexbor's text() on it); hidden ones are
 # left out of the text.
-BLOCK, H1, HIDDEN, HREF, SRC, IFRAME, IMG, TITLE, META, BASE, LINK = range(11)
+BLOCK, H1, HIDDEN, HREF, SRC, IFRAME, TITLE, META, BASE, LINK = range(10)
 TAG_KINDS = {
     **dict.fromkeys(
         "address article aside blockquote br button caption center dd details dialog dir div dl"
         " dt fieldset figcaption figure footer form h2 h3 h4 h5 h6 header hgroup hr input legend"
         " li main menu nav ol optgroup option p pre section select summary table tbody td"
-        " textarea tfoot th thead tr ul video audio canvas".split(),
+        " textarea tfoot th thead tr ul video audio canvas img".split(),
         BLOCK,
     ),
     # Not shown: scripts, styles, inert templates, SVG drawings, and what the parser keeps as
     # raw text for browsers without a feature (noembed, noframes; iframe below).
     **dict.fromkeys("script style noscript template svg noembed noframes".split(), HIDDEN),
-    "h1": H1, "a": HREF, "area": HREF, "frame": SRC, "iframe": IFRAME, "img": IMG,
+    "h1": H1, "a": HREF, "area": HREF, "frame": SRC, "iframe": IFRAME,
     "title": TITLE, "meta": META, "base": BASE, "link": LINK,
 }
 _DROPPED_SCHEMES = ("javascript:", "mailto:", "data:")
@@ -83,7 +83,7 @@ def parse_refresh(content: str) -> tuple[int, str] | None:
 
 
 def html_document(title: str, body_text: str, codec: str | None, meta: dict[str, str],
-                  robots: list[str], hrefs: list[str], srcs: list[str], base_href: str | None,
+                  robots: list[str], hrefs: list[str], base_href: str | None,
                   canonical: str | None, base_url: str | None) -> Extracted:
     """The :class:`Extracted` of an HTML page from what a parser collected: links resolved
     against ``<base href>`` (itself resolved against ``base_url``), robots tokens read, the
@@ -108,7 +108,6 @@ def html_document(title: str, body_text: str, codec: str | None, meta: dict[str,
         encoding=codec,
         meta=MappingProxyType(meta),
         links=resolve_links(hrefs, base),
-        image_links=resolve_links(srcs, base),
         canonical=(resolve_links([canonical], base) or (None,))[0] if canonical else None,
         noindex=bool(tokens & {"noindex", "none"}),
         nofollow=bool(tokens & {"nofollow", "none"}),

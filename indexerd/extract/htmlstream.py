@@ -19,7 +19,7 @@ import re
 from indexerd.extract.decode import decode_document
 from indexerd.extract.extracted import TITLE_MAX_CHARS, Extracted
 from indexerd.extract.htmlpage import (
-    BASE, BLOCK, H1, HIDDEN, HREF, IFRAME, IMG, LINK, META, SRC, TAG_KINDS, TITLE, add_meta,
+    BASE, BLOCK, H1, HIDDEN, HREF, IFRAME, LINK, META, SRC, TAG_KINDS, TITLE, add_meta,
     html_document,
 )
 from indexerd.extract.text import collapse_lines, one_line
@@ -96,7 +96,6 @@ class _HTMLStream:
         self.meta: dict[str, str] = {}
         self.robots: list[str] = []
         self.hrefs: list[str] = []
-        self.srcs: list[str] = []
         self.base_href: str | None = None
         self.canonical: str | None = None
 
@@ -127,14 +126,11 @@ class _HTMLStream:
                 self.hrefs.append(src)
             self.hidden += 1
             return
-        if (kind == BLOCK or kind == H1 or kind == IMG) and not self.hidden:
+        if (kind == BLOCK or kind == H1) and not self.hidden:
             self.out.append("\x00")
         if kind == HREF:
             if href := attributes.get("href"):
                 self.hrefs.append(href)
-        elif kind == IMG:
-            if src := attributes.get("src"):
-                self.srcs.append(src)
         elif kind == SRC:
             if src := attributes.get("src"):
                 self.hrefs.append(src)
@@ -159,7 +155,7 @@ class _HTMLStream:
         kind = TAG_KINDS.get(tag)
         if kind == HIDDEN or kind == IFRAME:
             self.hidden = max(0, self.hidden - 1)
-        elif kind == BLOCK or kind == H1 or kind == IMG:
+        elif kind == BLOCK or kind == H1:
             if not self.hidden:
                 self.out.append("\x00")
             if kind == H1 and self.h1 is not None:
@@ -206,4 +202,4 @@ def extract_html_streaming(data: bytes, charset: str | None, base_url: str | Non
     title = one_line("".join(stream.title or ()), TITLE_MAX_CHARS) \
         or one_line("".join(stream.h1 or ()), TITLE_MAX_CHARS)
     return html_document(title, body_text, codec, stream.meta, stream.robots, stream.hrefs,
-                         stream.srcs, stream.base_href, stream.canonical, base_url)
+                         stream.base_href, stream.canonical, base_url)
