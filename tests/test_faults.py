@@ -33,7 +33,7 @@ import pytest
 from test_daemon import ENV, REPO, DaemonUnderTest, write
 
 from indexerd.daemon.control import request
-from indexerd.sources.files.scan import path_to_key
+from indexerd.sources.files.keys import path_to_key
 from indexerd.index import WhooshIndex
 
 SEED = int(os.environ.get("INDEXERD_FAULT_SEED", "20240107"))

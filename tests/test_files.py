@@ -17,7 +17,8 @@ import pytest
 
 from indexerd.config import parse_config
 from indexerd.core.errors import IndexUnavailable
-from indexerd.sources.files.scan import PathMatcher, display_path, key_to_path, path_to_key
+from indexerd.sources.files.globs import PathMatcher
+from indexerd.sources.files.keys import display_path, key_to_path, path_to_key
 from indexerd.core.indexer import Indexer
 
 
@@ -375,7 +376,7 @@ def test_chmod_or_touch_reads_once_and_reindexes_nothing(tmp_path) -> None:
 
 
 def test_racy_stat_is_read_again_at_the_next_pass() -> None:
-    from indexerd.sources.files.scan import RACY_WINDOW_FINE_NS, trusted_ctime_ns
+    from indexerd.sources.files.keys import RACY_WINDOW_FINE_NS, trusted_ctime_ns
 
     now = 1_700_000_000_123_456_789
     fine = now - 30_000_000  # 30 ms before the read on a nanosecond file system: one tick away

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 
-from indexerd.sources.files.scan import path_to_key
+from indexerd.sources.files.keys import path_to_key
 from indexerd.index import WhooshIndex
 
 REPO = Path(__file__).resolve().parents[1]

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from indexerd.config import parse_config
 from indexerd.core.errors import RetryLater, StoreError
-from indexerd.sources.files.scan import path_to_key
+from indexerd.sources.files.keys import path_to_key
 from indexerd.core.indexer import Indexer
 from indexerd.core.store import Store
 

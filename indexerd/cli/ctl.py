@@ -103,7 +103,7 @@ def cmd_search(args) -> int:
     if not hits:
         print(f"no documents match {safe(repr(args.query))}")
         return 0
-    from indexerd.sources.files.scan import display_path
+    from indexerd.sources.files.keys import display_path
     from indexerd.cli.terminal import print_hits
 
     print_hits(hits, display_path=display_path, format_utc=format_utc)

@@ -11,7 +11,7 @@ from typing import Iterator
 
 from indexerd.core.dates import format_utc, parse_since
 from indexerd.core.decide import REASONS
-from indexerd.sources.files.scan import key_to_path, path_to_key
+from indexerd.sources.files.keys import key_to_path, path_to_key
 from indexerd.core.store import DocumentRecord, Store, from_db_time
 
 UTC = timezone.utc

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from indexerd.config import Config, FilesystemSource, resolve_state_dir, source_policy
 from indexerd.core.dates import DEFAULT_META_MAP, MetaMap
 from indexerd.core.errors import ConfigError, StoreError
-from indexerd.sources.files.scan import FileSource, display_path
+from indexerd.sources.files.keys import display_path
+from indexerd.sources.files.scan import FileSource
 from indexerd.core.pipeline import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
 from indexerd.core.store import DocumentRecord, Store

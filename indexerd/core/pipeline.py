@@ -300,7 +300,7 @@ class Pipeline:
                 and stored.reason == reason and stored.ctime_ns == 0 and ino is not None
                 and (stored.mtime_ns, stored.size, stored.ino) == (mtime_ns, size, ino)):
             # a file read again only because its last stat was too close to a change to be
-            # trusted (indexerd.sources.files.scan.trusted_ctime_ns), with the same verdict: its stat had not
+            # trusted (indexerd.sources.files.keys.trusted_ctime_ns), with the same verdict: its stat had not
             # changed since that verdict, so it counts as unchanged
             return self._counted(Outcome(Verdict.UNCHANGED, reason), counts)
         if status == "error":

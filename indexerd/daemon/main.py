@@ -28,7 +28,8 @@ from datetime import datetime, timedelta, timezone
 from indexerd.daemon import notify
 from indexerd.config import Config, load_config, resolve_control_socket
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
-from indexerd.sources.files.scan import FileSource, display_path, key_to_path, path_to_key
+from indexerd.sources.files.keys import display_path, key_to_path, path_to_key
+from indexerd.sources.files.scan import FileSource
 from indexerd.core.indexer import Indexer, build_sources, mark_pass_started
 from indexerd.core.pipeline import PassCounts, Pipeline
 from indexerd.core.progress import UNITS, Progress

@@ -6,8 +6,7 @@ handed to the pipeline, which decides.  Files gone since the last scan are delet
 -- but never below a directory that could not be listed this time, and never when the root
 itself is missing (an unmounted disk must not empty the index).
 
-Keys are ``file:`` URIs of the real path as ``pathlib.Path.as_uri()`` writes them: bytes that are
-not UTF-8 are percent-encoded, and :func:`key_to_path` maps a key back to the same bytes.
+Keys: :mod:`indexerd.sources.files.keys`; include/exclude globs: :mod:`indexerd.sources.files.globs`.
 
 Symlinks are not followed by default.  With ``follow_symlinks = true`` each directory is entered
 once per (st_dev, st_ino), so a loop ends at once, and a file reached through a link is keyed by
@@ -18,14 +17,14 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import stat as stat_mod
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from indexerd.sources.files import confined
+from indexerd.sources.files.globs import PathMatcher
+from indexerd.sources.files.keys import URI_SAFE, display_path, path_to_key, stat_of, trusted_ctime_ns
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.dates import MetaMap
 from indexerd.core.decide import DecideSettings
@@ -34,132 +33,6 @@ from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
-
-
-_URI_SAFE = re.compile(r"[A-Za-z0-9_.~/-]*")  # characters quote() leaves alone (safe="/")
-
-
-def path_to_key(path: str) -> str:
-    """Absolute path (str, may hold surrogate escapes) -> ``file:`` URI, as ``Path.as_uri()``."""
-    if _URI_SAFE.fullmatch(path):  # the common case: nothing to percent-encode (3x faster)
-        return "file://" + path
-    return "file://" + quote_from_bytes(os.fsencode(path))
-
-
-def key_to_path(key: str) -> str:
-    """``file:`` URI -> path str whose ``os.fsencode`` gives back the original bytes."""
-    if not key.startswith("file://"):
-        raise ValueError(f"not a file key: {key!r}")
-    return os.fsdecode(unquote_to_bytes(key[len("file://"):]))
-
-
-#: How close (ns) to the moment a file is read its ctime may be before a write in the same
-#: timestamp tick could leave its stat unchanged: a file system that keeps whole seconds (ext3,
-#: FAT's 2 s, some network file systems) ...
-RACY_WINDOW_NS = 2_000_000_000
-#: ... and one that keeps nanoseconds, whose clock moves once per kernel tick (1-10 ms)
-RACY_WINDOW_FINE_NS = 50_000_000
-
-
-def trusted_ctime_ns(ctime_ns: int, read_at_ns: int) -> int:
-    """The ctime to store for a file read at ``read_at_ns`` (``time.time_ns()`` before the open):
-    the ctime itself, or 0 when it is too close to the read (or after it) to be trusted -- a
-    same-size write in that timestamp tick would leave the stat unchanged -- so the next scan or
-    event reads the file again.  Too close: within :data:`RACY_WINDOW_NS` for a ctime in whole
-    seconds (a coarse file system), within :data:`RACY_WINDOW_FINE_NS` otherwise.  The rule of
-    Git's "racily clean" index entries (Documentation/technical/racy-git.txt in git.git)."""
-    window = RACY_WINDOW_NS if ctime_ns % 1_000_000_000 == 0 else RACY_WINDOW_FINE_NS
-    return 0 if ctime_ns >= read_at_ns - window else ctime_ns
-
-
-def stat_of(rec) -> tuple:
-    """A stored record's ``(mtime_ns, size, ctime_ns, ino, reason)``, as :meth:`Store.stat_map`."""
-    return (rec.mtime_ns, rec.size, rec.ctime_ns, rec.ino, rec.reason)
-
-
-def display_path(path: str) -> str:
-    """A path safe to print or store as text: undecodable bytes shown as U+FFFD."""
-    return os.fsencode(path).decode("utf-8", "replace")
-
-
-def glob_to_regex(pattern: str) -> str:
-    """Translate a glob into a regex: ``*`` and ``?`` never match ``/``, ``**`` matches across
-    directories, ``[...]`` classes as in :mod:`fnmatch` (as glob, pathlib and gitignore do)."""
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            if pattern[i:i + 2] == "**":
-                i += 2
-                if pattern[i:i + 1] == "/":
-                    out.append("(?:.*/)?")
-                    i += 1
-                else:
-                    out.append(".*")
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)
-            if j == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1:j]
-                body = "^" + body[1:] if body.startswith("!") else body
-                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "(?s:" + "".join(out) + r")\Z"
-
-
-class PathMatcher:
-    """Include/exclude globs of one source.
-
-    A pattern ending in ``/`` names directories (``.git/``); a pattern without ``/`` matches a
-    file or directory *name* anywhere (``*.swp``); a pattern with an inner ``/`` matches the path
-    relative to the root (``build/*.html``).  Include patterns select files; exclude patterns
-    remove files and prune directories.
-    """
-
-    def __init__(self, include: list[str], exclude: list[str]) -> None:
-        def compile_(pats: list[str]) -> re.Pattern | None:
-            return re.compile("|".join(f"(?:{glob_to_regex(p)})" for p in pats)) if pats else None
-
-        self._inc_name = compile_([p for p in include if "/" not in p])
-        self._inc_rel = compile_([p.lstrip("/") for p in include if "/" in p])
-        self.include_all = include == ["*"]
-        self._exc_file_name = compile_([p for p in exclude if "/" not in p])
-        self._exc_file_rel = compile_([p.lstrip("/") for p in exclude if "/" in p.rstrip("/")
-                                       and not p.endswith("/")])
-        self.needs_rel = self._exc_file_rel is not None or self._inc_rel is not None
-        self.exc_file_name_match = self._exc_file_name.match if self._exc_file_name else None
-        dir_pats = [p.rstrip("/") for p in exclude if p.endswith("/")] + [p for p in exclude if "/" not in p]
-        self._exc_dir_name = compile_([p for p in dir_pats if "/" not in p])
-        self._exc_dir_rel = compile_([p.lstrip("/") for p in dir_pats if "/" in p])
-
-    def dir_excluded(self, name: str, rel: str) -> bool:
-        return bool((self._exc_dir_name and self._exc_dir_name.match(name))
-                    or (self._exc_dir_rel and self._exc_dir_rel.match(rel)))
-
-    def file_selected(self, name: str, rel: str) -> bool:
-        if (self._exc_file_name and self._exc_file_name.match(name)) or \
-                (self._exc_file_rel and self._exc_file_rel.match(rel)):
-            return False
-        if self.include_all:
-            return True
-        return bool((self._inc_name and self._inc_name.match(name)) or
-                    (self._inc_rel and self._inc_rel.match(rel)))
-
-    def path_selected(self, rel: str) -> bool:
-        """Is the file at ``rel`` (relative to the root, '/'-separated) selected, dirs included?"""
-        parts = rel.split("/")
-        for i in range(len(parts) - 1):
-            if self.dir_excluded(parts[i], "/".join(parts[:i + 1])):
-                return False
-        return self.file_selected(parts[-1], rel)
 
 
 @dataclass
@@ -227,7 +100,7 @@ class FileSource:
         needs_rel = matcher.needs_rel
         exc_name = matcher.exc_file_name_match
         inc_all = matcher.include_all
-        safe = _URI_SAFE.fullmatch
+        safe = URI_SAFE.fullmatch
         while stack:
             dirpath, rel, via_link = stack.pop()
             try:

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from indexerd.sources.files.scan import RACY_WINDOW_FINE_NS
+from indexerd.sources.files.keys import RACY_WINDOW_FINE_NS
 
 log = logging.getLogger(__name__)
 

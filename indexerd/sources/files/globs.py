@@ -1,0 +1,72 @@
+"""Include/exclude globs of a tree source, with gitignore's pattern rules (the ``pathspec``
+library translates each pattern; we only split them by what they match)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+from pathspec.patterns.gitwildmatch import GitWildMatchPattern
+
+
+def glob_regex(pattern: str) -> str:
+    """A glob as a regex over a '/'-separated path relative to the root, by gitignore's rules
+    (pathspec's ``GitWildMatchPattern``): ``*`` and ``?`` never match ``/``, ``**`` matches across
+    directories, ``[...]`` classes; a pattern without an inner ``/`` matches a name at any depth;
+    a pattern ending in ``/`` matches directories only (tested as ``rel + "/"``).
+
+    Raises:
+        ValueError: the pattern is empty, a comment or a negation (gitignore's ``!``), which a
+            source's include/exclude lists do not use.
+    """
+    with warnings.catch_warnings():  # the maintained class; its deprecation names a newer alias
+        warnings.simplefilter("ignore", DeprecationWarning)
+        regex, include = GitWildMatchPattern.pattern_to_regex(pattern)
+    if regex is None or include is not True:
+        raise ValueError(f"glob {pattern!r}: not a pattern that selects paths")
+    return re.sub(r"\(\?P<\w+>", "(?:", regex)  # unnamed: the patterns are joined into one regex
+
+
+class PathMatcher:
+    """Include/exclude globs of one source.
+
+    A pattern ending in ``/`` names directories (``.git/``); a pattern without ``/`` matches a
+    file or directory *name* anywhere (``*.swp``); a pattern with an inner ``/`` matches the path
+    relative to the root (``build/*.html``).  Include patterns select files; exclude patterns
+    remove files and prune directories.
+    """
+
+    def __init__(self, include: list[str], exclude: list[str]) -> None:
+        def compile_(pats: list[str]) -> re.Pattern | None:
+            return re.compile("|".join(f"(?:{glob_regex(p)})" for p in pats)) if pats else None
+
+        self.include_all = include == ["*"]
+        self._inc = compile_(include)
+        file_excl = [p for p in exclude if not p.endswith("/")]  # "x/" matches directories only
+        self._exc_file_name = compile_([p for p in file_excl if "/" not in p])
+        self._exc_file_rel = compile_([p for p in file_excl if "/" in p])
+        self._exc_dir = compile_(exclude)
+        #: does selecting a file need its path relative to the root (not only its name)?
+        self.needs_rel = self._exc_file_rel is not None or (
+            not self.include_all and any("/" in p for p in include))
+        #: the walk's fast test of a file's name against the name-only exclude patterns
+        self.exc_file_name_match = self._exc_file_name.match if self._exc_file_name else None
+
+    def dir_excluded(self, name: str, rel: str) -> bool:
+        """Is the directory ``rel`` (relative to the root; ``name`` its last part) pruned?"""
+        return bool(self._exc_dir and self._exc_dir.match(rel + "/"))
+
+    def file_selected(self, name: str, rel: str) -> bool:
+        """Is the file ``rel`` (relative to the root; ``name`` its last part) selected?"""
+        if (self._exc_file_name and self._exc_file_name.match(name)) or \
+                (self._exc_file_rel and self._exc_file_rel.match(rel)):
+            return False
+        return self.include_all or bool(self._inc and self._inc.match(rel))
+
+    def path_selected(self, rel: str) -> bool:
+        """Is the file at ``rel`` (relative to the root, '/'-separated) selected, dirs included?"""
+        parts = rel.split("/")
+        for i in range(len(parts) - 1):
+            if self.dir_excluded(parts[i], "/".join(parts[:i + 1])):
+                return False
+        return self.file_selected(parts[-1], rel)
