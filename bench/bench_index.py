@@ -115,8 +115,8 @@ def main() -> None:
         t = time.perf_counter(); run([PY, "-m", "indexerd.cli.main", "ctl", "search", q, "--limit", "20"], env)
         proc.append(time.perf_counter() - t)
     sys.path.insert(0, str(HERE.parent))
-    from indexerd.index import WhooshIndex
-    ix = WhooshIndex.open(state, create=False)
+    from indexerd.index import open_index
+    ix = open_index(state, create=False)
     alone = []
     for _ in range(3):
         for q in queries:

@@ -55,7 +55,7 @@ def main() -> None:
             time.sleep(0.2)
         else:
             sys.exit("daemon did not finish its start-up reconcile")
-        from indexerd.index import WhooshIndex
+        from indexerd.index import open_index
         rng = random.Random(11)
         files = sorted(str(p) for p in tree.rglob("*.txt")) or sorted(str(p) for p in tree.rglob("*.html"))
         lat = []
@@ -66,7 +66,7 @@ def main() -> None:
             with open(f, "a") as fh:
                 fh.write(f"\n{word}\n")
             while True:
-                ix = WhooshIndex.open(base / "state", create=False)
+                ix = open_index(base / "state", create=False)
                 try:
                     found = ix.search(word, limit=1)
                 finally:

@@ -9,7 +9,7 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 import test_reclaim as t
 from indexerd import index as I
-from indexerd.index import WhooshIndex
+from indexerd.index import open_index
 mode = sys.argv[1]
 if mode == "before":
     def commit(self, *, merge):
@@ -20,9 +20,9 @@ if mode == "before":
     I._WhooshSession.commit = commit
 t.DOCS = 1000; t.BATCH = 50
 d = pathlib.Path(tempfile.mkdtemp())
-f = WhooshIndex.open(d / "fresh"); t.full_pass(f); t.idle_merge(f)
+f = open_index(d / "fresh"); t.full_pass(f); t.idle_merge(f)
 print(mode, "fresh", f.size_bytes(), f.segment_count())
-ix = WhooshIndex.open(d / "ix"); t.full_pass(ix); t.idle_merge(ix)
+ix = open_index(d / "ix"); t.full_pass(ix); t.idle_merge(ix)
 for p in range(1, 9):
     t.full_pass(ix); t.idle_merge(ix)
     print(mode, "pass", p, "bytes", ix.size_bytes(), "segments", ix.segment_count(), "stored", ix._ix.doc_count_all(), "live", ix.doc_count())

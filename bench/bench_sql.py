@@ -179,9 +179,9 @@ def main() -> None:
             if time.monotonic() > deadline:
                 sys.exit("daemon not ready in time")
             time.sleep(0.2)
-        from indexerd.index import WhooshIndex
+        from indexerd.index import open_index
 
-        ix = WhooshIndex.open(base / "state", create=False)
+        ix = open_index(base / "state", create=False)
         lags: list[float] = []
         try:
             for n in range(a.samples):

@@ -184,8 +184,8 @@ def bench_local(tree: str, work: str, reps: int, queries: list[str], tab: Table,
         log(f"  rep {r + 1} queries (process): indexerd p50 {median(qt['ix']) * 1e3:.0f} ms, Recoll p50 {median(qt['rc']) * 1e3:.0f} ms")
     # query alone, in-process (indexerd only; recollq is always a process)
     sys.path.insert(0, str(REPO))
-    from indexerd.index import WhooshIndex
-    w = WhooshIndex.open(ix.state, create=False)
+    from indexerd.index import open_index
+    w = open_index(ix.state, create=False)
     alone = []
     for _ in range(3):
         for q in queries:

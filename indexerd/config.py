@@ -12,15 +12,18 @@ config at import time.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from indexerd.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_PATH = "/etc/indexerd/indexerd.toml"
 
@@ -97,21 +100,54 @@ class _Struct(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     pass
 
 
-class IndexSettings(_Struct):
-    """``[index]``: how the one writer batches and commits.
+class WhooshSettings(_Struct):
+    """``[index.whoosh]``: the Whoosh engine's writer.
 
-    ``commit_interval`` is the most a change may wait before it is searchable (seconds);
-    ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
-    is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments);
-    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only);
-    ``writer_memory`` is the posting buffer of the writer before it spills a sorted run (bytes).
+    ``writer_memory`` is the posting buffer of the writer before it spills a sorted run (bytes);
+    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only).
     """
 
+    writer_memory: Bytes = Bytes(16 * 1024 * 1024)
+    merge_idle: Seconds = Seconds(600.0)
+
+
+class TantivySettings(_Struct):
+    """``[index.tantivy]``: the tantivy engine's writer.
+
+    ``writer_memory`` is the memory budget of tantivy's writer, all threads together (bytes;
+    tantivy needs at least 15 MB per thread); ``writer_threads`` the indexing threads (0: as
+    tantivy chooses from the cores).
+    """
+
+    writer_memory: Bytes = Bytes(64 * 1024 * 1024)
+    writer_threads: int = 1
+
+
+#: ``[index]`` keys of the Whoosh writer before engines had their own tables
+_MOVED_INDEX_KEYS = ("writer_memory", "merge_idle")
+
+
+class IndexSettings(_Struct):
+    """``[index]``: which engine, and how the one writer batches and commits.
+
+    ``engine`` is ``"whoosh"`` (the default) or ``"tantivy"`` (``pip install 'indexerd[tantivy]'``);
+    each engine's own knobs are in its table, ``[index.whoosh]`` and ``[index.tantivy]``.
+    ``commit_interval`` is the most a change may wait before it is searchable (seconds);
+    ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
+    is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments).
+    ``writer_memory`` and ``merge_idle`` directly under ``[index]`` are the old names of
+    ``[index.whoosh]``'s keys: still read (with a warning) and moved there by :func:`parse_config`,
+    None afterwards.
+    """
+
+    engine: Literal["whoosh", "tantivy"] = "whoosh"
     commit_interval: Seconds = Seconds(1.0)
     commit_batch: int = 200
     bulk_commit_batch: int = 5000
-    merge_idle: Seconds = Seconds(600.0)
-    writer_memory: Bytes = Bytes(16 * 1024 * 1024)
+    whoosh: WhooshSettings = WhooshSettings()
+    tantivy: TantivySettings = TantivySettings()
+    writer_memory: Bytes | None = None
+    merge_idle: Seconds | None = None
 
 
 class FilesystemSource(_Struct):
@@ -300,6 +336,8 @@ def _friendly(what: str, path: str = "") -> str:
     what = re.sub(r"Expected `array`, got `(\w+)`", rf"expected a list (of {items}), got \1", what)
     what = re.sub(r"Expected `([^`]+)`, got `(\w+)`", lambda m: f"expected {m.group(1).replace(' | null', '')}, got {m.group(2)}", what)
     what = what.replace("Object missing required field", "missing required key")
+    if path == "index.engine":
+        what = re.sub(r"Invalid enum value (.+)", r"expected 'whoosh' or 'tantivy', got \1", what)
     return what
 
 
@@ -328,8 +366,31 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
     except msgspec.DecodeError as e:
         raise ConfigError(f"{origin}: not valid TOML: {e}") from None
     cfg = Config(**msgspec.structs.asdict(raw), origin=origin)
+    cfg = _move_old_index_keys(cfg, origin)
     _check_semantics(cfg, origin)
     return cfg
+
+
+def _move_old_index_keys(cfg: Config, origin: str) -> Config:
+    """Move ``[index] writer_memory``/``merge_idle`` (the names before engine tables) into
+    ``[index.whoosh]``, with one warning each.
+
+    Raises:
+        ConfigError: the same key is set in both places.
+    """
+    moved = {k: getattr(cfg.index, k) for k in _MOVED_INDEX_KEYS if getattr(cfg.index, k) is not None}
+    if not moved:
+        return cfg
+    defaults = WhooshSettings()
+    for key in moved:
+        if getattr(cfg.index.whoosh, key) != getattr(defaults, key):
+            raise ConfigError(f"{origin}: index.{key}: set in [index.whoosh] too; keep only "
+                              f"index.whoosh.{key}")
+        log.warning("%s: index.%s: this key moved to [index.whoosh] (%s); read from [index] for now",
+                    origin, key, f"index.whoosh.{key}")
+    whoosh = msgspec.structs.replace(cfg.index.whoosh, **moved)
+    index = msgspec.structs.replace(cfg.index, whoosh=whoosh, **{k: None for k in moved})
+    return msgspec.structs.replace(cfg, index=index)
 
 
 def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> None:
@@ -435,6 +496,16 @@ def _check_semantics(cfg: Config, origin: str) -> None:
             raise ConfigError(f"{origin}: {key}: expected a whole number >= 1, got {value}")
     if cfg.index.commit_interval <= 0:
         raise ConfigError(f"{origin}: index.commit_interval: expected a duration > 0")
+    if cfg.index.tantivy.writer_threads < 0:
+        raise ConfigError(f"{origin}: index.tantivy.writer_threads: expected a whole number >= 0, "
+                          f"got {cfg.index.tantivy.writer_threads}")
+    if cfg.index.engine != "whoosh":  # the default is a dependency; another needs its extra
+        from indexerd.index.base import load_engine
+
+        try:
+            load_engine(cfg.index.engine)
+        except ConfigError as e:
+            raise ConfigError(f"{origin}: {e}") from None
 
 
 def find_config_path(explicit: str | None) -> Path | None:

@@ -218,9 +218,10 @@ def test_index_made_before_fused_positions_is_upgraded_at_its_next_commit(tmp_pa
 
     from whoosh import index as windex
 
-    from indexerd.index import IndexDoc, WhooshIndex, _schema
+    from indexerd.index import IndexDoc, open_index
+    from indexerd.index.whoosh.schema import new_schema
 
-    old = _schema()
+    old = new_schema()
     for name in ("title", "content"):
         old[name].format = Positions(field_boost=old[name].format.field_boost)
     (tmp_path / "index").mkdir()
@@ -230,7 +231,7 @@ def test_index_made_before_fused_positions_is_upgraded_at_its_next_commit(tmp_pa
     w.commit()
     assert type(windex.open_dir(str(tmp_path / "index")).schema["content"].format) is Positions
 
-    wix = WhooshIndex.open(tmp_path)
+    wix = open_index(tmp_path)
     s = wix.session()
     s.update(IndexDoc(key="k2", source="s", url="k2", path=None, title="new", content="new running texts",
                       last_modified=datetime(2026, 1, 1, tzinfo=timezone.utc), date_source="mtime",

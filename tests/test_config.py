@@ -12,6 +12,7 @@ from indexerd.config import (
     DEFAULT_EXCLUDES,
     Config,
     IndexSettings,
+    WhooshSettings,
     find_config_path,
     load_config,
     parse_config,
@@ -47,8 +48,8 @@ def test_defaults() -> None:
     assert cfg.max_size == 20_000_000
     assert cfg.refresh_time == 86400.0
     assert cfg.strict_dates is False
-    assert cfg.index == IndexSettings(commit_interval=1.0, commit_batch=200, bulk_commit_batch=5000,
-                                      merge_idle=600.0, writer_memory=16 * 1024 * 1024)
+    assert cfg.index == IndexSettings(engine="whoosh", commit_interval=1.0, commit_batch=200, bulk_commit_batch=5000,
+                                      whoosh=WhooshSettings(merge_idle=600.0, writer_memory=16 * 1024 * 1024))
     assert cfg.sources.filesystem == []
     s = parse_config(src(), ORIGIN).sources.filesystem[0]
     assert s.include == ["*"]
@@ -62,9 +63,9 @@ def test_defaults() -> None:
     ("15m", 900.0), ("1h30m", 5400.0), ("2d", 172800.0), ("1.5h", 5400.0), ("500ms", 0.5), ("1w", 604800.0),
 ])
 def test_durations(text, expected) -> None:
-    cfg = parse_config(f'refresh_time = "{text}"\n[index]\nmerge_idle = "{text}"\n', ORIGIN)
+    cfg = parse_config(f'refresh_time = "{text}"\n[index.whoosh]\nmerge_idle = "{text}"\n', ORIGIN)
     assert cfg.refresh_time == expected and isinstance(cfg.refresh_time, float)
-    assert cfg.index.merge_idle == expected
+    assert cfg.index.whoosh.merge_idle == expected
 
 
 def test_duration_as_number_of_seconds() -> None:
@@ -76,9 +77,9 @@ def test_duration_as_number_of_seconds() -> None:
     ('"1.5MB"', 1_500_000), ("1000", 1000), ('"7"', 7), ('"20 mb"', 20_000_000),
 ])
 def test_sizes(text, expected) -> None:
-    cfg = parse_config(f"max_size = {text}\n[index]\nwriter_memory = {text}\n", ORIGIN)
+    cfg = parse_config(f"max_size = {text}\n[index.whoosh]\nwriter_memory = {text}\n", ORIGIN)
     assert cfg.max_size == expected and isinstance(cfg.max_size, int)
-    assert cfg.index.writer_memory == expected
+    assert cfg.index.whoosh.writer_memory == expected
 
 
 @pytest.mark.parametrize("bad", ["20XB", "-5MB", "", "MB", "twenty"])
@@ -90,8 +91,8 @@ def test_bad_sizes(bad) -> None:
 
 
 def test_bad_duration() -> None:
-    msg = config_error('[index]\nmerge_idle = "soon"\n')
-    assert "index.merge_idle" in msg and "'soon'" in msg
+    msg = config_error('[index.whoosh]\nmerge_idle = "soon"\n')
+    assert "index.whoosh.merge_idle" in msg and "'soon'" in msg
 
 
 def test_zero_commit_interval() -> None:
@@ -292,3 +293,49 @@ def test_values_that_overflow_timers_or_reads_are_refused(extra, key) -> None:
 def test_web_values_that_would_exhaust_the_process_are_refused(extra, key) -> None:
     text = f'[[sources.web]]\nname = "w"\nseeds = ["http://127.0.0.1:9/"]\n{extra}\n'
     assert key in config_error(text)
+
+
+# -- [index]: the engine and its own table ---------------------------------------------------------
+
+
+def test_index_engine_and_engine_tables() -> None:
+    cfg = parse_config('[index]\nengine = "whoosh"\n[index.whoosh]\nwriter_memory = "32MB"\nmerge_idle = "5m"\n', ORIGIN)
+    assert cfg.index.engine == "whoosh"
+    assert cfg.index.whoosh == WhooshSettings(writer_memory=32_000_000, merge_idle=300.0)
+
+
+def test_index_unknown_engine_and_unknown_engine_key_name_the_key() -> None:
+    msg = config_error('[index]\nengine = "lucene"\n')
+    assert "index.engine" in msg and "'whoosh' or 'tantivy'" in msg and "lucene" in msg
+    msg = config_error('[index.whoosh]\nwriter_mem = "32MB"\n')
+    assert "index.whoosh.writer_mem: unknown key" in msg
+    msg = config_error('[index.tantivy]\nmerge_idle = "5m"\n')
+    assert "index.tantivy.merge_idle: unknown key" in msg
+
+
+def test_old_index_writer_keys_move_to_the_whoosh_table_with_a_warning(caplog) -> None:
+    """``[index] writer_memory``/``merge_idle`` (before engine tables) still work, and say where
+    they moved; set in both places is an error."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="indexerd.config"):
+        cfg = parse_config('[index]\nwriter_memory = "32MB"\nmerge_idle = "5m"\n', ORIGIN)
+    assert cfg.index.whoosh == WhooshSettings(writer_memory=32_000_000, merge_idle=300.0)
+    assert (cfg.index.writer_memory, cfg.index.merge_idle) == (None, None)
+    moved = [r.getMessage() for r in caplog.records if "moved to [index.whoosh]" in r.getMessage()]
+    assert len(moved) == 2 and any("index.writer_memory" in m for m in moved), moved
+    msg = config_error('[index]\nmerge_idle = "5m"\n[index.whoosh]\nmerge_idle = "1m"\n')
+    assert "index.merge_idle" in msg and "index.whoosh.merge_idle" in msg
+
+
+def test_tantivy_engine_needs_its_extra() -> None:
+    """Configured but not installed: the error names the pip extra (installed: the config loads)."""
+    from indexerd.index.base import load_engine
+
+    try:
+        load_engine("tantivy")
+    except ConfigError as e:
+        msg = config_error('[index]\nengine = "tantivy"\n')
+        assert "index.engine" in msg and ("indexerd[tantivy]" in msg or "cannot load" in msg), (msg, e)
+    else:
+        assert parse_config('[index]\nengine = "tantivy"\n', ORIGIN).index.engine == "tantivy"

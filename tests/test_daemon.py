@@ -873,9 +873,9 @@ def test_readers_never_fail_while_the_writer_commits(tmp_path):
     import threading
     from datetime import datetime, timezone
 
-    from indexerd.index import IndexDoc, WhooshIndex
+    from indexerd.index import IndexDoc, open_index
 
-    ix = WhooshIndex.open(tmp_path)
+    ix = open_index(tmp_path)
     stop = threading.Event()
     errors = []
 
@@ -896,13 +896,12 @@ def test_readers_never_fail_while_the_writer_commits(tmp_path):
         opened = 0
         while time.time() < deadline:
             try:
-                r = WhooshIndex.open(tmp_path, create=False)
+                r = open_index(tmp_path, create=False)
                 r.search("common", limit=3)
                 r.close()
                 for _ in range(5):  # what `ctl status` asks the daemon's own index while it commits
-                    assert ix.doc_count() <= 5
-                    ix.segment_count()
-                    ix.size_bytes()
+                    assert ix.count() <= 5
+                    ix.status()
                 opened += 1
             except Exception as e:  # noqa: BLE001 - any failure is the bug
                 errors.append(repr(e))
@@ -918,11 +917,11 @@ def test_writer_add_then_remove_or_update_in_one_batch(tmp_path):
     commit must neither survive its removal nor be duplicated (the kind behind B11 and B24)."""
     from datetime import datetime, timezone
 
-    from indexerd.index import IndexDoc, WhooshIndex
+    from indexerd.index import IndexDoc, open_index
     from indexerd.core.store import DocumentRecord
     from indexerd.core.writer import IndexWriter
 
-    ix = WhooshIndex.open(tmp_path)
+    ix = open_index(tmp_path)
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=False, commit_batch=1000)
     now = datetime.now(timezone.utc)
 
@@ -947,11 +946,11 @@ def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval
     the daemon's first crawl of the Python docs 2.7x slower than `indexerd index`)."""
     from datetime import datetime, timezone
 
-    from indexerd.index import IndexDoc, WhooshIndex
+    from indexerd.index import IndexDoc, open_index
     from indexerd.core.store import DocumentRecord
     from indexerd.core.writer import IndexWriter
 
-    ix = WhooshIndex.open(tmp_path)
+    ix = open_index(tmp_path)
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=True, commit_interval_seconds=3.0)
     now = datetime.now(timezone.utc)
     ix.search("warm")  # the query parser's first import is not what is measured

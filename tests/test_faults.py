@@ -34,7 +34,7 @@ from test_daemon import ENV, REPO, DaemonUnderTest, write
 
 from indexerd.daemon.control import request
 from indexerd.sources.files.keys import path_to_key
-from indexerd.index import WhooshIndex
+from indexerd.index import open_index
 
 SEED = int(os.environ.get("INDEXERD_FAULT_SEED", "20240107"))
 KILLS = 20
@@ -45,7 +45,7 @@ NOBODY = 65534
 def index_docs(state_dir: Path) -> list[tuple[str, str]]:
     """(key, stored text) of every live document in the index on disk, duplicates included.
     Opening it is itself a check: a corrupt index raises IndexUnavailable."""
-    ix = WhooshIndex.open(state_dir, create=False)
+    ix = open_index(state_dir, create=False)
     try:
         with ix._ix.reader() as r:
             return [(d["key"], zlib.decompress(d["text_z"]).decode("utf-8", "replace").strip())

@@ -434,7 +434,7 @@ def test_thousands_of_deleted_files_leave_in_one_batch(tmp_path) -> None:
     the store."""
     import shutil
 
-    from indexerd.index import WhooshIndex
+    from indexerd.index import open_index
 
     root = tmp_path / "root"
     n, segments = 3000, 10
@@ -453,7 +453,7 @@ def test_thousands_of_deleted_files_leave_in_one_batch(tmp_path) -> None:
         ix.close()
 
     # the cost of the old way, on this index: one delete_by_term per key (a sample of 100)
-    wi = WhooshIndex.open(tmp_path / "state")
+    wi = open_index(tmp_path / "state")
     session = wi.session()
     t0 = time.perf_counter()
     for k in keys[::n // 100]:

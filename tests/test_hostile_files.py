@@ -32,7 +32,7 @@ import pytest
 from conftest import CLI
 
 from indexerd.sources.files.keys import path_to_key
-from indexerd.index import WhooshIndex
+from indexerd.index import open_index
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -167,7 +167,7 @@ def test_hostile_tree_each_file_has_its_exact_outcome(tmp_path, big_text) -> Non
     want = {path_to_key(p): (st, reason) for p, (st, reason, _w) in exp.items()}
     # an indexed row's reason is the decision ("new"); compare only the skip reasons
     assert {k: (st, r if st != "indexed" else None) for k, (st, r) in got.items()} == want
-    ix = WhooshIndex.open(cli.state_dir, create=False)   # in process: one CLI run per word is slow
+    ix = open_index(cli.state_dir, create=False)   # in process: one CLI run per word is slow
     try:
         for p, (st, _reason, word) in exp.items():
             if word:

@@ -16,7 +16,7 @@ import zlib
 from httpsite import site as site_fixture
 
 from indexerd.config import parse_config
-from indexerd.index import WhooshIndex
+from indexerd.index import open_index
 from indexerd.core.indexer import Indexer
 
 site = site_fixture  # the fixture (see tests/httpsite.py)
@@ -107,7 +107,7 @@ max_backoff = "0.05s"
     assert s["errors"] == 2 + 1 + 1, s                # redirect loops, too-slow, protocol
     assert elapsed < 30, elapsed
     assert grown_mb < 300, grown_mb
-    found = WhooshIndex.open(tmp_path / "state", create=False)
+    found = open_index(tmp_path / "state", create=False)
     try:
         assert [h.key for h in found.search("goodword")] == [site.url("/good.html")]
         assert found.search("secretword") == []

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from indexerd.core.errors import IndexUnavailable
-from indexerd.index import IndexDoc, WhooshIndex
+from indexerd.index import IndexDoc, open_index
 
 UTC = timezone.utc
 
@@ -33,7 +33,7 @@ def doc(n: int) -> IndexDoc:
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
-    ix = WhooshIndex.open(tmp_path)
+    ix = open_index(tmp_path)
     s = ix.session()
     for n in range(3):
         s.update(doc(n))
@@ -62,21 +62,21 @@ def hide_toc_for(state: Path, seconds: float) -> threading.Thread:
 
 
 def test_doc_count_waits_out_a_listing_without_toc(state: Path) -> None:
-    ix = WhooshIndex.open(state)
+    ix = open_index(state)
     t = hide_toc_for(state, 0.15)
     try:
         assert ix.doc_count() == 3
         assert ix.segment_count() == 1
     finally:
         t.join()
-    assert set(ix.keys()) == {f"file:///d/{n}.txt" for n in range(3)}
+    assert {k for k, _ in ix.keys()} == {f"file:///d/{n}.txt" for n in range(3)}
 
 
 def test_keys_wait_out_a_listing_without_toc(state: Path) -> None:
-    ix = WhooshIndex.open(state)
+    ix = open_index(state)
     t = hide_toc_for(state, 0.15)
     try:
-        assert set(ix.keys()) == {f"file:///d/{n}.txt" for n in range(3)}
+        assert {k for k, _ in ix.keys()} == {f"file:///d/{n}.txt" for n in range(3)}
     finally:
         t.join()
 
@@ -84,7 +84,7 @@ def test_keys_wait_out_a_listing_without_toc(state: Path) -> None:
 def test_open_with_create_never_wipes_an_index_whose_toc_it_missed(state: Path) -> None:
     t = hide_toc_for(state, 0.15)
     try:
-        ix = WhooshIndex.open(state, create=True)
+        ix = open_index(state, create=True)
     finally:
         t.join()
     assert ix.doc_count() == 3
@@ -96,12 +96,12 @@ def test_segments_without_any_toc_are_refused_not_recreated(state: Path) -> None
     os.remove(toc(state))
     segments = sorted(p.name for p in (state / "index").iterdir())
     with pytest.raises(IndexUnavailable, match=r"no readable table of contents.*--rebuild"):
-        WhooshIndex.open(state, create=True)
+        open_index(state, create=True)
     assert sorted(p.name for p in (state / "index").iterdir()) == segments  # nothing deleted
 
 
 def test_a_toc_gone_for_good_is_a_clear_error(state: Path) -> None:
-    ix = WhooshIndex.open(state)
+    ix = open_index(state)
     os.remove(toc(state))
     with pytest.raises(IndexUnavailable, match=r"keeps changing.*--rebuild"):
         ix.doc_count()
@@ -117,9 +117,9 @@ def _write_hash_file(path: Path, keys: list[bytes], patched: bool) -> bytes:
     from whoosh.filedb import filetables as ft
     from whoosh.filedb.filestore import FileStorage
 
-    import indexerd.index as ixmod
+    from indexerd.index.whoosh import patches
 
-    ixmod._compact_hash_writer()
+    assert patches.install()
     saved = (ft.HashWriter.__init__, ft.HashWriter.add, ft.HashWriter._write_hashes)
     if not patched:  # Whoosh's original methods, from a fresh copy of the module
         fresh = importlib.reload(importlib.import_module("whoosh.filedb.filetables"))
@@ -156,9 +156,9 @@ def test_compact_hash_writer_memory_per_term(tmp_path: Path) -> None:
     from whoosh.filedb import filetables as ft
     from whoosh.filedb.filestore import FileStorage
 
-    import indexerd.index as ixmod
+    from indexerd.index.whoosh import patches
 
-    ixmod._compact_hash_writer()
+    assert patches.install()
     w = ft.HashWriter(FileStorage(str(tmp_path)).create_file("m.hsh"))
     tracemalloc.start()
     try:

@@ -643,11 +643,11 @@ def test_batch_size_bounds_a_pass(feed):
 
 # -- the index commit must come before post_update (in-process: make the commit fail) ------------
 def _in_process_pass(cfg_path: Path, fail_commits: int, monkeypatch) -> dict:
-    from indexerd import index as index_mod
+    from indexerd.index.whoosh.session import WhooshSession
     from indexerd.config import load_config
     from indexerd.core.indexer import Indexer
 
-    real_commit = index_mod._WhooshSession.commit
+    real_commit = WhooshSession.commit
     left = {"n": fail_commits}
 
     def commit(self, *, merge):
@@ -656,14 +656,14 @@ def _in_process_pass(cfg_path: Path, fail_commits: int, monkeypatch) -> dict:
             raise OSError(28, "No space left on device (injected)")
         return real_commit(self, merge=merge)
 
-    monkeypatch.setattr(index_mod._WhooshSession, "commit", commit)
+    monkeypatch.setattr(WhooshSession, "commit", commit)
     ix = Indexer(load_config(str(cfg_path)))
     ix.open("index")
     try:
         return ix.run_pass(progress=False).sources[SOURCE].as_dict()
     finally:
         ix.close()
-        monkeypatch.setattr(index_mod._WhooshSession, "commit", real_commit)
+        monkeypatch.setattr(WhooshSession, "commit", real_commit)
 
 
 def test_failed_index_commit_leaves_rows_for_the_next_pass(feed, monkeypatch):
@@ -694,12 +694,12 @@ def test_failed_index_commit_during_the_full_load_is_redone(feed, monkeypatch, t
 
 
 def test_index_runs_after_a_first_pass_that_never_committed(feed):
-    from indexerd.index import WhooshIndex
+    from indexerd.index import open_index
 
     for i, title, body, updated in BASE_ROWS:
         feed.db.insert(i, body, title, updated)
     (feed.base / "state").mkdir(exist_ok=True)
-    WhooshIndex.open(feed.base / "state").close()   # what the writer leaves before its first commit
+    open_index(feed.base / "state").close()   # what the writer leaves before its first commit
     p = feed.cli.run("index", "--json", check=False, timeout=CLI_TIMEOUT)
     assert p.returncode == 0, p.stderr[-600:]
     assert json.loads(p.stdout)["sources"][SOURCE]["indexed"] == len(BASE_ROWS)

@@ -30,7 +30,7 @@ from httpsite import site as site_fixture
 
 from indexerd.config import parse_config
 from indexerd.core.errors import ConfigError
-from indexerd.index import WhooshIndex
+from indexerd.index import open_index
 from indexerd.core.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
 from indexerd.core.pipeline import PassCounts
@@ -113,7 +113,7 @@ class Crawl:
         return [h.key for h in self.hits(query)]
 
     def hits(self, query: str):
-        ix = WhooshIndex.open(self.state, create=False)
+        ix = open_index(self.state, create=False)
         try:
             return ix.search(query, limit=50)
         finally:

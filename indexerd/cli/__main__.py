@@ -1,5 +1,5 @@
 """`python -m indexerd.cli.main` runs the command line."""
 
-from indexerd.cli.main.main import main
+from indexerd.cli.main import main
 
 raise SystemExit(main())

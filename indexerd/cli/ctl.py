@@ -58,11 +58,12 @@ def _check_readable(*paths) -> None:
 
 
 def _open_index_readonly(args):
-    from indexerd.index import WhooshIndex
+    """The index of the located state dir, read with the engine that wrote it."""
+    from indexerd.index import index_dir, open_index
 
     state_dir = _located(args).state_dir
-    _check_readable(state_dir, state_dir / WhooshIndex.DIRNAME)
-    return WhooshIndex.open(state_dir, create=False)
+    _check_readable(state_dir, index_dir(state_dir))
+    return open_index(state_dir, None, create=False)
 
 
 def _open_store_readonly(args):

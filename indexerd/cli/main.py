@@ -6,7 +6,7 @@ also a source that failed its whole pass); 2 bad usage, bad config
 or a malformed query; 3 the daemon is needed and not running; 4 another indexerd process holds
 the state dir.
 
-Heavy libraries (Whoosh, requests, APScheduler) are imported only by the commands that use them.
+Heavy libraries (the index engine, requests, APScheduler) are imported only by the commands that use them.
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ def _parser() -> argparse.ArgumentParser:
                         epilog="examples:\n  indexerd ctl search 'asyncio event loop'\n"
                                "  indexerd ctl search '\"GNU General Public License\"' --json\n"
                                "  indexerd ctl search 'title:sqlite3 OR cursor*' --since 2d")
-    s.add_argument("query", help="Whoosh query: words (ANDed), \"phrases\", AND/OR/NOT, title:word, prefix*")
+    s.add_argument("query", help="query: words (ANDed), \"phrases\", AND/OR/NOT, title:word, prefix*")
     s.add_argument("--limit", type=int, default=10, help="most hits to show (default 10)")
     s.add_argument("--since", metavar="SPEC",
                    help="only documents last modified in SPEC: 2d, 3h, 90m, 2024-01-31, FROM..TO (UTC)")

@@ -134,13 +134,16 @@ class Indexer:
         Raises:
             StateDirLocked, SchemaTooNew, StoreError, IndexUnavailable, ConfigError.
         """
+        from indexerd.index import index_dir, load_engine, read_identity, rebuild_reason, wanted_identity
+
         self.state.lock(mode)
         try:
             self.store = Store(self.state.store_path)
-            if rebuild:
-                self._rebuild()
+            why = rebuild_reason(read_identity(self.state.path), wanted_identity(load_engine(self.cfg.index.engine)))
+            if rebuild or why:
+                self._rebuild(why)
             self.pipeline = Pipeline(self._get_writer, self.store, self.counters)
-            if (self.state.path / "index").exists():
+            if index_dir(self.state.path).exists():
                 self.index()  # a corrupt index is reported now, not after a pass that looks fine
             self._reconcile_if_needed()
         except BaseException:
@@ -148,11 +151,12 @@ class Indexer:
             raise
 
     def index(self):
-        """The Whoosh index, opened (and created) on first use."""
+        """The index (:class:`~indexerd.index.base.SearchIndex` of the configured engine), opened
+        (and created) on first use."""
         if self._index is None:
-            from indexerd.index import WhooshIndex
+            from indexerd.index import open_index
 
-            self._index = WhooshIndex.open(self.state.path)
+            self._index = open_index(self.state.path, self.cfg.index)
         return self._index
 
     def _get_writer(self):
@@ -163,8 +167,7 @@ class Indexer:
             self._writer = IndexWriter(
                 self.index(), self.state.store_path, live=self.live,
                 commit_interval_seconds=float(s.commit_interval),
-                commit_batch=s.commit_batch if self.live else s.bulk_commit_batch,
-                merge_idle_seconds=float(s.merge_idle), memory_bytes=int(s.writer_memory))
+                commit_batch=s.commit_batch if self.live else s.bulk_commit_batch)
         return self._writer
 
     def flush(self, timeout: float | None = None) -> None:
@@ -201,43 +204,57 @@ class Indexer:
         return not busy
 
     # -- reconcile ------------------------------------------------------------------------
-    def _rebuild(self) -> None:
-        """Move a (corrupt) index aside and make every document be read again."""
-        ix_dir = self.state.path / "index"
-        if ix_dir.exists():
+    def _rebuild(self, why: str | None = None) -> None:
+        """Make every document be read again into a new index: an index another engine or text
+        analysis wrote (``why``) is deleted; one rebuilt on request (``--rebuild``, a corrupt
+        index) is moved aside to ``index.broken-<UTC time>``."""
+        from indexerd.index import index_dir
+
+        ix_dir = index_dir(self.state.path)
+        keys = self.store.keys()
+        if why is not None:
+            log.warning("%s: rebuilding the index from the sources; the %d documents the state store "
+                        "knows are read again by the next pass of each source", why, len(keys))
+            if ix_dir.exists():
+                shutil.rmtree(ix_dir)
+        elif ix_dir.exists():
             aside = self.state.path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
             shutil.move(str(ix_dir), str(aside))
             log.warning("moved the old index to %s", aside)
-        self.store.reset_stats(self.store.keys())
+        self.store.reset_stats(keys)
         self.store.write_batch([], meta={"index_generation": ""})
 
     def _reconcile_if_needed(self) -> None:
         """After a crash the store may lag the index (or the index may be gone): repair both.
 
-        The writer records the index generation with every store batch; when the generation on
-        disk differs, documents the store believes indexed but the index lacks are marked stale
-        (re-read next pass), and documents only the index knows get a stale row (re-indexed if
-        they still exist, deleted if not).
+        The writer records the index's commit token (opaque, defined by the engine) with every
+        store batch (meta ``index_generation``); when the token on disk differs, documents the
+        store believes indexed but the index lacks are marked stale (re-read next pass), and
+        documents only the index knows get a stale row (re-indexed if they still exist, deleted
+        if not).
         """
-        from indexerd.index import on_disk_generation
+        from indexerd.index import on_disk_token
 
-        on_disk = on_disk_generation(self.state.path)
+        on_disk = on_disk_token(self.state.path)
         recorded = self.store.get_meta("index_generation")
         if on_disk is None and not self.store.keys(status="indexed"):
             return
-        if recorded is not None and recorded != "" and on_disk is not None and int(recorded) == on_disk:
+        if recorded and on_disk is not None and recorded == on_disk:
             return
         started = time.monotonic()
-        index_keys = self.index().keys() if on_disk is not None else {}
         stored_indexed = self.store.keys(status="indexed")
-        missing = stored_indexed - index_keys.keys()
         known = self.store.keys()
-        orphans = [DocumentRecord(key=k, source=src, status="stale", reason="reconcile")
-                   for k, src in index_keys.items() if k not in known]
+        missing = set(stored_indexed)
+        orphans = []
+        if on_disk is not None:
+            for k, src in self.index().keys():
+                missing.discard(k)
+                if k not in known:
+                    orphans.append(DocumentRecord(key=k, source=src, status="stale", reason="reconcile"))
         if missing:
             self.store.reset_stats(missing)
-        gen = str(self.index().generation()) if on_disk is not None else ""
-        self.store.write_batch(orphans, meta={"index_generation": gen})
+        token = self.index().commit_token() if on_disk is not None else ""
+        self.store.write_batch(orphans, meta={"index_generation": token})
         if missing or orphans:
             log.warning("reconcile: %d documents missing from the index will be re-indexed, "
                         "%d unknown to the store will be checked (%.2f s)",

@@ -2,7 +2,7 @@
 
 Sources only discover and fetch: they give the pipeline a :class:`Fetched` (bytes plus the
 protocol facts) or tell it a document is gone, skipped or failed.  The pipeline never touches
-Whoosh or SQLite rows itself: it submits operations to the one :class:`~indexerd.core.writer.IndexWriter`.
+the index or SQLite rows itself: it submits operations to the one :class:`~indexerd.core.writer.IndexWriter`.
 
 Every document met in a pass lands in exactly one of ``indexed``, ``unchanged``, ``skipped`` or
 ``errors`` of :class:`PassCounts`, so ``seen = indexed + unchanged + skipped + errors``;

@@ -8,17 +8,20 @@ The thread batches them and commits:
   it), and at the latest ``commit_interval_seconds`` after the first pending change (so a
   scheduled pass, a crawl or a queue drain commits about once a second, not every few
   documents), with
-  ``merge=False`` so a commit never waits for a segment merge; merges run after
-  ``merge_idle_seconds`` of idleness, or after 2 s of idleness once 16 live commits (16 small
-  segments) have piled up; every commit drops the segments left with no live document, and a
-  merge rewrites those more than a third deleted (see :mod:`indexerd.index.whoosh.mergepolicy`);
+  ``merge=False`` so a commit never waits for a segment merge; the index's maintenance (a
+  merge) runs when the writer has been idle as long as the engine asks
+  (:meth:`~indexerd.index.base.SearchIndex.maintenance_delay`);
 - in *bulk* mode (one-shot ``indexerd index``) every ``bulk_commit_batch`` documents, merging as
-  Whoosh likes, so a big first index makes few, large segments.
+  the engine likes, so a big first index makes few, large segments.
 
 Order of durability: the index commit happens first, then the store rows of that batch are
-written in one SQLite transaction.  A crash between the two leaves the store behind the index,
-and the next pass simply re-indexes those documents (update-by-key is idempotent); a document is
-never marked indexed in the store before it is searchable.
+written in one SQLite transaction, with the index's commit token (``index_generation`` in the
+store's meta table).  A crash between the two leaves the store behind the index, and the start-up
+reconcile sees the token differ; the next pass simply re-indexes those documents (update-by-key
+is idempotent); a document is never marked indexed in the store before it is searchable.
+
+The writer knows only the :class:`~indexerd.index.base.IndexSession` protocol: the same key
+written twice in one batch is the session's concern (the last write wins until commit).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from indexerd.core.errors import IndexerdError, RetryLater
-from indexerd.index import IndexDoc, WhooshIndex
+from indexerd.index import IndexDoc, SearchIndex
 from indexerd.core.store import DocumentRecord, Store
 
 log = logging.getLogger(__name__)
@@ -91,7 +94,7 @@ class _Op:
 
 
 class IndexWriter:
-    """Owns the Whoosh writer and the document rows of the state store.
+    """Owns the index session and the document rows of the state store.
 
     Args:
         index: the open index.
@@ -99,31 +102,26 @@ class IndexWriter:
         live: daemon mode (commit on drain, never merge on the hot path) vs bulk mode.
         commit_interval_seconds: the most a change may wait before it is committed.
         commit_batch: commit once this many documents are pending.
-        merge_idle_seconds: live mode: merge segments after this long without work.
-        memory_bytes: Whoosh's in-memory posting buffer before it spills to temp files.
 
     Thread safety: :meth:`submit_*`, :meth:`flush`, :meth:`pending_record` and :meth:`close`
     may be called from any thread.
     """
 
-    def __init__(self, index: WhooshIndex, store_path, *, live: bool = False,
+    def __init__(self, index: SearchIndex, store_path, *, live: bool = False,
                  commit_interval_seconds: float = 1.0, commit_batch: int = 200,
-                 merge_idle_seconds: float = 600.0, memory_bytes: int = 16 * 1024 * 1024,
                  max_queue: int = 64) -> None:
         self.index = index
         self._store_path = store_path
         self.live = live
         self.commit_interval_seconds = commit_interval_seconds
         self.commit_batch = commit_batch
-        self.merge_idle_seconds = merge_idle_seconds
-        self.memory_bytes = memory_bytes
         self.stats = WriterStats()
         self._q: queue.Queue[_Op] = queue.Queue(maxsize=max_queue)
         self._pending_lock = threading.Lock()
         self._pending: dict[str, DocumentRecord | None] = {}   # key -> record (None = row deleted)
         self._thread = threading.Thread(target=self._run, name="index-writer", daemon=True)
         self._closed = False
-        self._live_commits = 0  # live commits (each a new segment) since the last merge
+        self._live_commits = 0  # live commits since the last maintenance
         self._failure: BaseException | None = None
         #: called (in the writer thread) with the sources whose changes a failed write or commit
         #: dropped (None: unknown, maybe all); the daemon schedules a retry pass with it
@@ -232,14 +230,7 @@ class IndexWriter:
         session = None
         upserts: dict[str, DocumentRecord] = {}
         deletes: set[str] = set()
-        # keys to delete from the index at the next commit, through one searcher (deleting key
-        # by key costs a searcher each); Whoosh's deletes reach only committed segments, so a
-        # later add of the same key in this session is not touched by them
-        removals: list[str] = []
         batch_keys: dict[str, DocumentRecord | None] = {}
-        # keys added in the open Whoosh session: Whoosh's delete_by_term and update_document only
-        # reach committed segments, so a second write of such a key must follow a commit
-        session_keys: set[str] = set()
         failed_since_barrier: list[str] = []
         docs_pending = 0
         removes_pending = 0  # of docs_pending: removals (they do not count toward commit_batch)
@@ -251,8 +242,8 @@ class IndexWriter:
 
         def abandon_batch() -> None:
             """Drop the open session and the batch (a failed commit, or an index write that failed
-            half way through a document and left Whoosh's writer inside it): the store keeps its
-            old rows, so the next pass redoes these documents."""
+            half way through a document): the store keeps its old rows, so the next pass redoes
+            these documents."""
             nonlocal session, docs_pending, removes_pending, first_pending_at
             if session is not None:
                 try:
@@ -260,10 +251,8 @@ class IndexWriter:
                 except Exception:
                     pass
             session = None
-            removals.clear()
             upserts.clear()
             deletes.clear()
-            session_keys.clear()
             self._forget_pending(batch_keys)
             docs_pending, removes_pending, first_pending_at = 0, 0, None
 
@@ -271,13 +260,10 @@ class IndexWriter:
             nonlocal session, docs_pending, removes_pending, first_pending_at, dirty_segments, urgent_pending
             urgent_pending = False
             started = time.monotonic()
-            session_keys.clear()
+            token = None
             if session is not None:
                 try:
-                    if removals:
-                        session.delete_many(removals)
-                        removals.clear()
-                    session.commit(merge=not self.live)
+                    token = session.commit(merge=not self.live)
                     dirty_segments = dirty_segments or self.live
                     if self.live:
                         self._live_commits += 1
@@ -294,8 +280,9 @@ class IndexWriter:
                 session = None
             if upserts or deletes:
                 try:
-                    store.write_batch(list(upserts.values()), deletes,
-                                      meta={"index_generation": str(self.index.generation())})
+                    if token is None:
+                        token = self.index.commit_token()
+                    store.write_batch(list(upserts.values()), deletes, meta={"index_generation": token})
                     episode.recovered()
                 except IndexerdError as e:
                     self.stats.commit_errors += 1
@@ -319,7 +306,7 @@ class IndexWriter:
             if session is None:
                 while True:
                     try:
-                        session = self.index.session(memory_bytes=self.memory_bytes)
+                        session = self.index.session()
                         break
                     except RetryLater as e:
                         log.warning("%s; retrying", e)
@@ -330,9 +317,8 @@ class IndexWriter:
             while True:
                 if first_pending_at is not None:
                     timeout = max(0.0, first_pending_at + self.commit_interval_seconds - time.monotonic())
-                elif self.live and dirty_segments:
-                    # many small segments slow every search: merge after a short idle then
-                    idle = 2.0 if self._live_commits >= 16 else self.merge_idle_seconds
+                elif self.live and dirty_segments and \
+                        (idle := self.index.maintenance_delay(self._live_commits)) is not None:
                     timeout = max(0.0, last_work_at + idle - time.monotonic())
                 else:
                     timeout = None
@@ -342,7 +328,7 @@ class IndexWriter:
                     if first_pending_at is not None:
                         commit()
                     elif self.live and dirty_segments:
-                        self._merge()
+                        self._maintain()
                         dirty_segments = False
                     continue
                 last_work_at = time.monotonic()
@@ -363,17 +349,14 @@ class IndexWriter:
                         log.warning("%s", e)
                     continue
                 if op.kind == "remove_many":
-                    if session_keys.intersection(op.rows):
-                        commit()  # an earlier add must be committed before it can be deleted
                     if first_pending_at is None:
                         first_pending_at = time.monotonic()
                     urgent_pending = urgent_pending or op.urgent
-                    need_session()
+                    need_session().delete_many(op.rows)
                     for key in op.rows:
                         batch_keys[key] = None
                         upserts.pop(key, None)
                         deletes.add(key)
-                    removals.extend(op.rows)
                     docs_pending += len(op.rows)
                     removes_pending += len(op.rows)
                     self.stats.docs_deleted += len(op.rows)
@@ -382,8 +365,6 @@ class IndexWriter:
                     elif self.live and urgent_pending and self._q.empty():
                         commit()
                     continue
-                if op.kind in ("index", "remove") and op.key in session_keys:
-                    commit()  # the earlier add must be committed before it can be replaced or deleted
                 if first_pending_at is None:
                     first_pending_at = time.monotonic()
                 urgent_pending = urgent_pending or op.urgent
@@ -391,14 +372,12 @@ class IndexWriter:
                 try:
                     if op.kind == "index":
                         need_session().update(op.doc)
-                        session_keys.add(op.key)
                         docs_pending += 1
                         self.stats.docs_written += 1
                         deletes.discard(op.key)
                         upserts[op.key] = op.record
                     elif op.kind == "remove":
-                        need_session()
-                        removals.append(op.key)
+                        need_session().delete(op.key)
                         docs_pending += 1
                         removes_pending += 1
                         self.stats.docs_deleted += 1
@@ -423,8 +402,7 @@ class IndexWriter:
                         failed_since_barrier.append(f"index write failed in {self.index.path}: {e}")
                         self.stats.write_failures += 1
                         self._notify_failure({op.record.source} if op.record is not None else None)
-                        # Whoosh's writer is left inside the document ("Called start_doc when
-                        # already in a doc" for every later one): start the batch again
+                        # the engine's writer may be left inside the document: start again
                         abandon_batch()
                 batch = self.commit_batch
                 if docs_pending - removes_pending >= batch or len(upserts) >= max(batch, 2000) or \
@@ -454,10 +432,10 @@ class IndexWriter:
                     del self._pending[key]
         batch_keys.clear()
 
-    def _merge(self) -> None:
+    def _maintain(self) -> None:
+        """The index's idle maintenance (a merge); a failure is logged and tried again later."""
         try:
-            session = self.index.session(memory_bytes=self.memory_bytes, timeout_seconds=1.0)
-            session.commit(merge=True)
+            self.index.maintain()
             self.stats.merges += 1
             self._live_commits = 0
         except Exception as e:

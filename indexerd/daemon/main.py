@@ -722,14 +722,14 @@ class Daemon:
 
     @staticmethod
     def _index_status(ix) -> dict:
-        """Documents, bytes and segments of the index; a read that keeps failing is reported in
-        ``error`` instead of failing the whole status."""
+        """The index's status (engine, documents, bytes, segments: :meth:`SearchIndex.status`);
+        a read that keeps failing is reported in ``error`` instead of failing the whole status."""
         if ix is None:
             return {"documents": None, "size_bytes": None, "segments": None}
         try:
-            return {"documents": ix.doc_count(), "size_bytes": ix.size_bytes(), "segments": ix.segment_count()}
+            return ix.status()
         except IndexerdError as e:
-            return {"documents": None, "size_bytes": None, "segments": None, "error": str(e)}
+            return {"engine": ix.engine, "documents": None, "size_bytes": None, "segments": None, "error": str(e)}
 
     def _hosts(self) -> dict:
         """Politeness state of every host a web source talks to (empty without web sources)."""

@@ -1,0 +1,358 @@
+"""The Whoosh engine: :class:`WhooshIndex`, an index in ``<state_dir>/index``.
+
+Outside contract relied on (Whoosh 2.7, the ``whoosh-reloaded`` fork):
+
+- one writer at a time per index, enforced by ``fcntl.flock`` on ``MAIN_WRITELOCK``; the kernel
+  drops the lock when the process dies, so there is never a stale lock (do not delete the file);
+- a commit writes a new TOC and renames it into place, so a kill mid-commit leaves the previous
+  generation readable; readers need no lock and see a snapshot;
+- but a reader *finds* the TOC by listing the directory while the writer renames the new TOC in
+  and deletes the old one, and POSIX leaves it unspecified whether ``readdir`` returns an entry
+  added or removed meanwhile: a listing can see no TOC at all (``EmptyIndexError``, seen in CI
+  from ``ctl status`` during a commit).  Readers retry (:meth:`WhooshIndex._retry_vanished`);
+- ``create_in`` deletes every ``_MAIN_*`` file and writes an empty TOC, so it is only called on a
+  directory that holds no TOC or segment file (a missed TOC must never become an empty index);
+- ``update_document`` on the ``unique`` key field replaces the old copy (re-indexing is idempotent);
+- ``DATETIME`` drops tzinfo, so every date is handed to Whoosh as naive UTC and read back as UTC.
+
+The commit token is the TOC's generation number (``_MAIN_<generation>.toc``), as text.  Stored
+text is kept zlib-compressed in a ``STORED`` field (``text_z``) for snippets.  The patches of
+Whoosh's internals are in :mod:`indexerd.index.whoosh.patches`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import zlib
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
+from indexerd.index.base import Hit, Sort
+from indexerd.index.snippets import snippet
+from indexerd.index.whoosh import patches, queryparse
+from indexerd.index.whoosh.schema import keep_old_names_importable, new_schema
+from indexerd.index.whoosh.session import WhooshSession, naive_utc
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+#: Defaults of ``[index.whoosh]`` when no settings are given.
+DEFAULT_WRITER_MEMORY_BYTES = 16 * 1024 * 1024
+DEFAULT_MERGE_IDLE_SECONDS = 600.0
+#: Live commits (each a small segment) after which a merge runs after only a short idle.
+MERGE_AFTER_COMMITS = 16
+SHORT_IDLE_SECONDS = 2.0
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    if dt is None:
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def holds_index_files(path: Path) -> bool:
+    """True when ``path`` holds a TOC (``_MAIN_<gen>.toc``) or segment file (``MAIN_<id>.*``) of
+    Whoosh's ``MAIN`` index; the lock file alone does not count."""
+    try:
+        return any(name.startswith(("_MAIN_", "MAIN_")) and name != "MAIN_WRITELOCK"
+                   for name in os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def on_disk_generation(path: Path) -> int | None:
+    """The newest committed generation in index directory ``path`` from file names alone (no
+    Whoosh import), or None when there is no index."""
+    best = None
+    try:
+        for name in os.listdir(path):
+            if name.startswith("_MAIN_") and name.endswith(".toc"):
+                try:
+                    gen = int(name[6:-4])
+                except ValueError:
+                    continue
+                best = gen if best is None or gen > best else best
+    except OSError:
+        return None
+    return best
+
+
+class WhooshIndex:
+    """The embedded Whoosh index in directory ``path`` (see :class:`~indexerd.index.base.SearchIndex`).
+
+    Thread safety: readers may be called from any thread (each opens its own searcher); one
+    session at a time, opened by the writer thread.
+    """
+
+    engine = "whoosh"
+
+    def __init__(self, ix, path: Path, *, writer_memory_bytes: int, merge_idle_seconds: float) -> None:
+        self._ix = ix
+        self.path = path
+        self.writer_memory_bytes = writer_memory_bytes
+        self.merge_idle_seconds = merge_idle_seconds
+
+    @classmethod
+    def open(cls, path: Path, settings: Any | None = None, *, create: bool = True) -> "WhooshIndex":
+        """Open (or, with ``create``, create) the index in directory ``path``.
+
+        Raises:
+            IndexUnavailable: no index (``create`` False), or the directory holds something
+                Whoosh cannot read (a corrupt or foreign index); the message says how to rebuild.
+        """
+        from whoosh import index as windex
+
+        patches.install()
+        keep_old_names_importable()
+        path = Path(path)
+        attempt = 0
+        while True:
+            try:
+                if windex.exists_in(str(path)):
+                    ix = windex.open_dir(str(path))
+                elif holds_index_files(path):
+                    # segments but no TOC in this listing: a commit is renaming one in (retry), or
+                    # the TOC is gone for good (the retries run out: corrupt, rebuild)
+                    raise FileNotFoundError(f"{path}: no TOC in this listing")
+                elif create:
+                    path.mkdir(parents=True, exist_ok=True)
+                    ix = windex.create_in(str(path), new_schema())
+                else:
+                    raise IndexUnavailable(f"{path}: no index yet (run `indexerd index` first)")
+                with ix.reader() as r:  # touches the TOC and opens each segment: corrupt files fail here
+                    r.doc_count()
+                    for fieldname in ("key", "content"):
+                        r.field_length(fieldname)
+                        next(iter(r.lexicon(fieldname)), None)
+                break
+            except IndexUnavailable:
+                raise
+            except FileNotFoundError:
+                # a commit replaced the TOC (or a merge removed a segment) between listing the
+                # directory and opening the file: the next generation is already there
+                attempt += 1
+                if attempt > 20:
+                    raise IndexUnavailable(f"{path}: the index has segment files but no readable table "
+                                           f"of contents (or keeps changing under the reader); if this "
+                                           f"persists, rebuild it with `indexerd index --rebuild`") from None
+                time.sleep(0.01 * attempt)
+            except Exception as e:  # Whoosh raises many kinds on a damaged TOC/segment
+                raise IndexUnavailable(
+                    f"{path}: the index cannot be opened ({type(e).__name__}: {e}); "
+                    f"rebuild it with `indexerd index --rebuild`") from None
+        memory = getattr(settings, "writer_memory", None)
+        idle = getattr(settings, "merge_idle", None)
+        return cls(ix, path,
+                   writer_memory_bytes=int(memory) if memory is not None else DEFAULT_WRITER_MEMORY_BYTES,
+                   merge_idle_seconds=float(idle) if idle is not None else DEFAULT_MERGE_IDLE_SECONDS)
+
+    # -- writing ----------------------------------------------------------------------------
+    def session(self, *, timeout_seconds: float = 10.0) -> WhooshSession:
+        """Open the single writer.
+
+        Raises:
+            RetryLater: the writer lock is held by another process for ``timeout_seconds``.
+        """
+        from whoosh.index import LockError
+
+        try:
+            w, lock = patches.open_writer(self._ix, memory_bytes=self.writer_memory_bytes,
+                                          timeout_seconds=timeout_seconds)
+        except LockError:
+            w = None
+        if w is None:
+            raise RetryLater(f"{self.path}: index writer lock is held by another process")
+        return WhooshSession(w, lock)
+
+    def maintenance_delay(self, commits_since: int) -> float | None:
+        """A merge after ``merge_idle`` seconds of idleness, or after 2 s once 16 live commits
+        (16 small segments, which slow every search) have piled up; None with no commit since."""
+        if commits_since <= 0:
+            return None
+        return SHORT_IDLE_SECONDS if commits_since >= MERGE_AFTER_COMMITS else self.merge_idle_seconds
+
+    def maintain(self) -> None:
+        """Merge small segments and rewrite those more than a third deleted (an empty commit
+        with the idle merge policy).
+
+        Raises:
+            RetryLater: another process holds the writer for a second.
+        """
+        self.session(timeout_seconds=1.0).commit(merge=True)
+
+    # -- reading ----------------------------------------------------------------------------
+    def commit_token(self) -> str:
+        """The committed generation number, as text (grows by one per commit).
+
+        Raises:
+            IndexUnavailable: no TOC could be found after retries.
+        """
+        from whoosh.index import EmptyIndexError
+
+        def read() -> str:
+            gen = self._ix.latest_generation()
+            if gen < 0:  # the listing missed the TOC (see the module docstring)
+                raise EmptyIndexError(f"no TOC in {self.path}")
+            return str(gen)
+
+        return self._retry_vanished(read)
+
+    def _retry_vanished(self, fn):
+        """Run ``fn()`` again when a concurrent commit removed the TOC or a segment it was about
+        to read (Whoosh deletes the previous generation's files at each commit), or when the
+        directory listing caught no TOC at all (``EmptyIndexError``, see the module docstring).
+
+        Raises:
+            IndexUnavailable: still failing after 20 tries (about 2 s).
+        """
+        from whoosh.index import EmptyIndexError
+
+        for attempt in range(20):
+            try:
+                return fn()
+            except (FileNotFoundError, EmptyIndexError) as e:
+                if attempt == 19:
+                    raise IndexUnavailable(f"{self.path}: the index keeps changing under the reader "
+                                           f"({type(e).__name__}: {e}); if this persists, rebuild it "
+                                           f"with `indexerd index --rebuild`") from None
+                time.sleep(0.01 * (attempt + 1))
+
+    def doc_count(self) -> int:
+        """Number of live documents."""
+        return self._retry_vanished(self._ix.doc_count)
+
+    def segment_count(self) -> int:
+        """Number of segments in the latest generation."""
+        return self._retry_vanished(lambda: len(self._ix._segments()))
+
+    def keys(self) -> Iterator[tuple[str, str]]:
+        """``(key, source)`` of every live document, streamed from one snapshot (one reader held
+        open until the iteration ends)."""
+        r = self._retry_vanished(self._ix.reader)
+        with r:
+            if r.doc_count_all() == 0:
+                return  # an index with no segments has no columns (Whoosh raises)
+            keys, sources = r.column_reader("key"), r.column_reader("source")
+            for n in r.all_doc_ids():
+                yield keys[n], sources[n]
+
+    def size_bytes(self) -> int:
+        """Bytes on disk (files a concurrent commit removes meanwhile are not counted)."""
+        total = 0
+        for p in self.path.iterdir():
+            try:
+                total += p.stat().st_size if p.is_file() else 0
+            except FileNotFoundError:
+                pass
+        return total
+
+    def status(self) -> dict[str, Any]:
+        """``engine``, ``documents``, ``size_bytes`` and ``segments``."""
+        return {"engine": self.engine, "documents": self.doc_count(), "size_bytes": self.size_bytes(),
+                "segments": self.segment_count()}
+
+    def count(self, query: str | None = None, *, since: datetime | None = None,
+              until: datetime | None = None) -> int:
+        """How many live documents match ``query`` (None: all) with ``since <= last_modified < until``."""
+        if query is None and since is None and until is None:
+            return self.doc_count()
+        return self._with_retries(lambda: self._count_once(query, since, until))
+
+    def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
+               until: datetime | None = None, snippet_chars: int = 240,
+               sort: Sort = "relevance") -> list[Hit]:
+        """Run a query, retrying on a fresh snapshot when a concurrent commit or merge removed a
+        segment file this reader had not opened yet (Whoosh opens segment columns lazily).
+
+        Raises:
+            QueryError: the query is malformed.
+            IndexUnavailable: the index kept failing after retries.
+        """
+        if sort not in ("relevance", "date"):
+            raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
+        return self._with_retries(lambda: self._search_once(query, limit, since, until, snippet_chars, sort))
+
+    def _with_retries(self, fn):
+        attempts = 6
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except QueryError:
+                raise
+            except Exception as e:  # FileNotFoundError, or Whoosh's TypeError on a vanished column
+                if attempt == attempts - 1:
+                    raise IndexUnavailable(f"{self.path}: search failed ({type(e).__name__}: {e}); "
+                                           f"if this persists, rebuild with `indexerd index --rebuild`") from None
+                log.debug("search retry %d after %s: %s", attempt + 1, type(e).__name__, e)
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _date_filter(since: datetime | None, until: datetime | None):
+        from whoosh import query as wq
+
+        if since is None and until is None:
+            return None
+        return wq.DateRange("last_modified", naive_utc(since), naive_utc(until), startexcl=False, endexcl=True)
+
+    def _count_once(self, query: str | None, since, until) -> int:
+        from whoosh import query as wq
+
+        with self._ix.searcher() as searcher:
+            q = wq.Every() if query is None else queryparse.parse(query, self._ix.schema)
+            return len(searcher.search(q, limit=1, filter=self._date_filter(since, until)))
+
+    def _search_once(self, query: str, limit: int, since, until, snippet_chars: int, sort: Sort) -> list[Hit]:
+        with self._ix.searcher() as searcher:
+            q = queryparse.parse(query, self._ix.schema)
+            kwargs = {"sortedby": "last_modified", "reverse": True} if sort == "date" else {}
+            results = searcher.search(q, limit=limit, filter=self._date_filter(since, until), **kwargs)
+            snippet_re = queryparse.snippet_regex(q)
+            hits = []
+            for i, h in enumerate(results, 1):
+                stored = h.fields()
+                text = zlib.decompress(stored["text_z"]).decode("utf-8", "replace") if stored.get("text_z") else ""
+                hits.append(Hit(rank=i, key=stored["key"],
+                                url=stored["key"], path=stored.get("path"),
+                                source=stored.get("source", ""), title=stored.get("title") or "",
+                                last_modified=_aware(stored.get("last_modified")),
+                                date_source=stored.get("date_source"), media_type=stored.get("media_type"),
+                                score=float(h.score or 0.0),
+                                snippet=" ".join(snippet(text, snippet_re, snippet_chars).split())))
+            return hits
+
+    def close(self) -> None:
+        """Release the index object; safe to call twice."""
+        ix, self._ix = getattr(self, "_ix", None), None
+        if ix is not None:
+            ix.close()
+
+
+class WhooshEngine:
+    """The Whoosh engine as :func:`~indexerd.index.base.open_index` sees it (``ENGINE``)."""
+
+    name = "whoosh"
+    format_version = 1
+    extra = None
+
+    def available(self) -> bool:
+        try:
+            import whoosh  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def open(self, path: Path, settings: Any | None, *, create: bool) -> WhooshIndex:
+        return WhooshIndex.open(path, settings, create=create)
+
+    def on_disk_token(self, path: Path) -> str | None:
+        gen = on_disk_generation(path)
+        return None if gen is None else str(gen)
+
+    def holds_index(self, path: Path) -> bool:
+        return holds_index_files(path)

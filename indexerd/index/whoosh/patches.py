@@ -1,0 +1,167 @@
+"""Every change indexerd makes to Whoosh's internals, installed by one :func:`install`.
+
+The patches were written against ``whoosh-reloaded`` 2.7.5 (:data:`WRITTEN_FOR`) and rely on
+private names of that release; each gives the same results as stock Whoosh, faster or in less
+memory:
+
+- **HashWriter compaction** (process-wide): ``whoosh.filedb.filetables.HashWriter`` (the term
+  index of every segment a commit or merge writes) keeps its pending entries in ``array``
+  columns instead of a list of ``(hash, position)`` tuples: 12 bytes per term instead of ~130.
+  The file written is byte-for-byte the same (same hash, slots and order).
+- **Posting pool** (per writer): ``SegmentWriter.pool`` is replaced before the first document by
+  :class:`~indexerd.index.whoosh.postingpool.TermPostingPool`, which yields the same postings.
+- **Field format** (per writer and new schema): text fields analysed by
+  :class:`~indexerd.index.whoosh.analysis.FusedStemmingAnalyzer` get the
+  :class:`~indexerd.index.whoosh.analysis.FusedPositions` format (same posting bytes).
+- **Writer lock** (per writer): the session takes ``MAIN_WRITELOCK`` itself and opens the writer
+  with ``_lk=False``, so the lock is released even when Whoosh's commit or cancel fails before
+  its own release (a read-only or full state dir left the lock's descriptor open for good).
+
+With another Whoosh version, :func:`install` installs none of them and logs one warning: stock
+Whoosh is slower and uses more memory, and gives the same results.  A schema pickled with
+``FusedPositions`` is read either way (the class stays importable); stock writers get plain
+``Positions`` in their schema copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+#: The Whoosh version (``whoosh.__version__``) these patches were written against.
+WRITTEN_FOR = (2, 7, 5)
+
+_lock = threading.Lock()
+_state: bool | None = None  # None: not decided yet; True: installed; False: stock Whoosh
+
+
+def install() -> bool:
+    """Install the process-wide patches once, if the installed Whoosh is :data:`WRITTEN_FOR`.
+
+    Returns True when the patches are in use (then :func:`patch_writer` and :func:`patch_schema`
+    apply theirs), False when stock Whoosh is used (one warning logged, the first time).
+    Thread-safe; later calls return the first answer.
+    """
+    global _state
+    with _lock:
+        if _state is None:
+            import whoosh
+
+            version = tuple(getattr(whoosh, "__version__", ()))
+            if version == WRITTEN_FOR:
+                _compact_hash_writer()
+                _state = True
+            else:
+                log.warning("Whoosh %s is installed, indexerd's speed-ups were written for %s: using "
+                            "stock Whoosh (same results, slower, more memory)",
+                            ".".join(map(str, version)) or "of unknown version",
+                            ".".join(map(str, WRITTEN_FOR)))
+                _state = False
+        return _state
+
+
+def active() -> bool:
+    """True when :func:`install` installed the patches."""
+    return install()
+
+
+def patch_schema(schema) -> None:
+    """Give every text field analysed by ``FusedStemmingAnalyzer`` the ``FusedPositions`` format
+    (patches active), or turn ``FusedPositions`` back into Whoosh's ``Positions`` (stock).  Used
+    on a new index's schema and on each writer's copy (an index created before the format existed
+    records it at its next commit)."""
+    from whoosh.formats import Positions
+
+    from indexerd.index.whoosh.analysis import FusedPositions, FusedStemmingAnalyzer
+
+    on = install()
+    for _name, field in schema.items():
+        fmt = getattr(field, "format", None)
+        if on and type(fmt) is Positions and type(getattr(field, "analyzer", None)) is FusedStemmingAnalyzer:
+            field.format = FusedPositions(field_boost=fmt.field_boost, **fmt.options)
+        elif not on and type(fmt) is FusedPositions:
+            field.format = Positions(field_boost=fmt.field_boost, **fmt.options)
+
+
+def open_writer(ix, *, memory_bytes: int, timeout_seconds: float):
+    """Take the write lock and open a segment writer on ``ix``; returns ``(writer, lock)``.
+
+    Patches active: the lock is ours (``lock.release()`` must be called whatever happens; Whoosh
+    releases it too at the end of a good commit or cancel) and the writer gets our posting pool
+    and field format.  Stock: Whoosh takes and releases its own lock; ``lock`` is None.
+    ``memory_bytes`` bounds the posting buffer before it spills to temp files.
+
+    Raises:
+        whoosh.index.LockError: the lock is held for ``timeout_seconds`` (stock path); the
+            patched path returns ``(None, None)`` instead.
+    """
+    from whoosh.util.filelock import try_for
+
+    limitmb = max(8, memory_bytes // (1024 * 1024))
+    # compound=False: a searcher then maps segment files instead of copying a compound file into
+    # memory on every open
+    if not install():
+        w = ix.writer(limitmb=limitmb, compound=False, timeout=timeout_seconds, delay=0.1)
+        patch_schema(w.schema)
+        return w, None
+    from indexerd.index.whoosh.postingpool import TermPostingPool
+
+    lock = ix.lock("WRITELOCK")
+    if not try_for(lock.acquire, timeout=timeout_seconds, delay=0.1):
+        return None, None
+    try:
+        w = ix.writer(limitmb=limitmb, compound=False, _lk=False)
+        patch_schema(w.schema)
+        w.pool = TermPostingPool(w._tempstorage, limit_bytes=memory_bytes)
+    except BaseException:
+        lock.release()
+        raise
+    w.writelock = lock  # Whoosh releases it at the end of a good commit or cancel
+    return w, lock
+
+
+def _compact_hash_writer() -> None:
+    """Make ``HashWriter`` keep pending entries in ``array`` columns (see the module docstring);
+    the bytes written are the same (``tests/test_index.py`` compares them)."""
+    from array import array
+
+    from whoosh.filedb import filetables as ft
+
+    original_init = ft.HashWriter.__init__
+    pointer = ft._pointer
+
+    def __init__(self, dbfile, *args, **kwargs):
+        original_init(self, dbfile, *args, **kwargs)
+        self.buckets = [array("I") for _ in range(256)]  # hash values (32-bit: see ft.md5_hash)
+        self._positions = [array("q") for _ in range(256)]  # file positions (ft._pointer "q")
+
+    def add(self, key, value):
+        dbfile = self.dbfile
+        pos = dbfile.tell()
+        dbfile.write(ft._lengths.pack(len(key), len(value)))
+        dbfile.write(key)
+        dbfile.write(value)
+        h = self.hashfn(key)
+        self.buckets[h & 255].append(h)
+        self._positions[h & 255].append(pos)
+
+    def _write_hashes(self):
+        dbfile = self.dbfile
+        null = (0, 0)
+        for hashes, positions in zip(self.buckets, self._positions):
+            pos = dbfile.tell()
+            numslots = 2 * len(hashes)
+            self.directory.append((pos, numslots))
+            hashtable = [null] * numslots
+            for hashval, position in zip(hashes, positions):
+                slot = (hashval >> 8) % numslots
+                while hashtable[slot] != null:
+                    slot = (slot + 1) % numslots
+                hashtable[slot] = (hashval, position)
+            dbfile.write(b"".join(pointer.pack(h, p) for h, p in hashtable))
+
+    ft.HashWriter.__init__ = __init__
+    ft.HashWriter.add = add
+    ft.HashWriter._write_hashes = _write_hashes

@@ -1,0 +1,157 @@
+"""One Whoosh write session: the single writer, with "last write wins per key" until commit.
+
+Whoosh's own rules for an uncommitted batch are not the writer's problem: ``update_document``
+and ``delete_by_term`` reach only *committed* segments, so adding a key twice before a commit
+would leave both copies, and deleting a key added in the same batch would not delete it.  This
+session remembers the document number of every key it added; a second write of the key marks
+the earlier copy deleted in the segment being written (``SegmentWriter.newsegment``, whose
+deletion set is saved with the segment at commit), so the last write wins.
+
+Deletes of committed documents are collected and applied at commit through one searcher
+(Whoosh's ``delete_by_term`` opens a searcher over every segment per call).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import zlib
+from collections.abc import Iterable
+from datetime import timezone
+
+from indexerd.index.base import SNIPPET_TEXT_CAP_BYTES, IndexDoc
+from indexerd.index.whoosh.mergepolicy import drop_empty, reclaim_and_merge_small
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+#: the temp name Whoosh writes a TOC to before renaming it to ``_MAIN_<generation>.toc``
+_TEMP_TOC = re.compile(r"_MAIN_\d+\.toc\.[0-9.e+-]+")
+
+
+def naive_utc(dt):
+    """Whoosh's ``DATETIME`` drops tzinfo: hand it naive UTC."""
+    if dt is None:
+        return None
+    return dt.astimezone(UTC).replace(tzinfo=None)
+
+
+class WhooshSession:
+    """An open Whoosh writer, the write lock taken for it (None on stock Whoosh, which holds its
+    own), and the keys this session wrote.
+
+    Whoosh releases its write lock at the very end of ``commit``/``cancel``, after removing its
+    temp files; when that fails (a read-only or full state dir) the lock's file descriptor would
+    stay open and this process could never write again, so the lock is released here whatever
+    happens.  Used by one thread.
+    """
+
+    def __init__(self, writer, lock) -> None:
+        self._w = writer
+        self._lock = lock
+        self._added: dict[str, int] = {}   # key -> its document number in the new segment
+        self._removals: set[str] = set()   # keys whose committed copies go at commit
+
+    def _release(self) -> None:
+        if self._lock is not None and getattr(self._lock, "fd", None) is not None:
+            try:
+                self._lock.release()
+            except OSError:
+                pass
+
+    def _forget_added(self, key: str) -> None:
+        local = self._added.pop(key, None)
+        if local is not None:
+            self._w.newsegment.delete_document(local)
+
+    def update(self, doc: IndexDoc) -> None:
+        """Add ``doc``, replacing the committed copy and any copy added in this session."""
+        shown = doc.content if doc.snippet_text is None else doc.snippet_text
+        text_bytes = shown.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
+        self._forget_added(doc.key)
+        local = self._w.docnum - self._w.docbase
+        self._w.update_document(
+            key=doc.key, source=doc.source, path=doc.path, title=doc.title, content=doc.content,
+            text_z=zlib.compress(text_bytes, 6), last_modified=naive_utc(doc.last_modified),
+            date_source=doc.date_source, media_type=doc.media_type, size=doc.size)
+        self._added[doc.key] = local
+        # update_document deleted the committed copies already
+        self._removals.discard(doc.key)
+
+    def delete(self, key: str) -> None:
+        """Delete ``key``: its copy added in this session now, its committed copies at commit."""
+        self._forget_added(key)
+        self._removals.add(key)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """:meth:`delete` for every key."""
+        for key in keys:
+            self.delete(key)
+
+    def _apply_removals(self) -> int:
+        """Delete the committed documents of the collected keys through one searcher."""
+        from whoosh.query import Term
+
+        keys, self._removals = self._removals, set()
+        if not keys:
+            return 0
+        with self._w.searcher() as s:
+            reader = s.reader()
+            if reader.doc_count_all() == 0:  # nothing committed yet (an empty reader has no columns)
+                return 0
+            # one term lookup per key and segment, or one pass over the key column (sortable):
+            # the column wins once the keys outnumber about a fifth of the documents per segment
+            if len(keys) * len(reader.leaf_readers()) * 5 > reader.doc_count_all():
+                docnums = [d for d, k in enumerate(reader.column_reader("key")) if k in keys]
+            else:
+                docnums = [d for k in keys for d in s.docs_for_query(Term("key", k), for_deletion=True)]
+            for d in docnums:
+                self._w.delete_document(d)
+        return len(docnums)
+
+    def commit(self, *, merge: bool) -> str:
+        """Apply the deletes and commit; returns the new generation as the commit token.  With
+        ``merge`` the idle merge policy runs, else only segments left empty are dropped."""
+        try:
+            self._apply_removals()
+            # both drop segments with no live document; only a merge rewrites (see mergepolicy)
+            self._w.commit(mergetype=reclaim_and_merge_small if merge else drop_empty)
+        except BaseException:
+            self._remove_temp_tocs()  # still under our lock: no other writer can be making one
+            try:
+                if not self._w.is_closed:
+                    self._w.cancel()
+            except Exception:
+                pass
+            raise
+        finally:
+            self._release()
+        self._added.clear()
+        return str(self._w.generation)
+
+    def _remove_temp_tocs(self) -> None:
+        """Remove the ``_MAIN_<gen>.toc.<time>`` file a failed commit leaves (Whoosh writes the
+        TOC to that name, then renames it; a full or read-only disk stops it in between)."""
+        folder = getattr(getattr(self._w, "storage", None), "folder", None)
+        if folder is None:
+            return
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            if _TEMP_TOC.fullmatch(name):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except OSError as e:
+                    log.warning("cannot remove %s: %s", os.path.join(folder, name), e.strerror)
+
+    def cancel(self) -> None:
+        """Drop the session's writes and release the writer."""
+        try:
+            if not self._w.is_closed:
+                self._w.cancel()
+        finally:
+            self._release()
+            self._added.clear()
+            self._removals.clear()
