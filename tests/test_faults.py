@@ -5,7 +5,7 @@ The daemon runs through :class:`test_daemon.DaemonUnderTest` (its config, start,
 ``ctl`` helpers).  Polling loops ask the daemon through :func:`indexerd.daemon.control.request` in
 process (the same JSON request ``indexerd ctl status`` sends): a CLI subprocess every 50 ms would
 steal the CPU the daemon needs on a 2-core machine.  What is compared with the disk is read from
-the index files themselves (:class:`indexerd.index.WhooshIndex`, readers take no lock) -- every live
+the index files themselves (:mod:`indexerd.index`, readers take no lock) -- every live
 document, so a key indexed twice shows -- and from ``indexerd ctl search --json``.
 
 The state dir of the disk-full and read-only cases is a small tmpfs (root only: mount); the
