@@ -280,7 +280,9 @@ def test_guess_media_type(name: str | None, head: bytes, declared: str | None,
 
 
 def test_indexable_types() -> None:
-    assert INDEXABLE_TYPES == {MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF}
+    from indexerd.extract.formats import FORMAT_TYPES
+
+    assert INDEXABLE_TYPES == {MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF} | FORMAT_TYPES
 
 
 def test_skip_reasons() -> None:

@@ -509,7 +509,8 @@ DEFAULT_META_MAP = MetaMap((MetaMapEntry("last-modified", True),))
 
 #: Names valid in a source's ``date_sources`` order.  header/mtime/column/protocol all name the
 #: protocol slot (whichever kind the source supplies).
-DATE_SOURCE_NAMES = ("meta", "header", "mtime", "column", "protocol", "sitemap", "fallback")
+DATE_SOURCE_NAMES = ("meta", "document", "header", "mtime", "column", "protocol", "sitemap",
+                     "fallback")
 _PROTOCOL_SLOT_NAMES = frozenset({"header", "mtime", "column", "protocol"})
 _PROTOCOL_KINDS = ("header", "mtime", "column")
 
@@ -526,6 +527,9 @@ class DateEvidence:
         protocol_kind: ``header`` | ``mtime`` | ``column``; the stored source name if it wins.
         sitemap: the sitemap ``<lastmod>`` (text or datetime), if any.
         server_date: the HTTP response's Date header, if any.
+        document: the document's own date as ``(property, raw text)``: Office core
+            ``dcterms:modified``, OpenDocument ``dc:date``, EPUB ``dcterms:modified``/``dc:date``,
+            mail ``Date``, RTF ``revtim`` (``Extracted.document_date``); None if it has none.
 
     Raises:
         ValueError: protocol_kind is not one of the three kinds.
@@ -537,6 +541,7 @@ class DateEvidence:
     protocol_kind: str = "header"
     sitemap: str | datetime | None = None
     server_date: str | datetime | None = None
+    document: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.protocol_kind not in _PROTOCOL_KINDS:
@@ -550,7 +555,8 @@ class ResolvedDate:
 
     Attributes:
         value: aware UTC, whole seconds (truncated, like :func:`format_utc`); always set.
-        source: ``meta:<name>`` | ``header`` | ``mtime`` | ``column`` | ``sitemap`` |
+        source: ``meta:<name>`` | ``document:<property>`` (``document:dcterms:modified``) |
+            ``header`` | ``mtime`` | ``column`` | ``sitemap`` |
             ``fallback`` (the response Date or the fetch time: when we looked, not when it
             changed; the decision treats it as no date).
         notes: one per candidate looked at, in order: ``"<slot>: <note>"`` with the note word
@@ -629,8 +635,9 @@ def resolve_date(evidence: DateEvidence, meta_map: MetaMap = DEFAULT_META_MAP,
     """Pick the document's date: the first usable candidate in order, else the fallback.
 
     Default order (``order`` None; Verity Spider map file + FDSE chain): meta entries flagged
-    Y (map order), the protocol date (HTTP Last-Modified, file mtime or SQL column), meta
-    entries flagged N, the sitemap ``<lastmod>``, the fallback.  With an explicit ``order``
+    Y (map order), the document's own date (``document``: what its format records as last
+    modified, like a Y meta tag), the protocol date (HTTP Last-Modified, file mtime or SQL
+    column), meta entries flagged N, the sitemap ``<lastmod>``, the fallback.  With an explicit ``order``
     (see :func:`validate_order`) the slots come in that order; its ``meta`` slot tries every
     map entry in map order whatever its flag.  A map entry absent from the document is skipped
     (note ``missing``).
@@ -661,12 +668,15 @@ def resolve_date(evidence: DateEvidence, meta_map: MetaMap = DEFAULT_META_MAP,
     meta_n = [e for e in meta_map.entries if not e.override]
     protocol = [(evidence.protocol_kind, evidence.protocol)]
     sitemap = [("sitemap", evidence.sitemap)]
+    document = ([(f"document:{evidence.document[0]}", evidence.document[1])]
+                if evidence.document is not None else [("document", None)])
 
     def metas(entries: list[MetaMapEntry]) -> list[tuple[str, str | None]]:
         return [(f"meta:{e.name}", meta.get(e.name)) for e in entries]
 
     if order is None:
-        candidates = metas(meta_y) + protocol + metas(meta_n) + sitemap
+        candidates = metas(meta_y) + (document if evidence.document is not None else []) \
+            + protocol + metas(meta_n) + sitemap
     else:
         candidates = []
         for name in validate_order(order):
@@ -676,6 +686,8 @@ def resolve_date(evidence: DateEvidence, meta_map: MetaMap = DEFAULT_META_MAP,
                 candidates += protocol
             elif name == "sitemap":
                 candidates += sitemap
+            elif name == "document":
+                candidates += document
 
     for label, raw in candidates:
         check, detail = _examine(raw, reference)

@@ -22,7 +22,7 @@ from typing import Callable
 from indexerd.core import decide as decide_mod
 from indexerd.core.dates import DateEvidence, MetaMap, resolve_date
 from indexerd.core.errors import SkipDocument
-from indexerd.extract import content_hash, extract
+from indexerd.extract import DEFAULT_MAX_BYTES, content_hash, extract
 from indexerd.index import IndexDoc
 from indexerd.core.store import DocumentRecord, Store
 
@@ -168,6 +168,9 @@ class Policy:
     meta_map: MetaMap
     date_order: tuple[str, ...] | None = None
     settings: decide_mod.DecideSettings = field(default_factory=decide_mod.DecideSettings)
+    #: the source's ``max_size``: also the cap on decompressed bytes (compressed files, Office
+    #: and ODF parts)
+    max_bytes: int = DEFAULT_MAX_BYTES
 
 
 @dataclass(frozen=True)
@@ -373,7 +376,8 @@ class Pipeline:
         same content under another URL): this one is then skipped as ``duplicate``, its alias.
         """
         try:
-            ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name)
+            ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name,
+                         max_bytes=policy.max_bytes)
         except SkipDocument as e:
             return self.skip(f.key, f.source, e.reason, e.detail or f.url, counts, size=f.size,
                              mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
@@ -403,7 +407,8 @@ class Pipeline:
             return replace(out, links=PageLinks.of(ex), key=f.key)
         resolved = resolve_date(
             DateEvidence(fetched_at=f.fetched_at, meta=ex.meta, protocol=f.protocol_date,
-                         protocol_kind=f.protocol_kind, sitemap=f.sitemap_date, server_date=f.server_date),
+                         protocol_kind=f.protocol_kind, sitemap=f.sitemap_date, server_date=f.server_date,
+                         document=ex.document_date),
             policy.meta_map, policy.date_order)
         title = f.title if f.title else (ex.title or fallback_title)
         chash = content_hash(title, ex.text)

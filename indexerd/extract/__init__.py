@@ -23,6 +23,7 @@ from collections.abc import Callable
 from indexerd.core.errors import SkipDocument
 from indexerd.extract.decode import decode_text
 from indexerd.extract.extracted import (
+    DEFAULT_MAX_BYTES,
     INDEXABLE_TYPES,
     MEDIA_HTML,
     MEDIA_MARKDOWN,
@@ -42,6 +43,7 @@ from indexerd.extract.sniff import (
     guess_media_type,
     parse_content_type,
 )
+from indexerd.extract.formats import FORMAT_TYPES
 from indexerd.extract.text import extract_plain_text
 
 __all__ = [
@@ -68,6 +70,7 @@ def extract(
     charset: str | None = None,
     base_url: str | None = None,
     name: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Extracted:
     """Turn one document's bytes into an :class:`Extracted`.
 
@@ -80,6 +83,10 @@ def extract(
         base_url: the document's URL, for resolving relative links; ``None`` keeps them as
             written.
         name: file name, path or URL, for the extension and for error details.
+        max_bytes: the source's size cap, applied to decompressed bytes (compressed files,
+            Office/ODF/EPUB parts); the types of :data:`indexerd.extract.formats.FORMAT_TYPES`
+            go to :func:`indexerd.extract.formats.hook.extract_format` (a worker process, with
+            ``timeout`` and ``too-large`` as further skip reasons).
 
     Raises:
         SkipDocument: ``"empty"`` (0 bytes, whitespace only, or no title and no text, even
@@ -102,7 +109,13 @@ def extract(
         shown = parse_content_type(media_type)[0] or extension_of(name) or "unknown"
         raise SkipDocument(why, f"{label}: {shown} is not indexed")
     charset = charset or parse_content_type(media_type)[1]
-    result = EXTRACTORS[kind](data, charset=charset, base_url=base_url, name=name)
+    if kind in FORMAT_TYPES:
+        from indexerd.extract.formats.hook import extract_format
+
+        result = extract_format(data, kind, name=name, label=label, max_bytes=max_bytes,
+                                base_url=base_url)
+    else:
+        result = EXTRACTORS[kind](data, charset=charset, base_url=base_url, name=name)
     if not (result.title or result.text or result.refresh):
         raise SkipDocument("empty", f"{label}: no title and no text")
     return result

@@ -10,11 +10,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from indexerd.extract.formats import FORMAT_TYPES
+
 MEDIA_HTML = "text/html"
 MEDIA_TEXT = "text/plain"
 MEDIA_MARKDOWN = "text/markdown"
 MEDIA_PDF = "application/pdf"
-INDEXABLE_TYPES: frozenset[str] = frozenset({MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF})
+INDEXABLE_TYPES: frozenset[str] = frozenset({MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF}) \
+    | FORMAT_TYPES
+
+DEFAULT_MAX_BYTES = 20 * 1000 * 1000
+"""The size cap of extraction when the caller gives none (the config's default ``max_size``);
+for compressed files and containers it applies to the decompressed bytes."""
 
 TITLE_MAX_CHARS = 300
 """HTML titles are cut here (an unclosed ``<title>`` swallows the rest of the document)."""
@@ -57,6 +64,10 @@ class Extracted:
             a page-level header or footer, DocBook's navheader/navfooter); ``None`` when the
             page has none of these, it is empty, or the page went through the streaming parser.
             Snippets are taken from it; the whole ``text`` stays searchable.
+        document_date: the document's own date as ``(property, raw text)`` -- Office core
+            ``dcterms:modified``, OpenDocument ``dc:date``, EPUB ``dcterms:modified`` or
+            ``dc:date``, mail ``Date``, RTF ``revtim`` (:mod:`indexerd.extract.formats`) -- for
+            the date chain's ``document`` source; ``None`` for the other types.
 
     Instances are immutable and safe to share between threads. ``meta`` is left out of
     ``hash()`` (a mapping is not hashable) but not out of ``==``.
@@ -73,6 +84,7 @@ class Extracted:
     nofollow: bool
     refresh: tuple[int, str] | None = None
     main_text: str | None = None
+    document_date: tuple[str, str] | None = None
 
     @property
     def redirect(self) -> str | None:

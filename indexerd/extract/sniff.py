@@ -10,6 +10,7 @@ import re
 
 from indexerd.extract.decode import BOMS, codec_for_label
 from indexerd.extract.extracted import MEDIA_HTML, MEDIA_MARKDOWN, MEDIA_PDF, MEDIA_TEXT
+from indexerd.extract.formats import format_of
 
 SNIFF_BYTES = 8192
 """How many leading bytes the media-type and binary sniffing look at."""
@@ -87,6 +88,11 @@ def classify(
     head = head[:SNIFF_BYTES]
     declared_type, declared_charset = parse_content_type(declared)
     charset = charset or declared_charset
+    extension = extension_of(name)
+    other = format_of(name, head, declared_type, sniff=extension not in _BINARY_EXTENSIONS
+                      and extension not in _EXTENSION_TYPES)
+    if other is not None:  # Office, OpenDocument, EPUB, RTF, mail, compressed
+        return other, ""
     if declared_type in _DECLARED_TYPES:
         claimed: str | None = _DECLARED_TYPES[declared_type]
     elif declared_type.startswith("text/") or declared_type.endswith(("+xml", "+json")):

@@ -61,7 +61,7 @@ class FileSource:
         self.policy = policy
         self.matcher = PathMatcher(cfg.include, cfg.exclude)
         self.pipeline_policy = Policy(
-            meta_map=meta_map, date_order=policy.date_sources,
+            meta_map=meta_map, date_order=policy.date_sources, max_bytes=policy.max_size_bytes,
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
                                     strict_dates=policy.strict_dates))
 

@@ -86,7 +86,7 @@ class SqlFeed:
         self._engine = None
         self.max_size_bytes = policy.max_size_bytes
         self.pipeline_policy = Policy(
-            meta_map=meta_map, date_order=policy.date_sources,
+            meta_map=meta_map, date_order=policy.date_sources, max_bytes=policy.max_size_bytes,
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
                                     strict_dates=policy.strict_dates))
         self.rows = SqlRows(cfg, self.max_size_bytes, self.pipeline_policy)

@@ -160,7 +160,7 @@ class WebSource:
         self.token = cfg.user_agent.split("/")[0].split()[0]
         self.robots = RobotsCache(token=self.token)
         self.pipeline_policy = Policy(
-            meta_map=meta_map, date_order=policy.date_sources,
+            meta_map=meta_map, date_order=policy.date_sources, max_bytes=policy.max_size_bytes,
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
                                     strict_dates=policy.strict_dates))
         self.mirror = None

@@ -1,0 +1,283 @@
+"""Extraction in worker processes with a time and a memory bound (the formats of
+:data:`indexerd.extract.formats.ISOLATED_TYPES`), as Recoll runs its filters as separate
+processes: a parser that hangs, loops or exhausts memory on a hostile file costs one skipped
+document and one re-spawned worker, never the daemon or the pass.
+
+A :class:`WorkerPool` keeps up to ``workers`` long-lived processes (``python -m
+indexerd.extract.worker``, started on first use).  A caller takes an idle worker (waiting while
+all are busy: that wait is not part of the time bound), sends the document, and waits for the
+reply at most ``timeout_seconds``:
+
+- no reply in time: the worker is killed (SIGKILL) and the document skipped ``timeout``;
+- the worker hit its address-space bound (``RLIMIT_AS``, a ``MemoryError`` in the parser):
+  skipped ``too-large``, and that worker exits;
+- the worker died (a signal: a crash in native code, the kernel's OOM killer): skipped
+  ``parse-error`` naming the signal.
+
+A skipped file is retried only when it changes: the file source reads a file again only when
+its stat changes, and a web page is asked with a conditional GET (``indexerd.core.pipeline``,
+``indexerd.sources.files.scan``).  HTML, text, Markdown and PDF stay in the calling process
+(the fast path; their extractors are bounded by design, see ``indexerd.extract``).
+
+Thread-safe: any number of threads may call :meth:`WorkerPool.extract` at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from indexerd.core.errors import SkipDocument
+from indexerd.extract.formats import DocumentText
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">I")
+#: A reply larger than this is refused (parse-error): text is bounded by the input's size.
+MAX_REPLY_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of the extraction workers.
+
+    Attributes:
+        timeout_seconds: wall-clock time one document may take in a worker (> 0).
+        memory_bytes: address space one document may add to a worker's own (the worker's size
+            after importing its libraries, about 60 MB); 0: no bound.
+        workers: processes kept at most (each idle one costs about 30 MB resident).
+    """
+
+    timeout_seconds: float = 60.0
+    memory_bytes: int = 1024 * 1024 * 1024
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.timeout_seconds > 0 or self.memory_bytes < 0 or self.workers < 1:
+            raise ValueError(f"bad extraction limits: {self!r}")
+
+
+class _WorkerLost(Exception):
+    """The worker cannot be used any more; ``reason``/``detail`` say what to skip with."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class _Worker:
+    """One child process and its pipes."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        env = dict(os.environ)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "indexerd.extract.worker", str(memory_bytes)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=env)
+        self.calls = 0
+
+    def call(self, request: bytes, timeout_seconds: float, label: str) -> dict:
+        import msgspec
+
+        deadline = time.monotonic() + timeout_seconds
+        try:
+            self.proc.stdin.write(_HEADER.pack(len(request)) + request)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise self._lost(label, f"cannot send: {exc}") from None
+        header = self._read(_HEADER.size, deadline, timeout_seconds, label)
+        (size,) = _HEADER.unpack(header)
+        if size > MAX_REPLY_BYTES:
+            raise _WorkerLost("parse-error", f"{label}: reply of {size} bytes refused")
+        self.calls += 1
+        return msgspec.msgpack.decode(self._read(size, deadline, timeout_seconds, label))
+
+    def _read(self, n: int, deadline: float, timeout_seconds: float, label: str) -> bytes:
+        fd = self.proc.stdout.fileno()
+        parts, got = [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.kill()
+                raise _WorkerLost("timeout", f"{label}: extraction took more than "
+                                             f"{timeout_seconds:g} s")
+            chunk = os.read(fd, min(n - got, 1 << 20))
+            if not chunk:
+                raise self._lost(label, "no reply")
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    def _lost(self, label: str, what: str) -> _WorkerLost:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            return _WorkerLost("parse-error", f"{label}: the extraction worker died ({name})")
+        return _WorkerLost("parse-error", f"{label}: the extraction worker ended ({what}, "
+                                          f"exit {code})")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # unkillable (D state): leave it to the kernel
+            log.warning("extraction worker %d did not end after SIGKILL", self.proc.pid)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """End the worker: close its input (it exits), kill it if it lingers."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+
+class WorkerPool:
+    """Long-lived extraction workers with :class:`Limits` (see the module docstring)."""
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
+        self._slots = threading.BoundedSemaphore(self.limits.workers)
+        self._closed = False
+        #: workers started in all (the first ones and each re-spawn), for tests and status
+        self.spawned = 0
+
+    def extract(self, media_type: str, data: bytes, label: str, max_bytes: int) -> DocumentText:
+        """Extract one document in a worker.
+
+        Args:
+            media_type: one of :data:`indexerd.extract.formats.ISOLATED_TYPES`.
+            data: the whole document.
+            label: file name or URL for messages.
+            max_bytes: the source's size cap, applied to decompressed bytes by the extractor.
+
+        Raises:
+            SkipDocument: the extractor's (``too-large``, ``parse-error``), or ``timeout``,
+                ``too-large`` (memory bound), ``parse-error`` (the worker died).
+            RuntimeError: the pool is closed.
+        """
+        import msgspec
+
+        request = msgspec.msgpack.encode([media_type, label, max_bytes, data])
+        with self._slots:
+            worker = self._take()
+            try:
+                reply = worker.call(request, self.limits.timeout_seconds, label)
+            except _WorkerLost as lost:
+                self._drop(worker)
+                log.warning("extraction of %s: %s", label, lost.detail)
+                raise SkipDocument(lost.reason, lost.detail) from None
+            except BaseException:
+                self._drop(worker)
+                raise
+            if reply.get("retire"):
+                self._drop(worker)
+            else:
+                self._give_back(worker)
+        if "ok" in reply:
+            title, text, kind, date_property, date_value, meta = reply["ok"]
+            return DocumentText(title, text, kind, date_property, date_value,
+                                tuple((str(k), str(v)) for k, v in meta))
+        reason, detail = reply["skip"]
+        raise SkipDocument(reason, detail)
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the extraction pool is closed")
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.alive():
+                    self._busy.add(worker)
+                    return worker
+                worker.kill()
+            self.spawned += 1
+            worker = _Worker(self.limits.memory_bytes)
+            self._busy.add(worker)
+            return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            self._busy.discard(worker)
+            if self._closed:
+                worker.close()
+            else:
+                self._idle.append(worker)
+
+    def _drop(self, worker: _Worker) -> None:
+        with self._lock:
+            self._busy.discard(worker)
+        worker.kill()
+
+    def pids(self) -> list[int]:
+        """Process ids of the live workers (idle and busy)."""
+        with self._lock:
+            return [w.proc.pid for w in [*self._idle, *self._busy] if w.alive()]
+
+    def close(self) -> None:
+        """End every idle worker now and each busy one when its call returns.  Safe to call
+        twice."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.close()
+
+
+_default: WorkerPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    """The process-wide pool (created on first use with :func:`configure`'s limits, ended at
+    interpreter exit)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._closed:
+            _default = WorkerPool(_configured)
+            atexit.register(_default.close)
+        return _default
+
+
+_configured = Limits()
+
+
+def configure(limits: Limits) -> None:
+    """Set the limits of the process-wide pool; a running pool is closed (its workers end) and
+    the next extraction starts one with the new limits."""
+    global _configured, _default
+    with _default_lock:
+        _configured = limits
+        old, _default = _default, None
+    if old is not None:
+        old.close()
