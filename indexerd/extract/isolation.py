@@ -42,6 +42,8 @@ from indexerd.extract.formats import DocumentText
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">I")
+#: How long a new worker may take to import its libraries (not part of any document's bound).
+STARTUP_SECONDS = 60.0
 #: A reply larger than this is refused (parse-error): text is bounded by the input's size.
 MAX_REPLY_BYTES = 512 * 1024 * 1024
 
@@ -85,6 +87,23 @@ class _Worker:
             [sys.executable, "-m", "indexerd.extract.worker", str(memory_bytes)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=env)
         self.calls = 0
+
+    def wait_ready(self, timeout_seconds: float) -> None:
+        """Wait for the worker's ``ready`` frame (its imports done, its limit set), so that
+        start-up never counts against a document's time bound.
+
+        Raises:
+            _WorkerLost: it did not start in time or ended.
+        """
+        import msgspec
+
+        deadline = time.monotonic() + timeout_seconds
+        header = self._read(_HEADER.size, deadline, timeout_seconds, "worker start")
+        (size,) = _HEADER.unpack(header)
+        reply = msgspec.msgpack.decode(self._read(size, deadline, timeout_seconds, "worker start"))
+        if not isinstance(reply, dict) or "ready" not in reply:
+            self.kill()
+            raise _WorkerLost("parse-error", f"the extraction worker did not start: {reply!r}")
 
     def call(self, request: bytes, timeout_seconds: float, label: str) -> dict:
         import msgspec
@@ -222,9 +241,15 @@ class WorkerPool:
                     return worker
                 worker.kill()
             self.spawned += 1
-            worker = _Worker(self.limits.memory_bytes)
+        worker = _Worker(self.limits.memory_bytes)  # outside the lock: start-up takes ~0.3 s
+        with self._lock:
             self._busy.add(worker)
-            return worker
+        try:
+            worker.wait_ready(STARTUP_SECONDS)
+        except _WorkerLost as lost:
+            self._drop(worker)
+            raise RuntimeError(f"cannot start an extraction worker: {lost.detail}") from None
+        return worker
 
     def _give_back(self, worker: _Worker) -> None:
         with self._lock:

@@ -4,13 +4,16 @@
 Run as ``python -m indexerd.extract.worker MEMORY_BYTES``.  It reads requests from stdin and
 writes replies to stdout, each a frame: a 4-byte big-endian length, then a msgpack value.
 
+- first, unasked, once its libraries are imported and its limit set: ``{"ready": pid}``
 - request: ``[media_type, label, max_bytes, data]``
 - reply: ``{"ok": [title, text, media_type, date_property, date_value, meta]}`` or
   ``{"skip": [reason, detail], "retire": bool}`` (``retire``: the worker exits after
   this reply, its memory state no longer to be trusted after a ``MemoryError``).
 
-It ends at end of input (the parent closed the pipe or died) and, through Linux's
-``PR_SET_PDEATHSIG``, when its parent dies mid-parse.  Limits: ``RLIMIT_AS`` (virtual memory;
+It ends at end of input (the parent closed the pipe or died) and, when its parent dies
+mid-parse, within a second (a thread watches ``getppid()``; Linux's ``PR_SET_PDEATHSIG`` is
+not used: it fires when the parent *thread* that spawned the worker ends, and the daemon's
+threads come and go).  Limits: ``RLIMIT_AS`` (virtual memory;
 a ``malloc`` past it fails, which Python raises as ``MemoryError``) set before any document is
 read; the time bound is the parent's (it kills the worker).
 """
@@ -20,9 +23,10 @@ from __future__ import annotations
 import importlib
 import os
 import resource
-import signal
 import struct
 import sys
+import threading
+import time
 from typing import BinaryIO
 
 from indexerd.core.errors import SkipDocument
@@ -41,6 +45,7 @@ EXTRACTORS: dict[str, tuple[str, str]] = {
     F.MEDIA_MBOX: ("indexerd.extract.formats.mail", "extract_mbox"),
 }
 _HEADER = struct.Struct(">I")
+PARENT_POLL_SECONDS = 1.0
 
 
 def run_extractor(media_type: str, data: bytes, label: str, max_bytes: int) -> F.DocumentText:
@@ -99,14 +104,16 @@ def _answer(request: list) -> dict:
                    result.date_value, [list(pair) for pair in result.meta]]}
 
 
-def _die_with_parent() -> None:
-    try:
-        import ctypes
+def _die_with_parent(parent_pid: int) -> None:
+    """Exit at once when the parent process is gone (this process re-parented)."""
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: end of input still ends the worker
-        pass
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_SECONDS)
+            if os.getppid() != parent_pid:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _address_space_bytes() -> int:
@@ -127,9 +134,10 @@ def main(argv: list[str]) -> int:
     import msgspec
 
     memory_bytes = int(argv[0]) if argv else 0
-    _die_with_parent()
-    if os.getppid() == 1:  # the parent is already gone
+    parent_pid = os.getppid()
+    if parent_pid == 1:  # the parent is already gone
         return 0
+    _die_with_parent(parent_pid)
     for name in {module for module, _ in EXTRACTORS.values()}:
         importlib.import_module(name)  # before the limit: imports are not a document's cost
     from indexerd.extract import extract  # noqa: F401  (EPUB and mail HTML parts)
@@ -141,6 +149,7 @@ def main(argv: list[str]) -> int:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed by a library can corrupt the frames
     encoder, decoder = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder()
+    write_frame(stdout, encoder.encode({"ready": os.getpid()}))
     while True:
         payload = read_frame(stdin)
         if payload is None:

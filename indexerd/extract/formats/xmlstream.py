@@ -6,7 +6,9 @@ Outside contract relied on: ``lxml.etree.iterparse(..., tag=...)`` filters the e
 library's ``iterparse``, which hands every element to Python).  The parser is made with
 ``resolve_entities=False`` (an entity in the text stays unexpanded: no "billion laughs"),
 ``no_network=True`` and ``load_dtd=False`` (no external DTD or entity is ever fetched), and
-without ``huge_tree`` (libxml2's default limits: 10 MB text nodes, 256 levels of nesting).  It
+``huge_tree=True``: libxml2's 10 MB limit on one text node would make a long run of text a
+parse error before the byte budget (``max_size``, :class:`.bounded.Budget`) makes it
+``too-large``; the budget and the worker's memory bound are the limits.  It
 raises ``lxml.etree.XMLSyntaxError`` (a ``SyntaxError``) on bad input, a parse error to
 :func:`.bounded.parse_errors`.  Comments and processing instructions come back as elements
 whose ``tag`` is not a ``str``; every reader here skips them.
@@ -21,7 +23,7 @@ NS_DC = "http://purl.org/dc/elements/1.1/"
 NS_DCTERMS = "http://purl.org/dc/terms/"
 
 
-_PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
+_PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True,
                        remove_comments=True, remove_pis=True)
 
 
