@@ -55,5 +55,5 @@ def to_extracted(doc: DocumentText) -> Extracted:
     if not (title or doc.text):
         raise SkipDocument("empty", "no title and no text")
     return Extracted(title=title, text=doc.text, media_type=doc.media_type, encoding=None,
-                     meta=MappingProxyType(meta), links=(), image_links=(), canonical=None,
+                     meta=MappingProxyType(meta), links=(), canonical=None,
                      noindex=False, nofollow=False, document_date=document_date)
