@@ -1,4 +1,4 @@
-"""What both HTML parsers share: which tags matter, and how what they collect becomes an :class:`Extracted`.
+"""What both HTML parsers share: which tags matter, and how their findings become an Extracted.
 
 The lexbor DOM walk (:mod:`indexerd.extract.html`) and the streaming parser
 (:mod:`indexerd.extract.htmlstream`) read the same tag kinds (:data:`TAG_KINDS`) and hand what

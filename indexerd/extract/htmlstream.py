@@ -1,4 +1,4 @@
-"""HTML through a streaming parser (the standard library's ``HTMLParser``): memory is the text kept, not a tree.
+"""HTML through a streaming parser (``html.parser``): memory is the text kept, not a tree.
 
 Used for pages too large for a DOM (:data:`indexerd.extract.html.LARGE_HTML_BYTES`) and for
 pages with a tag lexbor would take quadratic time over. It reads the same tag kinds as the lexbor
@@ -39,13 +39,13 @@ _VOID_TAGS = frozenset("area base br col embed hr img input link meta source tra
 
 class _HTMLStream:
     """The streaming twin of :func:`indexerd.extract.html.extract_html_lexbor`, on the standard
-    library's ``HTMLParser``: the same tag kinds (:data:`TAG_KINDS`) decide word breaks, hidden content, title, first
-    ``h1``, meta tags, links, ``<base>`` and ``rel=canonical``; only body text is kept.  Where
-    ``HTMLParser`` is laxer than the HTML parsing rules, it is told what lexbor does: raw-text
-    elements (``<textarea>``, ``<title>``, ``<iframe>``, ...), a self-closing slash on a non-void
-    element ignored, ``<head>`` closed by the first body content, a NUL dropped, an unterminated
-    comment or tag at the end dropped, a malformed ``<![ ... ]>`` read as a bogus comment.
-    Memory is the text it keeps, not a tree."""
+    library's ``HTMLParser``: the same tag kinds (:data:`TAG_KINDS`) decide word breaks, hidden
+    content, title, first ``h1``, meta tags, links, ``<base>`` and ``rel=canonical``; only body
+    text is kept.  Where ``HTMLParser`` is laxer than the HTML parsing rules, it is told what
+    lexbor does: raw-text elements (``<textarea>``, ``<title>``, ``<iframe>``, ...), a
+    self-closing slash on a non-void element ignored, ``<head>`` closed by the first body content,
+    a NUL dropped, an unterminated comment or tag at the end dropped, a malformed ``<![ ... ]>``
+    read as a bogus comment.  Memory is the text it keeps, not a tree."""
 
     def __init__(self) -> None:
         from html import unescape

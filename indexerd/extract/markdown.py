@@ -1,4 +1,4 @@
-"""Markdown: the title from the first heading (or front matter), the text lightly stripped of markup.
+"""Markdown: the title from front matter or the first heading, the text lightly stripped.
 
 Not a Markdown renderer: a few line patterns of CommonMark (https://spec.commonmark.org/) are
 enough to find the title and keep the words. Pure functions, thread-safe; importing costs the

@@ -1,4 +1,4 @@
-"""Which kind of document is this? Declared type, file extension and the first bytes -> a media type.
+"""Which kind of document is it? Declared type, file extension and first bytes -> media type.
 
 Pure functions, thread-safe; importing costs the standard library.
 """

@@ -1,0 +1,80 @@
+"""Tests for indexerd.extract.decode: WHATWG charset labels and the in-page declaration prescan.
+
+The rules come from the WHATWG Encoding Standard (https://encoding.spec.whatwg.org/, labels) and
+the HTML standard's prescan (https://html.spec.whatwg.org/multipage/parsing.html, "prescan a
+byte stream to determine its encoding").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from indexerd.extract import MEDIA_HTML, decode_text, extract
+from indexerd.extract.decode import codec_for_label
+
+KOI8_WORD = "привет"
+KOI8 = KOI8_WORD.encode("koi8-r")
+
+
+@pytest.mark.parametrize("label, codec", [
+    # WHATWG names a Python codec does not spell the same way
+    ("gbk", "gb18030"), ("GB2312", "gb18030"), ("x-gbk", "gb18030"), ("csgb2312", "gb18030"),
+    ("big5", "big5hkscs"), ("x-x-big5", "big5hkscs"),
+    ("shift_jis", "cp932"), ("windows-31j", "cp932"),
+    ("euc-kr", "cp949"), ("windows-949", "cp949"), ("ks_c_5601-1989", "cp949"),
+    ("iso-8859-1", "cp1252"), ("us-ascii", "cp1252"), ("x-cp1252", "cp1252"),
+    ("iso-8859-9", "cp1254"), ("csisolatin5", "cp1254"), ("iso-8859-11", "cp874"),
+    ("iso-8859-8-i", "iso8859-8"), ("iso88592", "iso8859-2"), ("koi8", "koi8-r"),
+    ("x-mac-roman", "mac-roman"), ("x-mac-ukrainian", "mac-cyrillic"),
+    ("utf-16", "utf-16-le"), ("unicode", "utf-16-le"), ("unicodefffe", "utf-16-be"),
+    ("unicode-1-1-utf-8", "utf-8"), (" 'UTF-8' ", "utf-8"),
+    # no text codec: ignored
+    ("utf-7", None), ("base64", None), ("rot13", None), ("x-no-such", None), ("x-user-defined", None),
+])
+def test_whatwg_labels(label: str, codec: str | None) -> None:
+    assert codec_for_label(label) == codec
+
+
+def test_gbk_decodes_as_gb18030_with_the_euro_at_0x80() -> None:
+    assert decode_text(b"\x80 \xc4\xe3\xba\xc3", "gbk") == ("€ 你好", "gb18030")
+
+
+def test_utf7_declaration_is_ignored_so_no_markup_is_smuggled() -> None:
+    page = b'<meta charset="utf-7"><p>+ADw-script+AD4-</p>'
+    text, codec = decode_text(page, sniff_html=True)
+    assert codec == "utf-8" and "<script>" not in text
+
+
+@pytest.mark.parametrize("head", [
+    b'<meta charset="koi8-r">',
+    b"<meta charset=koi8-r>",
+    b'<meta http-equiv="Content-Type" content="text/html; charset=koi8-r">',
+    b'<meta content="text/html; charset=koi8-r" http-equiv="content-type">',
+    b'<meta name="x" content="a>b" charset="koi8-r">',          # a quoted ">" does not end the tag
+    b'<?xml version="1.0" encoding="koi8-r"?><html>',
+])
+def test_page_declarations_that_count(head: bytes) -> None:
+    assert decode_text(head + b"<p>" + KOI8, sniff_html=True) == (
+        head.decode("ascii") + "<p>" + KOI8_WORD, "koi8-r")
+
+
+@pytest.mark.parametrize("head", [
+    b'<meta content="text/html; charset=koi8-r">',               # content without the pragma
+    b'<meta name="description" content="save as charset=koi8-r">',
+    b'<!-- <meta charset="koi8-r"> -->',                          # inside a comment
+])
+def test_page_declarations_that_do_not_count(head: bytes) -> None:
+    text, codec = decode_text(head + b"<p>" + KOI8, sniff_html=True)
+    assert codec == "cp1252" and KOI8_WORD not in text
+
+
+def test_page_declaring_utf16_is_read_as_utf8() -> None:
+    page = '<meta charset="utf-16"><title>café</title>'.encode()
+    assert extract(page, MEDIA_HTML).encoding == "utf-8"
+    assert extract(page, MEDIA_HTML).title == "café"
+
+
+def test_declaration_only_in_html() -> None:
+    page = b'<meta charset="koi8-r"> ' + KOI8
+    assert decode_text(page)[1] == "cp1252"
+    assert decode_text(page, sniff_html=True)[1] == "koi8-r"
