@@ -1,0 +1,120 @@
+"""Reading the tantivy index: searchers, search and count, and the hits they return.
+
+A query is parsed by :mod:`indexerd.index.query` (so a malformed query raises the same
+:class:`~indexerd.core.errors.QueryError` on every engine) and compiled by :mod:`.compile`.
+Snippets are cut from the stored text (``text``) around the query's words by
+:mod:`indexerd.index.snippets`, the same code as on every engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from pathlib import Path
+
+import tantivy
+
+from indexerd.core.errors import IndexUnavailable, QueryError
+from indexerd.index.analysis import analyzer as shared_analyzer
+from indexerd.index.base import Hit
+from indexerd.index.query import parse
+from indexerd.index.snippets import snippet, words_regex
+
+from .compile import Compiler, date_range
+from .schema import stored_fields
+
+log = logging.getLogger(__name__)
+
+
+class TantivySearch:
+    """The read side of :class:`~indexerd.index.tantivy.engine.TantivyIndex`: every call reloads
+    the reader first (see the engine's outside contract), so it sees the latest commit of any
+    process.  Thread-safe: each call takes its own searcher."""
+
+    def __init__(self, ix: tantivy.Index, path: Path) -> None:
+        self._ix = ix
+        self.path = path
+        self.schema = ix.schema
+        self.analyzer = shared_analyzer()
+
+    def _compile(self, query: str) -> tuple[tantivy.Query, Compiler]:
+        compiler = Compiler(self.schema, self.analyzer)
+        return compiler.compile_top(parse(query)), compiler
+
+    def searcher(self) -> tantivy.Searcher:
+        """A searcher on the latest commit.
+
+        Raises:
+            IndexUnavailable: the index is closed, or its files cannot be read.
+        """
+        ix = self._ix
+        if ix is None:
+            raise IndexUnavailable(f"{self.path}: the index is closed")
+        for attempt in range(5):
+            try:
+                ix.reload()
+                return ix.searcher()
+            except ValueError as e:  # a segment removed between reading meta.json and opening it
+                if attempt == 4:
+                    raise IndexUnavailable(f"{self.path}: the index cannot be read ({e}); if this "
+                                           f"persists, rebuild it with `indexerd index --rebuild`") from None
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _filtered(self, q: tantivy.Query, since: datetime | None, until: datetime | None) -> tantivy.Query:
+        """``q`` restricted to ``since <= last_modified < until`` (the range scores nothing)."""
+        if since is None and until is None:
+            return q
+        rng = date_range(self.schema, "last_modified", since, until)
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, q),
+                                            (tantivy.Occur.Must, tantivy.Query.const_score_query(rng, 0.0))])
+
+    def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
+               until: datetime | None = None, snippet_chars: int = 240,
+               sort: str = "relevance") -> list[Hit]:
+        """The best ``limit`` hits of ``query`` with ``since <= last_modified < until`` (aware;
+        None: unbounded), by relevance or by date (newest first), with snippets of about
+        ``snippet_chars`` characters.
+
+        Raises:
+            QueryError: the query is malformed (raised by the parser, before this engine).
+            IndexUnavailable: the index cannot be read.
+        """
+        if sort not in ("relevance", "date"):
+            raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
+        q, compiler = self._compile(query)
+        q = self._filtered(q, since, until)
+        if limit < 1:
+            return []
+        s = self.searcher()
+        if sort == "date":
+            found = s.search(q, limit=limit, count=False, order_by_field="last_modified",
+                             order=tantivy.Order.Desc).hits
+        else:
+            found = s.search(q, limit=limit, count=False).hits
+        rx = words_regex(compiler.highlight)
+        hits = []
+        for rank, (score, addr) in enumerate(found, 1):
+            f = stored_fields(s.doc(addr))
+            hits.append(Hit(rank=rank, key=f["key"], url=f["key"], path=f["path"], source=f["source"],
+                            title=f["title"], last_modified=f["last_modified"],
+                            date_source=f["date_source"], media_type=f["media_type"],
+                            score=float(score) if sort == "relevance" else 0.0,
+                            snippet=snippet(f["text"], rx, snippet_chars)))
+        return hits
+
+    def count(self, query: str | None = None, *, since: datetime | None = None,
+              until: datetime | None = None) -> int:
+        """How many live documents match ``query`` (None: all) in the date range.
+
+        Raises:
+            QueryError: the query is malformed.
+            IndexUnavailable: the index cannot be read.
+        """
+        q = tantivy.Query.all_query() if query is None else self._compile(query)[0]
+        q = self._filtered(q, since, until)
+        s = self.searcher()
+        if query is None and since is None and until is None:
+            return s.num_docs
+        return s.search(q, limit=1, count=True).count
