@@ -170,11 +170,20 @@ def rand_word(rng: random.Random, prefix: str) -> str:
 # ---------------------------------------------------------------- engines
 
 class Indexerd:
-    name = "indexerd"
+    """indexerd with one index engine: ``whoosh`` (the default: no config file, as before) or
+    another (a config file holding only ``[index] engine = ...``)."""
 
-    def __init__(self, tree: str, work: str):
-        self.tree, self.state = tree, os.path.join(work, "indexerd-state")
+    def __init__(self, tree: str, work: str, engine: str = "whoosh"):
+        self.engine = engine
+        self.name = "indexerd" if engine == "whoosh" else f"indexerd-{engine}"
+        suffix = "" if engine == "whoosh" else f"-{engine}"
+        self.tree, self.state = tree, os.path.join(work, f"indexerd{suffix}-state")
         self.env = dict(os.environ, STATE_DIRECTORY=self.state, PYTHONPATH=str(REPO))
+        if engine != "whoosh":
+            conf = os.path.join(work, f"indexerd{suffix}.toml")
+            os.makedirs(work, exist_ok=True)
+            Path(conf).write_text(f'[index]\nengine = "{engine}"\n')
+            self.env["INDEXERD_CONFIG"] = conf
 
     def fresh(self):
         shutil.rmtree(self.state, ignore_errors=True)
