@@ -116,11 +116,13 @@ class TantivySettings(_Struct):
 
     ``writer_memory`` is the memory budget of tantivy's writer, all threads together (bytes;
     tantivy needs at least 15 MB per thread); ``writer_threads`` the indexing threads (0: as
-    tantivy chooses from the cores).
+    tantivy chooses from the cores); ``analysis_worker``: analyse the text of big batches in a
+    worker process, on another core (used only when the machine has more than one).
     """
 
     writer_memory: Bytes = Bytes(64 * 1024 * 1024)
     writer_threads: int = 1
+    analysis_worker: bool = True
 
 
 #: ``[index]`` keys of the Whoosh writer before engines had their own tables

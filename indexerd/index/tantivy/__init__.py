@@ -27,7 +27,10 @@ class TantivyEngine:
 
     def available(self) -> bool:
         """True when the ``tantivy`` package is installed (not imported here)."""
-        return importlib.util.find_spec("tantivy") is not None
+        try:
+            return importlib.util.find_spec("tantivy") is not None
+        except (ImportError, ValueError):  # a module blocked in sys.modules, a broken install
+            return False
 
     def open(self, path: Path, settings: Any | None, *, create: bool):
         """Open (with ``create``, create) the tantivy index in directory ``path``; ``settings``

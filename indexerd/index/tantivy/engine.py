@@ -24,7 +24,9 @@ Outside contract relied on (tantivy 0.27 through its official Python bindings, `
 from __future__ import annotations
 
 import logging
+import os
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +36,7 @@ import tantivy
 
 from indexerd.core.errors import IndexUnavailable, RetryLater
 
+from .offload import BATCH_DOCS, AnalysisWorker, analyse_texts
 from .schema import build_schema, register_tokenizer, to_document
 from .search import TantivySearch
 from .token import read_token
@@ -49,18 +52,28 @@ MIN_HEAP_BYTES_PER_THREAD = 15_000_000
 #: thread, so one indexing thread keeps up on two cores).
 DEFAULT_WRITER_MEMORY_BYTES = 64 * 1024 * 1024
 DEFAULT_WRITER_THREADS = 1
+#: Analysed batches a session lets the worker run ahead of tantivy (bounds the memory held).
+MAX_BATCHES_IN_FLIGHT = 4
 
 
 class TantivySession:
     """A batch of writes on the single tantivy writer; nothing is visible until :meth:`commit`.
 
-    :meth:`commit` and :meth:`cancel` end the session and release the writer lock whatever
-    happens.  Not thread-safe: one thread (the index writer) uses it.
+    Operations reach tantivy in the order they were made.  Updates are analysed in batches of
+    :data:`~.offload.BATCH_DOCS`, by the index's :class:`~.offload.AnalysisWorker` (another core)
+    once a batch is full, else here at :meth:`commit`; so a failure to write a document may be
+    raised by a later call of the session, :meth:`commit` included.  :meth:`commit` and
+    :meth:`cancel` end the session and release the writer lock whatever happens.  Not
+    thread-safe: one thread (the index writer) uses it.
     """
 
-    def __init__(self, index: "TantivyIndex", writer) -> None:
+    def __init__(self, index: "TantivyIndex", writer, worker: AnalysisWorker | None) -> None:
         self._index = index
         self._w = writer
+        self._worker = worker
+        self._open: list = []  # operations not yet queued: a document to update or a key to delete
+        self._open_docs = 0
+        self._queue: deque = deque()  # batches in order: (operations, texts, pending analysis)
 
     def _writer(self):
         if self._w is None:
@@ -69,28 +82,61 @@ class TantivySession:
 
     def update(self, doc) -> None:
         """Add ``doc`` (an :class:`~indexerd.index.IndexDoc`), replacing any copy of its key,
-        committed or added earlier in this session (the last update of a key wins).
+        committed or added earlier in this session (the last write of a key wins).
 
         Raises:
-            OSError: tantivy could not take the document (its indexing thread failed).
+            OSError: tantivy could not take a document of this session.
         """
-        d = to_document(doc, self._index.analyzer)
-        w = self._writer()
-        w.delete_documents_by_term("key", doc.key)
-        try:
-            w.add_document(d)
-        except ValueError as e:
-            raise OSError(f"{self._index.path}: cannot add {doc.key}: {e}") from None
+        self._writer()
+        self._open.append(doc)
+        self._open_docs += 1
+        if self._open_docs >= BATCH_DOCS:
+            self._send(self._worker)
+            self._apply(block=len(self._queue) > MAX_BATCHES_IN_FLIGHT)
 
     def delete(self, key: str) -> None:
         """Delete the document of ``key`` (committed or added earlier in this session)."""
-        self._writer().delete_documents_by_term("key", key)
+        self._writer()
+        self._open.append(key)
 
     def delete_many(self, keys: Iterable[str]) -> None:
-        """:meth:`delete` for every key (each is one term delete, applied at commit)."""
+        """:meth:`delete` for every key (each is one term delete, applied in order)."""
+        self._writer()
+        self._open.extend(keys)
+
+    def _send(self, worker: AnalysisWorker | None) -> None:
+        """Queue the open operations as one batch, its texts analysed by ``worker`` (None: here,
+        when the batch is applied)."""
+        if self._open:
+            ops, self._open, self._open_docs = self._open, [], 0
+            texts = [(d.title, d.content) for d in ops if not isinstance(d, str)]
+            self._queue.append((ops, texts, worker.submit(texts) if worker and texts else None))
+
+    def _apply(self, *, block: bool) -> None:
+        """Give tantivy the queued batches, in order, while their analysis is done (all of them
+        with ``block``)."""
         w = self._writer()
-        for key in keys:
-            w.delete_documents_by_term("key", key)
+        queue = self._queue
+        while queue:
+            ops, texts, pending = queue[0]
+            if pending is not None and not block and not pending.ready():
+                return
+            if pending is not None:
+                analysed = iter(self._worker.result(pending, texts))
+            else:
+                analysed = iter(analyse_texts(texts, self._index.fold_diacritics))
+            for op in ops:
+                if isinstance(op, str):
+                    w.delete_documents_by_term("key", op)
+                    continue
+                d = to_document(op, next(analysed))
+                w.delete_documents_by_term("key", op.key)
+                try:
+                    w.add_document(d)
+                except ValueError as e:
+                    raise OSError(f"{self._index.path}: cannot add {op.key}: {e}") from None
+            queue.popleft()
+            block = block or len(queue) > MAX_BATCHES_IN_FLIGHT
 
     def commit(self, *, merge: bool) -> str:
         """Make the batch visible and durable, end the session; returns the new commit token.
@@ -99,10 +145,16 @@ class TantivySession:
         the session waits for those merges either way before it releases the writer.
 
         Raises:
-            OSError: the commit failed (full disk, read-only directory); the previous commit
-                stays the index.
+            OSError: a document or the commit could not be written (full disk, read-only
+                directory); the previous commit stays the index.
         """
         w = self._writer()
+        try:
+            self._send(None)
+            self._apply(block=True)
+        except BaseException:
+            self.cancel()
+            raise
         self._w = None
         try:
             opstamp = w.commit()
@@ -115,6 +167,9 @@ class TantivySession:
 
     def cancel(self) -> None:
         """Drop everything written since the session began and release the writer."""
+        self._open.clear()
+        self._open_docs = 0
+        self._queue.clear()
         w, self._w = self._w, None
         if w is None:
             return
@@ -141,13 +196,15 @@ class TantivyIndex(TantivySearch):
         super().__init__(ix, path)
         self.writer_memory_bytes = int(getattr(settings, "writer_memory", DEFAULT_WRITER_MEMORY_BYTES))
         self.writer_threads = int(getattr(settings, "writer_threads", DEFAULT_WRITER_THREADS))
+        offload = getattr(settings, "analysis_worker", True) and (os.cpu_count() or 1) > 1
+        self._worker = AnalysisWorker(self.fold_diacritics) if offload else None
 
     @classmethod
     def open(cls, path: str | Path, settings: Any | None = None, *, create: bool = True) -> "TantivyIndex":
         """Open (or, with ``create``, create) the index in directory ``path``.
 
         ``settings``: the ``[index.tantivy]`` table (``writer_memory`` in bytes,
-        ``writer_threads``; None or a missing attribute: the defaults).
+        ``writer_threads``, ``analysis_worker``; None or a missing attribute: the defaults).
 
         Raises:
             IndexUnavailable: there is no index and ``create`` is false, or tantivy cannot read
@@ -187,7 +244,7 @@ class TantivyIndex(TantivySearch):
         deadline = time.monotonic() + timeout_seconds
         while True:
             try:
-                return TantivySession(self, self._ix.writer(heap_size=heap, num_threads=threads))
+                return TantivySession(self, self._ix.writer(heap_size=heap, num_threads=threads), self._worker)
             except ValueError as e:
                 if "LockBusy" not in str(e):
                     raise IndexUnavailable(f"{self.path}: cannot open the index writer: {e}") from None
@@ -251,5 +308,7 @@ class TantivyIndex(TantivySearch):
                 "segments": s.num_segments, "last_commit": mtime}
 
     def close(self) -> None:
-        """Release the index object; safe to call twice."""
+        """Release the index object and stop the analysis worker; safe to call twice."""
         self._ix = None
+        if self._worker is not None:
+            self._worker.close()

@@ -31,7 +31,6 @@ from typing import Any
 
 import tantivy
 
-from indexerd.index.analysis import Analyzer
 
 UTC = timezone.utc
 
@@ -76,24 +75,21 @@ def _from_bytes(data: bytes | None) -> str:
     return data.decode("utf-8", "surrogateescape") if data else ""
 
 
-def to_document(doc, analyzer: Analyzer) -> tantivy.Document:
-    """The tantivy document of ``doc`` (an :class:`~indexerd.index.IndexDoc`).
-
-    Text is analysed here by ``analyzer``; ``last_modified`` must be aware (converted to UTC).
-    A ``size`` below 0 is stored as 0.
+def to_document(doc, analysed: tuple[str, str, str]) -> tantivy.Document:
+    """The tantivy document of ``doc`` (an :class:`~indexerd.index.IndexDoc`) whose title and
+    content were analysed into ``analysed`` (title tokens, content tokens, identifiers: each
+    joined by single spaces; :func:`~indexerd.index.tantivy.offload.analyse_texts`).
+    ``last_modified`` must be aware (it is converted to UTC); a ``size`` below 0 is stored as 0.
     """
-    title = analyzer.analyse(doc.title)
-    content = analyzer.analyse(doc.content)
+    title_tokens, content_tokens, ids = analysed
     shown = doc.content if doc.snippet_text is None else doc.snippet_text
-    text_bytes = shown.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
     d = tantivy.Document()
     d.add_text("key", doc.key)
     d.add_text("source", doc.source)
-    d.add_text("title", " ".join(title.tokens))
-    d.add_text("content", " ".join(content.tokens))
-    ids = title.ids + content.ids
+    d.add_text("title", title_tokens)
+    d.add_text("content", content_tokens)
     if ids:
-        d.add_text("ids", " ".join(ids))
+        d.add_text("ids", ids)
     d.add_text("media_type", doc.media_type or "")
     d.add_text("date_source", doc.date_source or "")
     d.add_date("last_modified", doc.last_modified.astimezone(UTC))
@@ -101,7 +97,7 @@ def to_document(doc, analyzer: Analyzer) -> tantivy.Document:
     d.add_bytes("title_s", _to_bytes(doc.title))
     if doc.path is not None:
         d.add_bytes("path_s", _to_bytes(doc.path))
-    d.add_bytes("text", text_bytes)
+    d.add_bytes("text", shown.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES])
     return d
 
 

@@ -1,8 +1,9 @@
 """Reading the tantivy index: searchers, search and count, and the hits they return.
 
 A query is parsed by :mod:`indexerd.index.query` (so a malformed query raises the same
-:class:`~indexerd.core.errors.QueryError` on every engine) and compiled by :mod:`.compile`.
-Snippets are cut from the stored text (``text``) around the query's words by
+:class:`~indexerd.core.errors.QueryError` on every engine), analysed by
+:mod:`indexerd.index.querytokens` and compiled by :mod:`.compile`.  Snippets are cut from the
+stored text (``text``) around the query's words by :mod:`indexerd.index.highlight` and
 :mod:`indexerd.index.snippets`, the same code as on every engine.
 """
 
@@ -18,10 +19,12 @@ import tantivy
 from indexerd.core.errors import IndexUnavailable, QueryError
 from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit
+from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
-from indexerd.index.snippets import snippet, words_regex
+from indexerd.index.querytokens import analyse_query, highlight_words
+from indexerd.index.snippets import snippet
 
-from .compile import Compiler, date_range
+from .compile import compile_query, date_range
 from .schema import stored_fields
 
 log = logging.getLogger(__name__)
@@ -36,11 +39,11 @@ class TantivySearch:
         self._ix = ix
         self.path = path
         self.schema = ix.schema
-        self.analyzer = shared_analyzer()
+        self.fold_diacritics = True
+        self.analyzer = shared_analyzer(fold_diacritics=self.fold_diacritics)
 
-    def _compile(self, query: str) -> tuple[tantivy.Query, Compiler]:
-        compiler = Compiler(self.schema, self.analyzer)
-        return compiler.compile_top(parse(query)), compiler
+    def _analysed(self, query: str):
+        return analyse_query(parse(query), self.analyzer)
 
     def searcher(self) -> tantivy.Searcher:
         """A searcher on the latest commit.
@@ -83,17 +86,18 @@ class TantivySearch:
         """
         if sort not in ("relevance", "date"):
             raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
-        q, compiler = self._compile(query)
-        q = self._filtered(q, since, until)
-        if limit < 1:
+        tree = self._analysed(query)
+        q = compile_query(tree, self.schema)
+        if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
             return []
+        q = self._filtered(q, since, until)
         s = self.searcher()
         if sort == "date":
             found = s.search(q, limit=limit, count=False, order_by_field="last_modified",
                              order=tantivy.Order.Desc).hits
         else:
             found = s.search(q, limit=limit, count=False).hits
-        rx = words_regex(compiler.highlight)
+        rx = words_regex(*highlight_words(tree))
         hits = []
         for rank, (score, addr) in enumerate(found, 1):
             f = stored_fields(s.doc(addr))
@@ -101,7 +105,7 @@ class TantivySearch:
                             title=f["title"], last_modified=f["last_modified"],
                             date_source=f["date_source"], media_type=f["media_type"],
                             score=float(score) if sort == "relevance" else 0.0,
-                            snippet=snippet(f["text"], rx, snippet_chars)))
+                            snippet=" ".join(snippet(f["text"], rx, snippet_chars).split())))
         return hits
 
     def count(self, query: str | None = None, *, since: datetime | None = None,
@@ -112,7 +116,9 @@ class TantivySearch:
             QueryError: the query is malformed.
             IndexUnavailable: the index cannot be read.
         """
-        q = tantivy.Query.all_query() if query is None else self._compile(query)[0]
+        q = tantivy.Query.all_query() if query is None else compile_query(self._analysed(query), self.schema)
+        if q is None:
+            return 0
         q = self._filtered(q, since, until)
         s = self.searcher()
         if query is None and since is None and until is None:
