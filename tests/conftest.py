@@ -18,6 +18,33 @@ SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
 
 
+def _engine_names() -> list[str]:
+    """The index engines whose package is in this tree.  An engine's library missing (the test
+    extra installs every one) is a failure of the tests that use it, never a skip."""
+    import importlib.util
+
+    from indexerd.index.base import ENGINES
+
+    return [name for name in ENGINES if importlib.util.find_spec(f"indexerd.index.{name}") is not None]
+
+
+#: Engines the engine-parametrised tests run on (``index_engine`` fixture, ``[index] engine``).
+ENGINE_NAMES = _engine_names()
+
+
+def index_settings(engine: str, text: str = ""):
+    """The ``[index]`` settings of a config choosing ``engine`` (``text``: more TOML)."""
+    from indexerd.config import parse_config
+
+    return parse_config(f'[index]\nengine = "{engine}"\n{text}', "<test>").index
+
+
+@pytest.fixture(params=ENGINE_NAMES)
+def index_engine(request) -> str:
+    """Each index engine in turn (its name, as in ``[index] engine``)."""
+    return request.param
+
+
 def _fallback_corpus(dest: Path) -> None:
     """Real documents without ../shared: pydoc HTML of stdlib modules and stdlib text files.
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import stop_daemon
+from conftest import ENGINE_NAMES, index_settings, stop_daemon
 
 REPO = Path(__file__).resolve().parents[1]
 CLI_TIMEOUT = 30.0          # one CLI call
@@ -65,8 +65,9 @@ def decide_total(counters: dict) -> int:
 class DaemonUnderTest:
     """One ``indexerd run`` process and its files; helpers talk to it through the real CLI."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, engine: str = "whoosh") -> None:
         self.base = base
+        self.engine = engine                         # [index] engine
         self.root = base / "root"
         self.outside = base / "outside"
         self.cfg = base / "indexerd.toml"           # the daemon's (and ``indexerd index``'s)
@@ -83,7 +84,7 @@ class DaemonUnderTest:
     # -- config -------------------------------------------------------------------------------
     def config_text(self, sources: dict[str, Path], typo: bool = False) -> str:
         lines = [f'state_dir = "{self.base / "state"}"', f'control_socket = "{self.sock}"',
-                 'log_level = "info"', ""]
+                 'log_level = "info"', "", "[index]", f'engine = "{self.engine}"', ""]
         for name, root in sources.items():
             lines += ["[[sources.filesystem]]", f'name = "{name}"', f'path = "{root}"']
             if typo:
@@ -231,9 +232,10 @@ def base():
 
 
 @pytest.fixture
-def tree(base) -> DaemonUnderTest:
-    """The standard tree (3 documents) and config, daemon not started."""
-    d = DaemonUnderTest(base)
+def tree(base, request) -> DaemonUnderTest:
+    """The standard tree (3 documents) and config, daemon not started.  The index engine is
+    Whoosh, or each engine in turn for a test marked ``@on_every_engine``."""
+    d = DaemonUnderTest(base, getattr(request, "param", "whoosh"))
     write(d.root / "a.txt", "apple original\n")
     write(d.root / "notes.txt", "alpha\n")
     write(d.root / "bar" / "abc.txt", "orphan\n")
@@ -245,6 +247,9 @@ def tree(base) -> DaemonUnderTest:
 
 
 INITIAL_DOCS = 3
+#: Runs a daemon test once per index engine (the tests that exercise the index: live edits and
+#: deletes, duplicates, a clean stop, kill -9 and the start-up reconcile).
+on_every_engine = pytest.mark.parametrize("tree", ENGINE_NAMES, indirect=True)
 
 
 @pytest.fixture
@@ -266,6 +271,7 @@ def daemon(tree, request, capsys):
 
 # -- 1. live edits, new files, deletions (and B11) ---------------------------------------------
 
+@on_every_engine
 def test_edit_new_and_deleted_file_show_in_search_within_2s(daemon):
     d = daemon
     assert len(d.search("apple")) == 1
@@ -293,6 +299,7 @@ def test_edit_new_and_deleted_file_show_in_search_within_2s(daemon):
     assert d.key(d.root / "a.txt") not in d.keys()
 
 
+@on_every_engine
 def test_b11_short_lived_files_do_not_crash_or_linger(daemon):
     d = daemon
     tmp = d.root / "tmp"
@@ -314,6 +321,7 @@ def test_b11_short_lived_files_do_not_crash_or_linger(daemon):
     assert "Traceback" not in log and "failed on" not in log, d.log_tail()
 
 
+@on_every_engine
 def test_b24_touching_a_file_never_duplicates_it(daemon):
     d = daemon
     a = d.root / "a.txt"
@@ -618,6 +626,7 @@ def test_sighup_adds_refuses_and_removes_sources(daemon):
 
 # -- 6. SIGTERM leaves a clean index -----------------------------------------------------------
 
+@on_every_engine
 def test_sigterm_leaves_a_clean_index(daemon):
     d = daemon
     write(d.root / "a.txt", "apple lastword\n")
@@ -660,6 +669,7 @@ def test_sigterm_while_busy_exits_0_and_leaves_a_consistent_index(daemon):
 
 # -- 7. kill -9 during a burst, then restart ---------------------------------------------------
 
+@on_every_engine
 def test_kill9_during_burst_then_restart_recovers(daemon):
     d = daemon
     n = 500
@@ -867,7 +877,7 @@ def test_b10_overflow_during_a_running_reconcile_is_not_dropped(tree):
             d.stop()
 
 
-def test_readers_never_fail_while_the_writer_commits(tmp_path):
+def test_readers_never_fail_while_the_writer_commits(tmp_path, index_engine):
     """A searcher opened while commits replace the TOC retries instead of calling the index
     corrupt (seen as FileNotFoundError on _MAIN_<n>.toc in the live benchmark)."""
     import threading
@@ -875,7 +885,7 @@ def test_readers_never_fail_while_the_writer_commits(tmp_path):
 
     from indexerd.index import IndexDoc, open_index
 
-    ix = open_index(tmp_path)
+    ix = open_index(tmp_path, index_settings(index_engine))
     stop = threading.Event()
     errors = []
 
@@ -896,7 +906,7 @@ def test_readers_never_fail_while_the_writer_commits(tmp_path):
         opened = 0
         while time.time() < deadline:
             try:
-                r = open_index(tmp_path, create=False)
+                r = open_index(tmp_path, index_settings(index_engine), create=False)
                 r.search("common", limit=3)
                 r.close()
                 for _ in range(5):  # what `ctl status` asks the daemon's own index while it commits
@@ -912,16 +922,16 @@ def test_readers_never_fail_while_the_writer_commits(tmp_path):
     assert opened > 5
 
 
-def test_writer_add_then_remove_or_update_in_one_batch(tmp_path):
-    """Whoosh's delete/update reach committed segments only: a key written twice before a
-    commit must neither survive its removal nor be duplicated (the kind behind B11 and B24)."""
+def test_writer_add_then_remove_or_update_in_one_batch(tmp_path, index_engine):
+    """A key written twice before a commit must neither survive its removal nor be duplicated
+    (the kind behind B11 and B24; Whoosh's own delete/update reach committed segments only)."""
     from datetime import datetime, timezone
 
     from indexerd.index import IndexDoc, open_index
     from indexerd.core.store import DocumentRecord
     from indexerd.core.writer import IndexWriter
 
-    ix = open_index(tmp_path)
+    ix = open_index(tmp_path, index_settings(index_engine))
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=False, commit_batch=1000)
     now = datetime.now(timezone.utc)
 
@@ -940,7 +950,7 @@ def test_writer_add_then_remove_or_update_in_one_batch(tmp_path):
     assert ix.search("third") and not ix.search("first")
 
 
-def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval(tmp_path):
+def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval(tmp_path, index_engine):
     """A live file event is searchable as soon as the queue drains; a crawl or scheduled pass
     streaming documents commits about once per commit_interval, not once per document (it made
     the daemon's first crawl of the Python docs 2.7x slower than `indexerd index`)."""
@@ -950,7 +960,7 @@ def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval
     from indexerd.core.store import DocumentRecord
     from indexerd.core.writer import IndexWriter
 
-    ix = open_index(tmp_path)
+    ix = open_index(tmp_path, index_settings(index_engine))
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=True, commit_interval_seconds=3.0)
     now = datetime.now(timezone.utc)
     ix.search("warm")  # the query parser's first import is not what is measured

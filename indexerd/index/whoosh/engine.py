@@ -305,7 +305,9 @@ class WhooshIndex:
 
         with self._ix.searcher() as searcher:
             q = wq.Every() if query is None else queryparse.parse(query, self._ix.schema)
-            return len(searcher.search(q, limit=1, filter=self._date_filter(since, until)))
+            # (``len(results)`` would count the query's documents without the filter)
+            return searcher.search(q, limit=None, scored=False,
+                                   filter=self._date_filter(since, until)).scored_length()
 
     def _search_once(self, query: str, limit: int, since, until, snippet_chars: int, sort: Sort) -> list[Hit]:
         with self._ix.searcher() as searcher:
