@@ -414,7 +414,8 @@ def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> 
 
 def _check_web_source(src: WebSource, where: str, origin: str) -> None:
     """Seeds, scope regexes, depth spec, numbers and credentials of one web source."""
-    from indexerd.sources.web.urls import Scope, canonicalize
+    from indexerd.sources.web.scope import Scope
+    from indexerd.sources.web.urls import canonicalize
 
     if not src.seeds:
         raise ConfigError(f"{origin}: {where}.seeds: expected at least one http(s) URL")

@@ -7,8 +7,9 @@ import threading
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from indexerd.sources.web.urls import (DepthSpec, QueryVariants, Scope, canonicalize, host_key, path_depth, preferred_key,
-                           trap_reason)
+from indexerd.sources.web.scope import DepthSpec, Scope
+from indexerd.sources.web.traps import QueryVariants, trap_reason
+from indexerd.sources.web.urls import canonicalize, host_key, path_depth, preferred_key
 
 
 @pytest.mark.parametrize("url, want", [

@@ -80,7 +80,7 @@ def build_sources(cfg: Config, *, check_files: bool = False) -> dict:
             out[src.name] = SqlFeed(src, pol, load_meta_map(pol.meta_map_path, cache))
             out[src.name].check(f"{cfg.origin}: sources.sql[{i}]", files=check_files)
     if cfg.sources.web:
-        from indexerd.sources.web.crawl import WebSource
+        from indexerd.sources.web.source import WebSource
 
         for src in cfg.sources.web:
             pol = source_policy(cfg, src)

@@ -61,10 +61,6 @@ class CrawlTable:
         self._dirty.add(state.url)
         return state
 
-    def touch(self, url: str) -> None:
-        """Mark the state of ``url`` (changed in place) to be written."""
-        self._dirty.add(url)
-
     def remove(self, url: str) -> None:
         """Forget ``url``: its row is deleted at the next write."""
         self.rows.pop(url, None)

@@ -15,6 +15,7 @@ cannot redirect a write, a removal or a lookup outside ``root``.  POSIX only.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import secrets
@@ -27,6 +28,7 @@ from indexerd.sources.files.confined import open_dir
 from indexerd.sources.web.urls import DEFAULT_PORTS, canonicalize
 
 UTC = timezone.utc
+log = logging.getLogger(__name__)
 
 #: The file that stands for a URL whose path ends in '/'.
 INDEX_NAME = "index.html"
@@ -284,3 +286,59 @@ class Mirror:
                 except OSError:  # not empty (or gone): stop pruning
                     break
         return True
+
+
+class PassMirror:
+    """One crawl pass's writes to a source's :class:`Mirror` (or nothing, when it has none).
+
+    A write or removal that fails is counted (``error.mirror``, in ``ctl status``); the first of
+    the pass is logged as a warning naming ``mirror_dir`` and the error, the others at debug
+    level (an unwritable mirror_dir fails every page: one line, not one per page), and
+    :meth:`report` logs how many failed when the pass ends.  Never raises.
+
+    Args:
+        mirror: the source's mirror, or None.
+        source: the source's name, for the log.
+        counters: the pass's named counters (``inc(name)``).
+    """
+
+    def __init__(self, mirror: Mirror | None, source: str, counters) -> None:
+        self.mirror = mirror
+        self.source = source
+        self.counters = counters
+        self.failures = 0
+
+    def has(self, url: str) -> bool:
+        """Whether the mirror holds ``url``'s file (True without a mirror: nothing is missing)."""
+        return self.mirror is None or self.mirror.exists(url)
+
+    def write(self, url: str, data: bytes, mtime: datetime | None) -> None:
+        if self.mirror is None:
+            return
+        try:
+            self.mirror.write(url, data, mtime)
+        except (OSError, ValueError) as e:
+            self._failed("writing", url, e)
+
+    def remove(self, url: str) -> None:
+        if self.mirror is None:
+            return
+        try:
+            self.mirror.remove(url)
+        except (OSError, ValueError) as e:
+            self._failed("removing", url, e)
+
+    def _failed(self, what: str, url: str, e: Exception) -> None:
+        self.counters.inc("error.mirror")
+        self.failures += 1
+        if self.failures == 1:
+            log.warning("%s: mirror_dir %s: %s %s failed: %s; further mirror failures of this pass are "
+                        "only counted (error.mirror)", self.source, self.mirror.root, what, url, e)
+        else:
+            log.debug("%s: mirror %s of %s failed: %s", self.source, what, url, e)
+
+    def report(self) -> None:
+        """At the end of a pass: one warning with the number of failures, if more than one."""
+        if self.failures > 1:
+            log.warning("%s: %d mirror writes/removals under mirror_dir %s failed in this pass",
+                        self.source, self.failures, self.mirror.root)

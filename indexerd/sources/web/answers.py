@@ -1,0 +1,279 @@
+"""What a pass does with each answer to a page request: the verdicts of
+:mod:`indexerd.sources.web.responses` applied to the document pipeline, the mirror, the URL's
+state and the scheduler.
+
+What is deleted: a confirmed 404/410 (after ``gone_after`` answers in a row), a page robots.txt
+now disallows, a page now out of scope, a page that turned ``noindex``, and the old key after a
+permanent redirect.  Nothing else: 5xx, timeouts, other 4xx and pages not reached keep their
+indexed copy.  Used by the thread that runs the pass only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime, timezone
+from urllib.parse import urlsplit
+
+from indexerd.core.errors import SkipDocument
+from indexerd.core.pipeline import Fetched, PageLinks, PassCounts, Pipeline, Verdict
+from indexerd.extract import extract
+from indexerd.sources.web.duplicates import DuplicateFinder
+from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.frontier import Task
+from indexerd.sources.web.mirror import PassMirror
+from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED
+from indexerd.sources.web.responses import (gone_verdict, head_verdict, instant_refresh, redirect_verdict,
+                                            robots_directives, status_verdict)
+from indexerd.sources.web.scheduler import Scheduler
+from indexerd.sources.web.urls import canonicalize, host_key
+from indexerd.sources.web.urlstate import UrlState
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+#: Consecutive failures of one host after which its remaining URLs wait for the next pass.
+HOST_FAILURE_LIMIT = 5
+
+
+class Answers:
+    """Applies the answers to one pass's page requests.
+
+    Args:
+        sched: the pass's scheduler.
+        pipeline: the document pipeline.
+        counts: the pass's counts.
+        mirror: the pass's mirror.
+    """
+
+    def __init__(self, sched: Scheduler, pipeline: Pipeline, counts: PassCounts, mirror: PassMirror) -> None:
+        self.sched = sched
+        self.src = sched.src
+        self.pipeline = pipeline
+        self.counts = counts
+        self.counters = pipeline.counters
+        self.mirror = mirror
+        self.duplicates = DuplicateFinder(self.src.name, pipeline)
+
+    def handle(self, task: Task, resp: Response) -> None:
+        """One answer to a page request, by :func:`~indexerd.sources.web.responses.status_verdict`."""
+        v = status_verdict(task, resp)
+        if v.action == "failed":
+            self.failed(task, resp, v.reason)
+        elif v.action == "not-modified":
+            self._not_modified(task, resp)
+        elif v.action == "redirect":
+            st = self.sched.done(task, resp, v.reason)
+            self.counters.inc("web.redirect")
+            self.sched.reschedule(st, UNCHANGED)  # a failure to follow it reschedules it as failed
+            self._follow_redirect(task, resp, st, resp.location, resp.permanent_redirect)
+        elif v.action == "retry":
+            self.counters.inc(f"web.retry.{v.reason}")
+            self.sched.retry(v.retry)
+        elif v.action == "get":  # HEAD not supported there: ask with GET
+            self.sched.retry(v.retry)
+        elif v.action == "gone":
+            self._gone(task, resp, v.reason)
+        elif v.action == "refused":
+            st = self.sched.done(task, resp, v.reason)
+            self.sched.reschedule(st, FAILED)
+            self._count_unfetchable(st.key, v.reason)
+        elif v.action == "head":
+            self._head(task, resp)
+        else:
+            self._page(task, resp)
+
+    # -- deletions and failures -------------------------------------------------------------
+    def retire(self, key: str, why: str, mirror_url: str | None = None) -> bool:
+        """Delete the indexed copy of ``key`` if there is one (and ``mirror_url``'s file);
+        True when there was one."""
+        if self.pipeline.stored(key) is None:
+            return False
+        self.pipeline.gone(key, self.counts, why)
+        if mirror_url is not None:
+            self.mirror.remove(mirror_url)
+        return True
+
+    def out_of_scope(self, st: UrlState, reason: str) -> None:
+        """A URL known from an earlier pass that the config no longer covers: forget it."""
+        self.retire(st.key, f"out of scope ({reason})", st.url)
+        self.sched.forget(st, reason)
+
+    def failed(self, task: Task, resp: Response, reason: str) -> None:
+        """5xx, timeouts, connection errors: keep the indexed copy, retry next pass; after
+        ``HOST_FAILURE_LIMIT`` failures in a row the host's other URLs wait for the next pass."""
+        st = self.sched.done(task, resp, reason)
+        st.fail_count += 1
+        self.sched.reschedule(st, FAILED)
+        self.counts.fail(f"{task.url}: {reason} {resp.detail or ''}".rstrip())
+        self.counters.inc(f"error.{reason}")
+        log.warning("%s: %s: %s %s", self.src.name, task.url, reason, resp.detail or "")
+        if self.src.slots.failures(task.host) >= HOST_FAILURE_LIMIT:
+            self.counters.inc("web.host-down")
+            log.warning("%s: %s failed %d times in a row; its other URLs wait for the next pass",
+                        self.src.name, task.host, HOST_FAILURE_LIMIT)
+            self.sched.frontier.drop_host(task.host, "host-down")
+
+    def _count_unfetchable(self, key: str, reason: str) -> None:
+        """A page that answered but cannot be indexed now: an error if we hold an indexed copy
+        (kept), a skip if we never had one."""
+        if self.pipeline.stored(key) is not None:
+            self.counts.fail(f"{key}: {reason}; the indexed copy is kept")
+            self.counters.inc(f"error.{reason}")
+        else:
+            self.counts.record(Verdict.SKIPPED)
+            self.counters.inc(f"skip.{reason}")
+
+    def _gone(self, task: Task, resp: Response, reason: str) -> None:
+        """404 / 410: delete after ``gone_after`` answers in a row (only a confirmed 404 deletes)."""
+        st = self.sched.done(task, resp, reason)
+        g = gone_verdict(st, self.sched.cfg.gone_after)
+        st.gone_count = g.gone_count
+        self.sched.reschedule(st, FAILED)
+        if g.confirmed:
+            st.last_outcome = "gone"
+            if self.retire(st.key, f"HTTP {resp.status}", task.url):
+                return
+        self._count_unfetchable(st.key, reason)
+
+    # -- redirects --------------------------------------------------------------------------
+    def _html_redirect(self, task: Task, resp: Response, st: UrlState, target: str, encoding: str | None,
+                       how: str = "meta-refresh") -> None:
+        """A ``<meta http-equiv=refresh>`` stub or an instant HTTP ``Refresh`` header: followed
+        like an HTTP redirect (same hop limit, scope and robots.txt), and, like a permanent one,
+        the stub's own URL is no document (an indexed copy of it is deleted)."""
+        st.last_outcome = "redirect-meta"
+        self.counters.inc(f"web.redirect.{how}")
+        self.sched.table.set_links(task.url, None)
+        self.sched.reschedule(st, UNCHANGED)
+        self._follow_redirect(task, resp, st, target, True, encoding)
+
+    def _follow_redirect(self, task: Task, resp: Response, st: UrlState, location: str, permanent: bool,
+                         encoding: str | None = None) -> None:
+        """Queue a redirect's target at the front, with the hops of the URL first requested
+        (:func:`~indexerd.sources.web.responses.redirect_verdict`)."""
+        origin = task.origin or task.url
+        origin_key = self.sched.state(origin).doc_key if permanent and origin != task.url else None
+        v = redirect_verdict(task, location, permanent=permanent, origin_key=origin_key, encoding=encoding)
+        if v.failure is not None:
+            self.failed(task, resp, v.failure)
+            return
+        st.doc_key = v.target
+        for key in v.retire:
+            self.retire(key, f"moved permanently to {v.target}", key)
+        reason = self.sched.scope_reason(v.target, task.hops, task.seed_depth)
+        if reason is not None:
+            self.counters.inc(f"web.drop.redirect-{reason}")
+            return
+        self.sched.enqueue(v.target, hops=task.hops, seed_depth=task.seed_depth, via="redirect", origin=origin,
+                           redirects=task.redirects + 1, front=True)
+
+    # -- pages ------------------------------------------------------------------------------
+    def _not_modified(self, task: Task, resp: Response) -> None:
+        """304: unchanged; no body, no parse, no index write -- but its stored links are followed."""
+        st = self.sched.done(task, resp, "not-modified")
+        st.gone_count = st.fail_count = 0
+        self.pipeline.not_modified(st.key, self.counts)
+        links = self.sched.table.links_of(task.url)
+        new = self.sched.follow(links, task) if links else 0
+        self.sched.reschedule(st, CHANGED if new else UNCHANGED)
+
+    def _head(self, task: Task, resp: Response) -> None:
+        """LCWA: HEAD first for what does not look like HTML; GET only what we index."""
+        v = head_verdict(task.url, resp.headers, self.src.max_size)
+        if v.skip is None:
+            self.sched.retry(replace(task, method="GET", front=True))  # the GET is part of the same page
+            return
+        st = self.sched.done(task, resp, v.skip)
+        self.sched.reschedule(st, UNCHANGED)
+        self.pipeline.skip(st.key, self.src.name, v.skip, v.detail, self.counts, size=v.size)
+
+    def _page(self, task: Task, resp: Response) -> None:
+        st = self.sched.done(task, resp, "fetched")
+        st.gone_count = st.fail_count = 0
+        if resp.error == "too-large":
+            self.pipeline.skip(st.key, self.src.name, "too-large",
+                               f"{task.url}: more than max_size {self.src.max_size} bytes", self.counts)
+            st.last_outcome = "too-large"
+            self.sched.reschedule(st, UNCHANGED)
+            return
+        refresh = instant_refresh(task.url, resp.headers)
+        if refresh is not None:
+            self._html_redirect(task, resp, st, refresh, None, "refresh-header")
+            return
+        directives = robots_directives(resp.headers.get("X-Robots-Tag"), self.src.token)
+        f = Fetched(key=task.url, source=self.src.name, url=task.url, data=resp.body,
+                    fetched_at=datetime.now(UTC), name=urlsplit(task.url).path or "/",
+                    declared_type=resp.headers.get("Content-Type"), base_url=task.url,
+                    protocol_date=resp.headers.get("Last-Modified"), protocol_kind="header",
+                    server_date=resp.headers.get("Date"), sitemap_date=st.sitemap_lastmod,
+                    size=len(resp.body), etag=resp.headers.get("ETag"),
+                    last_modified_header=resp.headers.get("Last-Modified"))
+        if "noindex" in directives:
+            self._noindex(task, st, f, follow="nofollow" not in directives)
+            return
+        key = task.url
+        old_key = st.doc_key
+        self.duplicates.begin()
+        out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.sched.forced,
+                                   rekey=lambda page: self._canonical_key(page, key), redirects=True,
+                                   duplicate_of=self.duplicates.duplicate_of)
+        if out.verdict is Verdict.REDIRECT:
+            self._html_redirect(task, resp, st, out.links.redirect, out.links.encoding)
+            return
+        if out.content_hash is not None:
+            for alias in self.duplicates.kept(out.key, out.content_hash):
+                self.mirror.remove(alias)
+        new_key = out.key or key
+        if old_key and old_key != new_key and old_key != key and task.origin is None:
+            self.retire(old_key, f"now indexed as {new_key}")
+        st.doc_key = new_key
+        if task.origin is not None:
+            self.sched.state(task.origin).doc_key = new_key
+        st.last_outcome = f"{out.verdict}:{out.reason}"
+        if out.verdict in ("indexed", "unchanged"):
+            self.mirror.write(task.url, resp.body, out.last_modified)
+        elif out.verdict in ("skipped", "errors"):
+            self.mirror.remove(task.url)
+        page = out.links
+        new = 0
+        if page is not None and not page.nofollow and "nofollow" not in directives:
+            new = self._store_links(st, page, task)
+        else:
+            self.sched.table.set_links(task.url, None)
+        self.sched.reschedule(st, FAILED if out.verdict == "errors" else
+                              CHANGED if out.verdict == "indexed" or new else UNCHANGED)
+
+    def _noindex(self, task: Task, st: UrlState, f: Fetched, *, follow: bool) -> None:
+        """``X-Robots-Tag: noindex``: skipped (an indexed copy is replaced by the skip), its links
+        followed unless ``nofollow``."""
+        self.pipeline.skip(st.key, self.src.name, "noindex", "X-Robots-Tag noindex", self.counts, size=f.size,
+                           etag=f.etag, last_modified_header=f.last_modified_header)
+        self.mirror.remove(task.url)
+        st.doc_key = task.url
+        new = 0
+        if follow:
+            try:
+                new = self._store_links(st, PageLinks.of(extract(f.data, f.declared_type, base_url=task.url,
+                                                                 name=f.name)), task)
+            except SkipDocument:  # not HTML: no links to follow
+                pass
+        self.sched.reschedule(st, CHANGED if new else UNCHANGED)
+
+    def _store_links(self, st: UrlState, page: PageLinks, task: Task) -> int:
+        """Keep a page's canonical outlinks and follow them; the count of never-seen URLs."""
+        links = self.sched.links.canonical(page.links, page.encoding)
+        self.sched.table.set_links(st.url, links)
+        return self.sched.follow(links, task)
+
+    @staticmethod
+    def _canonical_key(page: PageLinks, key: str) -> str | None:
+        """``rel=canonical`` on the same host names the document (RFC 6596 §3: a canonical
+        link may point anywhere; only the same host is trusted here)."""
+        if not page.canonical:
+            return None
+        try:
+            c = canonicalize(page.canonical, page.encoding)
+        except ValueError:
+            return None
+        return c if host_key(c) == host_key(key) else None

@@ -1,0 +1,223 @@
+"""One pass of a web source: the worker loop that ties the crawl's parts together.
+
+Data flow (LCWA: parallel fetchers over one shared frontier and a result pool; Scrapy's engine
+between its scheduler and its downloader):
+
+* the :class:`~indexerd.sources.web.scheduler.Scheduler` holds the seen set, the frontier and
+  every URL's state; the :class:`~indexerd.sources.web.seeding.Seeder` fills it (seeds, known
+  URLs, a resumed pass, sitemaps);
+* a small pool of worker threads (:class:`~indexerd.sources.web.workers.FetchWorkers`) takes from
+  the frontier, a host only when its politeness slot is free and its robots.txt is known, and
+  only talks HTTP;
+* the thread that runs the pass (the **coordinator**, :class:`CrawlPass`) takes the workers'
+  results in order of arrival and does everything else: robots.txt verdicts, sitemaps, and the
+  page answers (:class:`~indexerd.sources.web.answers.Answers`: redirects, the document
+  pipeline, links, the mirror), writing the URL states back as it goes so that a daemon stopped
+  mid-crawl resumes the same pass without fetching again what it already did.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+from indexerd.core.errors import IndexerdError
+from indexerd.core.pipeline import PassCounts, Pipeline, Verdict
+from indexerd.sources.web.answers import Answers
+from indexerd.sources.web.crawltable import CrawlTable
+from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.frontier import Task
+from indexerd.sources.web.mirror import PassMirror
+from indexerd.sources.web.scheduler import Scheduler
+from indexerd.sources.web.seeding import Seeder
+from indexerd.sources.web.workers import FetchWorkers
+
+log = logging.getLogger(__name__)
+
+#: Seconds a stopped pass waits for its workers (their requests are cut at once by the stop).
+WORKER_STOP_SECONDS = 1.0
+
+
+class CrawlPass:
+    """The coordinator of one pass (or of a ``ctl reindex URL``: ``only``).
+
+    Args:
+        src: the :class:`~indexerd.sources.web.source.WebSource`.
+        pipeline: the document pipeline; counters go to ``pipeline.counters``.
+        counts: the pass's counts.
+        progress: an object with ``tick_crawl(done_pages, queued)``, or None.
+        forced: send no validators and re-index every page fetched.
+        cancel: the stop Event, or None.
+        only: the canonical URLs to fetch instead of a pass (nothing followed, the pass state kept).
+    """
+
+    def __init__(self, src, pipeline: Pipeline, counts: PassCounts, progress, forced: bool,
+                 cancel: threading.Event | None, only: list[str] | None = None) -> None:
+        self.src = src
+        self.cfg = src.cfg
+        self.pipeline = pipeline
+        self.counts = counts
+        self.progress = progress
+        self.cancel = cancel
+        self.only = only
+        self.counters = pipeline.counters
+        self.results: queue.Queue = queue.Queue()
+        self.table = CrawlTable(pipeline.store, src.name)
+        self.mirror = PassMirror(src.mirror, src.name, self.counters)
+        self.sched = Scheduler(src, self.table, self.counters, pipeline.stored, self.mirror, forced=forced,
+                               only=only)
+        self.answers = Answers(self.sched, pipeline, counts, self.mirror)
+        self.seeder = Seeder(self.sched, self.answers.out_of_scope)
+        self.done_pages = 0
+        self.unreachable: set[str] = set()  # hosts whose robots.txt could not be read this pass
+
+    def run(self) -> None:
+        """Seed (or resume), run the workers until the frontier is exhausted or the stop, and
+        write everything back.
+
+        Raises:
+            ConfigError: credentials cannot be read.
+            StoreError: the state store cannot be written.
+        """
+        fetcher = self.src.fetcher()
+        state = self.table.load()
+        if self.only is not None:
+            self.seeder.start_only(state)
+        elif state.running and not self.sched.forced:
+            self.seeder.resume(state)
+        else:
+            self.seeder.start(state)
+        frontier = self.sched.frontier
+        crew = FetchWorkers(self.src, frontier, self.results, fetcher, self.counters, self.cancel)
+        workers = [threading.Thread(target=crew.run, daemon=True, name=f"crawl:{self.src.name}:{i}")
+                   for i in range(self.cfg.workers)]
+        for w in workers:
+            w.start()
+        finished = False
+        try:
+            self._coordinate(len(workers))
+            finished = not self._stopped()
+            seeds = self.src.seed_hosts
+            if finished and seeds and seeds <= self.unreachable:
+                self.counts.failed = f"no seed host answered: {', '.join(sorted(self.unreachable))}"
+        finally:
+            self._stop(workers)
+            self.pipeline.flush()
+            self.sched.persist(finished=finished)
+        log.info("%s: crawl %s after %d requests (%d still queued)", self.src.name,
+                 "finished" if finished else "interrupted", frontier.requests, frontier.queued())
+        self.mirror.report()
+
+    def _stopped(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def _coordinate(self, running: int) -> None:
+        """Take results until every worker has said it is gone (``(None, None)``)."""
+        while running:
+            try:
+                task, resp = self.results.get(timeout=0.5)
+            except queue.Empty:
+                self.sched.persist_maybe()
+                continue
+            if task is None:
+                running -= 1
+                continue
+            try:
+                self._process(task, resp)
+                self.sched.refill()
+            except IndexerdError:
+                raise
+            except Exception:  # a bug on one page must not stop the crawl
+                log.exception("%s: processing %s failed", self.src.name, task.url)
+                self.counters.inc("error.internal")
+            finally:
+                self.sched.frontier.finish(task)
+            self.sched.persist_maybe()
+
+    def _stop(self, workers: list[threading.Thread]) -> None:
+        """Stop the frontier, wait for the workers, and process the results they still gave."""
+        self.sched.frontier.stop()
+        # a stop cuts every request within 0.05 s (Fetcher's cancel); a worker stuck past
+        # that (a DNS lookup) is left behind: its URL stays queued for the resume
+        join_by = time.monotonic() + (WORKER_STOP_SECONDS if self._stopped() else float(self.cfg.timeout) + 5)
+        for w in workers:
+            w.join(timeout=max(0.0, join_by - time.monotonic()))
+        while not self.results.empty():  # results of requests made before the stop
+            task, resp = self.results.get_nowait()
+            if task is None:
+                continue
+            try:
+                self._process(task, resp)
+            except Exception:
+                log.exception("%s: processing %s failed", self.src.name, task.url)
+
+    def _process(self, task: Task, resp: Response | None) -> None:
+        if resp is not None and resp.error == "cancelled":
+            # the stop cut the request: nothing was learnt, the URL stays queued for the resume
+            self.counters.inc("web.cancelled")
+            return
+        if resp is not None and resp.error == "invalid-url" and task.kind != "robots":
+            self.sched.done(task, resp, "invalid-url")
+            self.counters.inc("web.drop.invalid")
+            return
+        if task.kind == "robots":
+            self._robots_answer(task, resp)
+        elif task.skip is not None:
+            self._skipped(task)
+        elif task.kind == "sitemap":
+            self.seeder.sitemap_answer(task, resp)
+        else:
+            self.done_pages += 1
+            if self.progress is not None and hasattr(self.progress, "tick_crawl"):
+                self.progress.tick_crawl(self.done_pages, self.sched.frontier.queued())
+            self.answers.handle(task, resp)
+
+    def _robots_answer(self, task: Task, resp: Response | None) -> None:
+        rules = self.src.robots.get(task.host)
+        if rules is None:  # the worker failed before storing them
+            resp = resp or Response(url=task.url, method="GET", status=None, headers={}, body=b"",
+                                    elapsed=0.0, error="internal")
+            rules = self.src.robots.put_response(task.host, resp)
+        self.counters.inc(f"web.robots.{rules.status}")
+        if rules.status == "unreachable":
+            self._host_unreachable(task.host, resp.error or f"HTTP {resp.status}")
+        self.seeder.robots_known(task.host, rules)
+
+    def _host_unreachable(self, host: str, why: str) -> None:
+        """``host``'s robots.txt could not be read (RFC 9309 §2.3.1.4: nothing is fetched from
+        it): the pass fails for this host -- in the counts, not only in the log -- once per pass,
+        whether the verdict was made now or is the cached one (``UNREACHABLE_TTL``)."""
+        if host in self.unreachable:
+            return
+        self.unreachable.add(host)
+        self.counts.fail(f"{host}/robots.txt unreachable ({why}); nothing is fetched from {host} this pass")
+        self.counters.inc("error.robots-unreachable")
+        log.warning("%s: %s/robots.txt unreachable (%s); nothing is fetched from %s this pass",
+                    self.src.name, host, why, host)
+
+    def _skipped(self, task: Task) -> None:
+        """robots.txt forbids the URL, or could not be read, or its host is down this pass, or
+        the scope gate dropped it just before the fetch."""
+        if task.skip == "robots-unreachable":
+            rules = self.src.robots.get(task.host)
+            self._host_unreachable(task.host, f"{rules.detail if rules else 'no response'}, "
+                                              "the verdict cached from an earlier attempt")
+        if task.skip not in ("robots", "robots-unreachable", "host-down"):
+            st = self.table.get(task.url)
+            if st is not None:
+                self.answers.out_of_scope(st, task.skip)
+            else:
+                self.counters.inc(f"web.drop.{task.skip}")
+            return
+        self.counters.inc(f"web.drop.{task.skip}")
+        st = self.sched.done(task, None, task.skip)
+        if task.kind == "sitemap":
+            return
+        if self.only is not None:  # asked for by name (ctl reindex URL): say it was not fetched
+            self.counts.record(Verdict.SKIPPED)
+        if task.skip == "robots":
+            self.answers.retire(st.key, "robots.txt disallows it", task.url)
+            st.last_outcome = "gone"
+            st.last_status = None  # never requested: not re-checked unless linked again

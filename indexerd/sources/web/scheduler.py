@@ -1,0 +1,271 @@
+"""The crawl scheduler: which URLs a pass asks, in which order, and what it remembers of each.
+
+Like Scrapy's scheduler (``scrapy/core/scheduler.py``, https://github.com/scrapy/scrapy: a
+duplicate filter in front of memory and disk queues), it owns the pass's **seen set** (a URL is
+queued at most once per pass), the **frontier** (:class:`~indexerd.sources.web.frontier.Frontier`,
+in memory up to ``max_queued`` URLs) and its overflow on disk (``spilled`` rows, taken back as the
+frontier drains), and every URL's :class:`~indexerd.sources.web.urlstate.UrlState` through the
+:class:`~indexerd.sources.web.crawltable.CrawlTable`.  One scope gate applies when a URL is
+queued and again just before it is fetched.  Adaptive recrawl (:mod:`indexerd.sources.web.recrawl`)
+decides which known URLs are due.  Used by the thread that runs the pass only (the frontier
+itself is thread-safe).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from indexerd.sources.web.crawltable import CrawlTable
+from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.frontier import Frontier, Task
+from indexerd.sources.web.links import LinkFilter
+from indexerd.sources.web.mirror import PassMirror
+from indexerd.sources.web.recrawl import is_due, next_schedule
+from indexerd.sources.web.responses import conditional_validators, request_method
+from indexerd.sources.web.traps import trap_reason
+from indexerd.sources.web.urls import host_key
+from indexerd.sources.web.urlstate import PassState, UrlState, Via
+
+UTC = timezone.utc
+
+#: The frontier's overflow on disk, in windows of ``max_queued``: beyond, new URLs are dropped.
+SPILL_WINDOWS = 10
+#: Sitemap files fetched per pass (a sitemap index may name many).
+MAX_SITEMAP_FILES = 50
+
+
+class Scheduler:
+    """The seen set, the frontier and the URL states of one pass of one web source.
+
+    Args:
+        src: the :class:`~indexerd.sources.web.source.WebSource` (config, scope, slots, robots).
+        table: the source's crawl table (loaded by the caller).
+        counters: the pass's named counters.
+        stored: ``stored(key)`` -> the document's stored record or None (sees pending writes).
+        mirror: the pass's mirror (validators are not sent for a page whose file it lost).
+        forced: a ``ctl reindex`` pass: no validators, every known URL due.
+        only: ``ctl reindex URL``: the URLs asked by name; links are stored, not followed.
+    """
+
+    def __init__(self, src, table: CrawlTable, counters, stored: Callable, mirror: PassMirror, *,
+                 forced: bool, only: list[str] | None = None) -> None:
+        self.src = src
+        self.cfg = cfg = src.cfg
+        self.table = table
+        self.counters = counters
+        self.stored = stored
+        self.mirror = mirror
+        self.forced = forced
+        self.only = only
+        self.frontier = Frontier(cfg.order, src.slots, src.robots, cfg.max_pages, gate=self._task_gate)
+        self.links = LinkFilter(src.scope, counters, max_query_variants=cfg.max_query_variants,
+                                max_numbered_variants=cfg.max_numbered_variants)
+        self.seen: set[str] = set()
+        self.not_due: set[str] = set()  # known URLs this pass does not ask (in ``seen``)
+        self.spilled = 0  # URLs this process spilled in this pass
+        self.spill_left = False  # spilled rows may wait in the store
+        self.sitemap_files = 0
+        self.seq = itertools.count()
+        self.pass_id = 0
+        self.pass_start: datetime = src.clock()  # adaptive recrawl schedules from here
+        self.min_interval = float(cfg.interval)
+        self.max_interval = float(cfg.max_recrawl_interval)
+
+    # -- URL states -----------------------------------------------------------------------
+    def state(self, url: str) -> UrlState:
+        """The state of ``url`` (a new one in this pass if unknown), marked to be written."""
+        st = self.table.get(url)
+        if st is None:
+            st = UrlState(url, pass_id=self.pass_id, seq=next(self.seq))
+        return self.table.put(st)
+
+    def done(self, task: Task, resp: Response | None, outcome: str) -> UrlState:
+        """Record that ``task`` was answered (or skipped: ``resp`` None) with ``outcome``."""
+        st = self.state(task.url)
+        st.state, st.last_outcome, st.checked_at = "done", outcome, datetime.now(UTC)
+        if resp is not None:
+            st.last_status = resp.status if resp.status is not None else 0  # 0: no HTTP answer
+        return st
+
+    def forget(self, st: UrlState, reason: str) -> None:
+        """A known URL the config no longer covers: its state is deleted (``web.drop.<reason>``);
+        links to it are not counted again in this pass unless the drop depends on the path."""
+        self.table.remove(st.url)
+        self.links.forget_later(st.url, reason)
+        self.counters.inc(f"web.drop.{reason}")
+
+    # -- adaptive recrawl -----------------------------------------------------------------
+    def due(self, st: UrlState) -> bool:
+        """Whether a known URL is asked in this pass: always in a forced pass or when
+        ``max_recrawl_interval`` equals ``interval`` (adaptive recrawl off), else when due."""
+        return self.forced or self.max_interval <= self.min_interval or \
+            is_due(st.due_at, self.pass_start, self.min_interval)
+
+    def defer(self, url: str) -> None:
+        """Adaptive recrawl: ``url`` is not due in this pass; links to it do not queue it."""
+        self.seen.add(url)
+        self.not_due.add(url)
+        self.counters.inc("web.recrawl.not-due")
+
+    def undefer(self, url: str) -> None:
+        """A URL deferred by :meth:`defer` turned out to be due (its sitemap says it changed)."""
+        self.not_due.discard(url)
+        self.seen.discard(url)
+        self.counters.inc("web.recrawl.sitemap-lastmod")
+
+    def reschedule(self, st: UrlState, change: str) -> None:
+        """Learn from one fetch of ``st``'s URL when to ask it again (``change``: recrawl's
+        ``CHANGED``, ``UNCHANGED`` or ``FAILED``)."""
+        s = next_schedule(st.recrawl_seconds, change, self.pass_start, min_interval=self.min_interval,
+                          max_interval=self.max_interval, changefreq=st.changefreq, seed=st.via == "seed")
+        st.recrawl_seconds, st.due_at, st.due_reason = s.interval_seconds, s.due_at, s.reason
+
+    # -- the scope gate -------------------------------------------------------------------
+    def scope_reason(self, url: str, hops: int, seed_depth: int, kind: str = "page") -> str | None:
+        """The one scope gate, applied when a URL is queued and again before it is fetched:
+        None, or why ``url`` is not crawled (:meth:`Scope.check` then :func:`trap_reason` for a
+        page; :meth:`Scope.check_site` for a sitemap file or robots.txt)."""
+        if kind != "page":
+            return self.src.scope.check_site(url)
+        return self.src.scope.check(url, hops=hops, seed_depth=seed_depth) or trap_reason(url)
+
+    def _task_gate(self, task: Task) -> str | None:
+        """:meth:`scope_reason` of a task the frontier is about to hand out (robots.txt is
+        only asked for hosts of queued URLs, which passed the gate)."""
+        if task.kind == "robots":
+            return None
+        return self.scope_reason(task.url, task.hops, task.seed_depth, task.kind)
+
+    # -- queueing -------------------------------------------------------------------------
+    def task_for(self, st: UrlState, front: bool = False) -> Task:
+        """The request for ``st``'s URL: conditional when a copy is kept, HEAD first for what
+        does not look like HTML (:mod:`indexerd.sources.web.responses`)."""
+        etag, lm = conditional_validators(st, self.stored, forced=self.forced,
+                                          now=datetime.now(UTC), mirror_has=self.mirror.has)
+        url = st.url
+        return Task(url=url, host=host_key(url), hops=st.hops, seed_depth=st.seed_depth, seq=st.seq,
+                    method=request_method(url, etag, lm), etag=etag, last_modified=lm, origin=st.origin,
+                    redirects=st.redirects, front=front)
+
+    def queue(self, st: UrlState) -> None:
+        """Put the known ``st`` (a resumed pass's queued row) in the frontier as it is."""
+        self.frontier.put(self.task_for(st))
+
+    def retry(self, task: Task) -> None:
+        """Ask ``task`` again (a 429 retry, the GET after a HEAD): it does not spend the budget twice."""
+        self.frontier.refund()
+        self.frontier.put(task)
+
+    def _frontier_full(self) -> bool:
+        """``max_queued`` URLs wait in memory already: a new one goes to the store (spilled),
+        taken back by :meth:`refill` as the frontier drains."""
+        return self.frontier.queued() >= self.cfg.max_queued
+
+    def spill_full(self) -> bool:
+        """The window and the store's overflow (``SPILL_WINDOWS`` windows) are full: a new URL is
+        dropped and counted, to be found again later in the pass or from the next pass's pages
+        (their stored links)."""
+        return self.spilled >= SPILL_WINDOWS * self.cfg.max_queued and self._frontier_full()
+
+    def enqueue(self, url: str, *, hops: int, seed_depth: int, via: Via, origin: str | None = None,
+                redirects: int = 0, front: bool = False) -> bool:
+        """Add ``url`` to the frontier unless it was seen in this pass or the scope gate drops it
+        (counted ``web.drop.<reason>``); beyond ``max_queued`` a new URL found by a link or a
+        sitemap waits on disk.  True when queued (or spilled)."""
+        if url in self.seen:
+            return False
+        spill = via in ("link", "sitemap") and url not in self.table and self._frontier_full()
+        if spill and self.spilled >= SPILL_WINDOWS * self.cfg.max_queued:
+            self.counters.inc("web.drop.frontier-full")
+            return False
+        reason = self.scope_reason(url, hops, seed_depth)
+        if reason is not None:
+            self.counters.inc(f"web.drop.{reason}")
+            return False
+        self.seen.add(url)
+        if spill:  # a new URL beyond the window: on disk only, taken back by refill
+            self.table.spill(UrlState(url, pass_id=self.pass_id, state="spilled", hops=hops,
+                                      seed_depth=seed_depth, seq=next(self.seq), via=via))
+            self.spilled += 1
+            self.spill_left = True
+            self.counters.inc("web.frontier.spilled")
+            return True
+        st = self.table.get(url) or UrlState(url)
+        st.pass_id, st.state, st.hops, st.seed_depth = self.pass_id, "queued", hops, seed_depth
+        st.seq, st.via, st.origin, st.redirects = next(self.seq), via, origin, redirects
+        self.table.put(st)
+        self.frontier.put(self.task_for(st, front=front))
+        return True
+
+    def put_sitemap(self, url: str, count: bool = True) -> None:
+        """Queue the sitemap file ``url`` at the front (at most ``MAX_SITEMAP_FILES`` a pass;
+        ``count=False``: a resumed pass's, already counted)."""
+        reason = self.scope_reason(url, 0, 1, "sitemap")
+        if reason is not None:
+            self.counters.inc(f"web.drop.sitemap-{reason}")
+            return
+        if count:
+            if url in self.seen or self.sitemap_files >= MAX_SITEMAP_FILES:
+                return
+            self.sitemap_files += 1
+            self.seen.add(url)
+            st = self.table.get(url) or UrlState(url)
+            st.pass_id, st.state, st.seq, st.via = self.pass_id, "queued", next(self.seq), "sitemapfile"
+            self.table.put(st)
+        self.frontier.put(Task(url=url, host=host_key(url), kind="sitemap", front=True))
+
+    def follow(self, links: list[str], task: Task, why: Via = "link") -> int:
+        """Filter (:class:`~indexerd.sources.web.links.LinkFilter`) and enqueue the canonical
+        outlinks of ``task``'s page; return how many of them are URLs never seen before
+        (adaptive recrawl counts that as a change).  ``ctl reindex URL`` follows nothing."""
+        if self.only is not None:
+            return 0
+        hops = task.hops + 1
+        new = 0
+        for link in links:
+            if link in self.seen or self.links.dropped_before(link):
+                continue
+            if self.spill_full():  # before the costlier checks: a page of 10,000 links
+                self.counters.inc("web.drop.frontier-full")
+                continue
+            if not self.links.admit(link, hops=hops, seed_depth=task.seed_depth):
+                continue
+            unknown = link not in self.table
+            if self.enqueue(link, hops=hops, seed_depth=task.seed_depth, via=why) and unknown:
+                new += 1
+        return new
+
+    def refill(self) -> None:
+        """Take spilled URLs back from the store once the in-memory frontier is half empty.
+
+        Called while the task being processed is still outstanding, so the workers never see
+        an empty frontier while URLs wait on disk."""
+        if not self.spill_left or self.frontier.queued() > self.cfg.max_queued // 2:
+            return
+        states = self.table.take_spilled(self.pass_id, max(1, self.cfg.max_queued // 2))
+        if not states:
+            self.spill_left = False
+            return
+        for st in states:
+            if st.url in self.table:  # queued again in memory since (a resumed pass)
+                continue
+            st.state = "queued"
+            self.table.put(st)
+            self.frontier.put(self.task_for(st))
+        self.counters.inc("web.frontier.refilled", len(states))
+        self.persist(finished=False)  # before the next query: these rows are no longer spilled
+
+    # -- persistence ----------------------------------------------------------------------
+    def pass_state(self, finished: bool = False) -> PassState | None:
+        """The pass's resume point (``ctl reindex URL``: None, the stored one is left as it is)."""
+        if self.only is not None:
+            return None
+        return PassState(id=self.pass_id, running=not finished, started=self.pass_start, forced=self.forced)
+
+    def persist_maybe(self) -> None:
+        self.table.write_maybe(self.pass_state())
+
+    def persist(self, finished: bool) -> None:
+        self.table.write(self.pass_state(finished), finished=finished)

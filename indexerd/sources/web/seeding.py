@@ -1,0 +1,184 @@
+"""Where a pass's URLs come from: the seeds, the URLs known from earlier passes, a resumed
+pass's queue, and the sitemaps (named by robots.txt, else ``/sitemap.xml``).
+
+A new pass starts from the seeds, then every URL requested before that is due (so a page whose
+link disappeared is still re-checked, with a conditional GET, until it answers 404); a pass a
+stop interrupted resumes where it was; ``ctl reindex URL`` queues just the URLs named.
+Sitemaps are read for the seed hosts only, at most ``MAX_SITEMAP_FILES`` files and
+``MAX_SITEMAP_URLS`` entries per file a pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+
+from indexerd.core.dates import parse_date
+from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.frontier import Task
+from indexerd.sources.web.robots import RobotsRules
+from indexerd.sources.web.scheduler import Scheduler
+from indexerd.sources.web.sitemap import parse_sitemap
+from indexerd.sources.web.urls import canonicalize, host_key, path_depth
+from indexerd.sources.web.urlstate import PassState, UrlState
+
+log = logging.getLogger(__name__)
+
+#: Entries read from one sitemap file (the protocol allows 50,000; the rest is not parsed).
+MAX_SITEMAP_URLS = 10_000
+
+
+class Seeder:
+    """Fills one pass's :class:`~indexerd.sources.web.scheduler.Scheduler`.
+
+    Args:
+        sched: the pass's scheduler (its table loaded).
+        out_of_scope: ``out_of_scope(state, reason)`` forgets a known URL the config no longer
+            covers (and deletes its indexed copy).
+    """
+
+    def __init__(self, sched: Scheduler, out_of_scope: Callable[[UrlState, str], None]) -> None:
+        self.sched = sched
+        self.src = sched.src
+        self.cfg = sched.cfg
+        self.out_of_scope = out_of_scope
+        self.sitemaps_asked: set[str] = set()  # seed hosts whose sitemaps were queued
+
+    def start(self, state: PassState) -> None:
+        """A new pass: seeds, then every URL requested before (re-checked conditionally)."""
+        s = self.sched
+        s.pass_id = state.id + 1
+        s.pass_start = self.src.clock()
+        s.table.drop_spilled()  # an older pass's overflow, never taken back
+        for seed in self.cfg.seeds:
+            url = canonicalize(seed)
+            s.enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
+        known = sorted((st for st in s.table.rows.values() if st.pass_id < s.pass_id and st.asked_before),
+                       key=lambda st: (st.hops, st.seq))
+        for st in known:
+            if st.url in s.seen:  # a seed
+                continue
+            reason = self.src.scope.check(st.url, hops=st.hops, seed_depth=st.seed_depth)
+            if reason is not None:
+                self.out_of_scope(st, reason)
+                continue
+            if not s.due(st):
+                s.defer(st.url)
+                continue
+            s.enqueue(st.url, hops=st.hops, seed_depth=st.seed_depth, via="recheck")
+        s.persist(finished=False)
+
+    def start_only(self, state: PassState) -> None:
+        """``ctl reindex URL``: queue just the URLs named, within the current pass's id."""
+        s = self.sched
+        s.pass_id = state.id
+        depth = {host_key(canonicalize(u)): path_depth(canonicalize(u)) for u in self.cfg.seeds}
+        for url in s.only:
+            st = s.table.get(url)
+            hops, seed_depth = (st.hops, st.seed_depth) if st else (0, depth.get(host_key(url), path_depth(url)))
+            s.enqueue(url, hops=hops, seed_depth=seed_depth, via="reindex", front=True)
+
+    def resume(self, state: PassState) -> None:
+        """Continue an interrupted pass: what it did stays done, what it queued is queued (the
+        frontier's overflow stays on disk until the scheduler's ``refill`` takes it back); a
+        forced pass (``ctl reindex --source``) stays forced."""
+        s = self.sched
+        s.pass_id = state.id
+        s.forced = state.forced
+        s.spill_left = True
+        if state.started is not None:
+            s.pass_start = state.started
+        last = 0
+        for st in sorted(s.table.rows.values(), key=lambda st: st.seq):
+            if st.pass_id != s.pass_id:
+                if st.asked_before and not s.due(st):
+                    s.defer(st.url)
+                continue
+            s.seen.add(st.url)
+            last = max(last, st.seq)
+            if st.state == "queued":
+                if st.via == "sitemapfile":
+                    s.put_sitemap(st.url, count=False)
+                    continue
+                reason = s.scope_reason(st.url, st.hops, st.seed_depth)
+                if reason is not None:  # queued by an older indexerd, or the config changed
+                    self.out_of_scope(st, reason)
+                    continue
+                s.queue(st)
+        s.seq = itertools.count(last + 1)
+        log.info("%s: resuming crawl pass %d (%d URLs seen, %d queued)", self.src.name, s.pass_id,
+                 len(s.seen), s.frontier.queued())
+
+    # -- sitemaps -------------------------------------------------------------------------
+    def robots_known(self, host: str, rules: RobotsRules) -> None:
+        """``host``'s robots.txt is known: queue its sitemaps (its ``Sitemap:`` lines, else
+        ``/sitemap.xml``) if it is a seed host, once a pass, unless sitemaps are off."""
+        if not self.cfg.sitemaps or self.sched.only is not None or host not in self.src.seed_hosts \
+                or host in self.sitemaps_asked:
+            return
+        self.sitemaps_asked.add(host)
+        for m in list(rules.sitemaps) or [host + "/sitemap.xml"]:
+            try:
+                url = canonicalize(m)
+            except ValueError:
+                continue
+            if host_key(url) in self.src.seed_hosts:
+                self.sched.put_sitemap(url)
+
+    def sitemap_answer(self, task: Task, resp: Response) -> None:
+        """Queue the pages (one hop from the host's seed) and child sitemaps of a sitemap file.
+
+        A ``<lastmod>`` or ``<changefreq>`` is kept in the page's state; a ``<lastmod>`` later
+        than the page's last check makes a page that is not due due now."""
+        s = self.sched
+        st = s.done(task, resp, "sitemap")
+        if resp.error is not None or resp.status != 200:
+            s.counters.inc("web.sitemap.unavailable")
+            return
+        try:
+            pages, children = parse_sitemap(resp.body, max_entries=MAX_SITEMAP_URLS)
+        except ValueError as e:
+            s.counters.inc("web.sitemap.invalid")
+            log.warning("%s: %s: not a usable sitemap: %s", self.src.name, task.url, e)
+            return
+        st.last_outcome = f"sitemap:{len(pages)}+{len(children)}"
+        if max(len(pages), len(children)) >= MAX_SITEMAP_URLS:
+            s.counters.inc("web.sitemap.truncated")  # the rest of the file is not read
+        for child in children:
+            try:
+                url = canonicalize(child.loc)
+            except ValueError:
+                continue
+            if host_key(url) in self.src.seed_hosts:
+                s.put_sitemap(url)
+        seed_depth = min(path_depth(canonicalize(u)) for u in self.cfg.seeds
+                         if host_key(canonicalize(u)) == task.host)
+        hops = 1
+        for i, entry in enumerate(pages):
+            if s.spill_full():
+                s.counters.inc("web.drop.frontier-full", len(pages) - i)
+                break
+            try:
+                url = canonicalize(entry.loc)
+            except ValueError:
+                continue
+            reason = s.scope_reason(url, hops, seed_depth)
+            if reason is not None:  # before any state is made: an out-of-scope entry leaves no trace
+                s.counters.inc(f"web.drop.{reason}")
+                continue
+            if entry.lastmod or entry.changefreq:
+                page = s.state(url)
+                page.sitemap_lastmod = entry.lastmod or page.sitemap_lastmod
+                page.changefreq = entry.changefreq or page.changefreq
+            if url in s.not_due and self._changed_since_checked(url, entry.lastmod):
+                s.undefer(url)  # the sitemap says it changed: due now
+                page = s.table.get(url)
+                s.enqueue(url, hops=page.hops, seed_depth=page.seed_depth, via="recheck")
+            elif s.enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
+                s.counters.inc("web.sitemap.urls")
+
+    def _changed_since_checked(self, url: str, lastmod: str | None) -> bool:
+        """A sitemap ``<lastmod>`` later than the URL's last check (both real times, UTC)."""
+        changed, checked = parse_date(lastmod), self.sched.table.get(url).checked_at
+        return changed is not None and checked is not None and changed > checked
