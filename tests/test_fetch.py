@@ -300,7 +300,9 @@ def test_one_session_per_thread(site, fetcher):
     assert [r.status for r in results] == [200, 200, 200]
     assert time.monotonic() - t0 < 0.3  # in parallel, one connection each
     assert len({h.client for h in site.log}) == 3
-    assert len(fetcher._sessions) == 3
+    assert fetcher.open_sessions() == 3
+    fetcher.close()
+    assert fetcher.open_sessions() == 0
 
 
 def test_site_closes_while_a_client_reads_an_endless_body():

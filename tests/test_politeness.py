@@ -179,6 +179,16 @@ def test_acquire_returns_false_when_cancelled():
     assert slots.acquire("h", cancel=cancel) is False  # already set: no wait at all
 
 
+def test_acquire_gives_up_after_its_timeout():
+    slots = HostSlots()
+    assert slots.acquire("h")  # held by a robots.txt request
+    t0 = time.monotonic()
+    assert slots.acquire("h", timeout=0.1) is False  # a redirect of another host's robots.txt
+    assert 0.09 <= time.monotonic() - t0 < 0.25
+    slots.release("h", PolitenessSettings(min_delay=0.05), elapsed=0.0, ok=True)
+    assert slots.acquire("h", timeout=1.0)  # free after the delay, within the timeout
+
+
 def test_waiter_wakes_on_release():
     slots = HostSlots()
     assert slots.acquire("h")

@@ -11,7 +11,9 @@ import pytest
 from httpsite import site as site_fixture
 
 from indexerd.sources.web.fetch import Fetcher, Response
-from indexerd.sources.web.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules, parse_robots
+from indexerd.sources.web.frontier import Frontier, Task
+from indexerd.sources.web.politeness import HostSlots
+from indexerd.sources.web.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules, follow_redirects, parse_robots
 
 site = site_fixture  # the fixture; an assignment, so pyflakes does not call each use a redefinition
 BASE = "https://example.test"
@@ -199,24 +201,34 @@ def _get(fetcher):
     return lambda url: fetcher.fetch(url, max_size=MAX_ROBOTS_BYTES, truncate=True)
 
 
+def _load(cache: RobotsCache, host: str, get) -> RobotsRules:
+    """What a crawl worker does for a host's robots.txt: the cached verdict, else the request,
+    its redirects (the one loop, follow_redirects) and the verdict of the final answer."""
+    rules = cache.get(host)
+    if rules is None:
+        resp, hops = follow_redirects(host + "/robots.txt", get)
+        rules = cache.put_response(host, resp, hops=hops)
+    return rules
+
+
 def test_load_over_http(site, fetcher):
     site.add("/robots.txt", body=b"\xef\xbb\xbfUser-agent: indexerd\nDisallow: /private\nCrawl-delay: 0.5\n",
              headers={"Content-Type": "text/plain"})
     cache = RobotsCache()
     key = site.base  # 'http://127.0.0.1:<port>' is already a host key
-    rules = cache.load(key, _get(fetcher))
+    rules = _load(cache, key, _get(fetcher))
     assert (rules.status, rules.crawl_delay) == ("ok", 0.5)
     assert not rules.allowed(site.url("/private/a")) and rules.allowed(site.url("/public"))
-    assert cache.load(key, _get(fetcher)) is rules  # cached: one request only
+    assert _load(cache, key, _get(fetcher)) is rules  # cached: one request only
     assert [h.path for h in site.log] == ["/robots.txt"]
 
 
 def test_load_404_allows_all_and_503_allows_nothing(site, fetcher):
     cache = RobotsCache()
-    assert cache.load(site.base, _get(fetcher)).status == "allow-all"  # no route: 404
+    assert _load(cache, site.base, _get(fetcher)).status == "allow-all"  # no route: 404
     site.add("/robots.txt", status=503, body=b"busy")
-    cache.forget(site.base)
-    rules = cache.load(site.base, _get(fetcher))
+    cache = RobotsCache()
+    rules = _load(cache, site.base, _get(fetcher))
     assert (rules.status, rules.allowed(site.url("/"))) == ("unreachable", False)
 
 
@@ -226,31 +238,30 @@ def test_load_follows_five_redirects_then_gives_up(site, fetcher):
     site.redirect("/robots.txt", "/r0", status=301)
     site.add("/r4", body=b"User-agent: *\nDisallow: /\n")  # reached after 5 hops
     cache = RobotsCache()
-    rules = cache.load(site.base, _get(fetcher))
+    rules = _load(cache, site.base, _get(fetcher))
     assert (rules.status, rules.allowed(site.url("/a"))) == ("ok", False)
     assert [h.path for h in site.log] == ["/robots.txt", "/r0", "/r1", "/r2", "/r3", "/r4"]
     site.redirect("/r4", "/r5")  # now six hops: treated as unavailable (allow-all)
     site.add("/r5", body=b"User-agent: *\nDisallow: /\n")
-    cache.forget(site.base)
-    rules = cache.load(site.base, _get(fetcher))
+    cache = RobotsCache()
+    rules = _load(cache, site.base, _get(fetcher))
     assert (rules.status, rules.allowed(site.url("/a"))) == ("allow-all", True)
     assert "/r5" not in [h.path for h in site.log]
 
 
 def test_load_treats_a_redirect_to_another_scheme_as_allow_all(site, fetcher):
     site.redirect("/robots.txt", "ftp://example.test/robots.txt")
-    rules = RobotsCache().load(site.base, _get(fetcher))
+    rules = _load(RobotsCache(), site.base, _get(fetcher))
     assert (rules.status, rules.detail) == ("allow-all", "302 after 0 redirects")
 
 
-def test_load_is_single_flight(site, fetcher):
-    site.add("/robots.txt", body=b"User-agent: *\nDisallow: /x\n", delay=0.2)
-    cache = RobotsCache()
-    got: list[RobotsRules] = []
-    threads = [threading.Thread(target=lambda: got.append(cache.load(site.base, _get(fetcher)))) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(5)
-    assert len(got) == 3 and got[0] is got[1] is got[2]
-    assert [h.path for h in site.log] == ["/robots.txt"]
+def test_the_frontier_asks_a_hosts_robots_txt_once_and_holds_its_urls_until_it_is_known():
+    host = "http://site.test:80"
+    frontier = Frontier("breadth", HostSlots(), RobotsCache(), budget=10)
+    frontier.put(Task(url=host + "/a", host=host))
+    frontier.put(Task(url=host + "/b", host=host))
+    first = frontier.take()
+    assert (first.kind, first.url) == ("robots", host + "/robots.txt")
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    assert frontier.take(cancel) is None  # no second robots.txt request, no page before the verdict

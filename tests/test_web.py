@@ -119,7 +119,7 @@ class Crawl:
         finally:
             ix.close()
 
-    def _db(self, sql: str, args=()) -> list[dict]:
+    def query(self, sql: str, args=()) -> list[dict]:
         con = sqlite3.connect(self.state / "state.sqlite3")
         con.row_factory = sqlite3.Row
         try:
@@ -128,13 +128,13 @@ class Crawl:
             con.close()
 
     def docs(self) -> dict[str, dict]:
-        return {r["key"]: r for r in self._db("SELECT * FROM documents")}
+        return {r["key"]: r for r in self.query("SELECT * FROM documents")}
 
     def doc(self, path: str) -> dict | None:
         return self.docs().get(self.site.url(path))
 
     def crawl_rows(self) -> dict[str, dict]:
-        return {r["url"]: r for r in self._db("SELECT * FROM crawl")}
+        return {r["url"]: r for r in self.query("SELECT * FROM crawl")}
 
 
 def counts(summary: dict) -> tuple:

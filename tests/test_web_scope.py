@@ -131,11 +131,13 @@ def test_redirects_and_robots_redirects_to_another_port_are_not_followed(tmp_pat
 def test_the_frontier_asks_the_gate_just_before_handing_a_url_out():
     from indexerd.sources.web.frontier import Frontier, Task
     from indexerd.sources.web.politeness import HostSlots
-    from indexerd.sources.web.robots import RobotsCache, RobotsRules
+    from indexerd.sources.web.fetch import Response
+    from indexerd.sources.web.robots import RobotsCache
 
     robots = RobotsCache()
     host = "http://seed.test:80"
-    robots._rules[host] = RobotsRules.from_bytes(b"")
+    robots.put_response(host, Response(url=host + "/robots.txt", method="GET", status=200, headers={}, body=b"",
+                                       elapsed=0.0))  # an empty robots.txt: everything allowed
     asked = []
 
     def gate(task):
@@ -215,7 +217,7 @@ def test_a_resumed_pass_takes_back_the_urls_that_waited_on_disk(tmp_path, site):
             site.add(f"/d{i}.html", body=html(f"D{i}", f"resumeword d{i}"), headers=HTML)
     crawl = Crawl(tmp_path, site, max_queued=4, workers=1)
     _cancelled_pass(crawl, site, "/d5.html", gate)
-    waiting = [r for r in crawl._db("SELECT url, state FROM crawl") if r["state"] == "spilled"]
+    waiting = [r for r in crawl.query("SELECT url, state FROM crawl") if r["state"] == "spilled"]
     assert len(waiting) >= 20, waiting  # on disk, not lost with the process
     s = crawl.run()
     asked = [h.path for h in site.log if h.path.startswith("/d")]

@@ -204,6 +204,12 @@ class Fetcher:
             self._local.session = session
         return session
 
+    def open_sessions(self) -> int:
+        """How many HTTP sessions are open: one per thread that has fetched (a session and its
+        connections are never shared between threads), 0 after :meth:`close`."""
+        with self._lock:
+            return len(self._sessions)
+
     def close(self) -> None:
         """Close every thread's session and its pooled connections.  Safe to call twice; the
         fetcher must not be used afterwards."""
@@ -219,7 +225,7 @@ class Fetcher:
 
         Redirects are not followed (for HEAD either); a 3xx comes back with ``location`` set.
         ``etag`` goes out as ``If-None-Match`` and ``last_modified`` as ``If-Modified-Since``,
-        both verbatim as stored (CASES B15: never re-formatted).
+        both verbatim as stored (never re-formatted: a server may compare the text exactly).
 
         Size: decoded bytes are counted while reading; more than ``max_size`` stops the reading,
         closes the connection and gives ``error='too-large'`` (status and headers kept, body

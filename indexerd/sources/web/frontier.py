@@ -23,7 +23,7 @@ class Task:
     """One request the frontier hands to a worker.
 
     ``kind`` is ``page``, ``sitemap`` or ``robots``; ``method`` ``GET`` or ``HEAD``;
-    ``etag`` / ``last_modified`` are the stored validators, sent verbatim (CASES B15);
+    ``etag`` / ``last_modified`` are the stored validators, sent verbatim;
     ``skip`` is set instead of fetching when robots.txt forbids it or cannot be read.
     """
 

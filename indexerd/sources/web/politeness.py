@@ -132,11 +132,13 @@ class HostSlots:
         with self._cond:
             return self._wait_locked(host)
 
-    def acquire(self, host: str, *, cancel: threading.Event | None = None) -> bool:
-        """Block until :meth:`try_acquire` succeeds; True then, False if ``cancel`` was set first.
+    def acquire(self, host: str, *, cancel: threading.Event | None = None, timeout: float | None = None) -> bool:
+        """Block until :meth:`try_acquire` succeeds; True then, False if ``cancel`` was set or
+        ``timeout`` seconds (None: no limit) passed first.
 
         ``cancel`` is polled every 0.05 s at most (an Event cannot wake a Condition).
         """
+        by = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
                 if cancel is not None and cancel.is_set():
@@ -144,6 +146,11 @@ class HostSlots:
                 wait = self._wait_locked(host)
                 if wait == 0.0:
                     return True
+                if by is not None:
+                    left = by - time.monotonic()
+                    if left <= 0:
+                        return False
+                    wait = min(wait, left)
                 if cancel is not None:
                     wait = min(wait, 0.05)
                 self._cond.wait(None if wait == math.inf else wait)

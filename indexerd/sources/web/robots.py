@@ -3,17 +3,17 @@
 Outside contracts relied on:
 
 - ``protego.Protego`` 0.7 implements RFC 9309 matching (longest match wins, ``Allow`` wins a tie,
-  ``*`` and ``$``, groups for one user agent merged; LIBRARIES.md §8) and parses a fractional
+  ``*`` and ``$``, groups for one user agent merged) and parses a fractional
   ``Crawl-delay``.  It matches the user agent we pass against the groups, so we always pass the
   product token (``indexerd``), never the full User-Agent header.  It takes ``str``: decoding is
-  ours.  A BOM would become part of the first line and lose the first group (CASES B21), so bytes
+  ours.  A BOM would become part of the first line and lose the first group, so bytes
   are decoded as ``utf-8-sig`` with ``errors="replace"``.
 - protego itself always allows ``/robots.txt``.
 
 What RFC 9309 leaves to the crawler, decided here:
 
 - §2.3.1.2 redirects: up to five consecutive redirects are followed, by :func:`follow_redirects`
-  (the one loop: the crawler's workers and :meth:`RobotsCache.load` use it), each hop through
+  (the one loop, run by the crawler's workers), each hop through
   the caller's ``get`` (politeness) and only to a target the caller's ``follow`` admits (the
   crawler: the source's site, its hosts and ports).  A redirect still there after that, or to a
   non-http(s) URL or a target not admitted, is treated as "unavailable", i.e. allow-all (what the
@@ -78,8 +78,8 @@ def _cut(data: bytes, limit: int = MAX_ROBOTS_BYTES) -> bytes:
 def parse_robots(data: bytes, token: str = "indexerd") -> tuple[Protego, float | None, tuple[str, ...]]:
     """Parse robots.txt bytes: ``(parser, crawl_delay for token in seconds or None, sitemaps)``.
 
-    Decodes as ``utf-8-sig`` with ``errors='replace'`` (a BOM must not eat the first group:
-    CASES B21); bytes past :data:`MAX_ROBOTS_BYTES` are ignored, cut at a line boundary
+    Decodes as ``utf-8-sig`` with ``errors='replace'`` (a BOM must not eat the first group);
+    bytes past :data:`MAX_ROBOTS_BYTES` are ignored, cut at a line boundary
     (RFC 9309 §2.5).  ``sitemaps`` are the ``Sitemap:`` values in file order, as written.
     """
     text = _cut(data).decode("utf-8-sig", errors="replace")
@@ -161,7 +161,9 @@ class RobotsCache:
 
     Each verdict is kept until it expires: ``ttl`` seconds (capped at 24 h, RFC 9309 §2.4) for
     ``'ok'`` and ``'allow-all'``, ``unreachable_ttl`` seconds for ``'unreachable'``.
-    Thread-safe; :meth:`load` lets one thread fetch a host's robots.txt while others wait for it.
+    Thread-safe.  Fetching is the caller's: the crawl's frontier hands a host's robots.txt to one
+    worker at a time, which follows its redirects (:func:`follow_redirects`) and stores the final
+    answer with :meth:`put_response`.
 
     Args:
         token: the product token (letters, ``_``, ``-``; RFC 9309 §2.2.1), not the User-Agent.
@@ -180,7 +182,6 @@ class RobotsCache:
         self.unreachable_ttl = float(unreachable_ttl)
         self._clock = clock
         self._rules: dict[str, RobotsRules] = {}
-        self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, host: str) -> RobotsRules | None:
@@ -195,7 +196,7 @@ class RobotsCache:
         """Turn the final response for ``/robots.txt`` into a verdict, store it and return it.
 
         The caller follows redirects itself first, up to :data:`MAX_REDIRECT_HOPS` of them, each
-        through politeness (:meth:`load` does that loop).  A redirect that still reaches this
+        through politeness (:func:`follow_redirects`).  A redirect that still reaches this
         method means the caller stopped following: RFC 9309 §2.3.1.2 lets the crawler then assume
         the file is unavailable, so it is ``'allow-all'``, like any other 3xx.  ``hops`` (how many
         redirects were followed, if known) only goes into ``detail``.
@@ -225,29 +226,3 @@ class RobotsCache:
         with self._lock:
             self._rules[host] = rules
         return rules
-
-    def load(self, host: str, get: Callable[[str], Response],
-             follow: Callable[[str], bool] | None = None) -> RobotsRules:
-        """The verdict for ``host``, fetching ``host + '/robots.txt'`` with ``get(url)`` if needed.
-
-        ``get`` does one request (through politeness; with ``max_size=MAX_ROBOTS_BYTES,
-        truncate=True``).  Redirects are followed by :func:`follow_redirects` (``follow``
-        admits their targets); the verdict applies to ``host``.  Only one thread loads a given
-        host at a time; the others wait and get its verdict.
-        """
-        rules = self.get(host)
-        if rules is not None:
-            return rules
-        with self._lock:
-            lock = self._loading.setdefault(host, threading.Lock())
-        with lock:
-            rules = self.get(host)
-            if rules is not None:
-                return rules
-            resp, hops = follow_redirects(host.rstrip("/") + "/robots.txt", get, follow)
-            return self.put_response(host, resp, hops=hops)
-
-    def forget(self, host: str) -> None:
-        """Drop ``host``'s verdict (a config reload, or ``ctl crawl --refresh-robots``)."""
-        with self._lock:
-            self._rules.pop(host, None)

@@ -1,6 +1,6 @@
 """The crawl's fetch workers: take a task from the frontier, make its request, hand the result to
 the coordinator.  Workers only talk HTTP (LCWA: parallel fetchers over one shared frontier and
-a result pool); everything else is the coordinator's (:mod:`indexerd.sources.web.crawl`).
+a result pool); everything else is the coordinator's (:mod:`indexerd.sources.web.engine`).
 
 Per task: one request within the host's politeness slot, which the frontier acquired and the
 worker releases (with the response's time, failure and Retry-After: :mod:`indexerd.sources.web.politeness`);
@@ -32,7 +32,7 @@ class FetchWorkers:
     """What every worker thread of one pass shares; :meth:`run` is a thread's target.
 
     Args:
-        src: the :class:`indexerd.sources.web.crawl.WebSource` (scope, robots cache, slots, politeness, limits).
+        src: the :class:`indexerd.sources.web.source.WebSource` (scope, robots cache, slots, politeness, limits).
         frontier: the pass's frontier.
         results: where ``(task, response)`` go, ``response`` None for a skipped task.
         fetcher: the source's HTTP client.
@@ -109,7 +109,7 @@ class FetchWorkers:
                     time.sleep(self.src.politeness.min_delay)
             first = False
             other = host != task.host
-            if other and not self._acquire_within(host, self.timeout):
+            if other and not self.src.slots.acquire(host, cancel=self.cancel, timeout=self.timeout):
                 return Response(url=url, method="GET", status=None, headers={}, body=b"", elapsed=0.0,
                                 error="too-slow", detail=f"{host} busy")
             resp = None
@@ -127,18 +127,6 @@ class FetchWorkers:
             return reason is None
 
         return follow_redirects(task.url, get, follow)
-
-    def _acquire_within(self, host: str, seconds: float) -> bool:
-        """Take ``host``'s politeness slot, waiting at most ``seconds`` (False: not taken)."""
-        by = time.monotonic() + seconds
-        while True:
-            wait = self.src.slots.try_acquire(host)
-            if wait == 0.0:
-                return True
-            left = by - time.monotonic()
-            if left <= 0 or (self.cancel is not None and self.cancel.is_set()):
-                return False
-            time.sleep(min(wait, left, 0.1))
 
     def _release(self, task: Task, resp: Response | None) -> None:
         ok = resp is not None and ((resp.status is not None and resp.status < 500 and resp.status != 429)
