@@ -17,6 +17,8 @@ What it does, in order:
      query alone in-process; the bare os.scandir+stat floor;
   4. live: bench/bench_live.py (edit-to-searchable in the running daemon) and Recoll's real-time
      monitor (`recollindex -m`, polled with recollq), monixinterval = 1 and (full run) default;
+  4b. http: bench/bench_http.py (`ctl search` with the daemon up vs recollq; the search page
+     under 20 clients while the daemon indexes edits);
   5. scale: bench/gen_corpus.py trees (fixed seed), first index and unchanged re-scan;
   6. web: if bench/bench_web.py exists, runs it and adds its rows (see bench/README.md);
   7. prints the table, writes bench/out/run_all-<time>.{json,md}.
@@ -444,6 +446,34 @@ def bench_web(quick: bool, tab: Table, res: dict):
         tab.add_raw(r)
 
 
+# ---------------------------------------------------------------- queries through the daemon
+
+def bench_http(tree: str, quick: bool, tab: Table, res: dict):
+    """bench/bench_http.py: `ctl search` with the daemon up vs recollq; the page under load."""
+    args = ["--reps", "1" if quick else "3", "--seconds", "10" if quick else "30", "--clients", "20"]
+    log(f"http: bench/bench_http.py {tree} {' '.join(args)}")
+    p = subprocess.run([PY, str(HERE / "bench_http.py"), tree, *args], capture_output=True, text=True,
+                       cwd=str(REPO), env=dict(os.environ, PYTHONPATH=str(REPO)))
+    if p.returncode != 0:
+        tab.add_raw(["queries through the daemon", f"bench_http.py exited {p.returncode}: {p.stderr.strip()[-200:]}",
+                     "", "", "", ""])
+        return
+    r = json.loads(p.stdout)
+    res["http"] = r
+    up, down, pg = r["ctl_daemon_up"], r["ctl_daemon_down"], r["page"]
+    tab.add("query p50, `ctl search` process with the daemon up vs recollq", fs(up["p50"]), fs(up["recollq_p50"]),
+            up["ratio_p50"], "≤ 3.0x", 3.0)
+    tab.add("  the same with the daemon down (ctl opens the index)", fs(down["p50"]), fs(down["recollq_p50"]),
+            down["ratio_p50"])
+    tab.add(f"search page p50 / p95, {r['clients']} clients, {r['seconds']:.0f} s, edits every 0.25 s",
+            f"{fs(pg['p50'])} / {fs(pg['p95'])}", "(no peer)", None, "no error",
+            met=pg["errors"] == 0)
+    tab.add("  requests, errors, requests/s", f"{pg['requests']}, {pg['errors']}, {pg['rps']:.0f}/s", "")
+    tab.add("  edit-to-searchable p50 / p95 during it (via /api/search)",
+            f"{fs(pg['edit_p50'])} / {fs(pg['edit_p95'])}", "", None, "p50 ≤ 0.5 s",
+            met=pg["edit_p50"] is not None and pg["edit_p50"] <= 0.5)
+
+
 # ---------------------------------------------------------------- main
 
 def main() -> None:
@@ -453,7 +483,7 @@ def main() -> None:
     ap.add_argument("--scale", help="comma-separated scale sizes (default 10000,50000,200000; --quick 10000)")
     ap.add_argument("--recoll-scale-max", type=int, default=50000, help="run Recoll on scale sets up to this size")
     ap.add_argument("--edits", type=int, help="live edits (default 50; --quick 20)")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: local,live,scale,web")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: local,live,http,scale,web")
     ap.add_argument("--engines", default="whoosh,tantivy",
                     help="index engines measured on the scale trees (default whoosh,tantivy)")
     ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/bench-data"))
@@ -485,6 +515,8 @@ def main() -> None:
             bench_local(tree, work, reps, queries, tab, res)
         if "live" not in skip:
             bench_live(tree, work, edits, not a.quick, tab, res)
+        if "http" not in skip:
+            bench_http(tree, a.quick, tab, res)
         if "scale" not in skip:
             bench_scale(sizes, a.data, work, a.recoll_scale_max, tab, res,
                         tuple(x for x in a.engines.split(",") if x))

@@ -152,6 +152,37 @@ class IndexSettings(_Struct):
     merge_idle: Seconds | None = None
 
 
+class HttpSettings(_Struct):
+    """``[http]``: the daemon's HTTP listener (search page, JSON API, ``/metrics``, ``/healthz``).
+
+    Off unless ``listen`` is set (``"127.0.0.1:8080"``, ``"[::1]:8080"``, ``"0.0.0.0:8080"``).
+    A ``listen`` address that is not loopback needs a token: ``token_env`` names an environment
+    variable holding it, or ``token_file`` a file whose first line is it (at least 16
+    characters); with a token set, every request must carry it, on loopback too.
+    ``query_timeout`` bounds one query (seconds); ``page_size`` is hits per page; ``threads``
+    the requests served at once.
+    """
+
+    listen: str | None = None
+    token_env: str | None = None
+    token_file: str | None = None
+    query_timeout: Seconds = Seconds(5.0)
+    page_size: int = 10
+    threads: int = 8
+
+    def address(self) -> tuple[str, int]:
+        """``listen`` as (host, port); the host without IPv6 brackets.
+
+        Raises:
+            ConfigError: not ``HOST:PORT`` with a port 0-65535.
+        """
+        host, sep, port = (self.listen or "").rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ConfigError(f"http.listen: expected HOST:PORT such as \"127.0.0.1:8080\", got {self.listen!r}")
+        return host, int(port)
+
+
 class FilesystemSource(_Struct):
     """One ``[[sources.filesystem]]`` table: a local tree, scanned by stat and watched live."""
 
@@ -300,6 +331,7 @@ class ConfigFile(_Struct):
     strict_dates: bool = False
     meta_map: str | None = None
     index: IndexSettings = IndexSettings()
+    http: HttpSettings = HttpSettings()
     sources: Sources = Sources()
 
 
@@ -397,8 +429,6 @@ def _move_old_index_keys(cfg: Config, origin: str) -> Config:
 
 def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> None:
     """Checks every kind of source shares: a valid, unique name and a valid date order."""
-    from indexerd.core.dates import validate_order
-
     if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
         raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
                           f"got {src.name!r}")
@@ -406,6 +436,8 @@ def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> 
         raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} (also {seen[src.name]})")
     seen[src.name] = where
     if src.date_sources is not None:
+        from indexerd.core.dates import validate_order  # only here: ctl's start stays light
+
         try:
             validate_order(src.date_sources)
         except ValueError as e:
@@ -509,6 +541,41 @@ def _check_semantics(cfg: Config, origin: str) -> None:
             load_engine(cfg.index.engine)
         except ConfigError as e:
             raise ConfigError(f"{origin}: {e}") from None
+    _check_http(cfg.http, origin)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is only reachable from this machine."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_http(http: HttpSettings, origin: str) -> None:
+    """``[http]``: a parseable address; a token source for a non-loopback one; sane bounds.
+    The token itself is read when the listener starts (the variable or file may appear later)."""
+    if http.token_env and http.token_file:
+        raise ConfigError(f"{origin}: http: set token_env or token_file, not both")
+    for key, value, low in (("page_size", http.page_size, 1), ("threads", http.threads, 1)):
+        if value < low or value > 100:
+            raise ConfigError(f"{origin}: http.{key}: expected a whole number from {low} to 100, got {value}")
+    if not 0 < http.query_timeout <= 60:
+        raise ConfigError(f"{origin}: http.query_timeout: expected a duration over 0 and at most 60 s")
+    if http.listen is None:
+        return
+    try:
+        host, _port = http.address()
+    except ConfigError as e:
+        raise ConfigError(f"{origin}: {e}") from None
+    if not is_loopback(host) and not (http.token_env or http.token_file):
+        raise ConfigError(f"{origin}: http.listen: {http.listen!r} is not a loopback address, so the "
+                          "listener needs a token: set http.token_env (an environment variable) or "
+                          "http.token_file (a file whose first line is the token)")
 
 
 def find_config_path(explicit: str | None) -> Path | None:

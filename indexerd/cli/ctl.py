@@ -74,40 +74,96 @@ def _open_store_readonly(args):
     return Store.in_dir(state_dir, readonly=True)
 
 
+def _ask_daemon(args, payload: dict) -> dict | None:
+    """The running daemon's answer to a read command (:mod:`indexerd.daemon.reads`), or None
+    when no daemon serving the state dir this command reads answers: then the caller reads the
+    state dir itself, as it does with the daemon stopped.  A daemon that does not know the
+    command (an older one), one that is busy, or a socket this user may not use also give None.
+
+    Raises:
+        the daemon's error (a malformed query: exit 2; a query over its time bound: exit 1).
+    """
+    from indexerd.core.errors import DaemonNotRunning
+    from indexerd.daemon.control import request
+
+    loc = _located(args)
+    for sock in loc.sockets:
+        try:
+            reply = request(sock, {**payload, "state_dir": str(loc.state_dir)}, timeout=_READ_WAIT)
+        except DaemonNotRunning:
+            continue
+        except IndexerdError as e:           # not ours to use (permissions), or gone mid-way
+            if os.environ.get("INDEXERD_DEBUG"):
+                print(f"indexerd: reading the state dir itself: {safe(str(e))}", file=sys.stderr)
+            continue
+        if reply.get("ok") and reply.get("other_state_dir") is None:
+            return reply
+        if reply.get("ok"):
+            continue                         # that daemon serves another state dir
+        error = str(reply.get("error", ""))
+        if error.startswith(("unknown control command", "busy:")):
+            return None
+        err = _DaemonError(error or "the daemon refused the request")
+        err.exit_code = int(reply.get("exit_code", 1))
+        raise err
+    return None
+
+
+#: how long a read command waits for the daemon (seconds): its queries are bounded far below
+_READ_WAIT = 120.0
+
+
 def cmd_search(args) -> int:
+    if args.limit < 1:
+        raise ConfigError(f"--limit must be 1 or more, got {args.limit}")
+    reply = _ask_daemon(args, {"cmd": "search", "query": args.query, "limit": args.limit,
+                               "since": args.since or None})
+    if reply is not None:
+        if args.json:
+            print(json.dumps(reply["hits"], ensure_ascii=True))
+            return 0
+        return _print_hits(args, [_HitLine(h, score) for h, score in zip(reply["hits"], reply["scores"])],
+                           format_utc=lambda text: text)
     from indexerd.core.dates import format_utc, parse_since
+    from indexerd.daemon.queries import hits_json
 
     since = until = None
     if args.since:
         since, until = parse_since(args.since, datetime.now(UTC))
-    if args.limit < 1:
-        raise ConfigError(f"--limit must be 1 or more, got {args.limit}")
     ix = _open_index_readonly(args)
     try:
         hits = ix.search(args.query, limit=args.limit, since=since, until=until)
     finally:
         ix.close()
     if args.json:
-        out = [{"rank": h.rank, "key": h.key, "url": h.url, "path": h.path, "title": h.title,
-                "last_modified": format_utc(h.last_modified), "date_source": h.date_source,
-                "score": round(h.score, 4), "snippet": h.snippet, "source": h.source,
-                "media_type": h.media_type} for h in hits]
-        if not any(h.path for h in hits):
-            for o in out:
-                o.pop("path")
-        else:
-            for o in out:
-                if o["path"] is None:
-                    o.pop("path")
-        print(json.dumps(out, ensure_ascii=True))
+        print(json.dumps(hits_json(hits), ensure_ascii=True))
         return 0
+    return _print_hits(args, hits, format_utc=format_utc)
+
+
+class _HitLine:
+    """A hit of the daemon's reply as :func:`indexerd.cli.terminal.print_hits` reads it
+    (``last_modified`` already formatted; the full-precision score)."""
+
+    def __init__(self, h: dict, score: float) -> None:
+        self.rank, self.key, self.url, self.path = h["rank"], h["key"], h["url"], h.get("path")
+        self.title, self.last_modified, self.date_source = h["title"], h["last_modified"], h["date_source"]
+        self.snippet, self.score = h["snippet"], score
+
+
+def _display_path(path: str) -> str:
+    """:func:`indexerd.sources.files.scan.display_path` (undecodable bytes as U+FFFD), without
+    importing the scanner into ``ctl``."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
+def _print_hits(args, hits, *, format_utc) -> int:
     if not hits:
         print(f"no documents match {safe(repr(args.query))}")
         return 0
-    from indexerd.sources.files.keys import display_path
     from indexerd.cli.terminal import print_hits
 
-    print_hits(hits, display_path=display_path, format_utc=format_utc)
+    print_hits(hits, display_path=_display_path, format_utc=format_utc)
     return 0
 
 
@@ -123,41 +179,58 @@ def _print_rows(rows: list[dict], cols: list[str], as_json: bool, empty: str) ->
 
 
 def cmd_report(args) -> int:
-    from indexerd.cli.reports import date_report
-
     if not args.dates:
         raise ConfigError("ctl report: choose a report; the only one is --dates (every document with its "
                      "last-modified date, where the date came from and when it was indexed)")
-    store = _open_store_readonly(args)
-    try:
-        rows = list(date_report(store, args.source))
-    finally:
-        store.close()
+    reply = _ask_daemon(args, {"cmd": "report", "source": args.source})
+    if reply is not None and "rows" in reply:
+        rows = reply["rows"]
+    else:
+        from indexerd.cli.reports import date_report
+
+        store = _open_store_readonly(args)
+        try:
+            rows = list(date_report(store, args.source))
+        finally:
+            store.close()
     _print_rows(rows, ["last_modified", "date_source", "indexed_at", "key"], args.json, "no documents")
     return 0
 
 
 def cmd_changed(args) -> int:
-    from indexerd.cli.reports import changed
+    reply = _ask_daemon(args, {"cmd": "changed", "since": args.since})
+    if reply is not None and "rows" in reply:
+        rows = reply["rows"]
+    else:
+        from indexerd.cli.reports import changed
 
-    store = _open_store_readonly(args)
-    try:
-        rows = list(changed(store, args.since))
-    finally:
-        store.close()
+        store = _open_store_readonly(args)
+        try:
+            rows = list(changed(store, args.since))
+        finally:
+            store.close()
     _print_rows(rows, ["last_modified", "date_source", "key"], args.json,
                 f"no documents changed in {args.since!r}")
     return 0
 
 
 def cmd_explain(args) -> int:
-    from indexerd.cli.reports import explain
+    # a path is resolved here, as the user sees it (relative to this cwd); the daemon makes
+    # the key of it as the state-dir reader below does
+    key = args.key
+    if not ("://" in key or key.startswith(("sql:", "file:"))):
+        key = os.path.realpath(key)
+    reply = _ask_daemon(args, {"cmd": "explain", "key": key})
+    if reply is not None:
+        out = reply["explain"]
+    else:
+        from indexerd.cli.reports import explain
 
-    store = _open_store_readonly(args)
-    try:
-        out = explain(store, args.key)
-    finally:
-        store.close()
+        store = _open_store_readonly(args)
+        try:
+            out = explain(store, args.key)
+        finally:
+            store.close()
     if out is None:
         raise UnknownKey(f"{args.key}: not known to indexerd")
     if args.json:

@@ -369,6 +369,12 @@ class Store:
             out.setdefault(src, {})[status] = n
         return out
 
+    def media_types(self) -> list[str]:
+        """The media types of indexed documents, sorted."""
+        return [mt for (mt,) in self._db.execute(
+            "SELECT DISTINCT media_type FROM documents WHERE status = 'indexed' AND media_type IS NOT NULL "
+            "ORDER BY media_type")]
+
     def source_runs(self) -> dict[str, dict]:
         """Last run of each source: ``{source: {kind, started_at, finished_at, counts, completed_at,
         running_since}}`` (aware UTC or None; ``running_since`` set: a pass started and never

@@ -126,6 +126,10 @@ class IndexWriter:
         #: called (in the writer thread) with the sources whose changes a failed write or commit
         #: dropped (None: unknown, maybe all); the daemon schedules a retry pass with it
         self.on_failure: Callable[[set[str] | None], None] | None = None
+        #: called (in the writer thread) after each commit that made documents searchable, with
+        #: its latency in seconds and its start (``time.monotonic()``): what was submitted before
+        #: that start is searchable now (the daemon's metrics)
+        self.on_commit: Callable[[float, float], None] | None = None
         self._thread.start()
 
     def _notify_failure(self, sources: set[str] | None) -> None:
@@ -300,6 +304,11 @@ class IndexWriter:
                 self.stats.last_commit_at = datetime.now(UTC)
                 self.stats.last_commit_seconds = time.monotonic() - started
                 log.debug("committed %d documents in %.3f s", n_docs, self.stats.last_commit_seconds)
+                if self.on_commit is not None:
+                    try:
+                        self.on_commit(self.stats.last_commit_seconds, started)
+                    except Exception:  # the writer must survive its listener
+                        log.exception("writer commit callback failed")
 
         def need_session():
             nonlocal session

@@ -68,7 +68,8 @@ def _error(message: str, exit_code: int) -> dict:
 #: with another type, or a string holding NUL, is refused before any handler sees it.
 REQUEST_FIELDS: dict[str, tuple[type, ...]] = {
     "cmd": (str,), "source": (str, type(None)), "key": (str,), "wait": (bool,), "all": (bool,),
-    "targets": (list,),
+    "targets": (list,), "query": (str,), "limit": (int,), "since": (str, type(None)),
+    "state_dir": (str,),
 }
 
 

@@ -140,6 +140,17 @@ class Daemon:
         #: asked (``signal`` or ``ctl``), and when the config in use was loaded
         self.reload_info: dict = {"at": None, "ok": None, "error": None, "via": None,
                                   "loaded_at": self.started_at}
+        from indexerd.daemon.http.metrics import DaemonMetrics
+        from indexerd.daemon.queries import QueryRunner
+
+        self.metrics = DaemonMetrics(self.status)
+        #: searches on the open index (ctl search and the HTTP listener), bounded in time
+        self.queries = QueryRunner(lambda: self.indexer._index, timeout_seconds=cfg.http.query_timeout,
+                                   observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s))
+        self.http = None  # the HTTP listener, when [http] listen is set
+        #: live edits submitted to the writer and not yet committed: (submitted, first event),
+        #: monotonic seconds, for the edit-to-searchable metric
+        self._edits: list[tuple[float, float]] = []
 
     @property
     def sources(self) -> dict[str, FileSource]:
@@ -161,6 +172,12 @@ class Daemon:
             self.control = ControlServer(sock, self.handle_request)
             self.control.start()
             self.indexer._get_writer().on_failure = self._writer_failed  # runs from the start
+            self.indexer._get_writer().on_commit = self._committed
+            self._seed_metrics()
+            if self.cfg.http.listen:
+                from indexerd.daemon.http.server import start_listener
+
+                self.http = start_listener(self, self.cfg.http)
             self._worker = threading.Thread(target=self._change_loop, name="change-worker", daemon=True)
             self._worker.start()
             self.watcher = TreeWatcher(self.changes, self._accepts, self._on_overflow, self._on_watch_limit)
@@ -213,8 +230,11 @@ class Daemon:
             done.set()
         if self._pinger is not None:
             self._pinger.stop()
+        if self.http is not None:
+            self.http.stop()
         if self.control is not None:
             self.control.stop()
+        self.queries.close()
         if self.watcher is not None:
             self.watcher.stop()
         if self.scheduler is not None:
@@ -456,6 +476,8 @@ class Daemon:
                                          completed=not pass_error)
             except IndexerdError as e:
                 log.error("%s", e)
+            self.metrics.observe_pass(name, src.kind, (st.last_finished - st.last_started).total_seconds(),
+                                      ok=not pass_error, ended_at=st.last_finished.timestamp())
             st.lock.release()
             with self._lock:
                 forget_now, st.forget_on_end = st.forget_on_end, False
@@ -585,13 +607,17 @@ class Daemon:
             while not self.stop_event.is_set():
                 for ch in self.changes.take_due(timeout=0.5):
                     try:
-                        self._apply_change(pipeline, ch.source, ch.path, ch.was_dir)
+                        counts = self._apply_change(pipeline, ch.source, ch.path, ch.was_dir)
+                        if counts is not None and (counts.indexed or counts.deleted):
+                            with self._lock:
+                                self._edits.append((time.monotonic(), ch.first))
+                                del self._edits[:-10_000]  # commits failing: keep the newest
                     except IndexerdError as e:
                         log.error("%s: %s", display_path(ch.path), e)
                     except Exception:
                         log.exception("failed on %s", display_path(ch.path))
 
-    def _apply_change(self, pipeline: Pipeline, name: str, path: str, was_dir: bool) -> None:
+    def _apply_change(self, pipeline: Pipeline, name: str, path: str, was_dir: bool) -> PassCounts | None:
         """Process one path from the change queue.  What the path is *now* decides, not what
         the events said (a file may have been replaced by a directory of the same name, or the
         reverse, between them): a directory is scanned, and a document stored for a file of
@@ -600,7 +626,7 @@ class Daemon:
         as one path."""
         src = self.sources.get(name)
         if src is None or src.kind != "filesystem":
-            return
+            return None
         counts = PassCounts()
         key = path_to_key(path)
         st = src.stat_path(path)
@@ -618,6 +644,31 @@ class Daemon:
             src.handle_path(path, pipeline, counts)
         if counts.indexed or counts.deleted or counts.skipped or counts.errors:
             log.info("%s: %s %s", name, display_path(path), counts.as_dict())
+        return counts
+
+    # -- metrics --------------------------------------------------------------------------
+    def _committed(self, seconds: float, started: float) -> None:
+        """The writer committed (in its thread): its latency, and edit-to-searchable for every
+        live edit submitted before the commit started."""
+        self.metrics.commit_seconds.observe(seconds)
+        now = time.monotonic()
+        with self._lock:
+            done = [first for submitted, first in self._edits if submitted <= started]
+            self._edits = [e for e in self._edits if e[0] > started]
+        for first in done:
+            self.metrics.edit_to_searchable_seconds.observe(now - first)
+
+    def _seed_metrics(self) -> None:
+        """Each source's last successful pass before this start, from the store."""
+        try:
+            with Store(self.indexer.state.store_path, readonly=True) as store:
+                runs = store.source_runs()
+        except IndexerdError as e:
+            log.debug("no run records for the metrics: %s", e)
+            return
+        for name, run in runs.items():
+            if name in self.sources and run.get("completed_at") is not None:
+                self.metrics.seed_last_success(name, run["completed_at"].timestamp())
 
     # -- control --------------------------------------------------------------------------
     def _status_line(self) -> str:
@@ -667,6 +718,10 @@ class Daemon:
             return self._cmd_reload()
         if cmd in ("crawl", "poll"):
             return self._cmd_scan(req, kind="web" if cmd == "crawl" else "sql")
+        from indexerd.daemon import reads
+
+        if cmd in reads.READ_COMMANDS:
+            return reads.answer(self, req)
         raise ConfigError(f"unknown control command {cmd!r}")
 
     def status(self) -> dict:

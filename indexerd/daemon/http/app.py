@@ -1,0 +1,216 @@
+"""The HTTP listener's WSGI application: the search page, the document and status pages, the
+JSON API, ``/metrics`` and ``/healthz``.
+
+Built on werkzeug (routing, requests, responses) and Jinja2 (templates with autoescaping on for
+every template, so a value from a document, a ``<script>`` title, is shown as text).  The pages
+are plain server-rendered HTML with one stylesheet; no script runs on them.
+
+The application knows the daemon only through a *backend* object with these methods (the
+daemon's :class:`indexerd.daemon.http.server.DaemonBackend`; tests may pass their own):
+
+- ``search(SearchRequest) -> SearchResult`` (bounded: :mod:`indexerd.daemon.queries`);
+- ``explain(key) -> dict | None`` (``ctl explain --json``'s object);
+- ``status() -> dict`` (``ctl status --json``'s object);
+- ``healthy() -> bool``; ``source_names() -> list[str]``; ``media_types() -> list[str]``;
+- ``metrics() -> bytes`` (the Prometheus text exposition).
+
+Nothing here opens a file other than the templates and the stylesheet: a document is shown from
+what the index and the state store hold, never read from its path.
+
+Access: when a token is set (:mod:`indexerd.daemon.http.auth`), every request must carry it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib import resources
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from indexerd.core.dates import format_utc
+from indexerd.core.errors import ConfigError, IndexerdError
+from indexerd.daemon.http import pages
+from indexerd.daemon.http.auth import TokenCheck
+from indexerd.daemon.queries import MAX_RESULTS, SearchRequest, hits_json
+
+log = logging.getLogger(__name__)
+
+_HERE = resources.files("indexerd.daemon.http")
+_CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+_PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+URLS = Map([
+    Rule("/", endpoint="search"),
+    Rule("/doc", endpoint="document"),
+    Rule("/status", endpoint="status"),
+    Rule("/api/search", endpoint="api_search"),
+    Rule("/api/status", endpoint="api_status"),
+    Rule("/api/explain", endpoint="api_explain"),
+    Rule("/metrics", endpoint="metrics"),
+    Rule("/healthz", endpoint="healthz"),
+    Rule("/static/<name>", endpoint="static"),
+], strict_slashes=False)
+
+_STATIC = {"style.css": "text/css; charset=utf-8"}
+
+
+class SearchApp:
+    """A WSGI application over ``backend`` (see the module docstring).
+
+    Args:
+        backend: the daemon's side of the page.
+        token: who may ask (:class:`TokenCheck`); ``TokenCheck(None)`` lets every request in.
+        page_size: hits per search page.
+    """
+
+    def __init__(self, backend, token: TokenCheck, *, page_size: int = pages.PAGE_SIZE) -> None:
+        self.backend = backend
+        self.token = token
+        self.page_size = page_size
+        self.env = Environment(loader=FileSystemLoader(str(_HERE / "templates")),
+                               autoescape=select_autoescape(default=True, default_for_string=True),
+                               trim_blocks=True, lstrip_blocks=True)
+        self._static = {name: (_HERE / "static" / name).read_bytes() for name in _STATIC}
+
+    # -- WSGI --------------------------------------------------------------------------------
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        adapter = URLS.bind_to_environ(environ)
+        try:
+            denied = self.token.deny(request)
+            if denied is not None:
+                response = denied
+            else:
+                endpoint, values = adapter.match()
+                response = getattr(self, "on_" + endpoint)(request, adapter, **values)
+        except HTTPException as e:
+            response = self._error(request, adapter, e.code, e.description)
+        except Exception:
+            log.exception("HTTP %s %s failed", request.method, request.path)
+            response = self._error(request, adapter, 500, "internal error (logged by the daemon)")
+        response.headers.setdefault("Content-Security-Policy", _CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        return response(environ, start_response)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _render(self, adapter, template: str, status: int = 200, **context) -> Response:
+        def url_for(endpoint, **values):
+            return adapter.build(endpoint, values)
+
+        html = self.env.get_template(template).render(url_for=url_for, **context)
+        return Response(html, status=status, content_type="text/html; charset=utf-8")
+
+    @staticmethod
+    def _json(obj, status: int = 200) -> Response:
+        return Response(json.dumps(obj, ensure_ascii=True), status=status,
+                        content_type="application/json")
+
+    def _error(self, request, adapter, code: int, message: str) -> Response:
+        if request.path.startswith("/api/"):
+            return self._json({"error": message}, status=code)
+        return self._render(adapter, "error.html", status=code, code=code, message=message)
+
+    def _search(self, form: pages.SearchForm, page_size: int):
+        req = SearchRequest(query=form.q, sources=form.sources, media_types=form.media_types,
+                            since=form.since(), until=form.until(), sort=form.sort,
+                            offset=(form.page - 1) * page_size, limit=page_size)
+        return self.backend.search(req)
+
+    # -- pages -------------------------------------------------------------------------------
+    def on_search(self, request, adapter):
+        asked = "q" in request.args
+        form, result, error, status = pages.SearchForm(), None, None, 200
+        try:
+            form = pages.read_form(request.args)
+            if form.q:
+                result = self._search(form, self.page_size)
+        except IndexerdError as e:         # malformed query or field, a timeout: said on the page
+            error, status = str(e), 400 if isinstance(e, ConfigError) or e.exit_code == 2 else 503
+            if form == pages.SearchForm():  # the form itself was refused: keep what was typed
+                form = pages.SearchForm(q=request.args.get("q", "")[:pages.MAX_QUERY_CHARS])
+        views, total_pages = [], 0
+        if result is not None:
+            words = pages.query_words(form.q)
+            views = [pages.hit_view(h, words, format_utc) for h in result.hits]
+            total_pages = max(1, -(-min(result.total, MAX_RESULTS) // self.page_size))
+
+        def page_url(n):
+            return adapter.build("search", {}) + "?" + _query_string(form.params(page=n))
+
+        return self._render(adapter, "search.html", status=status, form=form, asked=asked, error=error,
+                            result=_ResultView(result, views) if result is not None else None,
+                            pages=total_pages, page_numbers=pages.page_numbers(form.page, total_pages),
+                            page_url=page_url, sources=self.backend.source_names(),
+                            media_types=sorted(set(self.backend.media_types()) | set(form.media_types)))
+
+    def on_document(self, request, adapter):
+        key = request.args.get("key", "")
+        doc = self.backend.explain(key) if key else None
+        if doc is None:
+            raise NotFound(f"{key or '(no key)'}: not known to indexerd")
+        facts = [(k, v) for k, v in doc.items() if k != "explanation" and v is not None]
+        return self._render(adapter, "document.html", doc=doc, facts=facts,
+                            web_url=pages.web_url(doc.get("key", "")))
+
+    def on_status(self, request, adapter):
+        return self._render(adapter, "status.html", st=self.backend.status())
+
+    def on_static(self, request, adapter, name):
+        if name not in self._static:
+            raise NotFound()
+        return Response(self._static[name], content_type=_STATIC[name],
+                        headers={"Cache-Control": "max-age=3600"})
+
+    # -- API ---------------------------------------------------------------------------------
+    def on_api_search(self, request, adapter):
+        try:
+            form = pages.read_form(request.args)
+            limit = int(request.args.get("limit", self.page_size))
+            if not form.q:
+                raise ConfigError("q: the query is empty")
+            result = self._search(form, limit)
+        except ValueError:
+            return self._json({"error": f"limit must be a number, got {request.args.get('limit')!r}"}, 400)
+        except IndexerdError as e:
+            return self._json({"error": str(e)}, 400 if e.exit_code == 2 else 503)
+        return self._json({"query": form.q, "total": result.total,
+                           "offset": result.offset, "elapsed_seconds": round(result.elapsed_seconds, 6),
+                           "hits": hits_json(result.hits)})
+
+    def on_api_status(self, request, adapter):
+        return self._json(self.backend.status())
+
+    def on_api_explain(self, request, adapter):
+        key = request.args.get("key", "")
+        doc = self.backend.explain(key) if key else None
+        if doc is None:
+            return self._json({"error": f"{key or '(no key)'}: not known to indexerd"}, 404)
+        return self._json(doc)
+
+    def on_metrics(self, request, adapter):
+        return Response(self.backend.metrics(), content_type=_PROMETHEUS_TYPE)
+
+    def on_healthz(self, request, adapter):
+        ok = self.backend.healthy()
+        return Response("ok\n" if ok else "unhealthy\n", status=200 if ok else 503,
+                        content_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-store"})
+
+
+class _ResultView:
+    """A :class:`SearchResult` with its hits as :class:`pages.HitView`."""
+
+    def __init__(self, result, views) -> None:
+        self.hits = views
+        self.total = result.total
+        self.offset = result.offset
+        self.elapsed_seconds = result.elapsed_seconds
+
+
+def _query_string(pairs) -> str:
+    return urlencode(pairs)

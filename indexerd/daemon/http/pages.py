@@ -1,0 +1,179 @@
+"""What the search page shows: the form read from the URL, each hit as the page shows it, the
+snippet with the query's words marked, and which pages to link.
+
+Pure functions of their arguments (no I/O), so they are tested without a server.  Every value
+that comes from a document is escaped here or by the templates' autoescaping: the only markup
+built in Python is :func:`highlight`'s ``<mark>``, around text it escaped itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from urllib.parse import unquote, urlsplit
+
+from markupsafe import Markup, escape
+
+from indexerd.core.errors import ConfigError
+
+UTC = timezone.utc
+#: hits per page on the search page
+PAGE_SIZE = 10
+#: the query box's longest accepted text, in characters
+MAX_QUERY_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class SearchForm:
+    """The search page's fields as read from the query string (``q``, ``source``, ``type``,
+    ``from``, ``to`` as ``YYYY-MM-DD``, ``sort``, ``page`` counted from 1)."""
+
+    q: str = ""
+    sources: tuple[str, ...] = ()
+    media_types: tuple[str, ...] = ()
+    date_from: str = ""
+    date_to: str = ""
+    sort: str = "relevance"
+    page: int = 1
+
+    @property
+    def has_filters(self) -> bool:
+        return bool(self.sources or self.media_types or self.date_from or self.date_to
+                    or self.sort != "relevance")
+
+    def since(self) -> datetime | None:
+        """``from`` as the start of that day, aware UTC."""
+        return _day(self.date_from, "from")
+
+    def until(self) -> datetime | None:
+        """``to`` as the end of that day (exclusive: the next day's start), aware UTC."""
+        d = _day(self.date_to, "to")
+        return d + timedelta(days=1) if d else None
+
+    def params(self, **change) -> list[tuple[str, str]]:
+        """The query string of this form with ``change`` applied (for paging links)."""
+        f = {**self.__dict__, **change}
+        out = [("q", f["q"])]
+        out += [("source", s) for s in f["sources"]] + [("type", t) for t in f["media_types"]]
+        out += [(k, f[a]) for k, a in (("from", "date_from"), ("to", "date_to")) if f[a]]
+        if f["sort"] != "relevance":
+            out.append(("sort", f["sort"]))
+        if f["page"] != 1:
+            out.append(("page", str(f["page"])))
+        return out
+
+
+def _day(text: str, name: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.combine(date.fromisoformat(text), time(0), UTC)
+    except ValueError:
+        raise ConfigError(f"{name}: a date is YYYY-MM-DD, got {text!r}") from None
+
+
+def read_form(args) -> SearchForm:
+    """The form from a multi-dict of URL arguments (werkzeug's ``request.args``).
+
+    Raises:
+        ConfigError: a field is malformed (the page shows the message; the API answers 400).
+    """
+    q = args.get("q", "")
+    if len(q) > MAX_QUERY_CHARS:
+        raise ConfigError(f"the query is {len(q)} characters long; at most {MAX_QUERY_CHARS}")
+    page_text = args.get("page", "1") or "1"
+    try:
+        page = int(page_text)
+    except ValueError:
+        raise ConfigError(f"page must be a number, got {page_text!r}") from None
+    if page < 1:
+        raise ConfigError(f"page must be 1 or more, got {page}")
+    sort = args.get("sort", "relevance") or "relevance"
+    form = SearchForm(q=q.strip(), sources=tuple(s for s in args.getlist("source") if s),
+                      media_types=tuple(t for t in args.getlist("type") if t),
+                      date_from=args.get("from", ""), date_to=args.get("to", ""), sort=sort, page=page)
+    form.since(), form.until()  # check the dates now
+    return form
+
+
+_OPERATORS = {"AND", "OR", "NOT", "ANDNOT", "ANDMAYBE"}
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a query worth marking in a snippet: no operators, no field names, no
+    negated words; longest first."""
+    words = set()
+    text = re.sub(r"(?<![\w:])[A-Za-z_]\w*:(?=\S)", " ", query)   # field prefixes
+    text = re.sub(r"(^|\s)(NOT\s+|-)\S+", " ", text)                # negated terms
+    for w in _WORD.findall(text):
+        if w not in _OPERATORS and len(w) > 1:
+            words.add(w.casefold())
+    return sorted(words, key=lambda w: (-len(w), w))
+
+
+def highlight(snippet: str, words: list[str]) -> Markup:
+    """``snippet`` escaped, with every word starting with one of ``words`` in ``<mark>``."""
+    if not snippet:
+        return Markup("")
+    if not words:
+        return escape(snippet)
+    rx = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\w*", re.IGNORECASE)
+    out, last = [], 0
+    for m in rx.finditer(snippet):
+        out.append(escape(snippet[last:m.start()]))
+        out.append(Markup("<mark>") + escape(m.group(0)) + Markup("</mark>"))
+        last = m.end()
+    out.append(escape(snippet[last:]))
+    return Markup("").join(out)
+
+
+def web_url(key: str) -> str | None:
+    """The key when a browser can follow it (an http or https URL), else None: a ``file:`` key
+    opens nothing from a web page, and a ``sql:`` key is no address."""
+    try:
+        parts = urlsplit(key)
+    except ValueError:
+        return None
+    return key if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+def file_path(key: str, path: str | None) -> str | None:
+    """The path to show for a file's hit (the stored path, else the ``file:`` key's path)."""
+    if path:
+        return path
+    if key.startswith("file://"):
+        return unquote(urlsplit(key).path)
+    return None
+
+
+@dataclass(frozen=True)
+class HitView:
+    """One hit as the page shows it; ``snippet`` is safe markup, everything else plain text."""
+
+    rank: int
+    key: str
+    url: str
+    web_url: str | None
+    path: str | None
+    title: str
+    date: str | None
+    date_source: str | None
+    source: str
+    media_type: str | None
+    snippet: Markup
+
+
+def hit_view(hit, words: list[str], format_utc) -> HitView:
+    """A :class:`indexerd.index.Hit` for the page."""
+    return HitView(rank=hit.rank, key=hit.key, url=hit.url, web_url=web_url(hit.url),
+                   path=file_path(hit.key, hit.path), title=hit.title, date=format_utc(hit.last_modified),
+                   date_source=hit.date_source, source=hit.source, media_type=hit.media_type,
+                   snippet=highlight(hit.snippet, words))
+
+
+def page_numbers(current: int, pages: int, around: int = 3) -> list[int]:
+    """The page numbers to link: the first, the last and ``around`` either side of ``current``."""
+    keep = {1, pages} | set(range(max(1, current - around), min(pages, current + around) + 1))
+    return sorted(keep)

@@ -1,0 +1,231 @@
+"""The daemon's searches: one bounded query runner for the control socket and the HTTP listener.
+
+The daemon's index is open and warm, so a query costs the query, not an import and an open.
+What a query may cost is bounded here, once for every caller:
+
+- in time: a query runs on one of :data:`MAX_CONCURRENT` worker threads and its caller waits
+  at most ``timeout_seconds`` (:class:`QueryTimeout` then; a query still running keeps its
+  worker until it ends, so runaway queries can hold at most :data:`MAX_CONCURRENT` threads and
+  later callers wait for a free one within the same bound);
+- in results: a page holds at most :data:`MAX_PAGE_SIZE` hits and reaches at most
+  :data:`MAX_RESULTS` hits deep.
+
+Filters on sources and media types are added to the query in the query language
+(:func:`filtered_query`); the date range, the sort and the count are the index protocol's
+(:class:`indexerd.index.SearchIndex`), so every engine answers the same page.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+from indexerd.core.errors import ConfigError, IndexerdError
+
+#: worker threads that run queries (the machine's cores are shared with indexing)
+MAX_CONCURRENT = 4
+#: the deepest hit a page may reach (offset + page size)
+MAX_RESULTS = 1000
+#: hits on one page at most
+MAX_PAGE_SIZE = 100
+#: default bound on one query's wait, in seconds
+DEFAULT_TIMEOUT_SECONDS = 5.0
+SORTS = ("relevance", "date")
+
+
+class QueryTimeout(IndexerdError):
+    """A query did not finish (or found no free worker) within its time bound; retrying later
+    is safe."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search: the query text in the product's syntax and what narrows and orders it.
+
+    ``since``/``until`` are aware UTC, ``since <= last_modified < until``; ``sources`` and
+    ``media_types`` are alternatives (a hit matches one of each non-empty tuple); ``offset`` and
+    ``limit`` count hits (``offset + limit <= MAX_RESULTS`` is checked by :meth:`checked`).
+    """
+
+    query: str
+    sources: tuple[str, ...] = ()
+    media_types: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    sort: str = "relevance"
+    offset: int = 0
+    limit: int = 10
+    snippet_chars: int = 240
+
+    def checked(self, max_results: int = MAX_RESULTS) -> "SearchRequest":
+        """This request, or ConfigError (exit 2) naming the bound it breaks."""
+        if self.sort not in SORTS:
+            raise ConfigError(f"sort must be one of {', '.join(SORTS)}, got {self.sort!r}")
+        if self.limit < 1:
+            raise ConfigError(f"limit must be 1 or more, got {self.limit}")
+        if self.offset < 0:
+            raise ConfigError(f"offset must be 0 or more, got {self.offset}")
+        if self.offset + self.limit > max_results:
+            raise ConfigError(f"results are bounded: offset + limit must be at most {max_results}, "
+                              f"got {self.offset} + {self.limit}")
+        return self
+
+
+@dataclass
+class SearchResult:
+    """The hits of one page (``indexerd.index.Hit``, ranks counted from 1 over the whole result),
+    the number of hits of the whole query and the time the
+    query took in seconds (from the moment a worker ran it)."""
+
+    hits: list
+    total: int
+    elapsed_seconds: float
+    offset: int = 0
+    request: SearchRequest | None = field(default=None, repr=False)
+
+
+_FILTER_VALUE = re.compile(r"[A-Za-z0-9_.+/-]+")
+
+
+def filtered_query(req: SearchRequest) -> str:
+    """The query with the source and media-type filters added in the query language
+    (``(QUERY) AND (source:a OR source:b) AND (media_type:text/html)``).
+
+    Raises:
+        QueryError: the query itself is malformed (its own message, checked alone first).
+        ConfigError: a filter value that is no source name or media type.
+    """
+    from indexerd.index.query import parse
+
+    parse(req.query)   # the user's query alone: its errors name its own characters
+    parts = [f"({req.query})"]
+    for field, values in (("source", req.sources), ("media_type", req.media_types)):
+        for v in values:
+            if not _FILTER_VALUE.fullmatch(v):
+                raise ConfigError(f"{field}: {v!r} is not a {field.replace('_', ' ')}")
+        if values:
+            parts.append("(" + " OR ".join(f"{field}:{v}" for v in values) + ")")
+    return " AND ".join(parts) if len(parts) > 1 else req.query
+
+
+def search_any_engine(ix, req: SearchRequest, *, exact: bool = False) -> SearchResult:
+    """Run ``req`` on ``ix`` (an :class:`indexerd.index.SearchIndex`): the hits of its page
+    (ranked ``offset + 1`` on) and the number of hits of the whole query.  ``exact``: the
+    request comes from ``ctl search`` and goes to ``ix.search`` as ``ctl search`` sends it when
+    it reads the index itself (same hits either way); no count then.
+
+    Raises:
+        QueryError: the query is malformed (exit 2).
+        IndexUnavailable: the index cannot be read.
+    """
+    started = time.perf_counter()
+    if exact:
+        hits = ix.search(req.query, limit=req.limit, since=req.since, until=req.until,
+                         snippet_chars=req.snippet_chars)
+        total = len(hits)
+    else:
+        query = filtered_query(req)
+        hits = ix.search(query, limit=req.offset + req.limit, since=req.since, until=req.until,
+                         snippet_chars=req.snippet_chars, sort=req.sort)[req.offset:]
+        total = ix.count(query, since=req.since, until=req.until)
+    return SearchResult(hits=hits, total=total, offset=req.offset, request=req,
+                        elapsed_seconds=time.perf_counter() - started)
+
+
+class QueryRunner:
+    """Runs searches on the daemon's open index, bounded in time and concurrency.
+
+    Args:
+        index: returns the open index (``None`` when there is none yet: IndexUnavailable).
+        timeout_seconds: how long a caller waits for its query (a free worker included).
+        workers: worker threads (at most this many queries run at once).
+        max_results: the deepest hit a page may reach.
+        observe: called with ``(via, seconds)`` after each query that answered (metrics).
+
+    Thread safety: :meth:`run` may be called from any number of threads.
+    """
+
+    def __init__(self, index: Callable[[], object], *, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+                 workers: int = MAX_CONCURRENT, max_results: int = MAX_RESULTS,
+                 observe: Callable[[str, float], None] | None = None) -> None:
+        self._index = index
+        self._observe = observe
+        self.timeout_seconds = timeout_seconds
+        self.max_results = max_results
+        self._slots = threading.BoundedSemaphore(workers)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="query")
+        self._closed = False
+
+    def run(self, req: SearchRequest, *, via: str = "http", unbounded: bool = False) -> SearchResult:
+        """The page ``req`` asks for.
+
+        ``via`` names the caller for the metrics (``http``, ``ctl``); ``unbounded`` lifts the
+        bound on results (``ctl search --limit N`` answers as many as it asks, as it does when it
+        reads the index itself); the time bound stays.
+
+        Raises:
+            ConfigError: a bound or a field of ``req`` is out of range (exit 2).
+            QueryError: the query is malformed (exit 2).
+            QueryTimeout: no answer within ``timeout_seconds`` (exit 1).
+            IndexUnavailable: there is no readable index.
+        """
+        req.checked(self.max_results if not unbounded else req.offset + req.limit)
+        if not unbounded and req.limit > MAX_PAGE_SIZE:
+            raise ConfigError(f"results are bounded: limit must be at most {MAX_PAGE_SIZE}, got {req.limit}")
+        deadline = time.monotonic() + self.timeout_seconds
+        if self._closed or not self._slots.acquire(timeout=self.timeout_seconds):
+            raise QueryTimeout(f"no query worker was free within {self.timeout_seconds:g} s "
+                               "(the daemon is busy or stopping); try again")
+        try:
+            future = self._pool.submit(self._search, req, unbounded)
+        except RuntimeError:               # the pool was shut down under us
+            self._slots.release()
+            raise QueryTimeout("the daemon is stopping") from None
+        future.add_done_callback(lambda _f: self._slots.release())
+        try:
+            result = future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            raise QueryTimeout(f"the query {req.query!r} took longer than {self.timeout_seconds:g} s; "
+                               "narrow it (more words, a field, a date range)") from None
+        if self._observe is not None:
+            self._observe(via, result.elapsed_seconds)
+        return result
+
+    def _search(self, req: SearchRequest, exact: bool) -> SearchResult:
+        from indexerd.core.errors import IndexUnavailable
+
+        ix = self._index()
+        if ix is None:
+            raise IndexUnavailable("the daemon has no index open yet")
+        return search_any_engine(ix, req, exact=exact)
+
+    def close(self) -> None:
+        """Refuse new queries; running ones finish on their own.  Safe to call twice."""
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def hits_json(hits) -> list[dict]:
+    """Hits as ``indexerd ctl search --json`` prints them (and ``/api/search`` returns them):
+    rank, key, url, path (only when some hit has one; then dropped from the hits without),
+    title, last_modified (ISO 8601 UTC), date_source, score (4 decimals), snippet, source,
+    media_type."""
+    from indexerd.core.dates import format_utc
+
+    out = [{"rank": h.rank, "key": h.key, "url": h.url, "path": h.path, "title": h.title,
+            "last_modified": format_utc(h.last_modified), "date_source": h.date_source,
+            "score": round(h.score, 4), "snippet": h.snippet, "source": h.source,
+            "media_type": h.media_type} for h in hits]
+    keep_paths = any(h.path for h in hits)
+    for o in out:
+        if not keep_paths or o["path"] is None:
+            o.pop("path")
+    return out

@@ -1,0 +1,92 @@
+"""The read-only ``ctl`` commands answered by the running daemon: ``search``, ``report``,
+``changed`` and ``explain``.
+
+The daemon's index is open and warm, so ``ctl search`` through it costs the query alone; the
+client (:mod:`indexerd.cli.ctl`) prints the reply exactly as it prints what it reads from the
+state dir itself when no daemon answers.  Each request names the state dir the client would
+read (``state_dir``); a daemon that serves another one answers ``other_state_dir`` and the
+client reads its own (a user's own index is never answered from the service's).
+
+Replies (besides ``ok``): ``search`` -> ``hits`` (as ``--json`` prints them) and ``scores``
+(full precision, for the text form); ``report``/``changed`` -> ``rows``, or ``too_many`` when
+over :data:`MAX_ROWS` (the client then reads the store itself); ``explain`` -> ``explain``
+(``None`` for an unknown key: the client words the error with the key as typed).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+from indexerd.core.errors import ConfigError
+from indexerd.daemon.queries import SearchRequest, hits_json
+
+UTC = timezone.utc
+#: rows a report or changed list may carry in one reply (the client reads more itself)
+MAX_ROWS = 200_000
+READ_COMMANDS = ("search", "report", "changed", "explain")
+
+
+def other_state_dir(req: dict, own: str) -> str | None:
+    """``own`` when the request names a different state dir, else None."""
+    asked = req.get("state_dir")
+    if asked is None:
+        return None
+    same = os.path.realpath(asked) == os.path.realpath(own)
+    return None if same else own
+
+
+def answer(daemon, req: dict) -> dict:
+    """Answer one read command (``req["cmd"]`` in :data:`READ_COMMANDS`) from ``daemon``: a
+    :class:`indexerd.daemon.main.Daemon` (its query runner, its state dir).
+
+    Raises:
+        ConfigError: a bad field (exit 2); QueryError: a malformed query or span (exit 2);
+        QueryTimeout: the query took too long (exit 1).
+    """
+    own = str(daemon.indexer.state.path)
+    elsewhere = other_state_dir(req, own)
+    if elsewhere is not None:
+        return {"other_state_dir": elsewhere}
+    cmd = req["cmd"]
+    if cmd == "search":
+        return _search(daemon, req)
+    from indexerd.cli import reports
+    from indexerd.core.store import Store
+
+    with Store(daemon.indexer.state.store_path, readonly=True) as store:
+        if cmd == "explain":
+            return {"explain": reports.explain(store, _text(req, "key"))}
+        if cmd == "report":
+            return _rows(reports.date_report(store, req.get("source")))
+        return _rows(reports.changed(store, _text(req, "since")))
+
+
+def _text(req: dict, name: str) -> str:
+    value = req.get(name)
+    if not isinstance(value, str):
+        raise ConfigError(f"bad request: {name!r} must be a string")
+    return value
+
+
+def _rows(rows) -> dict:
+    out = []
+    for row in rows:
+        if len(out) >= MAX_ROWS:
+            return {"too_many": True}
+        out.append(row)
+    return {"rows": out}
+
+
+def _search(daemon, req: dict) -> dict:
+    from indexerd.core.dates import parse_since
+
+    limit = req.get("limit", 10)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ConfigError(f"--limit must be 1 or more, got {limit}")
+    since = until = None
+    if req.get("since"):
+        since, until = parse_since(_text(req, "since"), datetime.now(UTC))
+    result = daemon.queries.run(SearchRequest(query=_text(req, "query"), since=since, until=until,
+                                              limit=limit), via="ctl", unbounded=True)
+    return {"hits": hits_json(result.hits), "scores": [h.score for h in result.hits]}

@@ -1,0 +1,176 @@
+"""The HTTP listener's API, metrics, health check and token, and ``ctl search|report|changed|
+explain`` answered by the running daemon: a real ``indexerd run`` (tests/daemonhttp.py), real
+HTTP on loopback, the real CLI.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from daemonhttp import BIRD_DOCS, HttpDaemon, short_base
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    base = short_base()
+    d = HttpDaemon(base)
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def metrics(d: HttpDaemon) -> dict[tuple[str, tuple], float]:
+    """``/metrics`` parsed by prometheus_client's own parser: {(sample name, labels): value}."""
+    status, headers, body = d.get("/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    out = {}
+    for family in text_string_to_metric_families(body.decode("utf-8")):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_api_search_has_the_fields_of_ctl_search_json(daemon):
+    api = daemon.get_json("/api/search?q=falcon&limit=10")
+    p = daemon.ctl("search", "falcon", "--json")
+    assert p.returncode == 0, p.stderr
+    assert api["hits"] == json.loads(p.stdout)
+    assert api["total"] == 2
+    assert api["hits"][0]["title"] == "Peregrine falcon"
+    assert set(api["hits"][0]) == {"rank", "key", "url", "path", "title", "last_modified", "date_source",
+                                   "score", "snippet", "source", "media_type"}
+
+
+def test_api_search_filters_sort_and_pages(daemon):
+    page3 = daemon.get_json("/api/search?q=bird&limit=10&page=3")
+    assert page3["total"] == BIRD_DOCS and [h["rank"] for h in page3["hits"]] == list(range(21, 26))
+    notes = daemon.get_json("/api/search?q=bird&source=notes&limit=100")
+    assert notes["total"] == BIRD_DOCS // 2 and {h["source"] for h in notes["hits"]} == {"notes"}
+    both = daemon.get_json("/api/search?q=bird&source=notes&source=papers&type=text/markdown&limit=100")
+    assert {h["media_type"] for h in both["hits"]} == {"text/markdown"}
+    by_date = daemon.get_json("/api/search?q=bird&sort=date&limit=100")["hits"]
+    dates = [h["last_modified"] for h in by_date]
+    assert dates == sorted(dates, reverse=True)
+    span = daemon.get_json("/api/search?q=bird&from=2023-01-01&to=2023-12-31&limit=100")
+    assert span["total"] > 0 and all(h["last_modified"].startswith("2023-") for h in span["hits"])
+
+
+@pytest.mark.parametrize("query, code, words", [
+    ("q=%22open", 400, "unbalanced double quote"),
+    ("q=", 400, "empty"),
+    ("q=bird&page=0", 400, "page must be 1 or more"),
+    ("q=bird&limit=101&page=10", 400, "bounded"),
+    ("q=bird&from=yesterday", 400, "YYYY-MM-DD"),
+    ("q=bird&sort=size", 400, "sort must be one of"),
+])
+def test_api_search_refuses_bad_input_clearly(daemon, query, code, words):
+    status, _, body = daemon.get("/api/search?" + query, check=False)
+    assert status == code and words in json.loads(body)["error"]
+
+
+def test_api_status_and_explain_match_ctl(daemon):
+    st = daemon.get_json("/api/status")
+    assert set(st["sources"]) == {"notes", "papers"}
+    assert st["sources"]["notes"]["documents"]["indexed"] > 0
+    path = str(daemon.notes / "falcon.html")
+    api = daemon.get_json("/api/explain?key=file://" + path)
+    p = daemon.ctl("explain", path, "--json")
+    assert p.returncode == 0 and api == json.loads(p.stdout)
+    status, _, body = daemon.get("/api/explain?key=file:///nowhere", check=False)
+    assert status == 404 and "not known to indexerd" in json.loads(body)["error"]
+
+
+def test_the_page_escapes_and_never_serves_files(daemon):
+    status, headers, body = daemon.get("/?q=kestrel")
+    html = body.decode("utf-8")
+    assert status == 200 and "<script>" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html
+    assert "script-src" not in headers["Content-Security-Policy"] and "default-src 'none'" in \
+        headers["Content-Security-Policy"]
+    for path in ("/static/../../../etc/passwd", "/static/style.css/../x", "/doc?key=file:///etc/passwd",
+                 "/" + str(daemon.notes / "falcon.html")):
+        status, _, body = daemon.get(path, check=False)
+        assert status == 404 and b"root:" not in body and b"peregrine falcon is" not in body.lower()
+
+
+def test_healthz(daemon):
+    status, headers, body = daemon.get("/healthz")
+    assert (status, body) == (200, b"ok\n") and headers["Cache-Control"] == "no-store"
+
+
+def test_metrics_move_when_a_file_is_edited(daemon):
+    before = metrics(daemon)
+    assert before[("indexerd_documents", (("source", "notes"), ("status", "indexed")))] > 10
+    assert before[("indexerd_pass_duration_seconds_count", (("kind", "filesystem"), ("source", "notes")))] >= 1
+    assert before[("indexerd_last_successful_pass_timestamp_seconds", (("source", "notes"),))] > time.time() - 600
+    assert ("indexerd_change_queue_length", ()) in before and ("indexerd_writer_queue_length", ()) in before
+    edits = before.get(("indexerd_edit_to_searchable_seconds_count", ()), 0)
+    indexed = before.get(("indexerd_documents_indexed_total", (("reason", "newer-date"),)), 0)
+    (daemon.notes / "falcon.html").write_text(
+        "<html><head><title>Peregrine falcon</title></head><body><main><p>falcon gyrfalcon</p>"
+        "</main></body></html>", encoding="utf-8")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        after = metrics(daemon)
+        if after.get(("indexerd_edit_to_searchable_seconds_count", ()), 0) > edits:
+            break
+        time.sleep(0.1)
+    assert after[("indexerd_edit_to_searchable_seconds_count", ())] == edits + 1
+    assert after[("indexerd_documents_indexed_total", (("reason", "newer-date"),))] == indexed + 1
+    assert after[("indexerd_commit_seconds_count", ())] > before[("indexerd_commit_seconds_count", ())]
+    assert after[("indexerd_edit_to_searchable_seconds_sum", ())] - \
+        before.get(("indexerd_edit_to_searchable_seconds_sum", ()), 0) < 5
+    assert daemon.get_json("/api/search?q=gyrfalcon")["total"] == 1
+
+
+def test_ctl_reads_through_the_daemon_with_the_same_output(daemon, tmp_path):
+    """``ctl search|report|changed|explain``: the daemon answers (its ctl query counter moves),
+    and the output and exit code are the same as when ``ctl`` reads the state dir itself."""
+    calls = [("search", "bird", "--limit", "5"), ("search", "bird", "--json", "--since", "2023-01-01..2024-01-01"),
+             ("search", '"open'), ("search", "bird", "--since", "soon"),
+             ("report", "--dates"), ("report", "--dates", "--json", "--source", "papers"),
+             ("changed", "--since", "2022-01-01..2023-01-01"), ("explain", str(daemon.papers / "hostile.txt")),
+             ("explain", "--json", str(daemon.papers / "hostile.txt")), ("explain", "/nowhere/at/all")]
+    before = metrics(daemon).get(("indexerd_query_seconds_count", (("via", "ctl"),)), 0)
+    via_daemon = [daemon.ctl(*c) for c in calls]
+    assert metrics(daemon)[("indexerd_query_seconds_count", (("via", "ctl"),))] == before + 2
+    # the same commands reading the state dir: a client config that names no reachable socket
+    alone = tmp_path / "alone.toml"
+    alone.write_text(f'state_dir = "{daemon.base / "state"}"\ncontrol_socket = "{tmp_path / "none.sock"}"\n',
+                     encoding="utf-8")
+    import subprocess
+    import sys
+    for c, up in zip(calls, via_daemon):
+        down = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", "-c", str(alone), *c],
+                              capture_output=True, text=True, env=daemon.env, timeout=60)
+        assert (up.returncode, up.stdout, up.stderr) == (down.returncode, down.stdout, down.stderr), c
+    assert [p.returncode for p in via_daemon] == [0, 0, 2, 2, 0, 0, 0, 0, 0, 1]
+
+
+def test_token_is_required_off_loopback():
+    """Listening on every address: a request without the token, or with a wrong one, gets 401;
+    the token as a Bearer header or as a Basic password gets in."""
+    base = short_base()
+    token = "s3cret-token-0123456789"
+    d = HttpDaemon(base, listen_host="0.0.0.0", token=token)
+    try:
+        d.start()
+        for path in ("/", "/?q=bird", "/api/search?q=bird", "/metrics", "/healthz", "/static/style.css"):
+            assert d.get(path, headers={"Authorization": "Bearer nope"}, check=False)[0] == 401
+            status, headers, _ = d.get(path, headers={"Authorization": ""}, check=False)
+            assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+        assert d.get("/api/search?q=bird")[0] == 200
+        basic = base64.b64encode(f"anyone:{token}".encode()).decode()
+        assert d.get("/healthz", headers={"Authorization": f"Basic {basic}"})[0] == 200
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,201 @@
+"""The search page in a real headless browser: Debian's ``chromium`` driven by Playwright,
+against a real ``indexerd run`` with its HTTP listener (tests/daemonhttp.py).
+
+The browser is required: a machine without ``/usr/bin/chromium`` (``apt-get install
+chromium``; .ci/run installs it) or without the ``playwright`` package FAILS here, it does not
+skip.  Playwright's own browser downloads are not used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from daemonhttp import BIRD_DOCS, HOSTILE_TEXT, HOSTILE_TITLE, HttpDaemon, short_base
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+#: the README's screenshot is refreshed when INDEXERD_SCREENSHOT=docs/search-page.png is set
+SCREENSHOT_ENV = "INDEXERD_SCREENSHOT"
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    base = short_base()
+    d = HttpDaemon(base)
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser_context():
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="ixh-chromium-")
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
+                                                   args=CHROMIUM_ARGS, viewport={"width": 1000, "height": 900})
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page(browser_context):
+    pg = browser_context.new_page()
+    dialogs: list[str] = []
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.dialogs = dialogs
+    yield pg
+    pg.close()
+
+
+def _titles(page) -> list[str]:
+    return page.locator("#hits li.hit h2.title").all_inner_texts()
+
+
+def _search(page, daemon, query: str) -> None:
+    page.goto(daemon.url + "/")
+    page.fill("#q", query)
+    page.press("#q", "Enter")
+    page.wait_for_selector("#summary, #error")
+
+
+def test_type_a_query_and_see_the_top_hit(daemon, page):
+    _search(page, daemon, "falcon")
+    assert _titles(page)[0] == "Peregrine falcon"
+    first = page.locator("#hits li.hit").first
+    assert first.locator(".path").inner_text() == str(daemon.notes / "falcon.html")
+    assert first.locator(".source").inner_text() == "notes"
+    assert first.locator(".media-type").inner_text() == "text/html"
+    assert first.locator(".date").inner_text() == "2024-03-01T12:00:00Z"
+    marks = [m.lower() for m in first.locator(".snippet mark").all_inner_texts()]
+    assert marks and set(marks) == {"falcon"}
+    summary = page.inner_text("#summary")
+    assert re.match(r"^2 hits in \d+\.\d{3} s$", summary), summary
+    # a file: key links nowhere: the path is shown as text, not as a link
+    assert first.locator("h2.title a").count() == 0
+
+
+def test_filters_by_source_media_type_and_date(daemon, page):
+    _search(page, daemon, "bird")
+    assert page.inner_text("#summary").startswith(f"{BIRD_DOCS} hits")
+    page.click("details.filters summary")
+    page.select_option("#source", "notes")
+    page.click("details.filters button")
+    page.wait_for_selector("#summary")
+    sources = set(page.locator("#hits .source").all_inner_texts())
+    assert sources == {"notes"}
+    assert page.inner_text("#summary").startswith(f"{BIRD_DOCS // 2} hits")   # odd i: notes
+    page.select_option("#source", "")
+    page.select_option("#type", "text/markdown")
+    page.click("details.filters button")
+    page.wait_for_selector("#summary")
+    expected_md = len([i for i in range(BIRD_DOCS) if i % 3 == 0])
+    assert page.inner_text("#summary").startswith(f"{expected_md} hits")
+    assert set(page.locator("#hits .media-type").all_inner_texts()) == {"text/markdown"}
+    page.select_option("#type", "")
+    page.fill("#from", "2022-01-01")
+    page.fill("#to", "2022-12-31")
+    page.click("details.filters button")
+    page.wait_for_selector("#summary")
+    in_2022 = len([i for i in range(BIRD_DOCS) if 2021 + i % 4 == 2022])
+    assert page.inner_text("#summary").startswith(f"{in_2022} hits")
+    assert all(d.startswith("2022-") for d in page.locator("#hits .date").all_inner_texts())
+    page.fill("#from", "")
+    page.fill("#to", "")
+    page.select_option("#sort", "date")
+    page.click("details.filters button")
+    page.wait_for_selector("#summary")
+    dates = page.locator("#hits .date").all_inner_texts()
+    assert dates == sorted(dates, reverse=True) and dates[0].startswith("2024-")
+
+
+def test_paging(daemon, page):
+    _search(page, daemon, "bird")
+    assert f"{BIRD_DOCS} hits" in page.inner_text("#summary") and "page 1 of 3" in page.inner_text("#summary")
+    first_page = _titles(page)
+    assert len(first_page) == 10
+    page.click("#next")
+    page.wait_for_selector("#summary")
+    assert "page 2 of 3" in page.inner_text("#summary")
+    assert page.get_attribute("#hits", "start") == "11"
+    second_page = _titles(page)
+    assert len(second_page) == 10 and not set(second_page) & set(first_page)
+    page.click("nav.pages >> text=3")
+    page.wait_for_selector("#summary")
+    third = _titles(page)
+    assert len(third) == BIRD_DOCS - 20 and page.locator("#next").count() == 0
+    assert len(set(first_page + second_page + third)) == BIRD_DOCS
+    page.click("#prev")
+    page.wait_for_selector("#summary")
+    assert _titles(page) == second_page
+
+
+def test_document_page(daemon, page):
+    _search(page, daemon, "falcon")
+    page.locator("#hits li.hit").first.locator("a.doc").click()
+    page.wait_for_selector("#doc-title")
+    assert page.inner_text("#doc-title") == "Peregrine falcon"
+    why = page.inner_text("#explanation")
+    assert "last-modified 2024-03-01T12:00:00Z came from mtime" in why
+    assert "last decision at" in why and "new" in why
+    facts = page.inner_text("#facts")
+    assert "notes" in facts and "text/html" in facts
+
+
+def test_malformed_query_says_so(daemon, page):
+    _search(page, daemon, '"unbalanced')
+    assert "unbalanced double quote" in page.inner_text("#error")
+    assert page.input_value("#q") == '"unbalanced'
+
+
+def test_hostile_document_runs_nothing(daemon, page):
+    _search(page, daemon, "kestrel")
+    titles = _titles(page)
+    assert HOSTILE_TITLE in titles                             # shown as text, whole
+    snippets = page.locator("#hits .snippet").all_inner_texts()
+    assert any("<script>" in s and "onerror=" in s for s in snippets)
+    assert page.locator("#hits img").count() == 0 and page.locator("#hits script").count() == 0
+    page.locator("#hits li.hit", has_text=HOSTILE_TITLE).first.locator("a.doc").click()
+    page.wait_for_selector("#doc-title")
+    assert page.inner_text("#doc-title") == HOSTILE_TITLE
+    assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
+    assert page.evaluate("window.__pwned === undefined")
+    assert page.dialogs == []
+    assert HOSTILE_TEXT.split()[0] == "kestrel"
+
+
+def test_usable_on_a_phone_and_screenshot(daemon, browser_context, tmp_path):
+    pg = browser_context.new_page()
+    pg.set_viewport_size({"width": 390, "height": 844})
+    try:
+        _search(pg, daemon, "falcon")
+        width = pg.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page scrolls sideways on a phone ({width} px)"
+    finally:
+        pg.close()
+    pg = browser_context.new_page()
+    pg.set_viewport_size({"width": 1000, "height": 760})
+    try:
+        _search(pg, daemon, "bird song")
+        shot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "search-page.png")
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(shot))
+        assert shot.stat().st_size > 10_000
+    finally:
+        pg.close()
