@@ -56,7 +56,8 @@ class Answers:
         self.duplicates = DuplicateFinder(self.src.name, pipeline)
 
     def handle(self, task: Task, resp: Response) -> None:
-        """One answer to a page request, by :func:`~indexerd.sources.web.responses.status_verdict`."""
+        """One answer to a page request, by :func:`~indexerd.sources.web.responses.status_verdict`
+        (a cancelled request and an invalid URL are the engine's, before any handler)."""
         v = status_verdict(task, resp)
         if v.action == "failed":
             self.failed(task, resp, v.reason)
@@ -80,7 +81,7 @@ class Answers:
             self._count_unfetchable(st.key, v.reason)
         elif v.action == "head":
             self._head(task, resp)
-        else:
+        elif v.action == "page":
             self._page(task, resp)
 
     # -- deletions and failures -------------------------------------------------------------
