@@ -1,5 +1,5 @@
 """Garbage in (issue 7, files): a generated tree of hostile files, indexed by the real
-``indexerd index`` in a subprocess whose peak RSS is measured (``os.wait4`` on that one child).
+``indexerd index`` in a subprocess whose peak RSS is measured (its own ``ru_maxrss``, see ``run_measured``).
 Each file has one exact expected outcome: skipped with a fixed reason (store
 ``documents.reason``, as ``ctl explain`` shows it), or indexed and found by a word it contains.
 
@@ -39,27 +39,60 @@ NOBODY = 65534
 RSS_LIMIT_MB = 400
 
 
+# Run through a small launcher that forks the command and reports that grandchild's rusage.
+# Linux carries a process's ``ru_maxrss`` across ``exec`` from the memory it had before: a child
+# forked straight from this pytest worker reports at least the worker's own RSS (633 MB in CI,
+# whatever the command used), while the launcher's fork copies only the launcher's ~13 MB.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measured(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> tuple[int, str, str, float, float]:
-    """Run ``cmd``; return (exit code, stdout, stderr, seconds, peak RSS of that child in MB)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run ``cmd``; return (exit code, stdout, stderr, seconds, peak RSS of that command in MB).
+
+    The peak is the command's own ``ru_maxrss``, measured by a launcher process (see ``_LAUNCHER``)
+    so that the pytest worker's memory is not counted in it."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".maxrss") as maxrss:
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd or str(REPO))
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - t0 > timeout:
-                proc.kill()
-                os.wait4(proc.pid, 0)
-                proc.returncode = -9
-                pytest.fail(f"{cmd} did not finish within {timeout} s")
-            time.sleep(0.02)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, maxrss.name, *cmd], stdout=out, stderr=err,
+                                env=env, cwd=cwd or str(REPO), start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            pytest.fail(f"{cmd} did not finish within {timeout} s")
         elapsed = time.monotonic() - t0
         out.seek(0)
         err.seek(0)
+        peak_kib = int(maxrss.read() or 0)
         return (proc.returncode, out.read().decode(), err.read().decode("utf-8", "replace"), elapsed,
-                usage.ru_maxrss / 1024)
+                peak_kib / 1024)
+
+
+def test_run_measured_counts_the_command_not_this_worker() -> None:
+    """The measurement itself: with 300 MB held by this process, a command that allocates nothing
+    measures as small (a direct child's ``ru_maxrss`` reported at least this process's RSS)."""
+    ballast = bytearray(300 * 1024 * 1024)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    code, _out, _err, _secs, rss = run_measured([sys.executable, "-c", "pass"], dict(os.environ), timeout=60)
+    code2, _o, _e, _s, rss_big = run_measured(
+        [sys.executable, "-c", "b = bytearray(200 * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1"],
+        dict(os.environ), timeout=60)
+    del ballast
+    assert (code, code2) == (0, 0)
+    assert rss < 100, f"a bare interpreter measured {rss:.0f} MB"
+    assert 200 < rss_big < 300, f"a 200 MB allocation measured {rss_big:.0f} MB"
 
 
 def rows(state: Path) -> dict[str, tuple[str, str]]:
