@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from indexerd import config as config_mod
+from indexerd.config import load as config_mod  # find_config_path reads DEFAULT_CONFIG_PATH there
 from indexerd.config import (
     DEFAULT_EXCLUDES,
     Config,

@@ -160,7 +160,7 @@ def test_without_control_socket_the_system_socket_is_tried_after_the_users(tmp_p
     monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
     monkeypatch.delenv("STATE_DIRECTORY", raising=False)
     monkeypatch.setattr(locate, "_is_root", lambda: False)
-    monkeypatch.setattr("indexerd.config._is_root", lambda: False)
+    monkeypatch.setattr("indexerd.config.paths._is_root", lambda: False)
     own = locate.socket_candidates(Config(state_dir=str(tmp_path)))
     assert own == (tmp_path / "indexerd.sock", Path("/run/indexerd/indexerd.sock"))
     assert locate.socket_candidates(Config(control_socket="/x/s.sock")) == (Path("/x/s.sock"),)

@@ -1,0 +1,172 @@
+"""The checks msgspec's types cannot express: names, ranges, paths, URLs, regexes, the
+``[http]`` listener; one function per table, each raising :class:`ConfigError` as
+``FILE: KEY: what was expected``."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from indexerd.config.policy import mask_url, mask_userinfo
+from indexerd.config.schema import Config, FilesystemSource, HttpSettings, SqlSource, WebSource
+from indexerd.core.errors import ConfigError
+
+def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> None:
+    """Checks every kind of source shares: a valid, unique name and a valid date order."""
+    if not src.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", src.name):
+        raise ConfigError(f"{origin}: {where}.name: expected a name of letters, digits, '-', '_', '.', "
+                          f"got {src.name!r}")
+    if src.name in seen:
+        raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} (also {seen[src.name]})")
+    seen[src.name] = where
+    if src.date_sources is not None:
+        from indexerd.core.dates import validate_order  # only here: ctl's start stays light
+
+        try:
+            validate_order(src.date_sources)
+        except ValueError as e:
+            raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
+
+
+def check_web_source(src: WebSource, where: str, origin: str) -> None:
+    """Seeds, scope regexes, depth spec, numbers and credentials of one web source."""
+    from indexerd.sources.web.scope import Scope
+    from indexerd.sources.web.urls import canonicalize
+
+    if not src.seeds:
+        raise ConfigError(f"{origin}: {where}.seeds: expected at least one http(s) URL")
+    if src.max_recrawl_interval < src.interval:
+        raise ConfigError(f"{origin}: {where}.max_recrawl_interval: expected a duration of at least the "
+                          f"source's interval ({float(src.interval):g} s), got {float(src.max_recrawl_interval):g} s")
+    for i, seed in enumerate(src.seeds):
+        try:
+            canonicalize(seed)
+        except ValueError as e:
+            shown = str(e).replace(repr(seed), repr(mask_userinfo(seed)))  # never print a seed's password
+            raise ConfigError(f"{origin}: {where}.seeds[{i}]: {shown}") from None
+    try:
+        Scope(list(src.seeds), allowed_domains=src.allowed_domains, allowed_ports=src.allowed_ports,
+              restrict=src.restrict,
+              include=src.include, exclude=src.exclude, path_depth=src.path_depth, max_hops=src.max_hops)
+    except ValueError as e:
+        raise ConfigError(f"{origin}: {where}.{e}") from None
+    if src.order not in ("breadth", "depth"):
+        raise ConfigError(f"{origin}: {where}.order: expected 'breadth' or 'depth', got {src.order!r}")
+    for key in ("max_pages", "gone_after", "workers", "max_query_variants", "max_queued", "max_numbered_variants"):
+        if getattr(src, key) < 1:
+            raise ConfigError(f"{origin}: {where}.{key}: expected a whole number >= 1, got {getattr(src, key)}")
+    if src.workers > 64:
+        raise ConfigError(f"{origin}: {where}.workers: expected at most 64 fetch threads (one request per "
+                          f"host is in flight anyway), got {src.workers}")
+    if src.timeout > 86400:
+        raise ConfigError(f"{origin}: {where}.timeout: expected a duration of at most 1 day")
+    if src.max_hops is not None and src.max_hops < 0:
+        raise ConfigError(f"{origin}: {where}.max_hops: expected a whole number >= 0, got {src.max_hops}")
+    if not src.user_agent.strip() or not re.match(r"[A-Za-z0-9_-]+", src.user_agent):
+        raise ConfigError(f"{origin}: {where}.user_agent: expected a product token first, like "
+                          f"'indexerd/0.1 (+https://example.org/bot)', got {src.user_agent!r}")
+    if src.timeout <= 0:
+        raise ConfigError(f"{origin}: {where}.timeout: expected a duration > 0")
+    p = src.politeness
+    if p.good_guy_factor < 0 or p.min_delay < 0 or p.max_wait < 0:
+        raise ConfigError(f"{origin}: {where}.politeness: delays and factors must be >= 0")
+    if src.mirror_dir is not None and not os.path.isabs(os.path.expanduser(src.mirror_dir)):
+        raise ConfigError(f"{origin}: {where}.mirror_dir: expected an absolute path, got {src.mirror_dir!r}")
+    if src.auth is not None:
+        if bool(src.auth.password_env) == bool(src.auth.password_file):
+            raise ConfigError(f"{origin}: {where}.auth: set exactly one of password_env or password_file")
+
+
+def check_filesystem_source(src: FilesystemSource, where: str, origin: str) -> None:
+    """An absolute root path and glob patterns without surrounding blanks."""
+    if not os.path.isabs(os.path.expanduser(src.path)):
+        raise ConfigError(f"{origin}: {where}.path: expected an absolute path, got {src.path!r}")
+    for key in ("include", "exclude"):
+        for pat in getattr(src, key):
+            if not pat or pat.strip() != pat:
+                raise ConfigError(f"{origin}: {where}.{key}: expected a list of glob patterns, "
+                                  f"got {pat!r}")
+
+
+def check_sql_source(src: SqlSource, where: str, origin: str) -> None:
+    """An SQLAlchemy URL, a batch size, at most one password source."""
+    if "://" not in src.url:
+        raise ConfigError(f"{origin}: {where}.url: expected an SQLAlchemy URL like "
+                          f"'sqlite:////var/lib/app.db', got {mask_url(src.url)!r}")
+    if src.batch_size < 1:
+        raise ConfigError(f"{origin}: {where}.batch_size: expected a whole number >= 1, "
+                          f"got {src.batch_size}")
+    if src.password_env and src.password_file:
+        raise ConfigError(f"{origin}: {where}: set password_env or password_file, not both")
+
+
+def check_semantics(cfg: Config, origin: str) -> None:
+    """Every check of :mod:`indexerd.config.checks` on a decoded config, tables in file order.
+
+    Raises:
+        ConfigError: the first problem found.
+    """
+    if cfg.log_level.lower() not in {"debug", "info", "warning", "error", "critical"}:
+        raise ConfigError(f"{origin}: log_level: expected one of debug, info, warning, error, critical, "
+                          f"got {cfg.log_level!r}")
+    seen: dict[str, str] = {}
+    for kind, check in (("filesystem", check_filesystem_source), ("sql", check_sql_source),
+                        ("web", check_web_source)):
+        for i, src in enumerate(getattr(cfg.sources, kind)):
+            where = f"sources.{kind}[{i}]"
+            _check_source_common(src, where, seen, origin)
+            if src.interval < 1:
+                raise ConfigError(f"{origin}: {where}.interval: expected a duration of at least 1 s, "
+                                  f"got {float(src.interval)} s")
+            check(src, where, origin)
+    for key, value in (("index.commit_batch", cfg.index.commit_batch),
+                       ("index.bulk_commit_batch", cfg.index.bulk_commit_batch)):
+        if value < 1:
+            raise ConfigError(f"{origin}: {key}: expected a whole number >= 1, got {value}")
+    if cfg.index.commit_interval <= 0:
+        raise ConfigError(f"{origin}: index.commit_interval: expected a duration > 0")
+    if cfg.index.tantivy.writer_threads < 0:
+        raise ConfigError(f"{origin}: index.tantivy.writer_threads: expected a whole number >= 0, "
+                          f"got {cfg.index.tantivy.writer_threads}")
+    if cfg.index.engine != "whoosh":  # the default is a dependency; another needs its extra
+        from indexerd.index.base import load_engine
+
+        try:
+            load_engine(cfg.index.engine)
+        except ConfigError as e:
+            raise ConfigError(f"{origin}: {e}") from None
+    _check_http(cfg.http, origin)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is only reachable from this machine."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_http(http: HttpSettings, origin: str) -> None:
+    """``[http]``: a parseable address; a token source for a non-loopback one; sane bounds.
+    The token itself is read when the listener starts (the variable or file may appear later)."""
+    if http.token_env and http.token_file:
+        raise ConfigError(f"{origin}: http: set token_env or token_file, not both")
+    for key, value, low in (("page_size", http.page_size, 1), ("threads", http.threads, 1)):
+        if value < low or value > 100:
+            raise ConfigError(f"{origin}: http.{key}: expected a whole number from {low} to 100, got {value}")
+    if not 0 < http.query_timeout <= 60:
+        raise ConfigError(f"{origin}: http.query_timeout: expected a duration over 0 and at most 60 s")
+    if http.listen is None:
+        return
+    try:
+        host, _port = http.address()
+    except ConfigError as e:
+        raise ConfigError(f"{origin}: {e}") from None
+    if not is_loopback(host) and not (http.token_env or http.token_file):
+        raise ConfigError(f"{origin}: http.listen: {http.listen!r} is not a loopback address, so the "
+                          "listener needs a token: set http.token_env (an environment variable) or "
+                          "http.token_file (a file whose first line is the token)")

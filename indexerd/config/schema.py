@@ -1,0 +1,273 @@
+"""The typed schema of the TOML file: one frozen msgspec struct per table.  The only home of
+defaults.  Unknown keys are errors (``forbid_unknown_fields``); durations and sizes decode through
+:mod:`indexerd.config.units`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from indexerd.config.units import Bytes, Seconds
+from indexerd.core.errors import ConfigError
+
+#: Editor temp files, VCS folders and bytecode caches, excluded unless a source sets ``exclude``.
+DEFAULT_EXCLUDES = (
+    ".git/", ".hg/", ".svn/", ".bzr/", "_darcs/", "CVS/", "__pycache__/",
+    "*.swp", "*.swx", "*.swo", "*~", ".#*", "4913", "*.tmp", ".~lock.*#", "*.pyc", "*.pyo",
+)
+
+
+#: ``Config.origin`` when no config file was read (``load_config`` found none)
+DEFAULTS_ORIGIN = "<defaults>"
+
+
+class _Struct(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    pass
+
+
+class WhooshSettings(_Struct):
+    """``[index.whoosh]``: the Whoosh engine's writer.
+
+    ``writer_memory`` is the posting buffer of the writer before it spills a sorted run (bytes);
+    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only).
+    """
+
+    writer_memory: Bytes = Bytes(16 * 1024 * 1024)
+    merge_idle: Seconds = Seconds(600.0)
+
+
+class TantivySettings(_Struct):
+    """``[index.tantivy]``: the tantivy engine's writer.
+
+    ``writer_memory`` is the memory budget of tantivy's writer, all threads together (bytes;
+    tantivy needs at least 15 MB per thread); ``writer_threads`` the indexing threads (0: as
+    tantivy chooses from the cores); ``analysis_worker``: analyse the text of big batches in a
+    worker process, on another core (used only when the machine has more than one).
+    """
+
+    writer_memory: Bytes = Bytes(64 * 1024 * 1024)
+    writer_threads: int = 1
+    analysis_worker: bool = True
+
+
+#: ``[index]`` keys of the Whoosh writer before engines had their own tables
+_MOVED_INDEX_KEYS = ("writer_memory", "merge_idle")
+
+
+class IndexSettings(_Struct):
+    """``[index]``: which engine, and how the one writer batches and commits.
+
+    ``engine`` is ``"whoosh"`` (the default) or ``"tantivy"`` (``pip install 'indexerd[tantivy]'``);
+    each engine's own knobs are in its table, ``[index.whoosh]`` and ``[index.tantivy]``.
+    ``commit_interval`` is the most a change may wait before it is searchable (seconds);
+    ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
+    is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments).
+    ``writer_memory`` and ``merge_idle`` directly under ``[index]`` are the old names of
+    ``[index.whoosh]``'s keys: still read (with a warning) and moved there by :func:`parse_config`,
+    None afterwards.
+    """
+
+    engine: Literal["whoosh", "tantivy"] = "whoosh"
+    commit_interval: Seconds = Seconds(1.0)
+    commit_batch: int = 200
+    bulk_commit_batch: int = 5000
+    whoosh: WhooshSettings = WhooshSettings()
+    tantivy: TantivySettings = TantivySettings()
+    writer_memory: Bytes | None = None
+    merge_idle: Seconds | None = None
+
+
+class HttpSettings(_Struct):
+    """``[http]``: the daemon's HTTP listener (search page, JSON API, ``/metrics``, ``/healthz``).
+
+    Off unless ``listen`` is set (``"127.0.0.1:8080"``, ``"[::1]:8080"``, ``"0.0.0.0:8080"``).
+    A ``listen`` address that is not loopback needs a token: ``token_env`` names an environment
+    variable holding it, or ``token_file`` a file whose first line is it (at least 16
+    characters); with a token set, every request must carry it, on loopback too.
+    ``query_timeout`` bounds one query (seconds); ``page_size`` is hits per page; ``threads``
+    the requests served at once.
+    """
+
+    listen: str | None = None
+    token_env: str | None = None
+    token_file: str | None = None
+    query_timeout: Seconds = Seconds(5.0)
+    page_size: int = 10
+    threads: int = 8
+
+    def address(self) -> tuple[str, int]:
+        """``listen`` as (host, port); the host without IPv6 brackets.
+
+        Raises:
+            ConfigError: not ``HOST:PORT`` with a port 0-65535.
+        """
+        host, sep, port = (self.listen or "").rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ConfigError(f"http.listen: expected HOST:PORT such as \"127.0.0.1:8080\", got {self.listen!r}")
+        return host, int(port)
+
+
+class FilesystemSource(_Struct):
+    """One ``[[sources.filesystem]]`` table: a local tree, scanned by stat and watched live."""
+
+    name: str
+    path: str
+    include: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    exclude: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_EXCLUDES))
+    follow_symlinks: bool = False
+    watch: bool = True
+    interval: Seconds = Seconds(3600.0)
+    max_size: Bytes | None = None
+    meta_map: str | None = None
+    date_sources: list[str] | None = None
+    refresh_time: Seconds | None = None
+    strict_dates: bool | None = None
+
+
+class SqlSource(_Struct):
+    """One ``[[sources.sql]]`` table: a database change queue (the Aspire RDB connector model).
+
+    ``url`` is an SQLAlchemy URL without the password; the password comes from
+    ``password_env`` (an environment variable) or ``password_file`` and is never logged or shown.
+    SQL texts may use ``{id}``, ``{sequenceId}``, ``{action}`` and ``{batchSize}``: they become
+    bound parameters, never pasted into the SQL.
+    """
+
+    name: str
+    url: str
+    full_sql: str
+    incremental_sql: str | None = None
+    pre_update_sql: str | None = None
+    post_update_sql: str | None = None
+    interval: Seconds = Seconds(300.0)
+    id_column: str = "id"
+    sequence_column: str = "seq"
+    action_column: str = "action"
+    title_column: str | None = None
+    text_columns: list[str] = []
+    date_column: str | None = None
+    batch_size: int = 1000
+    max_size: Bytes | None = None
+    password_env: str | None = None
+    password_file: str | None = None
+    date_sources: list[str] | None = None
+    refresh_time: Seconds | None = None
+    strict_dates: bool | None = None
+
+
+class Politeness(_Struct):
+    """``[sources.web.politeness]``: how hard one host may be asked (AltaVista Scooter's rule).
+
+    The wait before the next request to a host is
+    ``max(robots.txt Crawl-delay, min_delay, min(last response time x good_guy_factor, max_wait))``
+    (seconds).  Heritrix, which still runs Scooter's rule, uses 5 x the fetch time clamped to
+    3-30 s for the open web; the defaults here are for an intranet or a site you run yourself:
+    at least 1 s between requests, and our share of the server's time at most a third (factor 2).
+    Failures back off exponentially up to ``max_backoff``; ``Retry-After`` is honoured up to
+    ``max_retry_after``, robots.txt ``Crawl-delay`` up to ``max_crawl_delay`` (a hostile
+    ``Crawl-delay: 86400`` would otherwise park a crawl for a day per page).
+    """
+
+    min_delay: Seconds = Seconds(1.0)
+    good_guy_factor: float = 2.0
+    max_wait: Seconds = Seconds(30.0)
+    max_backoff: Seconds = Seconds(600.0)
+    max_retry_after: Seconds = Seconds(3600.0)
+    max_crawl_delay: Seconds = Seconds(120.0)
+
+
+class WebAuth(_Struct):
+    """``[sources.web.auth]``: HTTP basic credentials, sent only to the source's allowed hosts.
+
+    The password comes from ``password_env`` (an environment variable) or ``password_file``.
+    """
+
+    username: str
+    password_env: str | None = None
+    password_file: str | None = None
+
+
+class WebSource(_Struct):
+    """One ``[[sources.web]]`` table: a site crawled on an interval, optionally mirrored.
+
+    ``max_hops`` is how many links may be followed from a seed (None: no limit); ``path_depth``
+    is LCWA's depth spec on the URL path (``N``, ``>N``, ``<N``, ``N-M``, ``+N``, ``-N``);
+    ``restrict`` regexes must all match, one of ``include`` must match (empty: all), none of
+    ``exclude`` may; ``allowed_domains`` defaults to the seeds' hosts (subdomains included),
+    ``allowed_ports`` to the seeds' ports (80 and 443 together).
+    ``max_pages`` caps the requests of one pass; ``max_queued`` the URLs waiting in the
+    frontier's memory (10 times more wait in the store, new ones beyond are dropped and counted); ``max_numbered_variants`` the
+    URLs of one numbered-path pattern a pass queues (:mod:`indexerd.sources.web.traps`); ``gone_after`` is how many consecutive 404/410
+    answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
+    flight per host whatever their number).  ``timeout`` bounds connect, each read and the
+    whole request (seconds).  ``max_recrawl_interval`` bounds adaptive recrawl
+    (:mod:`indexerd.sources.web.recrawl`): a page that never changes is still asked this often (at least
+    ``interval``; equal to it, every page is asked at every pass).
+    """
+
+    name: str
+    seeds: list[str]
+    interval: Seconds = Seconds(3600.0)
+    max_recrawl_interval: Seconds = Seconds(7 * 86400.0)
+    max_hops: int | None = None
+    path_depth: str | None = None
+    restrict: list[str] = []
+    include: list[str] = []
+    exclude: list[str] = []
+    allowed_domains: list[str] | None = None
+    allowed_ports: list[int] | None = None
+    max_pages: int = 100_000
+    order: str = "breadth"
+    user_agent: str = "indexerd/0.1 (+https://github.com/indexerd/indexerd)"
+    politeness: Politeness = Politeness()
+    max_size: Bytes | None = None
+    timeout: Seconds = Seconds(30.0)
+    mirror_dir: str | None = None
+    meta_map: str | None = None
+    auth: WebAuth | None = None
+    sitemaps: bool = True
+    gone_after: int = 1
+    workers: int = 4
+    max_query_variants: int = 100
+    max_queued: int = 20_000
+    max_numbered_variants: int = 1_000
+    date_sources: list[str] | None = None
+    refresh_time: Seconds | None = None
+    strict_dates: bool | None = None
+
+
+class Sources(_Struct):
+    """``[sources]``: every kind of source, each a list of tables."""
+
+    filesystem: list[FilesystemSource] = []
+    sql: list[SqlSource] = []
+    web: list[WebSource] = []
+
+
+class ConfigFile(_Struct):
+    """The keys of the TOML file (see :class:`Config`, which adds where it came from)."""
+
+    state_dir: str | None = None
+    control_socket: str | None = None
+    log_level: str = "info"
+    max_size: Bytes = Bytes(20 * 1000 * 1000)
+    refresh_time: Seconds = Seconds(86400.0)
+    strict_dates: bool = False
+    meta_map: str | None = None
+    index: IndexSettings = IndexSettings()
+    http: HttpSettings = HttpSettings()
+    sources: Sources = Sources()
+
+
+class Config(ConfigFile):
+    """The whole validated configuration.  Build it with :func:`load_config`.
+
+    ``state_dir`` / ``control_socket`` are ``None`` here when unset; use :func:`resolve_state_dir`
+    and :func:`resolve_control_socket` so that the daemon and every ``ctl`` call agree.
+    ``origin`` is where it came from (a file path, ``<defaults>``), for messages; it is not a
+    TOML key.
+    """
+
+    origin: str = DEFAULTS_ORIGIN
