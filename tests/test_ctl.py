@@ -277,10 +277,11 @@ def test_status_shows_the_running_pass_apart_from_the_last_one(tree):
 
 
 def test_sql_progress_counts_rows_not_files(caplog):
-    from indexerd.core.progress import UNITS, Progress
+    from indexerd.core.progress import Progress
+    from indexerd.sources.registry import KINDS
 
     caplog.set_level("INFO", logger="indexerd.core.progress")
-    p = Progress("articles", tty=False, log_every_seconds=0, unit=UNITS["sql"])
+    p = Progress("articles", tty=False, log_every_seconds=0, unit=KINDS["sql"].unit)
     p.tick_walk(2000)
     p.start_work(10)
     text = caplog.text

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from test_daemon import DaemonUnderTest, base, write  # noqa: F401 (base: the fixture)
 
-from indexerd.daemon.main import first_run_time
+from indexerd.daemon.sourcestate import first_run_time
 
 UTC = timezone.utc
 

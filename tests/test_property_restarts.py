@@ -66,7 +66,7 @@ op_strategy = st.one_of(
     st.tuples(st.just("restart")),
 )
 # a pass whose index commits land but whose store rows do not (kill -9 between the two), then a
-# restart: the start-up reconcile (Indexer._reconcile_if_needed) must repair it
+# restart: the start-up reconcile (indexerd.core.recovery.reconcile_after_crash) must repair it
 crash_op_strategy = st.one_of(op_strategy, st.tuples(st.just("crash")))
 
 

@@ -4,7 +4,7 @@ The verbs mean the same for files, web pages and SQL rows (README, "the ctl verb
 
 - **reindex**: read the document again now and index it whatever the decision would say -- a
   file re-read (confined to its tree by the daemon), a page fetched once without validators
-  through robots.txt and the politeness slot (:meth:`WebSource.refetch`), a row read by its id
+  through robots.txt and the politeness slot (:meth:`WebSource.reindex`), a row read by its id
   (:meth:`SqlFeed.reread`).
 - **forget**: drop it from the index and the store now; it comes back at its source's next pass
   if it still exists there (a forgotten SQL row is read again by the next poll).
@@ -20,9 +20,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
-from indexerd.core.pipeline import PassCounts, Pipeline
 from indexerd.cli.reports import normalise_key
+from indexerd.core.errors import ConfigError, UnknownKey
+from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.sources.base import Source, TreeSource
 
 
 def _sql_parts(key: str) -> tuple[str, str]:
@@ -33,21 +34,23 @@ def _sql_parts(key: str) -> tuple[str, str]:
     return name, row_id
 
 
-def _web_owner(sources: Mapping, url: str, pipeline: Pipeline):
-    """The web source that indexed ``url``, else the first whose scope takes it, else None."""
-    rec = pipeline.stored(url)
-    if rec is not None and getattr(sources.get(rec.source), "kind", None) == "web":
-        return sources[rec.source]
-    return next((s for s in sources.values() if s.kind == "web" and s.owns(url)), None)
+def _owner(sources: Mapping[str, Source], key: str, pipeline: Pipeline) -> Source | None:
+    """The source that indexed ``key`` (when its keys look like this one), else the first that
+    owns it (:meth:`Source.owns`: a URL in its scope), else None."""
+    rec = pipeline.stored(key)
+    src = sources.get(rec.source) if rec is not None else None
+    if src is not None and key.startswith(src.key_prefixes):
+        return src
+    return next((s for s in sources.values() if key.startswith(s.key_prefixes) and s.owns(key)), None)
 
 
-def reindex(sources: Mapping, targets: list[str], pipeline: Pipeline, counts: PassCounts, *,
-            confined_path: Callable[[str], tuple], cancel: threading.Event | None = None) -> None:
+def reindex(sources: Mapping[str, Source], targets: list[str], pipeline: Pipeline, counts: PassCounts, *,
+            confined_path: Callable[[str], tuple[TreeSource, str]], cancel: threading.Event | None = None) -> None:
     """Re-read every target now (see the module docstring); counts go to ``counts``.
 
-    ``confined_path(target)`` returns ``(FileSource, path)`` for a file key or path, or raises
+    ``confined_path(target)`` returns ``(TreeSource, path)`` for a file key or path, or raises
     ConfigError (the daemon's tree confinement).  Targets of one web or SQL source are read
-    together (one fetch session, one connection pool).
+    together (:meth:`Source.reindex`: one fetch session, one connection pool).
 
     Raises:
         ConfigError: a malformed key, a SQL source that is not configured, a URL outside every
@@ -58,47 +61,37 @@ def reindex(sources: Mapping, targets: list[str], pipeline: Pipeline, counts: Pa
         IndexerdError: the database failed (exit 1).
     """
     groups: dict[str, list[str]] = {}
-    missing: list[str] = []  # files neither there (nor selected by their source) nor stored
+    missing: list[tuple[str, Source]] = []  # files neither there (nor selected by their source) nor stored
     for target in targets:
         key = normalise_key(target)
         if key.startswith("sql:"):
-            name, row_id = _sql_parts(key)
+            name, _ = _sql_parts(key)
             src = sources.get(name)
-            if src is None or src.kind != "sql":
-                same = [n for n, s in sources.items() if s.kind == "sql"]
+            if src is None or not src.owns(key):
+                same = [n for n, s in sources.items() if "sql:" in s.key_prefixes]
                 raise ConfigError(f"{target}: no SQL source named {name!r} (configured SQL sources: "
                                   f"{', '.join(same) or 'none'})")
-            groups.setdefault(name, []).append(row_id)
+            groups.setdefault(name, []).append(key)
         elif key.startswith(("http://", "https://")):
-            src = _web_owner(sources, key, pipeline)
+            src = _owner(sources, key, pipeline)
             if src is None:
                 raise ConfigError(f"{target}: not inside any configured web source's scope")
             groups.setdefault(src.name, []).append(key)
         else:
             src, path = confined_path(target)
-            if src.handle_path(path, pipeline, counts, forced=True) == "ignored":
-                missing.append(target)
+            if src.reindex([path], pipeline, counts, cancel=cancel):
+                missing.append((target, src))
     for name, items in groups.items():
         src = sources[name]
-        if src.kind == "web":
-            src.refetch(items, pipeline, counts, cancel=cancel)
-            continue
-        from sqlalchemy.exc import SQLAlchemyError
-
-        try:
-            unknown = src.reread(items, pipeline, counts)
-        except SQLAlchemyError as e:
-            raise IndexerdError(f"source {name}: reading {', '.join(items)} failed: "
-                                f"{str(e).splitlines()[0][:300]}") from None
+        unknown = src.reindex(items, pipeline, counts, cancel=cancel)
         if unknown:
-            raise UnknownKey(f"{src.key_for(unknown[0])}: not known to indexerd (not stored, and "
-                             f"full_sql returns no such row)")
+            raise UnknownKey(f"{unknown[0]}: not known to indexerd (not stored, and {src.unknown_reason})")
     if missing:
-        raise UnknownKey(f"{missing[0]}: not known to indexerd (not stored, and no such file, or its "
-                         f"source's include/exclude rules leave it out)")
+        target, src = missing[0]
+        raise UnknownKey(f"{target}: not known to indexerd (not stored, and {src.unknown_reason})")
 
 
-def forget(sources: Mapping, target: str, pipeline: Pipeline) -> str:
+def forget(sources: Mapping[str, Source], target: str, pipeline: Pipeline) -> str:
     """Drop the document ``target`` names from the index and the store now; return its key.
 
     A SQL row is remembered so that the source's next pass reads it again, a web page is made
@@ -115,8 +108,6 @@ def forget(sources: Mapping, target: str, pipeline: Pipeline) -> str:
         raise UnknownKey(f"{target}: not known to indexerd")
     pipeline.gone(key, PassCounts(), "forgotten (ctl forget)")
     src = sources.get(rec.source)
-    if key.startswith("sql:") and getattr(src, "kind", None) == "sql":
-        src.remember_forgotten(pipeline.store, _sql_parts(key)[1])
-    elif getattr(src, "kind", None) == "web":
-        pipeline.store.crawl_due_now(rec.source, key, "forgotten (ctl forget): due at the next crawl")
+    if src is not None and key.startswith(src.key_prefixes):
+        src.on_forgotten(pipeline.store, key)
     return key

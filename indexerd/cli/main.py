@@ -102,7 +102,7 @@ def _missing_roots(cfg) -> list[tuple[str, str]]:
 
 def cmd_check_config(args) -> int:
     from indexerd.config import resolve_control_socket, resolve_state_dir, to_toml
-    from indexerd.core.indexer import build_sources
+    from indexerd.sources.registry import build_sources
 
     cfg = _load(args, required=True)
     build_sources(cfg, check_files=True)  # meta maps, SQL passwords and SQLite files too

@@ -88,11 +88,12 @@ def print_rows(rows: list[dict], cols: list[str]) -> None:
         print("  ".join(safe(r.get(c)) if r.get(c) is not None else "-" for c in cols))
 
 
-def _progress_line(kind: str, p: dict) -> str:
-    done, total, found = p.get("done", 0), p.get("total", 0), p.get("found", 0)
-    if kind == "web":
+def _progress_line(p: dict) -> str:
+    """A running pass's progress, worded by what its walk counts (``unit``: pages, rows, files)."""
+    done, total, found, unit = p.get("done", 0), p.get("total", 0), p.get("found", 0), p.get("unit")
+    if unit == "pages":
         return f"{done} pages fetched, {total - done} queued"
-    if kind == "sql":
+    if unit == "rows":
         return f"{found} rows read, {done} of {total} indexed" if total else f"{found} rows read"
     return f"{done}/{total} read, {found} files found"
 
@@ -124,7 +125,7 @@ def print_status(r: dict) -> None:
         cr = s.get("current_run")
         if cr:
             counts = ", ".join(f"{k} {v}" for k, v in (cr.get("counts") or {}).items())
-            print(f"    running since {cr['started']}: {_progress_line(s['kind'], cr.get('progress') or {})}"
+            print(f"    running since {cr['started']}: {_progress_line(cr.get('progress') or {})}"
                   + (f"; so far {counts}" if counts else ""))
         lr = s["last_run"]
         if lr["finished"]:

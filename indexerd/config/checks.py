@@ -101,24 +101,26 @@ def check_sql_source(src: SqlSource, where: str, origin: str) -> None:
 
 
 def check_semantics(cfg: Config, origin: str) -> None:
-    """Every check of :mod:`indexerd.config.checks` on a decoded config, tables in file order.
+    """Every check of :mod:`indexerd.config.checks` on a decoded config, tables in file order
+    (each kind's own check comes from :mod:`indexerd.sources.registry`).
 
     Raises:
         ConfigError: the first problem found.
     """
+    from indexerd.sources.registry import KINDS  # its entries name the checks above
+
     if cfg.log_level.lower() not in {"debug", "info", "warning", "error", "critical"}:
         raise ConfigError(f"{origin}: log_level: expected one of debug, info, warning, error, critical, "
                           f"got {cfg.log_level!r}")
     seen: dict[str, str] = {}
-    for kind, check in (("filesystem", check_filesystem_source), ("sql", check_sql_source),
-                        ("web", check_web_source)):
-        for i, src in enumerate(getattr(cfg.sources, kind)):
-            where = f"sources.{kind}[{i}]"
+    for kind in KINDS.values():
+        for i, src in enumerate(getattr(cfg.sources, kind.name)):
+            where = f"sources.{kind.name}[{i}]"
             _check_source_common(src, where, seen, origin)
             if src.interval < 1:
                 raise ConfigError(f"{origin}: {where}.interval: expected a duration of at least 1 s, "
                                   f"got {float(src.interval)} s")
-            check(src, where, origin)
+            kind.check(src, where, origin)
     for key, value in (("index.commit_batch", cfg.index.commit_batch),
                        ("index.bulk_commit_batch", cfg.index.bulk_commit_batch)):
         if value < 1:

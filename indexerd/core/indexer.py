@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from indexerd.config import Config, FilesystemSource, resolve_state_dir, source_policy
-from indexerd.core.dates import DEFAULT_META_MAP, MetaMap
+from indexerd.config import Config, FilesystemSource, resolve_state_dir
+from indexerd.core import recovery
 from indexerd.core.errors import ConfigError, StoreError
-from indexerd.sources.files.keys import display_path
-from indexerd.sources.files.scan import FileSource
 from indexerd.core.pipeline import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
-from indexerd.core.store import DocumentRecord, Store
+from indexerd.core.store import Store
+from indexerd.sources.base import Source, TreeSource, trees
+from indexerd.sources.files.keys import display_path
+from indexerd.sources.registry import build_source, build_sources, kind
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -47,47 +47,6 @@ class PassSummary:
         return d
 
 
-def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
-    """The meta map at ``path`` (parsed once per path), or the default map."""
-    if not path:
-        return DEFAULT_META_MAP
-    if path not in cache:
-        cache[path] = MetaMap.load(os.path.expanduser(path))
-    return cache[path]
-
-
-def build_sources(cfg: Config, *, check_files: bool = False) -> dict:
-    """Construct every configured source (``FileSource``, ``SqlFeed``, ``WebSource``) by name; meta maps are
-    read (and refused if malformed) here, and a SQL source's password and URL are checked
-    (:meth:`SqlFeed.check`), its SQLite file only when ``check_files`` (``check-config``; for the
-    daemon and ``indexerd index`` a missing file fails that source's passes, like a missing
-    tree root).  Nothing connects yet.
-
-    Raises:
-        ConfigError: a malformed meta map, an unset ``password_env``, a bad URL, a missing SQLite
-            file (with ``check_files``), as ``FILE: sources.sql[N].KEY: ...``.
-    """
-    cache: dict[str, MetaMap] = {}
-    out: dict = {}
-    for src in cfg.sources.filesystem:
-        pol = source_policy(cfg, src)
-        out[src.name] = FileSource(src, pol, load_meta_map(pol.meta_map_path, cache))
-    if cfg.sources.sql:
-        from indexerd.sources.sql.feed import SqlFeed
-
-        for i, src in enumerate(cfg.sources.sql):
-            pol = source_policy(cfg, src)
-            out[src.name] = SqlFeed(src, pol, load_meta_map(pol.meta_map_path, cache))
-            out[src.name].check(f"{cfg.origin}: sources.sql[{i}]", files=check_files)
-    if cfg.sources.web:
-        from indexerd.sources.web.source import WebSource
-
-        for src in cfg.sources.web:
-            pol = source_policy(cfg, src)
-            out[src.name] = WebSource(src, pol, load_meta_map(pol.meta_map_path, cache))
-    return out
-
-
 def mark_pass_started(store: Store, name: str, kind: str, started_at: datetime) -> None:
     """Record that a pass of ``name`` runs (so an interrupted one resumes at the next start);
     a store that cannot be written (full disk) does not stop the pass: it is logged."""
@@ -97,12 +56,10 @@ def mark_pass_started(store: Store, name: str, kind: str, started_at: datetime) 
         log.warning("source %s: cannot mark the pass as running: %s", name, e)
 
 
-def adhoc_source(cfg: Config, path: str) -> FileSource:
+def adhoc_source(cfg: Config, path: str) -> TreeSource:
     """A filesystem source for a path given on the command line (named by its real path)."""
     real = os.path.realpath(path)
-    src = FilesystemSource(name=real, path=real)
-    pol = source_policy(cfg, src)
-    return FileSource(src, pol, load_meta_map(pol.meta_map_path, {}))
+    return build_source(cfg, "filesystem", FilesystemSource(name=real, path=real))
 
 
 class Indexer:
@@ -120,7 +77,7 @@ class Indexer:
         self.cfg = cfg
         self.live = live
         self.state = StateDir(resolve_state_dir(cfg))
-        self.sources = build_sources(cfg)
+        self.sources: dict[str, Source] = build_sources(cfg)
         self.counters = Counters()
         self.store: Store | None = None
         self._index = None
@@ -141,11 +98,11 @@ class Indexer:
             self.store = Store(self.state.store_path)
             why = rebuild_reason(read_identity(self.state.path), wanted_identity(load_engine(self.cfg.index.engine)))
             if rebuild or why:
-                self._rebuild(why)
+                recovery.rebuild(self.state.path, self.store, why)
             self.pipeline = Pipeline(self._get_writer, self.store, self.counters)
             if index_dir(self.state.path).exists():
                 self.index()  # a corrupt index is reported now, not after a pass that looks fine
-            self._reconcile_if_needed()
+            recovery.reconcile_after_crash(self.state.path, self.store, self.index)
         except BaseException:
             self.close()
             raise
@@ -158,6 +115,25 @@ class Indexer:
 
             self._index = open_index(self.state.path, self.cfg.index)
         return self._index
+
+    @property
+    def opened_index(self):
+        """The index if it is open, else None (never opens it: a status or a query must not)."""
+        return self._index
+
+    @property
+    def current_writer(self):
+        """The index writer if it was started, else None (never starts one)."""
+        return self._writer
+
+    def writer_running(self) -> bool:
+        """Whether the writer was started and its thread still runs (it ends on a fatal error)."""
+        return self._writer is not None and self._writer._thread.is_alive()
+
+    def writer(self):
+        """The :class:`~indexerd.core.writer.IndexWriter` (started on first use; thread-safe
+        once started: every thread submits to the one writer)."""
+        return self._get_writer()
 
     def _get_writer(self):
         if self._writer is None:
@@ -198,67 +174,16 @@ class Indexer:
                     st, self.store = self.store, None
                     st.close()
                 for src in self.sources.values():
-                    if hasattr(src, "close"):
-                        src.close()
+                    src.close()
                 self.state.unlock()
         return not busy
 
-    # -- reconcile ------------------------------------------------------------------------
-    def _rebuild(self, why: str | None = None) -> None:
-        """Make every document be read again into a new index: an index another engine or text
-        analysis wrote (``why``) is deleted; one rebuilt on request (``--rebuild``, a corrupt
-        index) is moved aside to ``index.broken-<UTC time>``."""
-        from indexerd.index import index_dir
-
-        ix_dir = index_dir(self.state.path)
-        keys = self.store.keys()
-        if why is not None:
-            log.warning("%s: rebuilding the index from the sources; the %d documents the state store "
-                        "knows are read again by the next pass of each source", why, len(keys))
-            if ix_dir.exists():
-                shutil.rmtree(ix_dir)
-        elif ix_dir.exists():
-            aside = self.state.path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-            shutil.move(str(ix_dir), str(aside))
-            log.warning("moved the old index to %s", aside)
-        self.store.reset_stats(keys)
-        self.store.write_batch([], meta={"index_generation": ""})
-
-    def _reconcile_if_needed(self) -> None:
-        """After a crash the store may lag the index (or the index may be gone): repair both.
-
-        The writer records the index's commit token (opaque, defined by the engine) with every
-        store batch (meta ``index_generation``); when the token on disk differs, documents the
-        store believes indexed but the index lacks are marked stale (re-read next pass), and
-        documents only the index knows get a stale row (re-indexed if they still exist, deleted
-        if not).
-        """
-        from indexerd.index import on_disk_token
-
-        on_disk = on_disk_token(self.state.path)
-        recorded = self.store.get_meta("index_generation")
-        if on_disk is None and not self.store.keys(status="indexed"):
-            return
-        if recorded and on_disk is not None and recorded == on_disk:
-            return
-        started = time.monotonic()
-        stored_indexed = self.store.keys(status="indexed")
-        known = self.store.keys()
-        missing = set(stored_indexed)
-        orphans = []
-        if on_disk is not None:
-            for k, src in self.index().keys():
-                missing.discard(k)
-                if k not in known:
-                    orphans.append(DocumentRecord(key=k, source=src, status="stale", reason="reconcile"))
-        if missing:
-            self.store.reset_stats(missing)
-        token = self.index().commit_token() if on_disk is not None else ""
-        self.store.write_batch(orphans, meta={"index_generation": token})
-        if missing or orphans:
-            log.warning("reconcile: %d documents missing from the index will be re-indexed, "
-                        "%d unknown to the store will be checked (%.2f s)",
-                        len(missing), len(orphans), time.monotonic() - started)
+    def replace_sources(self, cfg: Config, sources: dict[str, Source]) -> None:
+        """A reload: the new config and its sources (built by
+        :func:`~indexerd.sources.registry.build_sources`) replace the old; the old sources are
+        not closed (a pass of one may still be ending)."""
+        self.cfg = cfg
+        self.sources = sources
 
     # -- removed sources ------------------------------------------------------------------
     def removed_sources(self) -> list[str]:
@@ -314,17 +239,17 @@ class Indexer:
         Raises:
             ConfigError: an unknown source name or a path that does not exist.
         """
-        from indexerd.core.progress import UNITS, Progress
+        from indexerd.core.progress import Progress
 
         started = time.monotonic()
         summary = PassSummary()
-        jobs: list[tuple[object, str | None]] = []
+        jobs: list[tuple[Source, str | None]] = []
         if paths:
             for p in paths:
                 real = os.path.realpath(p)
                 if not os.path.exists(real):
                     raise ConfigError(f"{p}: no such file or directory")
-                src = next((s for s in self.sources.values() if s.kind == "filesystem" and s.contains(real)), None)
+                src = next((s for s in trees(self.sources.values()) if s.contains(real)), None)
                 if src is None:
                     src = adhoc_source(self.cfg, real if os.path.isdir(real) else os.path.dirname(real))
                 jobs.append((src, None if real == src.root else real))
@@ -338,7 +263,7 @@ class Indexer:
                 break
             counts = summary.sources.setdefault(src.name, PassCounts())
             t0 = datetime.now(UTC)
-            bar = Progress(src.name, tty=None if progress else False, unit=UNITS.get(src.kind, "files"))
+            bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit)
             if not paths:
                 mark_pass_started(self.store, src.name, src.kind, t0)
             try:

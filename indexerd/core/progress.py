@@ -13,8 +13,6 @@ import time
 
 log = logging.getLogger(__name__)
 
-#: what a pass's walk counts, by source kind: a tree's files, a SQL source's rows, a site's pages
-UNITS = {"filesystem": "files", "sql": "rows", "web": "pages"}
 #: the walk phase's log line, by unit (a SQL load reads the rows it counts; a tree walk only finds)
 _WALK = {"files": "scanning, {n} files found", "rows": "loading, {n} rows read",
          "pages": "{n} pages found"}
@@ -27,7 +25,8 @@ class Progress:
         label: shown before the bar / in the log line (the source name).
         tty: force the bar on or off; None means "when stderr is a terminal".
         log_every_seconds: interval of the log line when there is no bar.
-        unit: what the walk counts (a value of :data:`UNITS`: ``files``, ``rows``, ``pages``).
+        unit: what the walk counts (``files``, ``rows``, ``pages``: the source kind's
+            :attr:`~indexerd.sources.registry.Kind.unit`).
 
     Not thread-safe: one pass, one Progress.
     """

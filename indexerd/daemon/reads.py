@@ -24,7 +24,6 @@ from indexerd.daemon.queries import SearchRequest, hits_json
 UTC = timezone.utc
 #: rows a report or changed list may carry in one reply (the client reads more itself)
 MAX_ROWS = 200_000
-READ_COMMANDS = ("search", "report", "changed", "explain")
 
 
 def other_state_dir(req: dict, own: str) -> str | None:
@@ -36,29 +35,46 @@ def other_state_dir(req: dict, own: str) -> str | None:
     return None if same else own
 
 
-def answer(daemon, req: dict) -> dict:
-    """Answer one read command (``req["cmd"]`` in :data:`READ_COMMANDS`) from ``daemon``: a
-    :class:`indexerd.daemon.main.Daemon` (its query runner, its state dir).
+def _own_state_dir(handler):
+    """``handler`` answering only a request for the daemon's own state dir (else
+    ``other_state_dir``: the client reads its own)."""
+    def answer(daemon, req: dict) -> dict:
+        elsewhere = other_state_dir(req, str(daemon.indexer.state.path))
+        if elsewhere is not None:
+            return {"other_state_dir": elsewhere}
+        return handler(daemon, req)
 
-    Raises:
-        ConfigError: a bad field (exit 2); QueryError: a malformed query or span (exit 2);
-        QueryTimeout: the query took too long (exit 1).
-    """
-    own = str(daemon.indexer.state.path)
-    elsewhere = other_state_dir(req, own)
-    if elsewhere is not None:
-        return {"other_state_dir": elsewhere}
-    cmd = req["cmd"]
-    if cmd == "search":
-        return _search(daemon, req)
-    from indexerd.cli import reports
+    answer.__doc__ = handler.__doc__
+    return answer
+
+
+def _store(daemon):
     from indexerd.core.store import Store
 
-    with Store(daemon.indexer.state.store_path, readonly=True) as store:
-        if cmd == "explain":
-            return {"explain": reports.explain(store, _text(req, "key"))}
-        if cmd == "report":
-            return _rows(reports.date_report(store, req.get("source")))
+    return Store(daemon.indexer.state.store_path, readonly=True)
+
+
+def _explain(daemon, req: dict) -> dict:
+    """``ctl explain KEY``."""
+    from indexerd.cli import reports
+
+    with _store(daemon) as store:
+        return {"explain": reports.explain(store, _text(req, "key"))}
+
+
+def _report(daemon, req: dict) -> dict:
+    """``ctl report [SOURCE]``."""
+    from indexerd.cli import reports
+
+    with _store(daemon) as store:
+        return _rows(reports.date_report(store, req.get("source")))
+
+
+def _changed(daemon, req: dict) -> dict:
+    """``ctl changed SINCE``."""
+    from indexerd.cli import reports
+
+    with _store(daemon) as store:
         return _rows(reports.changed(store, _text(req, "since")))
 
 
@@ -79,6 +95,7 @@ def _rows(rows) -> dict:
 
 
 def _search(daemon, req: dict) -> dict:
+    """``ctl search QUERY [--since SPAN] [--limit N]``: through the daemon's query runner."""
     from indexerd.core.dates import parse_since
 
     limit = req.get("limit", 10)
@@ -90,3 +107,10 @@ def _search(daemon, req: dict) -> dict:
     result = daemon.queries.run(SearchRequest(query=_text(req, "query"), since=since, until=until,
                                               limit=limit), via="ctl", unbounded=True)
     return {"hits": hits_json(result.hits), "scores": [h.score for h in result.hits]}
+
+
+#: read command -> handler(daemon, request) -> reply fields (:data:`indexerd.daemon.commands.COMMANDS`
+#: holds them with the others).  Each raises ConfigError for a bad field (exit 2), QueryError for a
+#: malformed query or span (exit 2), QueryTimeout when the query took too long (exit 1).
+HANDLERS = {name: _own_state_dir(h) for name, h in
+            (("search", _search), ("report", _report), ("changed", _changed), ("explain", _explain))}

@@ -109,7 +109,7 @@ class DaemonBackend:
         return self.daemon.status()
 
     def healthy(self) -> bool:
-        return self.daemon._healthy()
+        return self.daemon.healthy()
 
     def source_names(self) -> list[str]:
         return sorted(self.daemon.sources)

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import errno
 import os
+import stat as stat_mod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+
+from indexerd.sources.files.keys import display_path
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -126,4 +129,66 @@ def lstat(root: str, names: Sequence[str]) -> os.stat_result | None:
                 return None
             return os.stat(names[-1], dir_fd=dfd, follow_symlinks=False)
     except (OSError, NotARealDirectory):
+        return None
+
+
+def confine(root: str, path: str, *, follow_symlinks: bool, source: str) -> str:
+    """The path a control request may name: ``path`` itself, checked to be inside ``root``.  A
+    source that does not follow symlinks refuses a symlink anywhere below the root (directories
+    and the file itself); one that does takes the real path, which must still be inside the root.
+
+    Args:
+        source: the source's name, for messages.
+
+    Raises:
+        ValueError: naming the path and why (not absolute, ``..`` or ``.`` components,
+            outside the root, through a symlink).
+    """
+    if not os.path.isabs(path):
+        raise ValueError(f"{display_path(path)}: not an absolute path")
+    if follow_symlinks:
+        real = os.path.realpath(path)
+        if not (real == root or real.startswith(root.rstrip("/") + "/")):
+            raise ValueError(f"{display_path(path)}: resolves to {display_path(real)}, outside "
+                             f"source {source} ({display_path(root)})")
+        return real
+    names = names_below(root, path)
+    try:
+        with open_dir(root, names[:-1]) as dfd:
+            if dfd is not None and names and stat_mod.S_ISLNK(
+                    os.stat(names[-1], dir_fd=dfd, follow_symlinks=False).st_mode):
+                raise NotARealDirectory(f"{names[-1]!r} is a symlink")
+    except FileNotFoundError:
+        pass  # a vanished file: its document is deleted
+    except NotARealDirectory as e:
+        raise ValueError(f"{display_path(path)}: {e} (source {source} does not follow "
+                         f"symlinks)") from None
+    return path
+
+
+def open_below(root: str, path: str, *, follow_symlinks: bool) -> int:
+    """A read-only descriptor of the file at ``path`` (below ``root``).  Unless symlinks are
+    followed, every component is opened without following one (:func:`open_file`), so a
+    directory swapped for a symlink between the listing (or the event) and the read cannot lead
+    outside the tree.
+
+    Raises:
+        FileNotFoundError, NotARealDirectory, OSError.
+    """
+    if follow_symlinks:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    return open_file(root, names_below(root, path))
+
+
+def stat_below(root: str, path: str, *, follow_symlinks: bool) -> os.stat_result | None:
+    """The stat of ``path`` below ``root`` (None: missing, or not reachable without following a
+    symlinked directory when symlinks are not followed)."""
+    if follow_symlinks:
+        try:
+            return os.stat(path)
+        except OSError:
+            return None
+    try:
+        return lstat(root, names_below(root, path))
+    except NotARealDirectory:
         return None

@@ -1,6 +1,6 @@
 """Local trees: the stat scan (reconcile) and single-path handling used by the watcher.
 
-Change test (:meth:`FileSource.unchanged`): a file whose ``(st_mtime_ns, st_size, st_ctime_ns,
+Change test (:func:`indexerd.sources.files.change.unchanged`): a file whose ``(st_mtime_ns, st_size, st_ctime_ns,
 st_ino)`` equals the stored one costs one ``stat`` (from ``os.scandir``) and no read.  Everything else is read (at most ``max_size`` bytes) and
 handed to the pipeline, which decides.  Files gone since the last scan are deleted from the index
 -- but never below a directory that could not be listed this time, and never when the root
@@ -19,12 +19,13 @@ import logging
 import os
 import stat as stat_mod
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from indexerd.sources.files import confined
+from indexerd.sources.files import confined, live
+from indexerd.sources.files.change import unchanged
 from indexerd.sources.files.globs import PathMatcher
-from indexerd.sources.files.keys import URI_SAFE, display_path, path_to_key, stat_of, trusted_ctime_ns
+from indexerd.sources.files.walk import WalkResult, walk
+from indexerd.sources.files.keys import display_path, key_to_path, path_to_key, stat_of, trusted_ctime_ns
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.dates import MetaMap
 from indexerd.core.decide import DecideSettings
@@ -33,14 +34,6 @@ from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
-
-
-@dataclass
-class WalkResult:
-    """Files found by a walk: ``{key: (path, stat)}`` plus the directories that could not be read."""
-
-    files: dict[str, tuple[str, os.stat_result]]
-    unlisted_dirs: list[str]
 
 
 class FileSource:
@@ -53,6 +46,8 @@ class FileSource:
     """
 
     kind = "filesystem"
+    key_prefixes = ("file://",)
+    unknown_reason = "no such file, or its source's include/exclude rules leave it out"
 
     def __init__(self, cfg: FilesystemSource, policy: SourcePolicy, meta_map: MetaMap) -> None:
         self.cfg = cfg
@@ -74,81 +69,9 @@ class FileSource:
         return os.path.relpath(path, self.root).replace(os.sep, "/")
 
     def walk(self, start: str | None = None, on_file=None) -> WalkResult:
-        """Walk the tree (or the subtree ``start``) with ``os.scandir``; nothing is read.
-
-        ``on_file(n)`` is called after each directory with the number of files it added (progress).  Unreadable directories are logged
-        and listed in ``unlisted_dirs`` (their documents must not be deleted).
-        """
-        files: dict[str, tuple[str, os.stat_result]] = {}
-        unlisted: list[str] = []
-        follow = self.cfg.follow_symlinks
-        root = self.root
-        top = start or root
-        visited: set[tuple[int, int]] = set()
-        # (directory, path relative to root, reached through a symlink?): a start reached
-        # through a link (``ln -s . again``) keys its files by their real paths, as every
-        # other file reached through a link
-        through_link = follow and os.path.realpath(top) != top
-        stack: list[tuple[str, str, bool]] = [(top, "" if top == root else self.relpath(top), through_link)]
-        try:
-            st_top = os.stat(top)
-            visited.add((st_top.st_dev, st_top.st_ino))
-        except OSError:
-            pass
-        matcher = self.matcher
-        # hot loop: bind what it calls; build the relative path only when a pattern needs it
-        needs_rel = matcher.needs_rel
-        exc_name = matcher.exc_file_name_match
-        inc_all = matcher.include_all
-        safe = URI_SAFE.fullmatch
-        while stack:
-            dirpath, rel, via_link = stack.pop()
-            try:
-                it = os.scandir(dirpath)
-            except OSError as e:
-                log.warning("cannot list directory %s: %s", display_path(dirpath), e.strerror)
-                unlisted.append(dirpath)
-                continue
-            subdirs = []
-            n_before = len(files)
-            with it:
-                for entry in it:
-                    name = entry.name
-                    try:
-                        is_link = entry.is_symlink()
-                        if is_link and not follow:
-                            continue
-                        if entry.is_dir(follow_symlinks=follow):
-                            erel = f"{rel}/{name}" if rel else name
-                            if matcher.dir_excluded(name, erel):
-                                continue
-                            if follow:
-                                st = entry.stat(follow_symlinks=True)
-                                ident = (st.st_dev, st.st_ino)
-                                if ident in visited:
-                                    log.debug("not entering %s again (symlink loop or second link)",
-                                              display_path(entry.path))
-                                    continue
-                                visited.add(ident)
-                            subdirs.append((entry.path, erel, via_link or is_link))
-                            continue
-                        if exc_name is not None and exc_name(name):
-                            continue
-                        if needs_rel or not inc_all:
-                            if not matcher.file_selected(name, f"{rel}/{name}" if rel else name):
-                                continue
-                        st = entry.stat(follow_symlinks=follow)
-                    except OSError as e:  # vanished between listing and stat, or a dangling link
-                        log.debug("cannot stat %s: %s", display_path(entry.path), e.strerror)
-                        continue
-                    path = os.path.realpath(entry.path) if is_link or via_link else entry.path
-                    key = "file://" + path if safe(path) else path_to_key(path)
-                    if key not in files:
-                        files[key] = (path, st)
-            if on_file is not None and len(files) > n_before:
-                on_file(len(files) - n_before)
-            stack.extend(reversed(subdirs))
-        return WalkResult(files, unlisted)
+        """The files of the tree (or the subtree ``start``): :func:`indexerd.sources.files.walk.walk`."""
+        return walk(self.root, self.matcher, follow_symlinks=self.cfg.follow_symlinks, start=start,
+                    on_file=on_file)
 
     # -- one path -------------------------------------------------------------------------
     def read(self, path: str, st: os.stat_result, pipeline: Pipeline, counts: PassCounts, *,
@@ -168,7 +91,7 @@ class FileSource:
                                  counts, size=st.st_size, title=title, **stat_facts).verdict
         read_at_ns = time.time_ns()
         try:
-            fd = self._open(path)
+            fd = confined.open_below(self.root, path, follow_symlinks=self.cfg.follow_symlinks)
             with os.fdopen(fd, "rb") as fh:
                 st2 = os.fstat(fh.fileno())
                 stat_facts = dict(mtime_ns=st2.st_mtime_ns, ino=st2.st_ino,
@@ -195,62 +118,17 @@ class FileSource:
                     name=name, protocol_date=mtime, protocol_kind="mtime", size=len(data), **stat_facts)
         return pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title).verdict
 
-    def _open(self, path: str) -> int:
-        """A read-only descriptor of the file at ``path`` (below the root).  Unless the source
-        follows symlinks, every component is opened without following one
-        (:func:`indexerd.sources.files.confined.open_file`), so a directory swapped for a symlink between
-        the listing (or the event) and the read cannot lead outside the tree.
-
-        Raises:
-            FileNotFoundError, confined.NotARealDirectory, OSError.
-        """
-        if self.cfg.follow_symlinks:
-            return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        return confined.open_file(self.root, confined.names_below(self.root, path))
-
     def stat_path(self, path: str) -> os.stat_result | None:
-        """The stat of ``path`` as this source sees it (None: missing or not reachable without
-        following a symlinked directory when the source does not follow symlinks)."""
-        if self.cfg.follow_symlinks:
-            try:
-                return os.stat(path)
-            except OSError:
-                return None
-        try:
-            return confined.lstat(self.root, confined.names_below(self.root, path))
-        except confined.NotARealDirectory:
-            return None
+        """The stat of ``path`` as this source sees it (:func:`confined.stat_below`)."""
+        return confined.stat_below(self.root, path, follow_symlinks=self.cfg.follow_symlinks)
 
     def confine(self, path: str) -> str:
-        """The path a control request may name: ``path`` itself, checked to be inside the
-        root.  A source that does not follow symlinks refuses a symlink anywhere below the root
-        (directories and the file itself); one that does takes the real path, which must still
-        be inside the root.
+        """The path a control request may name (:func:`indexerd.sources.files.confined.confine`).
 
         Raises:
-            ValueError: naming the path and why (not absolute, ``..`` or ``.`` components,
-                outside the root, through a symlink).
+            ValueError: naming the path and why.
         """
-        if not os.path.isabs(path):
-            raise ValueError(f"{display_path(path)}: not an absolute path")
-        if self.cfg.follow_symlinks:
-            real = os.path.realpath(path)
-            if not self.contains(real):
-                raise ValueError(f"{display_path(path)}: resolves to {display_path(real)}, outside "
-                                 f"source {self.name} ({display_path(self.root)})")
-            return real
-        names = confined.names_below(self.root, path)
-        try:
-            with confined.open_dir(self.root, names[:-1]) as dfd:
-                if dfd is not None and names and stat_mod.S_ISLNK(
-                        os.stat(names[-1], dir_fd=dfd, follow_symlinks=False).st_mode):
-                    raise confined.NotARealDirectory(f"{names[-1]!r} is a symlink")
-        except FileNotFoundError:
-            pass  # a vanished file: its document is deleted
-        except confined.NotARealDirectory as e:
-            raise ValueError(f"{display_path(path)}: {e} (source {self.name} does not follow "
-                             f"symlinks)") from None
-        return path
+        return confined.confine(self.root, path, follow_symlinks=self.cfg.follow_symlinks, source=self.name)
 
     def handle_path(self, path: str, pipeline: Pipeline, counts: PassCounts, *, forced: bool = False) -> str:
         """React to one path (a watcher event or a command-line file): index, skip or delete it.
@@ -281,37 +159,46 @@ class FileSource:
         return self.read(path, st, pipeline, counts, forced=forced)
 
     def unchanged(self, stored: tuple, st: os.stat_result) -> bool:
-        """The change test: may this file's last verdict stand without reading it?
+        """The change test (:func:`indexerd.sources.files.change.unchanged`) with this source's
+        ``max_size``."""
+        return unchanged(stored, st, self.policy.max_size_bytes)
 
-        ``stored`` is ``(mtime_ns, size, ctime_ns, ino, reason)`` from :meth:`Store.stat_map`.
-        Unchanged when mtime (ns), size, ctime (ns) and inode number all equal the stored ones,
-        except a ``too-large`` skip that now fits under a raised ``max_size``.  The ctime is
-        what catches a rewrite that keeps size and mtime (``cp -p``, ``rsync -t``,
-        ``SOURCE_DATE_EPOCH`` builds, a restored backup, a same-size write within one mtime
-        tick): the kernel sets it on every change and nothing can set it back; the inode
-        catches a file replaced by another (rename over it).  The device number is not used:
-        it is not stable across reboots for many file systems, and would make every file be
-        read again.  A row without ctime (written before schema 5) is judged on mtime and size
-        alone, once: the scan then records its ctime and inode as they are (a baseline, no
-        read).  A stored ctime of 0 means the stat was taken within :data:`RACY_WINDOW_NS` of a
-        change (see :func:`trusted_ctime_ns`): the file is read again.  A ctime that moved
-        without a content change (chmod, touch) costs one read; the content hash then keeps the
-        document as it is.
-        """
-        mtime_ns, size, ctime_ns, ino, reason = stored
-        if mtime_ns != st.st_mtime_ns or size != st.st_size:
-            return False
-        if ctime_ns is not None and ctime_ns != st.st_ctime_ns:
-            return False
-        if ino is not None and ino != st.st_ino:
-            return False
-        if reason == "too-large" and st.st_size <= self.policy.max_size_bytes:
-            return False
-        return True
-
+    # -- the Source protocol (indexerd.sources.base) -------------------------------------
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, **kw) -> None:
-        """The source interface every kind shares: for a tree, one stat reconcile (:meth:`scan`)."""
+        """For a tree, one stat reconcile (:meth:`scan`)."""
         self.scan(pipeline, counts, **kw)
+
+    @property
+    def watches(self) -> bool:
+        """Live changes wanted (``watch = true``)."""
+        return bool(self.cfg.watch)
+
+    def check(self, where: str, *, files: bool) -> None:
+        """Nothing to check before a pass: a missing root fails the pass, nothing is deleted."""
+
+    def owns(self, key: str) -> bool:
+        return key.startswith(self.key_prefixes) and self.contains(key_to_path(key))
+
+    def accepts(self, path: str, is_dir: bool) -> bool:
+        return live.accepts(self, path, is_dir)
+
+    def apply_change(self, pipeline: Pipeline, path: str, was_dir: bool, counts: PassCounts, *,
+                     cancel=None) -> None:
+        live.apply_change(self, pipeline, path, was_dir, counts, cancel=cancel)
+
+    def reindex(self, items: list[str], pipeline: Pipeline, counts: PassCounts, *, cancel=None) -> list[str]:
+        """``ctl reindex PATH``: ``items`` are confined paths (:meth:`confine`); returns those
+        neither there (nor selected by the include/exclude rules) nor stored."""
+        return [p for p in items if self.handle_path(p, pipeline, counts, forced=True) == "ignored"]
+
+    def on_forgotten(self, store, key: str) -> None:
+        """Nothing to remember: the next scan finds a forgotten file that is still there."""
+
+    def status_facts(self) -> dict:
+        return {"root": display_path(self.root)}
+
+    def close(self) -> None:
+        """Nothing is held open between passes."""
 
     # -- the reconcile pass ---------------------------------------------------------------
     #: why the last :meth:`scan` could not read its top directory (None: it could); also set as

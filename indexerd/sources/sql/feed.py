@@ -37,7 +37,6 @@ without a zone are taken as UTC (the date layer's rule for naive values).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -50,6 +49,7 @@ from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
 from indexerd.core.pipeline import PassCounts, Pipeline, Policy
 from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
+from indexerd.sources.sql import reread
 from indexerd.sources.sql.rows import BadRow, SqlRows
 
 log = logging.getLogger(__name__)
@@ -78,11 +78,12 @@ class SqlFeed:
     """
 
     kind = "sql"
+    key_prefixes = ("sql:",)
+    unknown_reason = "full_sql returns no such row"
 
     def __init__(self, cfg: SqlSource, policy: SourcePolicy, meta_map: MetaMap) -> None:
         self.cfg = cfg
         self.name = cfg.name
-        self.root = None
         self._engine = None
         self.max_size_bytes = policy.max_size_bytes
         self.pipeline_policy = Policy(
@@ -146,6 +147,9 @@ class SqlFeed:
                 raise ConfigError(f"source {self.name}: url {mask_url(self.cfg.url)}: {e}") from None
         return self._engine
 
+    def status_facts(self) -> dict:
+        return {"root": None}
+
     def close(self) -> None:
         if self._engine is not None:
             self._engine.dispose()
@@ -178,7 +182,7 @@ class SqlFeed:
             if self.cfg.incremental_sql and not (cancel is not None and cancel.is_set()):
                 self.drain_queue(pipeline, counts, cancel=cancel)
             if not (cancel is not None and cancel.is_set()):
-                self._reread_forgotten(pipeline, counts, loaded=full)
+                reread.reread_forgotten(self, pipeline, counts, loaded=full)
         except SQLAlchemyError as e:
             if cancel is not None and cancel.is_set():
                 log.info("source %s: pass interrupted (stopping): %s", self.name, _short(e))
@@ -308,76 +312,40 @@ class SqlFeed:
         """``sql:<source>/<id>``."""
         return self.rows.key_for(row_id)
 
-    def _forgotten_key(self) -> str:
-        return f"sql:{self.name}:forgotten"
+    def owns(self, key: str) -> bool:
+        """``sql:<this source>/<id>`` with an id."""
+        return key.startswith(f"sql:{self.name}/") and len(key) > len(f"sql:{self.name}/")
 
-    def forgotten(self, store) -> list[str]:
-        """Ids ``ctl forget`` dropped since this source's last pass (read again at the next)."""
-        return json.loads(store.get_meta(self._forgotten_key()) or "[]")
+    def on_forgotten(self, store, key: str) -> None:
+        """``ctl forget``: :meth:`remember_forgotten` the row of ``key``."""
+        self.remember_forgotten(store, key[len(f"sql:{self.name}/"):])
 
-    def remember_forgotten(self, store, row_id: str) -> None:
-        """``ctl forget sql:NAME/ID``: the next pass reads this row again (it comes back if
-        ``full_sql`` still returns it), as a forgotten file or page comes back at the next pass."""
-        ids = self.forgotten(store)
-        if row_id not in ids:
-            store.write_batch([], meta={self._forgotten_key(): json.dumps(ids + [row_id])})
-
-    def _reread_forgotten(self, pipeline: Pipeline, counts: PassCounts, *, loaded: bool) -> None:
-        """Read the forgotten rows again, unless this pass's full load (``loaded``) already did."""
-        ids = self.forgotten(pipeline.store)
-        if not ids:
-            return
-        if not loaded:
-            self.reread(ids, pipeline, counts, forced=False)
-            pipeline.flush()
-        left = [i for i in self.forgotten(pipeline.store) if i not in ids]  # forgotten meanwhile
-        pipeline.store.write_batch([], meta={self._forgotten_key(): json.dumps(left)})
-
-    def reread(self, ids: list[str], pipeline: Pipeline, counts: PassCounts, *, forced: bool = True) -> list[str]:
-        """``ctl reindex sql:NAME/ID`` (and a forgotten row at the next pass): read these rows
-        now, each by its id through ``full_sql`` (``SELECT * FROM (full_sql) WHERE id_column =
-        :id``), and index them (``forced``: whatever the decision would say).  A row the query
-        no longer returns is deleted when it is indexed (as the full load would).  Returns the
-        ids that are neither returned nor stored (unknown).
-
-        An id of digits is tried as an integer first, then as text (a key holds the id as text;
-        SQLite compares a subquery's integer column with text as unequal).
+    def reindex(self, keys: list[str], pipeline: Pipeline, counts: PassCounts, *, cancel=None) -> list[str]:
+        """``ctl reindex sql:NAME/ID``: :meth:`reread` these rows; returns the unknown keys.
 
         Raises:
-            ConfigError: the password cannot be read.
-            sqlalchemy.exc.SQLAlchemyError: the query failed for every spelling of an id.
+            IndexerdError: the query failed (``source NAME: reading ID, ... failed: ...``).
         """
-        from sqlalchemy import text
         from sqlalchemy.exc import SQLAlchemyError
 
-        c = self.cfg
-        eng = self.engine()
-        column = eng.dialect.identifier_preparer.quote(c.id_column)
-        sql = bind_placeholders(c.full_sql).strip().rstrip(";")
-        stmt = text(f"SELECT * FROM ({sql}) AS indexerd_row WHERE indexerd_row.{column} = :indexerd_id")
-        base = {k: v for k, v in {"batchSize": c.batch_size}.items() if k in used_params(c.full_sql)}
-        unknown = []
-        for row_id in ids:
-            row, error = None, None
-            for value in ([int(row_id), row_id] if row_id.lstrip("-").isdigit() else [row_id]):
-                try:
-                    with eng.connect() as conn:  # one per try: a failed try aborts a PostgreSQL transaction
-                        row = conn.execute(stmt, {**base, "indexerd_id": value}).mappings().first()
-                    error = None
-                except SQLAlchemyError as e:
-                    error = e
-                if row is not None:
-                    break
-            if error is not None:
-                raise error
-            key = self.key_for(row_id)
-            if row is not None:
-                self.rows.index(pipeline, row, counts, forced=forced)
-            elif pipeline.stored(key) is not None:
-                pipeline.gone(key, counts, "no longer returned by full_sql")
-            else:
-                unknown.append(row_id)
-        return unknown
+        ids = [k[len(f"sql:{self.name}/"):] for k in keys]
+        try:
+            return [self.key_for(i) for i in self.reread(ids, pipeline, counts)]
+        except SQLAlchemyError as e:
+            raise IndexerdError(f"source {self.name}: reading {', '.join(ids)} failed: {_short(e)}") from None
+
+    def forgotten(self, store) -> list[str]:
+        """Ids ``ctl forget`` dropped since this source's last pass (:func:`reread.forgotten_ids`)."""
+        return reread.forgotten_ids(store, self.name)
+
+    def remember_forgotten(self, store, row_id: str) -> None:
+        """``ctl forget sql:NAME/ID``: :func:`reread.remember_forgotten`."""
+        reread.remember_forgotten(store, self.name, row_id)
+
+    def reread(self, ids: list[str], pipeline: Pipeline, counts: PassCounts, *, forced: bool = True) -> list[str]:
+        """Read these rows now by their ids (:func:`reread.reread`); returns the unknown ids."""
+        return reread.reread(self, ids, pipeline, counts, forced=forced)
+
 
 def _sort_key(seq: Any):
     return (0, seq) if isinstance(seq, (int, float)) else (1, str(seq))

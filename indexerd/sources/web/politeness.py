@@ -197,3 +197,9 @@ class HostSlots:
 
 #: The process-wide slots: every web source shares them, so two sources on one host share its slot.
 HOST_SLOTS = HostSlots()
+
+
+def hosts_status() -> dict:
+    """``ctl status``'s ``hosts``: the process-wide slots' :meth:`HostSlots.snapshot` (the web
+    kind's shared status in :mod:`indexerd.sources.registry`)."""
+    return {"hosts": HOST_SLOTS.snapshot()}

@@ -46,13 +46,14 @@ class WebSource:
     """
 
     kind = "web"
+    key_prefixes = ("http://", "https://")
+    unknown_reason = "no page is fetched for it"  # never said: reindex fetches every URL it owns
 
     def __init__(self, cfg: WebSourceConfig, policy: SourcePolicy, meta_map: MetaMap,
                  slots: HostSlots = HOST_SLOTS, clock=_utc_now) -> None:
         self.cfg = cfg
         self.clock = clock
         self.name = cfg.name
-        self.root = None
         self.max_size = policy.max_size_bytes
         self.slots = slots
         self.scope = Scope(list(cfg.seeds), allowed_domains=cfg.allowed_domains,
@@ -109,11 +110,16 @@ class WebSource:
             f, self._fetcher = self._fetcher, None
             f.close()
 
-    def contains(self, path: str) -> bool:  # the daemon asks every source about changed paths
-        return False
+    def check(self, where: str, *, files: bool) -> None:
+        """Nothing before a pass: credentials are read when the first request needs them."""
 
-    def handle_path(self, path, pipeline, counts, forced=False):  # pragma: no cover - not a tree
-        raise ConfigError(f"{self.name} is a web source; give a URL's source name, not a path")
+    def status_facts(self) -> dict:
+        return {"root": None}
+
+    def on_forgotten(self, store, key: str) -> None:
+        """``ctl forget URL``: the page is due at the next crawl whatever its adaptive-recrawl
+        schedule said (a crawl running now keeps its own schedule for it)."""
+        store.crawl_due_now(self.name, key, "forgotten (ctl forget): due at the next crawl")
 
     # -- one pass -------------------------------------------------------------------------
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
@@ -131,14 +137,17 @@ class WebSource:
 
     def owns(self, url: str) -> bool:
         """True when the canonical ``url`` is in this source's scope as a page one hop from a
-        seed of its host (what ``ctl reindex URL`` may fetch for a URL it has no row for)."""
+        seed of its host (what ``ctl reindex URL`` may fetch for a URL it has no row for); a
+        key that is no http(s) URL is not its own."""
+        if not url.startswith(self.key_prefixes):
+            return False
         seeds = [canonicalize(s) for s in self.cfg.seeds]
         depth = next((path_depth(s) for s in seeds if host_key(s) == host_key(url)), 1)
         hops = 1 if self.cfg.max_hops is None else min(1, self.cfg.max_hops)
         return self.scope.check(url, hops=hops, seed_depth=depth) is None
 
-    def refetch(self, urls: list[str], pipeline: Pipeline, counts: PassCounts, *,
-                cancel: threading.Event | None = None) -> None:
+    def reindex(self, urls: list[str], pipeline: Pipeline, counts: PassCounts, *,
+                cancel: threading.Event | None = None) -> list[str]:
         """``ctl reindex URL``: fetch these canonical URLs now and index them whatever the
         decision would say, without crawling the site.
 
@@ -153,3 +162,4 @@ class WebSource:
             StoreError: the state store cannot be written.
         """
         CrawlPass(self, pipeline, counts, None, True, cancel, only=list(urls)).run()
+        return []  # every URL it owns is fetched: an answer is a verdict, not "unknown"

@@ -1,0 +1,78 @@
+"""Repairs at a start: an index rebuilt from the sources (another engine or analysis wrote it, or
+it is corrupt), and the store and the index made to agree after a crash."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from indexerd.core.store import DocumentRecord, Store
+
+if TYPE_CHECKING:
+    from indexerd.index.base import SearchIndex
+
+log = logging.getLogger("indexerd.core.indexer")  # its lines, as before they moved here
+UTC = timezone.utc
+
+
+def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
+    """Make every document be read again into a new index: an index another engine or text
+    analysis wrote (``why``) is deleted; one rebuilt on request (``--rebuild``, a corrupt
+    index) is moved aside to ``index.broken-<UTC time>``."""
+    from indexerd.index import index_dir
+
+    ix_dir = index_dir(state_path)
+    keys = store.keys()
+    if why is not None:
+        log.warning("%s: rebuilding the index from the sources; the %d documents the state store "
+                    "knows are read again by the next pass of each source", why, len(keys))
+        if ix_dir.exists():
+            shutil.rmtree(ix_dir)
+    elif ix_dir.exists():
+        aside = state_path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+        shutil.move(str(ix_dir), str(aside))
+        log.warning("moved the old index to %s", aside)
+    store.reset_stats(keys)
+    store.write_batch([], meta={"index_generation": ""})
+
+def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], SearchIndex]) -> None:
+    """After a crash the store may lag the index (or the index may be gone): repair both.
+    ``index()`` opens the index (only called when there is one on disk).
+
+    The writer records the index's commit token (opaque, defined by the engine) with every
+    store batch (meta ``index_generation``); when the token on disk differs, documents the
+    store believes indexed but the index lacks are marked stale (re-read next pass), and
+    documents only the index knows get a stale row (re-indexed if they still exist, deleted
+    if not).
+    """
+    from indexerd.index import on_disk_token
+
+    on_disk = on_disk_token(state_path)
+    recorded = store.get_meta("index_generation")
+    if on_disk is None and not store.keys(status="indexed"):
+        return
+    if recorded and on_disk is not None and recorded == on_disk:
+        return
+    started = time.monotonic()
+    stored_indexed = store.keys(status="indexed")
+    known = store.keys()
+    missing = set(stored_indexed)
+    orphans = []
+    if on_disk is not None:
+        for k, src in index().keys():
+            missing.discard(k)
+            if k not in known:
+                orphans.append(DocumentRecord(key=k, source=src, status="stale", reason="reconcile"))
+    if missing:
+        store.reset_stats(missing)
+    token = index().commit_token() if on_disk is not None else ""
+    store.write_batch(orphans, meta={"index_generation": token})
+    if missing or orphans:
+        log.warning("reconcile: %d documents missing from the index will be re-indexed, "
+                    "%d unknown to the store will be checked (%.2f s)",
+                    len(missing), len(orphans), time.monotonic() - started)

@@ -1,0 +1,139 @@
+"""The daemon's job scheduling (APScheduler): one periodic pass per source, one-off passes asked
+for now, and the retry of sources whose writes failed.
+
+Jobs: ``reconcile:<source>`` (every ``interval``, jittered; ``max_instances=1``, missed runs
+coalesced), ``reconcile-now:<source>`` (one-off), ``retry-failed-writes`` (one-off, backing off).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from indexerd.daemon.sourcestate import first_run_time
+
+if TYPE_CHECKING:
+    from indexerd.daemon.main import Daemon
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+class Jobs:
+    """The scheduler of the daemon's passes.
+
+    Args:
+        daemon: the daemon whose sources, states and passes are scheduled.
+
+    Thread safety: :meth:`run_soon` and :meth:`writer_failed` may be called from any thread;
+    :meth:`start`, :meth:`arm` and :meth:`shutdown` from the main thread.
+    """
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.d = daemon
+        self.scheduler = None
+        self._failed_sources: set[str] = set()
+        self._failure_streak = 0
+        self._last_failure = 0.0
+
+    def start(self) -> None:
+        """Start the scheduler's pool (four threads: passes of different sources run at once)."""
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        # APScheduler logs every job run at INFO; ours says what a pass did. Its warnings
+        # (skipped or missed runs) still show.
+        logging.getLogger("apscheduler").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
+        self.scheduler = BackgroundScheduler(
+            timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": 4}},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600})
+        self.scheduler.start()
+
+    def shutdown(self) -> None:
+        """Stop starting jobs; running ones are not waited for (the stop sequence does that)."""
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+
+    def next_run(self, name: str) -> datetime | None:
+        """When source ``name``'s periodic pass runs next (aware UTC), or None."""
+        job = self.scheduler.get_job(f"reconcile:{name}") if self.scheduler else None
+        return job.next_run_time if job else None
+
+    def arm(self, initial: bool, changed: set[str] | None = None) -> None:
+        """(Re)arm the periodic job of every current source: at the start by the start-up rule
+        (:func:`first_run_time`), a new or changed source's now, an unchanged one keeps its
+        schedule across a reload."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        d = self.d
+        for job in self.scheduler.get_jobs():
+            name = job.id.partition(":")[2]
+            if job.id.startswith("reconcile:") and (name not in d.sources or (changed and name in changed)):
+                job.remove()  # unchanged sources keep their schedule across a reload
+        now = datetime.now(UTC)
+        runs = d.indexer.store.source_runs() if initial else {}
+        for name, src in d.sources.items():
+            st = d.states[name]
+            interval = float(src.cfg.interval)
+            if initial:
+                first = first_run_time(src.kind, interval, runs.get(name), now)
+                if first > now:  # not run at start: status shows the pass the next run counts from
+                    r = runs[name]
+                    st.last_started, st.last_finished, st.last_counts = (r["started_at"], r["finished_at"],
+                                                                         r["counts"])
+            elif changed is not None and name in changed:
+                first = now
+            elif self.scheduler.get_job(f"reconcile:{name}") is not None:
+                continue
+            else:
+                first = None  # one interval from now
+            extra = {"next_run_time": first} if first is not None else {}
+            self.scheduler.add_job(d.passes.run, IntervalTrigger(seconds=interval, jitter=min(60, interval / 10)),
+                                   args=[name], id=f"reconcile:{name}", replace_existing=True, **extra)
+
+    def run_soon(self, names) -> None:
+        """A pass of each source in ``names`` now (one already running runs again when it ends)."""
+        if self.scheduler is None:
+            return
+        d = self.d
+        now = datetime.now(UTC)
+        for n in names:
+            st = d.states.get(n)
+            if st is None:
+                continue
+            with d.lock:
+                if st.running:
+                    st.rerun = True  # run again when this pass ends (a second instance would be skipped)
+                    continue
+            # a one-off job of its own: the periodic job may be the caller, still "running"
+            self.scheduler.add_job(d.passes.run, "date", run_date=now, args=[n], id=f"reconcile-now:{n}",
+                                   replace_existing=True, misfire_grace_time=None)
+
+    def writer_failed(self, sources: set[str] | None) -> None:
+        """The writer dropped changes (disk full, read-only state dir): reconcile their sources
+        again after 2, 4, 8 ... 256 s (the streak restarts after 10 quiet minutes), so they are
+        indexed once the disk has room again without waiting for the interval.  ``sources``
+        None: every source."""
+        import time
+
+        d = self.d
+        now = time.monotonic()
+        with d.lock:
+            self._failed_sources |= sources if sources is not None else set(d.sources)
+            if self.scheduler is not None and self.scheduler.get_job("retry-failed-writes") is not None:
+                return  # the retry already scheduled covers these sources too (one line, not one per document)
+            if now - self._last_failure > 600:
+                self._failure_streak = 0
+            self._failure_streak += 1
+            self._last_failure = now
+            delay = 2.0 ** min(self._failure_streak, 8)
+        if self.scheduler is not None and not d.stop_event.is_set():
+            log.warning("index writes failed; reconciling %s in %.0f s",
+                        ", ".join(sorted(self._failed_sources)) or "the sources", delay)
+            self.scheduler.add_job(self._retry_failed, "date", run_date=datetime.now(UTC) + timedelta(seconds=delay),
+                                   id="retry-failed-writes", replace_existing=True, misfire_grace_time=None)
+
+    def _retry_failed(self) -> None:
+        with self.d.lock:
+            names, self._failed_sources = self._failed_sources, set()
+        self.run_soon(sorted(names))

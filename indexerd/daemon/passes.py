@@ -1,0 +1,171 @@
+"""One source's pass in the daemon: under its lock, with its status, run record and metrics, and
+what ``ctl ... --wait`` says about it afterwards.
+
+A pass runs in a scheduler thread (the periodic job, ``ctl scan``, an overflow) or in a control
+connection's thread (``ctl reindex``); each opens its own store connection (:meth:`Passes.pipeline`).
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from indexerd.core.errors import IndexerdError, RetryLater
+from indexerd.core.indexer import mark_pass_started
+from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.core.progress import Progress
+from indexerd.core.store import Store
+from indexerd.sources.registry import kind
+
+if TYPE_CHECKING:
+    from indexerd.daemon.main import Daemon
+    from indexerd.daemon.sourcestate import SourceState
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+class PassFailed(IndexerdError):
+    """A pass a control request waited for failed; the reply says why (exit 1)."""
+
+
+class Passes:
+    """Runs the passes of the daemon's sources.
+
+    Args:
+        daemon: the daemon whose sources, states, lock, stop event, jobs, live path and metrics
+            a pass uses.
+    """
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.d = daemon
+
+    @contextmanager
+    def pipeline(self):
+        """A :class:`Pipeline` on the daemon's writer with a store connection of this thread's own."""
+        store = Store(self.d.indexer.state.store_path)
+        try:
+            yield Pipeline(self.d.indexer.writer, store, self.d.indexer.counters)
+        finally:
+            store.close()
+
+    def run(self, name: str, forced: bool = False, start: str | None = None) -> dict | None:
+        """One pass of source ``name`` (the scheduled job, ``ctl scan``, overflow); returns its
+        counts (:meth:`PassCounts.as_dict`), or None when the source is gone or another pass of
+        it holds the lock (that one then runs again when it ends)."""
+        d = self.d
+        src = d.sources.get(name)
+        st = d.states.get(name)
+        if src is None or st is None:
+            return None
+        if not st.lock.acquire(timeout=0.1 if not forced else 30):
+            with d.lock:
+                st.rerun = True  # the running pass starts another when it ends
+            log.info("%s: a pass is already running; another will follow it", name)
+            return None
+        if st.removed:   # removed by a reload while this waited for the lock
+            st.lock.release()
+            return None
+        counts = PassCounts()
+        pass_error = None
+        try:
+            with d.lock:
+                st.rerun = False  # this pass covers every request made before it started
+                st.running, st.current = True, counts
+                st.current_started = datetime.now(UTC)
+                st.progress = Progress(name, tty=False, log_every_seconds=10, unit=kind(src.kind).unit)
+            with self.pipeline() as pipeline:
+                mark_pass_started(pipeline.store, name, src.kind, st.current_started)
+                pipeline.urgent = False  # a pass commits about once a second, not per drain
+                src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
+                             cancel=st.cancel)
+                pipeline.flush(timeout=60)  # RetryLater: a write or commit of this pass failed
+        except RetryLater as e:
+            pass_error = f"index commit failed: {e}"
+            log.error("%s: %s; what was not committed is retried", name, pass_error)
+        except Exception as e:
+            pass_error = f"{type(e).__name__}: {e}"
+            log.exception("%s: reconcile failed", name)
+        finally:
+            self._ended(name, src, st, counts, pass_error or counts.failed)  # raised, or the source says so
+        if st.removed:
+            log.info("%s: pass cancelled, the source was removed (%s)", name, st.last_counts)
+            return st.last_counts
+        log.info("%s: reconcile %s", name, st.last_counts)
+        d.live.rewatch_after_pass(name, src, st)
+        return st.last_counts
+
+    def _ended(self, name: str, src, st: SourceState, counts: PassCounts, pass_error: str | None) -> None:
+        """Record the pass that ended (status, run record, metrics), release the source's lock,
+        then forget a source removed meanwhile or start the pass asked for meanwhile."""
+        d = self.d
+        with d.lock:
+            st.running, st.current = False, None
+            st.last_started, st.last_finished = st.current_started, datetime.now(UTC)
+            st.last_counts = counts.as_dict()
+            st.last_error = pass_error
+            st.last_interrupted = d.stop_event.is_set()
+            st.last_message = pass_error or counts.last_error
+            if st.last_message:
+                st.latest_error = (st.last_finished, st.last_message)
+            rerun, st.rerun = st.rerun, False
+        try:  # under the pass's lock: a reload removing the source forgets it after this
+            if not (d.stop_event.is_set() or st.cancel.is_set()):  # interrupted: keeps its running mark
+                with Store(d.indexer.state.store_path) as store:
+                    store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts,
+                                     completed=not pass_error)
+        except IndexerdError as e:
+            log.error("%s", e)
+        d.metrics.observe_pass(name, src.kind, (st.last_finished - st.last_started).total_seconds(),
+                               ok=not pass_error, ended_at=st.last_finished.timestamp())
+        st.lock.release()
+        with d.lock:
+            forget_now, st.forget_on_end = st.forget_on_end, False
+        if forget_now:
+            self.forget_after_pass(name)
+        if rerun and not d.stop_event.is_set() and not st.removed:
+            log.info("%s: another reconcile was requested during this one; running it now", name)
+            d.jobs.run_soon({name})
+
+    def forget_after_pass(self, name: str) -> None:
+        """Forget source ``name``, removed by a reload while its pass ran longer than
+        :data:`~indexerd.daemon.reload.REMOVE_WAIT_SECONDS` (that pass's thread, after it ended)."""
+        if name in self.d.sources:     # added again since: its new passes keep what they index
+            return
+        try:
+            with self.pipeline() as pipeline:
+                self.d.indexer.forget_sources([name], pipeline=pipeline, cancel=self.d.stop_event)
+        except IndexerdError as e:
+            log.error("removing source %s: %s; the rest is done at the next start", name, e)
+
+    def wait(self, name: str) -> dict | None:
+        """Run a pass of ``name`` now and return its counts; when another pass of it holds the
+        lock, wait for that one and return its counts instead."""
+        counts = self.run(name, forced=False)
+        if counts is None:  # another pass held the lock: wait for it instead
+            st = self.d.states[name]
+            st.lock.acquire()
+            st.lock.release()
+            counts = st.last_counts
+        return counts
+
+    def raise_if_failed(self, names) -> None:
+        """A ``--wait`` reply must not claim what was not committed or not done: fail naming each
+        source whose pass failed (commit failed, root missing, statement failed, no site
+        reachable) or was interrupted by the daemon's stop.
+
+        Raises:
+            PassFailed: exit code 1.
+        """
+        states = self.d.states
+        cut = [n for n in names if n in states and states[n].last_interrupted]
+        if cut:
+            raise PassFailed("; ".join(f"the pass of {n} was interrupted: the daemon is stopping (its "
+                                       f"counts are what was done before the stop; a web crawl resumes "
+                                       f"at the next start, a forced one still forced)" for n in cut))
+        failed = {n: states[n].last_error for n in names if n in states and states[n].last_error}
+        if failed:
+            raise PassFailed("; ".join(f"the pass of {n} failed: {why} (its counts are what was read, not "
+                                       f"what is searchable; it is retried)" for n, why in failed.items()))

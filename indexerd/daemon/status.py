@@ -1,0 +1,111 @@
+"""What the daemon says about itself: the ``ctl status`` document, systemd's one-line
+``STATUS=``, and the metrics seeded from the store at a start.
+
+The document (``ctl status --json`` prints it as is; :func:`indexerd.cli.terminal.print_status`
+words it): ``pid``, ``uptime_seconds``, ``state_dir``, ``config``, ``reload`` (the last reload),
+``sources`` (per source: ``kind``, ``root``, ``watched``, ``watch_error``, ``documents`` by
+status, ``running``, ``current``, ``progress``, ``current_run``, ``last_run``, ``last_error``,
+``next_run``), ``change_queue``, ``writer``, ``index``, ``counters`` and ``hosts`` (the
+politeness state of every host a web source talks to; empty without web sources).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from indexerd.core.dates import format_utc
+from indexerd.core.errors import IndexerdError
+from indexerd.core.store import Store
+from indexerd.daemon.sourcestate import SourceState
+from indexerd.sources.registry import shared_status
+
+if TYPE_CHECKING:
+    from indexerd.daemon.main import Daemon
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+
+def status_document(d: Daemon) -> dict:
+    """The ``ctl status`` document (see the module docstring); safe from any thread."""
+    w = d.indexer.current_writer
+    try:
+        with Store(d.indexer.state.store_path) as store:
+            counts = store.counts_by_source()
+    except IndexerdError:
+        counts = {}
+    sources = {name: _source_status(d, name, src, counts.get(name, {})) for name, src in d.sources.items()}
+    return {
+        "pid": os.getpid(), "uptime_seconds": round((datetime.now(UTC) - d.started_at).total_seconds(), 1),
+        "state_dir": str(d.indexer.state.path), "config": d.config_path,
+        "reload": d.reloader.status(),
+        "sources": sources, "change_queue": len(d.live.changes),
+        "writer": {"queue": w.queue_depth() if w else 0, "commits": w.stats.commits if w else 0,
+                   "last_commit": format_utc(w.stats.last_commit_at) if w else None,
+                   "commit_errors": w.stats.commit_errors if w else 0,
+                   "last_error": w.stats.last_error if w else None},
+        "index": index_status(d.indexer.opened_index),
+        "counters": d.indexer.counters.snapshot(),
+        "hosts": shared_status(d.sources.values()).get("hosts", {})}
+
+
+def _source_status(d: Daemon, name: str, src, documents: dict) -> dict:
+    st = d.states.get(name) or SourceState()
+    next_run = d.jobs.next_run(name)
+    with d.lock:
+        running = st.running
+        cur = st.current.as_dict() if st.current else None
+        prog = {"found": st.progress.found, "done": st.progress.done, "total": st.progress.total,
+                "unit": st.progress.unit} if running and st.progress else None
+        current_run = {"started": format_utc(st.current_started), "counts": cur, "progress": prog,
+                       "error": st.current.last_error if st.current else None} if running else None
+        latest = {"at": format_utc(st.latest_error[0]), "message": st.latest_error[1]} \
+            if st.latest_error else None
+        last_run = {"started": format_utc(st.last_started), "finished": format_utc(st.last_finished),
+                    "counts": st.last_counts, "error": st.last_message}
+    return {
+        "kind": src.kind, "root": src.status_facts()["root"], "watched": st.watched,
+        "watch_error": st.watch_error,
+        "documents": documents, "running": running, "current": cur, "progress": prog,
+        "current_run": current_run, "last_run": last_run, "last_error": latest,
+        "next_run": format_utc(next_run) if next_run else None}
+
+
+def index_status(ix) -> dict:
+    """The index's status (engine, documents, bytes, segments: :meth:`SearchIndex.status`); a
+    read that keeps failing is reported in ``error`` instead of failing the whole status.
+    ``ix`` None (not open yet): every figure None."""
+    if ix is None:
+        return {"documents": None, "size_bytes": None, "segments": None}
+    try:
+        return ix.status()
+    except IndexerdError as e:
+        return {"engine": ix.engine, "documents": None, "size_bytes": None, "segments": None, "error": str(e)}
+
+
+def status_line(d: Daemon) -> str:
+    """systemd's one-line STATUS=: sources, watches, running passes, a refused reload."""
+    running = [n for n, s in d.states.items() if s.running]
+    rl = d.reloader.info
+    refused = (f"; RELOAD REFUSED at {format_utc(rl['at'])}, running on the old config: {rl['error']}"
+               if rl["ok"] is False else "")
+    failed = [f"{n} ({s.watch_error})" for n, s in d.states.items() if s.watch_error]
+    return (f"{len(d.sources)} sources, {sum(s.watched for s in d.states.values())} watched"
+            + (f", NOT WATCHED: {', '.join(failed)}" if failed else "")
+            + (f", reconciling {', '.join(running)}" if running else "") + refused)
+
+
+def seed_metrics(d: Daemon) -> None:
+    """Each source's last successful pass before this start, from the store."""
+    try:
+        with Store(d.indexer.state.store_path, readonly=True) as store:
+            runs = store.source_runs()
+    except IndexerdError as e:
+        log.debug("no run records for the metrics: %s", e)
+        return
+    for name, run in runs.items():
+        if name in d.sources and run.get("completed_at") is not None:
+            d.metrics.seed_last_success(name, run["completed_at"].timestamp())

@@ -1,0 +1,154 @@
+"""The kinds of source: each one's config table, checks, facts and factory, in one table.
+
+The config decodes ``[[sources.<kind>]]`` into :attr:`Kind.table` and checks it with
+:attr:`Kind.check`; :func:`build_sources` makes the :class:`~indexerd.sources.base.Source` of
+every table; the daemon and ``ctl`` read a kind's facts (:attr:`Kind.verb`, :attr:`Kind.unit`,
+:attr:`Kind.reconcile_at_start`) here.  This module and the sources themselves are the only
+places that know one kind from another.
+
+A kind's implementation is imported when a source of that kind is built (a config without web
+sources never imports the crawler).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from indexerd.config import checks
+from indexerd.config.policy import source_policy
+from indexerd.config.schema import Config, FilesystemSource, SqlSource, WebSource
+from indexerd.core.errors import ConfigError
+from indexerd.sources.base import Source
+
+if TYPE_CHECKING:
+    from indexerd.core.dates import MetaMap
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of source.
+
+    Attributes:
+        name: ``Source.kind`` and the config table ``[[sources.<name>]]``.
+        table: the msgspec struct of one table (a field of :class:`~indexerd.config.Sources`).
+        check: ``check(table, where, origin)``: the table's own config checks (raises
+            ConfigError naming ``where``).
+        implementation: ``"module:Class"`` of the :class:`~indexerd.sources.base.Source`,
+            constructed as ``Class(table, policy, meta_map)``.
+        verb: the ``ctl`` command asking the daemon for a pass (``scan``, ``poll``, ``crawl``).
+        unit: what a pass's walk counts, for progress (``files``, ``rows``, ``pages``).
+        reconcile_at_start: the daemon's first pass after a start runs at once, whatever the
+            last pass (a tree: its stat reconcile is cheap and its watch was off); otherwise
+            when its interval since the last completed pass is due.
+        shared_status: ``module:function`` returning what ``ctl status`` shows of the state all
+            sources of the kind share (the web's politeness slots by host), or None.
+    """
+
+    name: str
+    table: type
+    check: Callable[[object, str, str], None]
+    implementation: str
+    verb: str
+    unit: str
+    reconcile_at_start: bool = False
+    shared_status: str | None = None
+
+    def source_class(self) -> type:
+        """The implementation class (imported on first use)."""
+        return _load(self.implementation)
+
+
+def _load(ref: str):
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+#: Every kind, in the order the config checks and builds them (which decides the wording of a
+#: duplicate-name error: the first table of a name wins).
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("filesystem", FilesystemSource, checks.check_filesystem_source,
+         "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True),
+    Kind("sql", SqlSource, checks.check_sql_source,
+         "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows"),
+    Kind("web", WebSource, checks.check_web_source,
+         "indexerd.sources.web.source:WebSource", verb="crawl", unit="pages",
+         shared_status="indexerd.sources.web.politeness:hosts_status"),
+)}
+
+#: ``ctl`` verb -> kind name (``scan`` -> ``filesystem``)
+VERBS: dict[str, str] = {k.verb: k.name for k in KINDS.values()}
+
+
+def kind(name: str) -> Kind:
+    """The :class:`Kind` named ``name``.
+
+    Raises:
+        ConfigError: no such kind (naming the known ones).
+    """
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ConfigError(f"unknown kind of source {name!r} (known: {', '.join(KINDS)})") from None
+
+
+def of_kind(sources: Mapping[str, Source], name: str) -> list[str]:
+    """The names of the sources of kind ``name``, in order."""
+    return [n for n, s in sources.items() if s.kind == name]
+
+
+def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
+    """The meta map at ``path`` (parsed once per path), or the default map.
+
+    Raises:
+        ConfigError: the file is malformed or unreadable.
+    """
+    from indexerd.core.dates import DEFAULT_META_MAP, MetaMap  # not at import: the config imports this
+
+    if not path:
+        return DEFAULT_META_MAP
+    if path not in cache:
+        cache[path] = MetaMap.load(os.path.expanduser(path))
+    return cache[path]
+
+
+def build_source(cfg: Config, kind_name: str, table, cache: dict[str, MetaMap] | None = None) -> Source:
+    """The source of one config ``table`` of kind ``kind_name`` (its policy from ``cfg``)."""
+    pol = source_policy(cfg, table)
+    return kind(kind_name).source_class()(table, pol, load_meta_map(pol.meta_map_path,
+                                                                      {} if cache is None else cache))
+
+
+def build_sources(cfg: Config, *, check_files: bool = False) -> dict[str, Source]:
+    """Construct every configured source by name, kinds in :data:`KINDS` order; meta maps are
+    read (and refused if malformed) here, and each source's check-time tests run
+    (:meth:`Source.check`: a SQL source's password and URL; its SQLite file only when
+    ``check_files``, as ``check-config`` asks -- for the daemon and ``indexerd index`` a missing
+    file fails that source's passes, like a missing tree root).  Nothing connects yet.
+
+    Raises:
+        ConfigError: a malformed meta map, an unset ``password_env``, a bad URL, a missing SQLite
+            file (with ``check_files``), as ``FILE: sources.<kind>[N].KEY: ...``.
+    """
+    cache: dict[str, MetaMap] = {}
+    out: dict[str, Source] = {}
+    for k in KINDS.values():
+        for i, table in enumerate(getattr(cfg.sources, k.name)):
+            src = build_source(cfg, k.name, table, cache)
+            src.check(f"{cfg.origin}: sources.{k.name}[{i}]", files=check_files)
+            out[table.name] = src
+    return out
+
+
+def shared_status(sources: Iterable[Source]) -> dict:
+    """What ``ctl status`` shows of the state shared by the sources of each kind present
+    (``{"hosts": {...}}`` with web sources), merged; ``{}`` when no kind has any."""
+    out: dict = {}
+    for name in dict.fromkeys(s.kind for s in sources):
+        ref = KINDS[name].shared_status
+        if ref is not None:
+            out.update(_load(ref)())
+    return out
