@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from indexerd.daemon import control
-from indexerd.daemon.control import ControlServer, request
+from indexerd.daemon import control, control_server
+from indexerd.daemon.control import request
+from indexerd.daemon.control_server import ControlServer
 from indexerd.core.errors import ConfigError, DaemonNotRunning, IndexerdError, StateDirLocked
 
 
@@ -216,7 +217,7 @@ def test_missing_group_is_ignored(sock_path):
 
 
 def test_idle_client_is_dropped(monkeypatch, sock_path):
-    monkeypatch.setattr(control, "READ_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(control_server, "READ_TIMEOUT_SECONDS", 0.3)
     srv = ControlServer(sock_path, handler, group=None)
     srv.start()
     try:
@@ -293,7 +294,7 @@ def test_slow_clients_do_not_starve_status(server, sock_path, drip):
 def test_pending_connections_are_bounded_oldest_dropped(monkeypatch, sock_path):
     """Past MAX_PENDING silent connections, the oldest is closed to make room: a new client is
     always read."""
-    monkeypatch.setattr(control, "MAX_PENDING", 8)
+    monkeypatch.setattr(control_server, "MAX_PENDING", 8)
     srv = ControlServer(sock_path, handler, group=None)
     srv.start()
     clients = _slow_clients(sock_path, 12, drip=False)

@@ -100,7 +100,7 @@ class Daemon:
             log.warning("%s", msg)
         self.indexer.open("daemon")
         try:
-            from indexerd.daemon.control import ControlServer
+            from indexerd.daemon.control_server import ControlServer
 
             sock = resolve_control_socket(self.cfg)
             self.control = ControlServer(sock, self.handle_request)
