@@ -38,7 +38,6 @@ without a zone are taken as UTC (the date layer's rule for naive values).
 from __future__ import annotations
 
 import logging
-import os
 import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
@@ -48,7 +47,7 @@ from indexerd.core.dates import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
 from indexerd.core.pipeline import PassCounts, Pipeline, Policy
-from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
+from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file, read_password
 from indexerd.sources.sql import reread
 from indexerd.sources.sql.rows import BadRow, SqlRows
 
@@ -94,24 +93,8 @@ class SqlFeed:
 
     # -- connection -----------------------------------------------------------------------
     def password(self) -> str | None:
-        """The password from ``password_env`` / ``password_file``, or None.
-
-        Raises:
-            ConfigError: the variable is unset or the file unreadable (names which, not the value).
-        """
-        if self.cfg.password_env:
-            value = os.environ.get(self.cfg.password_env)
-            if value is None:
-                raise ConfigError(f"source {self.name}: environment variable {self.cfg.password_env} is not set")
-            return value
-        if self.cfg.password_file:
-            try:
-                with open(self.cfg.password_file, encoding="utf-8") as fh:
-                    return fh.read().strip("\r\n")
-            except OSError as e:
-                raise ConfigError(f"source {self.name}: cannot read password_file "
-                                  f"{self.cfg.password_file}: {e.strerror}") from None
-        return None
+        """The password (:func:`indexerd.sources.sql.conn.read_password`), or None."""
+        return read_password(self.cfg)
 
     def check(self, where: str, *, files: bool = True) -> None:
         """Check-time tests (``check-config``, daemon start, reload, ``indexerd index``): the
