@@ -80,7 +80,7 @@ MAX_BYTES = 10**15
 
 def _dec_hook(type_: type, obj: Any) -> Any:
     if type_ is Seconds:
-        from indexerd.core.dates import parse_duration
+        from indexerd.core.timespans import parse_duration
 
         if isinstance(obj, bool):
             raise ValueError(f"expected a duration like '15m', got {obj!r}")
@@ -436,7 +436,7 @@ def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> 
         raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} (also {seen[src.name]})")
     seen[src.name] = where
     if src.date_sources is not None:
-        from indexerd.core.dates import validate_order  # only here: ctl's start stays light
+        from indexerd.core.datechain import validate_order  # only here: ctl's start stays light
 
         try:
             validate_order(src.date_sources)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from indexerd.config import Config, FilesystemSource, resolve_state_dir, source_policy
-from indexerd.core.dates import DEFAULT_META_MAP, MetaMap
+from indexerd.core.metamap import DEFAULT_META_MAP, MetaMap
 from indexerd.core.errors import ConfigError, StoreError
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.files.scan import FileSource

@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from indexerd.core import decide as decide_mod
-from indexerd.core.dates import DateEvidence, MetaMap, resolve_date
+from indexerd.core.datechain import DateEvidence, resolve_date
+from indexerd.core.metamap import MetaMap
 from indexerd.core.errors import SkipDocument
 from indexerd.extract import DEFAULT_MAX_BYTES, content_hash, extract
 from indexerd.index import IndexDoc

@@ -14,7 +14,7 @@ from functools import cached_property
 
 from indexerd.config import SourcePolicy
 from indexerd.config import WebSource as WebSourceConfig
-from indexerd.core.dates import MetaMap
+from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError
 from indexerd.core.pipeline import PassCounts, Pipeline, Policy
