@@ -49,7 +49,7 @@ def _cancelled_pass(crawl: Crawl, site, path: str, gate) -> None:
 
     from indexerd.config import parse_config
     from indexerd.core.indexer import Indexer
-    from indexerd.core.pipeline import PassCounts
+    from indexerd.core.counts import PassCounts
 
     ix = Indexer(parse_config(crawl.config()))
     ix.open("index")

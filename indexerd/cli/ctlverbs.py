@@ -21,7 +21,8 @@ import threading
 from collections.abc import Callable, Mapping
 
 from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
-from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.core.counts import PassCounts
+from indexerd.core.pipeline import Pipeline
 from indexerd.cli.reports import normalise_key
 
 

@@ -17,7 +17,8 @@ from indexerd.core.metamap import DEFAULT_META_MAP, MetaMap
 from indexerd.core.errors import ConfigError, StoreError
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.files.scan import FileSource
-from indexerd.core.pipeline import Counters, PassCounts, Pipeline
+from indexerd.core.counts import Counters, PassCounts
+from indexerd.core.pipeline import Pipeline
 from indexerd.core.statedir import StateDir
 from indexerd.core.store import DocumentRecord, Store
 

@@ -31,7 +31,8 @@ from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
 from indexerd.sources.files.keys import display_path, key_to_path, path_to_key
 from indexerd.sources.files.scan import FileSource
 from indexerd.core.indexer import Indexer, build_sources, mark_pass_started
-from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.core.counts import PassCounts
+from indexerd.core.pipeline import Pipeline
 from indexerd.core.progress import UNITS, Progress
 from indexerd.core.store import Store
 from indexerd.sources.files.watch import ChangeQueue, TreeWatcher

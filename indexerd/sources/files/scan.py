@@ -29,7 +29,9 @@ from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import IndexUnavailable, StoreError
-from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
+from indexerd.core.counts import PassCounts
+from indexerd.core.fetched import Fetched, Policy
+from indexerd.core.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc

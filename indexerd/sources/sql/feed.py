@@ -48,7 +48,9 @@ from indexerd.config import SourcePolicy, SqlSource, mask_url
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
-from indexerd.core.pipeline import PassCounts, Pipeline, Policy
+from indexerd.core.counts import PassCounts
+from indexerd.core.fetched import Policy
+from indexerd.core.pipeline import Pipeline
 from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
 from indexerd.sources.sql.rows import BadRow, SqlRows
 

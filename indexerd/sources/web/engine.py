@@ -24,7 +24,9 @@ import threading
 import time
 
 from indexerd.core.errors import IndexerdError
-from indexerd.core.pipeline import PassCounts, Pipeline, Verdict
+from indexerd.core.counts import PassCounts
+from indexerd.core.outcome import Verdict
+from indexerd.core.pipeline import Pipeline
 from indexerd.sources.web.answers import Answers
 from indexerd.sources.web.crawltable import CrawlTable
 from indexerd.sources.web.fetch import Response
