@@ -22,7 +22,7 @@ from indexerd.core.outcome import PageLinks, Verdict
 from indexerd.core.pipeline import Pipeline
 from indexerd.extract import extract
 from indexerd.sources.web.duplicates import DuplicateFinder
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.mirror import PassMirror
 from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED
