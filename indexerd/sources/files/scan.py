@@ -6,7 +6,8 @@ handed to the pipeline, which decides.  Files gone since the last scan are delet
 -- but never below a directory that could not be listed this time, and never when the root
 itself is missing (an unmounted disk must not empty the index).
 
-Keys: :mod:`indexerd.sources.files.keys`; include/exclude globs: :mod:`indexerd.sources.files.globs`.
+Keys: :mod:`indexerd.sources.files.keys`; include/exclude globs: :mod:`indexerd.sources.files.globs`;
+the walk: :mod:`indexerd.sources.files.walk`; the change test: :mod:`indexerd.sources.files.change`.
 
 Symlinks are not followed by default.  With ``follow_symlinks = true`` each directory is entered
 once per (st_dev, st_ino), so a loop ends at once, and a file reached through a link is keyed by
@@ -19,12 +20,13 @@ import logging
 import os
 import stat as stat_mod
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from indexerd.sources.files import confined
+from indexerd.sources.files.change import stat_unchanged
 from indexerd.sources.files.globs import PathMatcher
-from indexerd.sources.files.keys import URI_SAFE, display_path, path_to_key, stat_of, trusted_ctime_ns
+from indexerd.sources.files.keys import display_path, path_to_key, stat_of, trusted_ctime_ns
+from indexerd.sources.files.walk import walk_tree
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
@@ -35,14 +37,6 @@ from indexerd.core.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
-
-
-@dataclass
-class WalkResult:
-    """Files found by a walk: ``{key: (path, stat)}`` plus the directories that could not be read."""
-
-    files: dict[str, tuple[str, os.stat_result]]
-    unlisted_dirs: list[str]
 
 
 class FileSource:
@@ -67,90 +61,14 @@ class FileSource:
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
                                     strict_dates=policy.strict_dates))
 
-    # -- walking --------------------------------------------------------------------------
+    # -- paths -----------------------------------------------------------------------------
     def contains(self, path: str) -> bool:
         """Is ``path`` (absolute, real) inside this source's root?"""
         return path == self.root or path.startswith(self.root.rstrip("/") + "/")
 
     def relpath(self, path: str) -> str:
+        """``path`` relative to the root, with ``/`` between names."""
         return os.path.relpath(path, self.root).replace(os.sep, "/")
-
-    def walk(self, start: str | None = None, on_file=None) -> WalkResult:
-        """Walk the tree (or the subtree ``start``) with ``os.scandir``; nothing is read.
-
-        ``on_file(n)`` is called after each directory with the number of files it added (progress).  Unreadable directories are logged
-        and listed in ``unlisted_dirs`` (their documents must not be deleted).
-        """
-        files: dict[str, tuple[str, os.stat_result]] = {}
-        unlisted: list[str] = []
-        follow = self.cfg.follow_symlinks
-        root = self.root
-        top = start or root
-        visited: set[tuple[int, int]] = set()
-        # (directory, path relative to root, reached through a symlink?): a start reached
-        # through a link (``ln -s . again``) keys its files by their real paths, as every
-        # other file reached through a link
-        through_link = follow and os.path.realpath(top) != top
-        stack: list[tuple[str, str, bool]] = [(top, "" if top == root else self.relpath(top), through_link)]
-        try:
-            st_top = os.stat(top)
-            visited.add((st_top.st_dev, st_top.st_ino))
-        except OSError:
-            pass
-        matcher = self.matcher
-        # hot loop: bind what it calls; build the relative path only when a pattern needs it
-        needs_rel = matcher.needs_rel
-        exc_name = matcher.exc_file_name_match
-        inc_all = matcher.include_all
-        safe = URI_SAFE.fullmatch
-        while stack:
-            dirpath, rel, via_link = stack.pop()
-            try:
-                it = os.scandir(dirpath)
-            except OSError as e:
-                log.warning("cannot list directory %s: %s", display_path(dirpath), e.strerror)
-                unlisted.append(dirpath)
-                continue
-            subdirs = []
-            n_before = len(files)
-            with it:
-                for entry in it:
-                    name = entry.name
-                    try:
-                        is_link = entry.is_symlink()
-                        if is_link and not follow:
-                            continue
-                        if entry.is_dir(follow_symlinks=follow):
-                            erel = f"{rel}/{name}" if rel else name
-                            if matcher.dir_excluded(name, erel):
-                                continue
-                            if follow:
-                                st = entry.stat(follow_symlinks=True)
-                                ident = (st.st_dev, st.st_ino)
-                                if ident in visited:
-                                    log.debug("not entering %s again (symlink loop or second link)",
-                                              display_path(entry.path))
-                                    continue
-                                visited.add(ident)
-                            subdirs.append((entry.path, erel, via_link or is_link))
-                            continue
-                        if exc_name is not None and exc_name(name):
-                            continue
-                        if needs_rel or not inc_all:
-                            if not matcher.file_selected(name, f"{rel}/{name}" if rel else name):
-                                continue
-                        st = entry.stat(follow_symlinks=follow)
-                    except OSError as e:  # vanished between listing and stat, or a dangling link
-                        log.debug("cannot stat %s: %s", display_path(entry.path), e.strerror)
-                        continue
-                    path = os.path.realpath(entry.path) if is_link or via_link else entry.path
-                    key = "file://" + path if safe(path) else path_to_key(path)
-                    if key not in files:
-                        files[key] = (path, st)
-            if on_file is not None and len(files) > n_before:
-                on_file(len(files) - n_before)
-            stack.extend(reversed(subdirs))
-        return WalkResult(files, unlisted)
 
     # -- one path -------------------------------------------------------------------------
     def read(self, path: str, st: os.stat_result, pipeline: Pipeline, counts: PassCounts, *,
@@ -283,34 +201,9 @@ class FileSource:
         return self.read(path, st, pipeline, counts, forced=forced)
 
     def unchanged(self, stored: tuple, st: os.stat_result) -> bool:
-        """The change test: may this file's last verdict stand without reading it?
-
-        ``stored`` is ``(mtime_ns, size, ctime_ns, ino, reason)`` from :meth:`Store.stat_map`.
-        Unchanged when mtime (ns), size, ctime (ns) and inode number all equal the stored ones,
-        except a ``too-large`` skip that now fits under a raised ``max_size``.  The ctime is
-        what catches a rewrite that keeps size and mtime (``cp -p``, ``rsync -t``,
-        ``SOURCE_DATE_EPOCH`` builds, a restored backup, a same-size write within one mtime
-        tick): the kernel sets it on every change and nothing can set it back; the inode
-        catches a file replaced by another (rename over it).  The device number is not used:
-        it is not stable across reboots for many file systems, and would make every file be
-        read again.  A row without ctime (written before schema 5) is judged on mtime and size
-        alone, once: the scan then records its ctime and inode as they are (a baseline, no
-        read).  A stored ctime of 0 means the stat was taken within :data:`RACY_WINDOW_NS` of a
-        change (see :func:`trusted_ctime_ns`): the file is read again.  A ctime that moved
-        without a content change (chmod, touch) costs one read; the content hash then keeps the
-        document as it is.
-        """
-        mtime_ns, size, ctime_ns, ino, reason = stored
-        if mtime_ns != st.st_mtime_ns or size != st.st_size:
-            return False
-        if ctime_ns is not None and ctime_ns != st.st_ctime_ns:
-            return False
-        if ino is not None and ino != st.st_ino:
-            return False
-        if reason == "too-large" and st.st_size <= self.policy.max_size_bytes:
-            return False
-        return True
-
+        """The change test with this source's ``max_size``: see
+        :func:`indexerd.sources.files.change.stat_unchanged`."""
+        return stat_unchanged(stored, st, self.policy.max_size_bytes)
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, **kw) -> None:
         """The source interface every kind shares: for a tree, one stat reconcile (:meth:`scan`)."""
         self.scan(pipeline, counts, **kw)
@@ -341,7 +234,8 @@ class FileSource:
             self._root_failed(top, "is missing or not a directory", counts, pipeline)
             return
         stored = pipeline.store.stat_map(self.name)
-        found = self.walk(top, on_file=progress.tick_walk if progress else None)
+        found = walk_tree(self.root, self.matcher, follow_symlinks=self.cfg.follow_symlinks, start=top,
+                          on_file=progress.tick_walk if progress else None)
         if top in found.unlisted_dirs:  # an unreadable root is not an empty tree
             self._root_failed(top, "cannot be listed", counts, pipeline)
             return
