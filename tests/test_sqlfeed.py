@@ -792,7 +792,8 @@ def test_password_is_set_on_the_url_from_env_and_file(tmp_path, monkeypatch):
     from indexerd.config import parse_config, source_policy
     from indexerd.core.metamap import DEFAULT_META_MAP
     from indexerd.core.errors import ConfigError
-    from indexerd.sources.sql.feed import SqlFeed, bind_placeholders
+    from indexerd.sources.sql.feed import SqlFeed
+    from indexerd.sources.sql.statements import bind_placeholders
 
     def feed_for(**kw) -> SqlFeed:
         cfg = parse_config("[[sources.sql]]\n" + "\n".join(

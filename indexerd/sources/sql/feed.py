@@ -33,42 +33,35 @@ the pass then ends as interrupted (not an error) and nothing is acknowledged.
 
 Contract relied on: SQLAlchemy 2 (``text()``, ``engine.begin()``); datetimes the driver returns
 without a zone are taken as UTC (the date layer's rule for naive values).
+
+Here: the connection, the pass and the full load.  The queue drain is
+:mod:`indexerd.sources.sql.queue`; rows read again by id (``ctl reindex``, forgotten rows)
+:mod:`indexerd.sources.sql.reread`; the placeholders :mod:`indexerd.sources.sql.statements`; one
+row :mod:`indexerd.sources.sql.rows`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 
 from indexerd.config import SourcePolicy, SqlSource, mask_url
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
-from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
+from indexerd.core.errors import ConfigError, RetryLater
 from indexerd.core.counts import PassCounts
 from indexerd.core.fetched import Policy
 from indexerd.core.pipeline import Pipeline
 from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
+from indexerd.sources.sql.queue import drain_queue
+from indexerd.sources.sql.reread import ForgottenRows, reread_rows
 from indexerd.sources.sql.rows import BadRow, SqlRows
+from indexerd.sources.sql.statements import bind_placeholders, params_for, short_error
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
-
-_PLACEHOLDER = re.compile(r"\{(id|sequenceId|action|batchSize)\}")
-ACTIONS = {"I": "insert", "U": "update", "D": "delete", "N": "none"}
-
-
-def bind_placeholders(sql: str) -> str:
-    """``"... WHERE seq = {sequenceId}"`` -> ``"... WHERE seq = :sequenceId"`` (bound, not pasted)."""
-    return _PLACEHOLDER.sub(lambda m: f":{m.group(1)}", sql)
-
-
-def used_params(sql: str) -> set[str]:
-    return set(_PLACEHOLDER.findall(sql))
-
 
 class SqlFeed:
     """One ``[[sources.sql]]`` source.
@@ -92,6 +85,7 @@ class SqlFeed:
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
                                     strict_dates=policy.strict_dates))
         self.rows = SqlRows(cfg, self.max_size_bytes, self.pipeline_policy)
+        self._forgotten = ForgottenRows(cfg.name)
 
     # -- connection -----------------------------------------------------------------------
     def password(self) -> str | None:
@@ -180,29 +174,20 @@ class SqlFeed:
             if self.cfg.incremental_sql and not (cancel is not None and cancel.is_set()):
                 self.drain_queue(pipeline, counts, cancel=cancel)
             if not (cancel is not None and cancel.is_set()):
-                self._reread_forgotten(pipeline, counts, loaded=full)
+                self._forgotten.reread(self.cfg, self.engine, self.rows, pipeline, counts, loaded=full)
         except SQLAlchemyError as e:
             if cancel is not None and cancel.is_set():
-                log.info("source %s: pass interrupted (stopping): %s", self.name, _short(e))
+                log.info("source %s: pass interrupted (stopping): %s", self.name, short_error(e))
                 return
-            counts.fail(_short(e))  # the pass itself is the item that failed (as a missing root is)
-            counts.failed = _short(e)
+            counts.fail(short_error(e))  # the pass itself is the item that failed (as a missing root is)
+            counts.failed = short_error(e)
             pipeline.counters.inc("error.sql")
-            log.error("source %s: %s", self.name, _short(e))
+            log.error("source %s: %s", self.name, short_error(e))
         except RetryLater as e:  # the index commit failed: nothing was acknowledged to the queue
             counts.fail(f"{e}; the queue rows stay for the next pass")
             counts.failed = f"index commit failed: {e}"
             pipeline.counters.inc("error.index-commit")
             log.error("source %s: %s; the queue rows stay for the next pass", self.name, e)
-
-    def _params(self, sql: str, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The bound values ``sql`` uses: ``batchSize``, and ``id``/``sequenceId``/``action`` of ``row``."""
-        c = self.cfg
-        p: dict[str, Any] = {"batchSize": c.batch_size}
-        if row is not None:
-            p.update(id=row.get(c.id_column), sequenceId=row.get(c.sequence_column), action=row.get(c.action_column))
-        names = used_params(sql)
-        return {k: v for k, v in p.items() if k in names}
 
     def full_load(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
                   cancel=None) -> None:
@@ -213,7 +198,7 @@ class SqlFeed:
         seen: set[str] = set()
         with self.engine().connect() as conn, interruptible(conn, cancel):
             result = conn.execution_options(stream_results=True).execute(
-                text(bind_placeholders(self.cfg.full_sql)), self._params(self.cfg.full_sql))
+                text(bind_placeholders(self.cfg.full_sql)), params_for(self.cfg, self.cfg.full_sql))
             for rows in iter(lambda: result.mappings().fetchmany(1000), []):
                 for row in rows:
                     if cancel is not None and cancel.is_set():
@@ -234,106 +219,23 @@ class SqlFeed:
         log.info("source %s: full load of %d rows", self.name, len(seen))
 
     def drain_queue(self, pipeline: Pipeline, counts: PassCounts, *, cancel=None) -> None:
-        """pre_update_sql, incremental_sql, index in sequence order, commit, post_update_sql."""
-        from sqlalchemy import text
-
-        c = self.cfg
-        eng = self.engine()
-        if c.pre_update_sql:
-            with eng.begin() as conn, interruptible(conn, cancel):
-                conn.execute(text(bind_placeholders(c.pre_update_sql)), self._params(c.pre_update_sql))
-        with eng.connect() as conn, interruptible(conn, cancel):
-            rows = conn.execute(text(bind_placeholders(c.incremental_sql)),
-                                self._params(c.incremental_sql)).mappings().all()
-        rows = sorted(rows, key=lambda r: _sort_key(r.get(c.sequence_column)))
-        done: list[tuple[Mapping[str, Any], str]] = []  # (row, verdict)
-        for row in rows:
-            if cancel is not None and cancel.is_set():
-                break
-            try:
-                action = row.get(c.action_column)
-                action = action.strip().upper() if isinstance(action, str) else action
-                if action not in ACTIONS:
-                    raise BadRow(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
-                if action in ("I", "U"):
-                    verdict = self.rows.index(pipeline, row, counts)[1]
-                elif action == "D":
-                    verdict = self.rows.delete(pipeline, row, counts)
-                else:
-                    verdict = pipeline.unchanged(counts, "action-n").verdict
-                    pipeline.counters.inc("sql.action-n")
-                done.append((row, verdict))
-            except IndexerdError:
-                raise
-            except Exception as e:  # bad data in one row: it stays in the queue
-                self.rows.bad(pipeline, row, counts, e, f"queue row {row.get(c.sequence_column)!r}")
-        if not done:
-            return
-        pipeline.flush()  # the index commit comes before any row is marked done
-        if c.post_update_sql:
-            self._post_update(done, counts, pipeline)
-
-    def _post_update(self, rows: list[tuple[Mapping[str, Any], str]], counts: PassCounts,
-                     pipeline: Pipeline) -> None:
-        """Acknowledge processed rows; a row that cannot be acknowledged moves from its verdict to
-        ``errors`` (it stays queued), so ``seen = indexed + unchanged + skipped + errors`` holds."""
-        from sqlalchemy import text
-
-        c = self.cfg
-        stmt = text(bind_placeholders(c.post_update_sql))
-
-        def params(row):
-            return self._params(c.post_update_sql, row)
-
-        eng = self.engine()
-        try:
-            with eng.begin() as conn:  # one transaction for the batch: the fast path
-                conn.execute(stmt, [params(r) for r, _ in rows])
-            return
-        except Exception as e:
-            log.warning("source %s: post_update_sql failed for the batch (%s); retrying row by row",
-                        self.name, _short(e))
-        for r, verdict in rows:  # one transaction per row: a failing row stays, the others are done
-            try:
-                with eng.begin() as conn:
-                    conn.execute(stmt, params(r))
-            except Exception as e:
-                # the row is not acknowledged: whatever it was counted as, it is now an error
-                counts.revise_to_error(verdict, f"post_update_sql failed for queue row "
-                                                f"{r.get(c.sequence_column)} (id {r.get(c.id_column)}): {_short(e)}")
-                pipeline.counters.inc("error.sql-post-update")
-                log.error("source %s: post_update_sql failed for queue row %s (id %s): %s", self.name,
-                          r.get(c.sequence_column), r.get(c.id_column), _short(e))
+        """pre_update_sql, incremental_sql, index in sequence order, commit, post_update_sql
+        (:func:`indexerd.sources.sql.queue.drain_queue`)."""
+        drain_queue(self.cfg, self.engine(), self.rows, pipeline, counts, cancel=cancel)
 
     # -- one row --------------------------------------------------------------------------
     def key_for(self, row_id: Any) -> str:
         """``sql:<source>/<id>``."""
         return self.rows.key_for(row_id)
 
-    def _forgotten_key(self) -> str:
-        return f"sql:{self.name}:forgotten"
-
     def forgotten(self, store) -> list[str]:
         """Ids ``ctl forget`` dropped since this source's last pass (read again at the next)."""
-        return json.loads(store.get_meta(self._forgotten_key()) or "[]")
+        return self._forgotten.ids(store)
 
     def remember_forgotten(self, store, row_id: str) -> None:
         """``ctl forget sql:NAME/ID``: the next pass reads this row again (it comes back if
         ``full_sql`` still returns it), as a forgotten file or page comes back at the next pass."""
-        ids = self.forgotten(store)
-        if row_id not in ids:
-            store.write_batch([], meta={self._forgotten_key(): json.dumps(ids + [row_id])})
-
-    def _reread_forgotten(self, pipeline: Pipeline, counts: PassCounts, *, loaded: bool) -> None:
-        """Read the forgotten rows again, unless this pass's full load (``loaded``) already did."""
-        ids = self.forgotten(pipeline.store)
-        if not ids:
-            return
-        if not loaded:
-            self.reread(ids, pipeline, counts, forced=False)
-            pipeline.flush()
-        left = [i for i in self.forgotten(pipeline.store) if i not in ids]  # forgotten meanwhile
-        pipeline.store.write_batch([], meta={self._forgotten_key(): json.dumps(left)})
+        self._forgotten.remember(store, row_id)
 
     def reread(self, ids: list[str], pipeline: Pipeline, counts: PassCounts, *, forced: bool = True) -> list[str]:
         """``ctl reindex sql:NAME/ID`` (and a forgotten row at the next pass): read these rows
@@ -349,41 +251,4 @@ class SqlFeed:
             ConfigError: the password cannot be read.
             sqlalchemy.exc.SQLAlchemyError: the query failed for every spelling of an id.
         """
-        from sqlalchemy import text
-        from sqlalchemy.exc import SQLAlchemyError
-
-        c = self.cfg
-        eng = self.engine()
-        column = eng.dialect.identifier_preparer.quote(c.id_column)
-        sql = bind_placeholders(c.full_sql).strip().rstrip(";")
-        stmt = text(f"SELECT * FROM ({sql}) AS indexerd_row WHERE indexerd_row.{column} = :indexerd_id")
-        base = {k: v for k, v in {"batchSize": c.batch_size}.items() if k in used_params(c.full_sql)}
-        unknown = []
-        for row_id in ids:
-            row, error = None, None
-            for value in ([int(row_id), row_id] if row_id.lstrip("-").isdigit() else [row_id]):
-                try:
-                    with eng.connect() as conn:  # one per try: a failed try aborts a PostgreSQL transaction
-                        row = conn.execute(stmt, {**base, "indexerd_id": value}).mappings().first()
-                    error = None
-                except SQLAlchemyError as e:
-                    error = e
-                if row is not None:
-                    break
-            if error is not None:
-                raise error
-            key = self.key_for(row_id)
-            if row is not None:
-                self.rows.index(pipeline, row, counts, forced=forced)
-            elif pipeline.stored(key) is not None:
-                pipeline.gone(key, counts, "no longer returned by full_sql")
-            else:
-                unknown.append(row_id)
-        return unknown
-
-def _sort_key(seq: Any):
-    return (0, seq) if isinstance(seq, (int, float)) else (1, str(seq))
-
-
-def _short(e: Exception) -> str:
-    return str(e).splitlines()[0][:300]
+        return reread_rows(self.cfg, self.engine(), self.rows, ids, pipeline, counts, forced=forced)
