@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from indexerd.index.analysis import Analyzer
-from indexerd.index.query import And, Not, Or, parse
+from indexerd.index.query import parse
+from indexerd.index.querytree import And, Not, Or
 from indexerd.index.querytokens import MatchAll, MatchNone, TokenPrefix, Tokens, analyse_query
 
 

@@ -271,7 +271,7 @@ def test_run_without_config_exits_2(cli) -> None:
 
 
 def test_etc_metamap_parses() -> None:
-    from indexerd.core.dates import MetaMap
+    from indexerd.core.metamap import MetaMap
 
     MetaMap.load(REPO / "etc" / "metamap.txt")
 

@@ -1,4 +1,5 @@
-"""Tests for indexerd.core.dates: the parser, durations, spans, plausibility, meta map, resolution."""
+"""Tests for indexerd.core.dates (the parser, plausibility), core.timespans (durations, spans), core.metamap
+and core.datechain (resolution)."""
 
 from __future__ import annotations
 
@@ -13,28 +14,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from indexerd.core.datechain import DATE_SOURCE_NAMES, DateEvidence, ResolvedDate, resolve_date, validate_order
 from indexerd.core.dates import (
-    DATE_SOURCE_NAMES,
-    DEFAULT_META_MAP,
     EPOCH_FLOOR,
     FUTURE_SKEW_SECONDS,
     UTC,
     DateCheck,
-    DateEvidence,
-    MetaMap,
-    MetaMapEntry,
-    ResolvedDate,
     _expand_two_digit_year,
     _ZONE_HOURS,
     check_plausible,
     format_utc,
     parse_date,
-    parse_duration,
-    parse_since,
-    resolve_date,
-    validate_order,
 )
 from indexerd.core.errors import ConfigError, QueryError
+from indexerd.core.metamap import DEFAULT_META_MAP, MetaMap, MetaMapEntry
+from indexerd.core.timespans import parse_duration, parse_since
 
 
 def utc(*args: int) -> datetime:
@@ -175,7 +169,8 @@ def test_two_digit_year_is_relative_to_the_current_year() -> None:
 
 
 def test_importing_dates_does_not_import_dateutil() -> None:
-    code = "import sys, indexerd.core.dates; assert 'dateutil' not in sys.modules"
+    code = ("import sys, indexerd.core.dates, indexerd.core.datechain, indexerd.core.timespans; "
+            "assert 'dateutil' not in sys.modules")
     subprocess.run([sys.executable, "-W", "error", "-c", code], check=True,
                    cwd=Path(__file__).resolve().parent.parent)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexerd.core import decide as d
-from indexerd.core.dates import DateEvidence, resolve_date
+from indexerd.core.datechain import DateEvidence, resolve_date
 from indexerd.core.decide import (
     REASONS,
     Action,

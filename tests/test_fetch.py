@@ -14,7 +14,8 @@ import pytest
 from httpsite import Site, unused_port
 from httpsite import site as site_fixture
 
-from indexerd.sources.web.fetch import Fetcher, Response, parse_retry_after
+from indexerd.sources.web.fetch import Fetcher
+from indexerd.sources.web.httpresponse import Response, parse_retry_after
 
 site = site_fixture  # the fixture; an assignment, so pyflakes does not call each use a redefinition
 UA = "Mozilla/5.0 (compatible; indexerd/0.1; +https://example.test/bot)"

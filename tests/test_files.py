@@ -401,7 +401,7 @@ def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_pa
     assert d["indexed"] == 5
     db = tmp_path / "state" / "state.sqlite3"
     con = sqlite3.connect(db)
-    from indexerd.core.store import MIGRATIONS
+    from indexerd.core.store.migrations import MIGRATIONS
 
     step = next(i for i, m in enumerate(MIGRATIONS) if "ADD COLUMN ino" in m)
     # the later migrations add columns only: undo them too, so the store is a real version `step`

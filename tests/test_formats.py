@@ -17,7 +17,7 @@ from email.message import EmailMessage
 
 import pytest
 
-from indexerd.core.dates import DateEvidence, resolve_date
+from indexerd.core.datechain import DateEvidence, resolve_date
 from indexerd.core.errors import SkipDocument
 from indexerd.extract import extract, guess_media_type
 from indexerd.extract import formats as F

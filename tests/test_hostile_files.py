@@ -313,7 +313,7 @@ def test_directory_swapped_for_a_symlink_never_indexes_the_outside(tmp_path) -> 
 
     from indexerd.config import parse_config
     from indexerd.core.indexer import Indexer
-    from indexerd.core.pipeline import PassCounts
+    from indexerd.core.counts import PassCounts
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     (root / "d").mkdir(parents=True)

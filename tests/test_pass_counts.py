@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from indexerd.core.pipeline import PassCounts, Verdict
+from indexerd.core.counts import PassCounts
+from indexerd.core.outcome import Verdict
 
 PACKAGE = Path(__file__).resolve().parent.parent / "indexerd"
 

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 from indexerd.core.errors import QueryError
-from indexerd.index.query import (And, DateRange, Keyword, Not, NumberRange, Or, Phrase, Prefix, Word,
-                                  date_span, parse)
+from indexerd.index.query import date_span, parse
+from indexerd.index.querytree import And, DateRange, Keyword, Not, NumberRange, Or, Phrase, Prefix, Word
 
 UTC = timezone.utc
 

@@ -10,7 +10,8 @@ import tracemalloc
 import pytest
 from httpsite import site as site_fixture
 
-from indexerd.sources.web.fetch import Fetcher, Response
+from indexerd.sources.web.fetch import Fetcher
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Frontier, Task
 from indexerd.sources.web.politeness import HostSlots
 from indexerd.sources.web.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules, follow_redirects, parse_robots

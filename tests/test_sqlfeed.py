@@ -790,7 +790,7 @@ def test_the_shipped_sql_examples_validate_once_their_stated_prerequisites_exist
 def test_password_is_set_on_the_url_from_env_and_file(tmp_path, monkeypatch):
     """Unit: SqlFeed.engine() puts the password on the URL object (not in the config's url)."""
     from indexerd.config import parse_config, source_policy
-    from indexerd.core.dates import DEFAULT_META_MAP
+    from indexerd.core.metamap import DEFAULT_META_MAP
     from indexerd.core.errors import ConfigError
     from indexerd.sources.sql.feed import SqlFeed, bind_placeholders
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from indexerd.core.errors import SchemaTooNew, StoreError
-from indexerd.core.store import MIGRATIONS, SCHEMA_VERSION, DocumentRecord, Store, from_db_time, to_db_time
+from indexerd.core.store import DocumentRecord, Store, from_db_time, to_db_time
+from indexerd.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 UTC = timezone.utc
 T1 = datetime(2001, 9, 9, 1, 46, 40, 123456, tzinfo=UTC)

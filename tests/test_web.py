@@ -33,7 +33,7 @@ from indexerd.core.errors import ConfigError
 from indexerd.index import open_index
 from indexerd.core.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
-from indexerd.core.pipeline import PassCounts
+from indexerd.core.counts import PassCounts
 
 site = site_fixture  # the fixture; assigned so pyflakes does not flag each test's ``site``
 

@@ -9,7 +9,7 @@ import pytest
 from requests.structures import CaseInsensitiveDict
 
 from indexerd.core.store import DocumentRecord
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.responses import (MAX_REDIRECTS, MAX_RETRY_AFTER_ATTEMPTS, conditional_validators,
                                             gone_verdict, head_verdict, instant_refresh, redirect_verdict,

@@ -49,7 +49,7 @@ def _cancelled_pass(crawl: Crawl, site, path: str, gate) -> None:
 
     from indexerd.config import parse_config
     from indexerd.core.indexer import Indexer
-    from indexerd.core.pipeline import PassCounts
+    from indexerd.core.counts import PassCounts
 
     ix = Indexer(parse_config(crawl.config()))
     ix.open("index")
@@ -131,7 +131,7 @@ def test_redirects_and_robots_redirects_to_another_port_are_not_followed(tmp_pat
 def test_the_frontier_asks_the_gate_just_before_handing_a_url_out():
     from indexerd.sources.web.frontier import Frontier, Task
     from indexerd.sources.web.politeness import HostSlots
-    from indexerd.sources.web.fetch import Response
+    from indexerd.sources.web.httpresponse import Response
     from indexerd.sources.web.robots import RobotsCache
 
     robots = RobotsCache()

@@ -124,7 +124,8 @@ def cmd_search(args) -> int:
             return 0
         return _print_hits(args, [_HitLine(h, score) for h, score in zip(reply["hits"], reply["scores"])],
                            format_utc=lambda text: text)
-    from indexerd.core.dates import format_utc, parse_since
+    from indexerd.core.dates import format_utc
+    from indexerd.core.timespans import parse_since
     from indexerd.daemon.queries import hits_json
 
     since = until = None

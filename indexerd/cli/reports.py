@@ -9,7 +9,8 @@ import os
 from datetime import datetime, timezone
 from typing import Iterator
 
-from indexerd.core.dates import format_utc, parse_since
+from indexerd.core.dates import format_utc
+from indexerd.core.timespans import parse_since
 from indexerd.core.decide import REASONS
 from indexerd.sources.files.keys import key_to_path, path_to_key
 from indexerd.core.store import DocumentRecord, Store, from_db_time
@@ -36,7 +37,7 @@ def date_report(store: Store, source: str | None = None) -> Iterator[dict]:
 
 
 def changed(store: Store, spec: str, now: datetime | None = None) -> Iterator[dict]:
-    """Documents whose last-modified falls in the span ``spec`` (see :func:`dates.parse_since`),
+    """Documents whose last-modified falls in the span ``spec`` (see :func:`timespans.parse_since`),
     newest first.
 
     Raises:

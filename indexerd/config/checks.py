@@ -20,7 +20,7 @@ def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> 
         raise ConfigError(f"{origin}: {where}.name: duplicate source name {src.name!r} (also {seen[src.name]})")
     seen[src.name] = where
     if src.date_sources is not None:
-        from indexerd.core.dates import validate_order  # only here: ctl's start stays light
+        from indexerd.core.datechain import validate_order  # only here: ctl's start stays light
 
         try:
             validate_order(src.date_sources)

@@ -48,7 +48,7 @@ MAX_BYTES = 10**15
 
 def dec_hook(type_: type, obj: Any) -> Any:
     if type_ is Seconds:
-        from indexerd.core.dates import parse_duration
+        from indexerd.core.timespans import parse_duration
 
         if isinstance(obj, bool):
             raise ValueError(f"expected a duration like '15m', got {obj!r}")

@@ -1,208 +1,37 @@
 """candidate -> extract -> resolve date -> decide -> hand to the writer.
 
-Sources only discover and fetch: they give the pipeline a :class:`Fetched` (bytes plus the
+Sources only discover and fetch: they give the pipeline a :class:`~indexerd.core.fetched.Fetched` (bytes plus the
 protocol facts) or tell it a document is gone, skipped or failed.  The pipeline never touches
 the index or SQLite rows itself: it submits operations to the one :class:`~indexerd.core.writer.IndexWriter`.
 
-Every document met in a pass lands in exactly one of ``indexed``, ``unchanged``, ``skipped`` or
-``errors`` of :class:`PassCounts`, so ``seen = indexed + unchanged + skipped + errors``;
-``deleted`` counts documents removed because they are gone.  The invariant is kept in one place,
-:meth:`PassCounts.record`, which takes a :class:`Verdict`: no caller increments a count by hand.
+Every outcome the pipeline returns (:mod:`indexerd.core.outcome`) is counted in the pass's
+:class:`~indexerd.core.counts.PassCounts` in one place, :meth:`Pipeline._counted`, through
+:meth:`~indexerd.core.counts.PassCounts.record`: no caller increments a count by hand, so
+``seen = indexed + unchanged + skipped + errors`` holds.  What a source hands in is
+:mod:`indexerd.core.fetched`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable
 
 from indexerd.core import decide as decide_mod
-from indexerd.core.dates import DateEvidence, MetaMap, resolve_date
+from indexerd.core.counts import Counters, PassCounts
+from indexerd.core.datechain import DateEvidence, resolve_date
 from indexerd.core.errors import SkipDocument
-from indexerd.extract import DEFAULT_MAX_BYTES, content_hash, extract
-from indexerd.index import IndexDoc
+from indexerd.core.fetched import Fetched, Policy
+from indexerd.core.outcome import Outcome, PageLinks, Verdict
 from indexerd.core.store import DocumentRecord, Store
+from indexerd.extract import content_hash, extract
+from indexerd.index import IndexDoc
+
+__all__ = ["Pipeline"]
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
-
-
-class Verdict(str, Enum):
-    """What happened to one document in a pass (a ``str``: ``Verdict.INDEXED == "indexed"``).
-
-    The first four are the document verdicts, one per document met; ``DELETED`` counts a
-    document removed because it is gone; ``REDIRECT`` (an HTML-level redirect the source
-    follows) is not a document and counts nothing.
-    """
-
-    INDEXED = "indexed"
-    UNCHANGED = "unchanged"
-    SKIPPED = "skipped"
-    ERRORS = "errors"
-    DELETED = "deleted"
-    REDIRECT = "redirect"
-
-
-@dataclass
-class PassCounts:
-    """Counts of one pass over one source (or several, when summed).
-
-    Counts change only through :meth:`record` (and :meth:`fail`, its shorthand for an error), so
-    ``seen = indexed + unchanged + skipped + errors`` always holds.
-
-    ``failed`` says why the source's whole pass failed (its root is missing, a statement failed,
-    no seed host answered, the index commit failed), None when it ran; it is not a count and is
-    not in :meth:`as_dict`.
-    """
-
-    seen: int = 0
-    indexed: int = 0
-    unchanged: int = 0
-    skipped: int = 0
-    deleted: int = 0
-    errors: int = 0
-    failed: str | None = field(default=None, compare=False)
-    #: the message of the pass's latest error (a document's or the whole pass's), for status
-    last_error: str | None = field(default=None, compare=False)
-
-    def record(self, verdict: Verdict | str, n: int = 1, *, message: str | None = None) -> None:
-        """Count ``n`` items with ``verdict``: a document verdict also counts them as seen;
-        ``deleted`` counts only deletions; ``redirect`` nothing.  ``message`` (errors) is kept as
-        :attr:`last_error`.
-
-        Raises:
-            ValueError: ``verdict`` is not a :class:`Verdict` value.
-        """
-        v = Verdict(verdict)
-        if v is Verdict.REDIRECT:
-            return
-        if v is Verdict.DELETED:
-            self.deleted += n
-            return
-        self.seen += n
-        setattr(self, v.value, getattr(self, v.value) + n)
-        if v is Verdict.ERRORS and message:
-            self.last_error = message
-
-    def revise_to_error(self, verdict: Verdict | str, message: str) -> None:
-        """An item already counted with ``verdict`` failed afterwards (a SQL queue row indexed,
-        then its acknowledgement failed): it moves to ``errors``.  A ``deleted`` item was not a
-        seen document, so it is counted as one failed item."""
-        v = Verdict(verdict)
-        if v in (Verdict.INDEXED, Verdict.UNCHANGED, Verdict.SKIPPED, Verdict.ERRORS):
-            self.seen -= 1
-            setattr(self, v.value, getattr(self, v.value) - 1)
-        self.record(Verdict.ERRORS, message=message)
-
-    def fail(self, message: str) -> None:
-        """Count one error (a document, a robots.txt, or the whole pass as its one item) and keep
-        its message: ``record(Verdict.ERRORS, message=message)``."""
-        self.record(Verdict.ERRORS, message=message)
-
-    def add(self, other: "PassCounts") -> None:
-        for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors"):
-            setattr(self, k, getattr(self, k) + getattr(other, k))
-        self.last_error = other.last_error or self.last_error
-        self.failed = self.failed or other.failed
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("seen", "indexed", "unchanged", "skipped", "deleted", "errors")}
-
-
-class Counters:
-    """Named, thread-safe counters (``decide.content-unchanged``, ``skip.too-large`` ...)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._c: dict[str, int] = {}
-
-    def inc(self, name: str, n: int = 1) -> None:
-        with self._lock:
-            self._c[name] = self._c.get(name, 0) + n
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(sorted(self._c.items()))
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """A document's bytes and the facts its source learned while reading or fetching it.
-
-    ``protocol_date`` is the HTTP ``Last-Modified`` string, the file's mtime (aware UTC) or a
-    SQL column value; ``protocol_kind`` names it (``header``, ``mtime``, ``column``).
-    ``fetched_at`` is aware UTC.  ``size`` is in bytes; ``mtime_ns``, ``ctime_ns`` and ``ino``
-    are for files only (the stat the next scan compares with; ``ctime_ns`` 0: not to be trusted).
-    """
-
-    key: str
-    source: str
-    url: str
-    data: bytes
-    fetched_at: datetime
-    path: str | None = None
-    name: str | None = None
-    declared_type: str | None = None
-    charset: str | None = None
-    base_url: str | None = None
-    protocol_date: str | datetime | None = None
-    protocol_kind: str = "header"
-    server_date: str | None = None
-    sitemap_date: str | datetime | None = None
-    size: int = 0
-    mtime_ns: int | None = None
-    ctime_ns: int | None = None
-    ino: int | None = None
-    etag: str | None = None
-    last_modified_header: str | None = None
-    title: str | None = None  # the source's own title (a SQL column); overrides extraction's
-
-
-@dataclass(frozen=True)
-class Policy:
-    """What the pipeline needs to know about the source a document came from."""
-
-    meta_map: MetaMap
-    date_order: tuple[str, ...] | None = None
-    settings: decide_mod.DecideSettings = field(default_factory=decide_mod.DecideSettings)
-    #: the source's ``max_size``: also the cap on decompressed bytes (compressed files, Office
-    #: and ODF parts)
-    max_bytes: int = DEFAULT_MAX_BYTES
-
-
-@dataclass(frozen=True)
-class PageLinks:
-    """What a crawler needs from an extracted page: its outlinks (resolved, not canonicalised),
-    ``rel=canonical``, an HTML-level redirect target, whether links may be followed, and the
-    codec the page was decoded with (for percent-encoding non-ASCII link text)."""
-
-    links: tuple[str, ...] = ()
-    canonical: str | None = None
-    redirect: str | None = None
-    nofollow: bool = False
-    encoding: str | None = None
-
-    @classmethod
-    def of(cls, ex) -> "PageLinks":
-        """The links of an :class:`~indexerd.extract.Extracted`."""
-        return cls(tuple(ex.links), ex.canonical, ex.redirect, ex.nofollow, ex.encoding)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to one document: ``verdict`` (a :class:`Verdict`); ``reason`` the fixed
-    word behind it; ``links`` the page's links when it was extracted (None otherwise); ``key``
-    the key it was decided under (a ``rel=canonical`` may change it)."""
-
-    verdict: Verdict
-    reason: str
-    links: PageLinks | None = None
-    key: str | None = None
-    last_modified: datetime | None = None
-    content_hash: str | None = None
 
 
 def _now() -> datetime:

@@ -96,7 +96,7 @@ def _rows(rows) -> dict:
 
 def _search(daemon, req: dict) -> dict:
     """``ctl search QUERY [--since SPAN] [--limit N]``: through the daemon's query runner."""
-    from indexerd.core.dates import parse_since
+    from indexerd.core.timespans import parse_since
 
     limit = req.get("limit", 10)
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:

@@ -1,5 +1,8 @@
 """The product's query language: text -> a small typed tree (:func:`parse`).
 
+The tree's nodes and the field tables are :mod:`indexerd.index.querytree`; the lexer is
+:mod:`indexerd.index.querylex`; this module is the grammar, the parser and typed dates.
+
 Every engine compiles the same tree, so a query means the same thing (and a malformed query
 fails with the same :class:`~indexerd.core.errors.QueryError` message) whatever the engine.
 Engines compile the *analysed* tree that :func:`indexerd.index.querytokens.analyse_query`
@@ -38,9 +41,10 @@ Fields (names case-insensitive):
   ``>2024-01-01`` from January 2nd, ``<=2024-01`` up to the end of January.  ``[A TO B]`` holds
   both ends' spans, ``{A TO B}`` neither; ``*`` leaves a side open.
 
-Ranges on ``size`` and ``last_modified`` become :class:`NumberRange` (inclusive integer bounds)
-and :class:`DateRange` (half-open ``start <= t < end``, aware UTC).  Sorting (relevance or
-date) is a search parameter, not syntax: :data:`SORTS`.
+Ranges on ``size`` and ``last_modified`` become :class:`~indexerd.index.querytree.NumberRange`
+(inclusive integer bounds) and :class:`~indexerd.index.querytree.DateRange` (half-open
+``start <= t < end``, aware UTC).  Sorting (relevance or date) is a search parameter, not syntax:
+:data:`~indexerd.index.querytree.SORTS`.
 
 Not errors: a word that the analyzer drops (a stop word such as ``the``, punctuation) is left
 out; a query left with nothing to search finds nothing (exit 0).  Errors (:class:`QueryError`,
@@ -53,185 +57,17 @@ field that has none, a bad size or date or an empty range, a ``*`` that is not a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from indexerd.core.errors import QueryError
+from indexerd.index.querylex import Lexer, Token
+from indexerd.index.querytree import (DATE_FIELDS, KEYWORD_FIELDS, NUMBER_FIELDS, And, DateRange, Keyword,
+                                      Node, Not, NumberRange, Or, Phrase, Prefix, Word)
+
+__all__ = ["parse", "date_span"]
 
 UTC = timezone.utc
 
-TEXT_FIELDS = ("title", "content")
-"""Analysed text fields; a term without a field searches both."""
-KEYWORD_FIELDS = ("source", "media_type", "date_source", "key")
-"""Fields matched on their exact stored value (or a prefix of it with a trailing ``*``)."""
-NUMBER_FIELDS = ("size",)
-DATE_FIELDS = ("last_modified",)
-FIELD_ALIASES = {"url": "key"}
-STORED_ONLY_FIELDS = ("path",)
-"""Names the index stores but does not search: named as such in the error."""
-SEARCHABLE_FIELDS = tuple(sorted(TEXT_FIELDS + KEYWORD_FIELDS + NUMBER_FIELDS + DATE_FIELDS))
-SORTS = ("relevance", "date")
-"""Result orders a search accepts: best match first, or newest ``last_modified`` first."""
-
-
-# -- the tree --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Word:
-    """One word as typed (not yet analysed).  ``field`` is ``title``, ``content`` or None (both)."""
-
-    text: str
-    field: str | None = None
-
-
-@dataclass(frozen=True)
-class Phrase:
-    """Words that must appear in this order, next to each other (stop words left out)."""
-
-    text: str
-    field: str | None = None
-
-
-@dataclass(frozen=True)
-class Prefix:
-    """Words starting with ``text`` (typed ``text*``; ``text`` has no ``*``)."""
-
-    text: str
-    field: str | None = None
-
-
-@dataclass(frozen=True)
-class Keyword:
-    """The exact stored value of a keyword field, or values starting with it (``prefix``)."""
-
-    field: str
-    value: str
-    prefix: bool = False
-
-
-@dataclass(frozen=True)
-class NumberRange:
-    """``low <= value <= high`` (bytes for ``size``); None is open on that side."""
-
-    field: str
-    low: int | None
-    high: int | None
-
-
-@dataclass(frozen=True)
-class DateRange:
-    """``start <= value < end``, aware UTC; None is open on that side."""
-
-    field: str
-    start: datetime | None
-    end: datetime | None
-
-
-@dataclass(frozen=True)
-class And:
-    """Every child must match (a :class:`Not` child: must not)."""
-
-    children: tuple
-
-
-@dataclass(frozen=True)
-class Or:
-    """At least one child must match."""
-
-    children: tuple
-
-
-@dataclass(frozen=True)
-class Not:
-    """Documents the child does not match."""
-
-    child: object
-
-
-Node = Word | Phrase | Prefix | Keyword | NumberRange | DateRange | And | Or | Not
-
-
-# -- the lexer -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Tok:
-    kind: str  # "(" ")" AND OR NOT - FIELD WORD PHRASE RANGE END
-    text: str
-    at: int  # 0-based offset in the query
-
-
-_FIELD = re.compile(r"([A-Za-z_]\w*):(?=[^\s:/])")
-_WORD_END = re.compile(r'[\s()"]')
-
-
-class _Lexer:
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def fail(self, problem: str, at: int) -> QueryError:
-        return QueryError(f"malformed query {self.text!r}: {problem} at character {at + 1}")
-
-    def tokens(self) -> list[_Tok]:
-        text, i, out = self.text, 0, []
-        after_field = False
-        while i < len(text):
-            c = text[i]
-            if c.isspace():
-                if after_field:
-                    raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
-                i += 1
-                continue
-            if c in "()":
-                out.append(_Tok(c, c, i))
-                i += 1
-            elif c == '"':
-                end = text.find('"', i + 1)
-                if end < 0:
-                    raise self.fail("unbalanced double quote: this '\"' is never closed", i)
-                out.append(_Tok("PHRASE", text[i + 1:end], i))
-                i = end + 1
-            elif after_field and c in "[{":
-                end = min((j for j in (text.find("]", i), text.find("}", i)) if j >= 0), default=-1)
-                if end < 0:
-                    raise self.fail(f"unclosed range: this {c!r} has no ']' or '}}'", i)
-                out.append(_Tok("RANGE", text[i:end + 1], i))
-                i = end + 1
-            elif c == "-" and not after_field and i + 1 < len(text) and text[i + 1] not in ' \t\r\n)':
-                out.append(_Tok("-", c, i))
-                i += 1
-                continue  # the term follows
-            else:
-                m = None if after_field else _FIELD.match(text, i)
-                if m:
-                    out.append(_Tok("FIELD", self._field_name(m.group(1), i), i))
-                    i = m.end()
-                    after_field = True
-                    continue
-                end = _WORD_END.search(text, i)
-                end = len(text) if end is None else end.start()
-                word = text[i:end]
-                kind = word if word in ("AND", "OR", "NOT") and not after_field else "WORD"
-                out.append(_Tok(kind, word, i))
-                i = end
-            after_field = False
-        if after_field:
-            raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
-        out.append(_Tok("END", "", len(text)))
-        return out
-
-    def _field_name(self, name: str, at: int) -> str:
-        lower = name.lower()
-        lower = FIELD_ALIASES.get(lower, lower)
-        if lower in SEARCHABLE_FIELDS:
-            return lower
-        searchable = ", ".join(SEARCHABLE_FIELDS)
-        if lower in STORED_ONLY_FIELDS:
-            raise self.fail(f"field {name!r} is stored but not searchable (searchable: {searchable})", at)
-        raise self.fail(f"no field {name!r} (searchable: {searchable}); to search for the text "
-                        f"itself, quote it: '\"{name}:...\"'", at)
-
-
-# -- the parser ------------------------------------------------------------------------------
 
 def parse(text: str) -> Node:
     """Parse a query (grammar in the module docstring) into its tree.
@@ -250,15 +86,15 @@ def parse(text: str) -> Node:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.lexer = _Lexer(text)
+        self.lexer = Lexer(text)
         self.toks = self.lexer.tokens()
         self.i = 0
 
     @property
-    def tok(self) -> _Tok:
+    def tok(self) -> Token:
         return self.toks[self.i]
 
-    def take(self) -> _Tok:
+    def take(self) -> Token:
         t = self.toks[self.i]
         self.i += 1
         return t
@@ -296,7 +132,7 @@ class _Parser:
             items.append(self.operand(op, field, self.unary))
         return items[0] if len(items) == 1 else And(tuple(items))
 
-    def operand(self, op: _Tok, field: str | None, rule) -> Node:
+    def operand(self, op: Token, field: str | None, rule) -> Node:
         if self.tok.kind in ("END", ")", "AND", "OR"):
             raise self.fail(f"{op.text!r} needs a term after it", op.at)
         return rule(field)
@@ -334,7 +170,7 @@ class _Parser:
             return self.bracket_range(t, field)
         raise AssertionError(t)  # ")" "END" and the operators are refused by the callers
 
-    def word(self, t: _Tok, field: str | None) -> Node:
+    def word(self, t: Token, field: str | None) -> Node:
         if field in NUMBER_FIELDS or field in DATE_FIELDS:
             return self.range(t, field)
         text = t.text
@@ -347,7 +183,7 @@ class _Parser:
             return Keyword(field, text.rstrip("*"), prefix=star >= 0)
         return Prefix(text[:-1], field) if star >= 0 else Word(text, field)
 
-    def phrase(self, t: _Tok, field: str | None) -> Node:
+    def phrase(self, t: Token, field: str | None) -> Node:
         if field in KEYWORD_FIELDS:
             return Keyword(field, t.text)
         if field in NUMBER_FIELDS or field in DATE_FIELDS:
@@ -356,7 +192,7 @@ class _Parser:
 
     # -- ranges --
 
-    def range(self, t: _Tok, field: str) -> Node:
+    def range(self, t: Token, field: str) -> Node:
         text, at = t.text, t.at
         m = re.fullmatch(r"(>=|<=|>|<)(.+)", text)
         if m:
@@ -379,7 +215,7 @@ class _Parser:
         lo, hi = self.bound(text, field, at)
         return self.make(field, lo, hi, at)
 
-    def bracket_range(self, t: _Tok, field: str | None) -> Node:
+    def bracket_range(self, t: Token, field: str | None) -> Node:
         if field not in NUMBER_FIELDS and field not in DATE_FIELDS:
             raise self.fail(f"field {field!r} takes no range (ranges: size, last_modified)"
                             if field else "a range needs a field: size:[...] or last_modified:[...]",

@@ -8,11 +8,11 @@ exactly the same leaves and only translate them.  The analysed tree holds:
   tokens at consecutive positions: one token is a term query, several a phrase query.  ``ids``
   (whole identifiers, no positions) only ever gets one token;
 - :class:`TokenPrefix` ``(field, prefix)``: a term of ``field`` starts with ``prefix``;
-- :class:`~indexerd.index.query.Keyword`, :class:`~indexerd.index.query.NumberRange`,
-  :class:`~indexerd.index.query.DateRange` unchanged;
-- :class:`~indexerd.index.query.And` / :class:`~indexerd.index.query.Or` with two or more
+- :class:`~indexerd.index.querytree.Keyword`, :class:`~indexerd.index.querytree.NumberRange`,
+  :class:`~indexerd.index.querytree.DateRange` unchanged;
+- :class:`~indexerd.index.querytree.And` / :class:`~indexerd.index.querytree.Or` with two or more
   children (nested ones of the same kind flattened);
-- :class:`~indexerd.index.query.Not` only as a child of an ``And`` that has a positive child
+- :class:`~indexerd.index.querytree.Not` only as a child of an ``And`` that has a positive child
   (a lone ``-x`` becomes ``And((MatchAll(), Not(x)))``);
 - :class:`MatchAll` only inside such an ``And``; :class:`MatchNone` only as the whole tree.
 
@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from indexerd.index.analysis import Analyzer
-from indexerd.index.query import (TEXT_FIELDS, And, DateRange, Keyword, Not, NumberRange, Or, Phrase,
-                                  Prefix, Word)
+from indexerd.index.querytree import (TEXT_FIELDS, And, DateRange, Keyword, Not, NumberRange, Or, Phrase,
+                                      Prefix, Word)
 
 IDS_FIELD = "ids"
 """The field of whole identifiers (no positions)."""
@@ -60,7 +60,7 @@ class TokenPrefix:
 
 @dataclass(frozen=True)
 class MatchAll:
-    """Every document (only beside a :class:`~indexerd.index.query.Not` in an ``And``)."""
+    """Every document (only beside a :class:`~indexerd.index.querytree.Not` in an ``And``)."""
 
 
 @dataclass(frozen=True)

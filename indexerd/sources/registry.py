@@ -25,7 +25,7 @@ from indexerd.core.errors import ConfigError
 from indexerd.sources.base import Source
 
 if TYPE_CHECKING:
-    from indexerd.core.dates import MetaMap
+    from indexerd.core.metamap import MetaMap
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def load_meta_map(path: str | None, cache: dict[str, MetaMap]) -> MetaMap:
     Raises:
         ConfigError: the file is malformed or unreadable.
     """
-    from indexerd.core.dates import DEFAULT_META_MAP, MetaMap  # not at import: the config imports this
+    from indexerd.core.metamap import DEFAULT_META_MAP, MetaMap  # not at import: the config imports this
 
     if not path:
         return DEFAULT_META_MAP

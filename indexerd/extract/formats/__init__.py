@@ -84,7 +84,7 @@ class DocumentText:
         date_property: the name of the document's own date field that ``date_value`` came
             from (``dcterms:modified``, ``dc:date``, ``Date``), or ``None``.
         date_value: its raw text as written in the document, or ``None``; the date chain
-            parses and checks it (:mod:`indexerd.core.dates`).
+            parses and checks it (:mod:`indexerd.core.datechain`).
         meta: a few named fields for the log and searches (``author``, ``from``, ``subject``).
     """
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import tantivy
 
-from indexerd.index.query import And, DateRange, Keyword, Not, NumberRange, Or
+from indexerd.index.querytree import And, DateRange, Keyword, Not, NumberRange, Or
 from indexerd.index.querytokens import MatchAll, MatchNone, TokenPrefix, Tokens
 
 #: Title matches weigh three times content matches (as the Whoosh engine's ``field_boost``).

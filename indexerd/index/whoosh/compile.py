@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import timezone
 
-from indexerd.index.query import And, DateRange, Keyword, Not, NumberRange, Or
+from indexerd.index.querytree import And, DateRange, Keyword, Not, NumberRange, Or
 from indexerd.index.querytokens import MatchAll, MatchNone, TokenPrefix, Tokens
 
 UTC = timezone.utc

@@ -27,7 +27,7 @@ from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.walk import WalkResult, walk
 from indexerd.sources.files.keys import display_path, key_to_path, path_to_key, stat_of, trusted_ctime_ns
 from indexerd.config import FilesystemSource, SourcePolicy
-from indexerd.core.dates import MetaMap
+from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import IndexUnavailable, StoreError
 from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy

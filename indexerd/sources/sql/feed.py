@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from indexerd.config import SourcePolicy, SqlSource, mask_url
-from indexerd.core.dates import MetaMap
+from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
 from indexerd.core.pipeline import PassCounts, Pipeline, Policy

@@ -13,7 +13,9 @@ import logging
 from typing import Any, Mapping
 
 from indexerd.config import SqlSource
-from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
+from indexerd.core.counts import PassCounts
+from indexerd.core.fetched import Fetched, Policy
+from indexerd.core.pipeline import Pipeline
 from indexerd.sources.sql.conn import TooLarge, Undecodable
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,13 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from indexerd.core.errors import SkipDocument
-from indexerd.core.pipeline import Fetched, PageLinks, PassCounts, Pipeline, Verdict
+from indexerd.core.counts import PassCounts
+from indexerd.core.fetched import Fetched
+from indexerd.core.outcome import PageLinks, Verdict
+from indexerd.core.pipeline import Pipeline
 from indexerd.extract import extract
 from indexerd.sources.web.duplicates import DuplicateFinder
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.mirror import PassMirror
 from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED

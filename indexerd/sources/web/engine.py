@@ -24,10 +24,12 @@ import threading
 import time
 
 from indexerd.core.errors import IndexerdError
-from indexerd.core.pipeline import PassCounts, Pipeline, Verdict
+from indexerd.core.counts import PassCounts
+from indexerd.core.outcome import Verdict
+from indexerd.core.pipeline import Pipeline
 from indexerd.sources.web.answers import Answers
 from indexerd.sources.web.crawltable import CrawlTable
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.mirror import PassMirror
 from indexerd.sources.web.scheduler import Scheduler

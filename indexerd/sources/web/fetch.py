@@ -1,8 +1,9 @@
 """One HTTP request, bounded in time and size, that never raises for network trouble.
 
 :class:`Fetcher` sends exactly one GET or HEAD (redirects are *not* followed: the crawler schedules
-every hop itself, so each hop passes robots.txt and politeness) and returns a :class:`Response`.
-Network, HTTP and decoding trouble becomes a fixed error word in ``Response.error``.
+every hop itself, so each hop passes robots.txt and politeness) and returns a :class:`~indexerd.sources.web.httpresponse.Response`.
+Network, HTTP and decoding trouble becomes a fixed error word in ``Response.error``
+(:mod:`indexerd.sources.web.neterrors`).
 
 Outside contracts relied on (requests 2.34, urllib3 2.8):
 
@@ -29,15 +30,11 @@ Body rules: whenever ``error`` is set the body is empty (nothing half-read is ev
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import http.cookiejar
 import socket
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -45,112 +42,14 @@ import urllib3
 from requests.structures import CaseInsensitiveDict
 
 from indexerd.sources.web.deadlines import REQUEST_WATCH, WatchedAdapter
+from indexerd.sources.web.httpresponse import REDIRECT_STATUSES, Response, parse_retry_after
+from indexerd.sources.web.neterrors import NETWORK_ERRORS, Failure, classify, short
 from indexerd.sources.web.urls import host_key
 
-__all__ = ["ERRORS", "READ_CHUNK_BYTES", "Fetcher", "Response", "parse_retry_after"]
-
-#: The fixed error words of :attr:`Response.error`.
-ERRORS = ("timeout", "connection", "ssl", "too-large", "bad-encoding", "too-slow", "protocol", "cancelled")
+__all__ = ["READ_CHUNK_BYTES", "Fetcher"]
 
 #: Decoded bytes asked for per read; also the most a decompressor may inflate in one step.
 READ_CHUNK_BYTES = 64 * 1024
-
-_REDIRECTS = (301, 302, 303, 307, 308)
-
-#: What network, HTTP and decoding trouble raises below us; anything else is a bug and propagates.
-_NETWORK_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError,
-                   UnicodeError)
-
-
-@dataclass
-class Response:
-    """What one request gave.
-
-    Attributes:
-        url: the URL requested (not a redirect target).
-        method: ``"GET"`` or ``"HEAD"``.
-        status: the HTTP status, or None when no response arrived (then ``error`` says why).
-        headers: case-insensitive (requests' ``CaseInsensitiveDict``); empty when no response
-            arrived.  Kept for errors after the headers (``too-large``, ``too-slow``, ...).
-        body: the body decoded from its Content-Encoding, at most ``max_size`` bytes; always
-            empty when ``error`` is set, and for HEAD.
-        elapsed: seconds from sending the request to the end of the body (or the failure).
-        error: None, or one of :data:`ERRORS`.
-        detail: free text for the log.
-        location: for a 301/302/303/307/308 with a Location header, that header resolved
-            against ``url`` (absolute); else None.
-        retry_after: seconds from Retry-After (delta-seconds or HTTP-date, RFC 9110 §10.2.3),
-            never negative; None when absent or unparsable.
-        truncated: True when ``fetch(truncate=True)`` cut the body at ``max_size``.
-    """
-
-    url: str
-    method: str
-    status: int | None
-    headers: Mapping[str, str]
-    body: bytes
-    elapsed: float
-    error: str | None = None
-    detail: str = ""
-    location: str | None = None
-    retry_after: float | None = None
-    truncated: bool = field(default=False)
-
-    @property
-    def not_modified(self) -> bool:
-        """The server answered 304 Not Modified (RFC 9110 §15.4.5)."""
-        return self.status == 304
-
-    @property
-    def is_redirect(self) -> bool:
-        """A 301, 302, 303, 307 or 308 with a usable Location."""
-        return self.status in _REDIRECTS and self.location is not None
-
-    @property
-    def permanent_redirect(self) -> bool:
-        """A 301 or 308 (RFC 9110 §15.4.2, §15.4.9): the crawler may replace the stored URL."""
-        return self.status in (301, 308)
-
-
-def parse_retry_after(value: str | None, *, date: str | None = None, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a Retry-After value (RFC 9110 §10.2.3), or None.
-
-    ``value`` is delta-seconds (``"120"``) or an HTTP-date.  A date is measured against the
-    response's ``Date`` header when that parses (so client clock skew does not matter), else
-    against ``now`` (aware UTC; default: the current time).  A date in the past gives 0.0;
-    garbage gives None.  Naive dates are taken as UTC.
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():
-        return float(int(value))
-    when = _http_date(value)
-    if when is None:
-        return None
-    ref = _http_date(date) if date else None
-    if ref is None:
-        ref = now if now is not None else datetime.now(UTC)
-        if ref.tzinfo is None:
-            ref = ref.replace(tzinfo=UTC)
-    return max(0.0, (when - ref).total_seconds())
-
-
-def _http_date(value: str) -> datetime | None:
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-class _Failure(Exception):
-    """Internal: carries an error word and detail out of the body loop."""
-
-    def __init__(self, word: str, detail: str) -> None:
-        super().__init__(word, detail)
-        self.word = word
-        self.detail = detail
 
 
 class _NoCookies(http.cookiejar.DefaultCookiePolicy):
@@ -289,8 +188,8 @@ class Fetcher:
                                                             total=self.timeout))
             except (requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader):
                 raise  # both are ValueErrors: the caller's URL or stored validator is malformed
-            except _NETWORK_ERRORS as exc:  # every network failure becomes an error word
-                word, detail = _classify(exc)
+            except NETWORK_ERRORS as exc:  # every network failure becomes an error word
+                word, detail = classify(exc)
                 if watch.fired == "cancel":
                     word, detail = "cancelled", "stopped while waiting for the response"
                 elif watch.fired == "deadline" or (word == "timeout" and time.monotonic() >= deadline - 0.001):
@@ -305,9 +204,9 @@ class Fetcher:
             try:
                 out = bytearray()
                 body, truncated = self._read_body(r, method, max_size, truncate, deadline, out)
-            except (_Failure, *_NETWORK_ERRORS) as exc:
+            except (Failure, *NETWORK_ERRORS) as exc:
                 r.close()  # closes the connection: never reuse one with unread bytes
-                word, detail = (exc.word, exc.detail) if isinstance(exc, _Failure) else _classify(exc)
+                word, detail = (exc.word, exc.detail) if isinstance(exc, Failure) else classify(exc)
                 if watch.fired == "cancel":
                     word, detail = "cancelled", "stopped while reading the body"
                 elif watch.fired == "deadline" and word != "too-slow":
@@ -327,14 +226,15 @@ class Fetcher:
 
     def _read_body(self, r: requests.Response, method: str, max_size: int, truncate: bool,
                    deadline: float, out: bytearray) -> tuple[bytes, bool]:
-        """The decoded body, at most ``max_size`` bytes (or raises :class:`_Failure`); read into
-        ``out`` (so a caller whose read was cut knows how much came)."""
+        """The decoded body, at most ``max_size`` bytes (or raises
+        :class:`~indexerd.sources.web.neterrors.Failure`); read into ``out`` (so a caller whose read
+        was cut knows how much came)."""
         if method == "HEAD" or r.status_code in (204, 304) or 100 <= r.status_code < 200:
             return b"", False
         encoded = r.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity")
         declared = r.headers.get("Content-Length", "")
         if not encoded and declared.strip().isdigit() and int(declared) > max_size and not truncate:
-            raise _Failure("too-large", f"Content-Length {int(declared)} > max_size {max_size} bytes")
+            raise Failure("too-large", f"Content-Length {int(declared)} > max_size {max_size} bytes")
         raw = r.raw
         sock = _socket_of(raw)
         last_data = time.monotonic()
@@ -342,7 +242,7 @@ class Fetcher:
             now = time.monotonic()
             left = deadline - now
             if left <= 0:
-                raise _Failure("too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read)")
+                raise Failure("too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read)")
             if sock is not None:
                 try:
                     sock.settimeout(left)
@@ -353,12 +253,12 @@ class Fetcher:
             except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
                 # The socket timeout was what is left of the request's time: the deadline passed.
                 now = time.monotonic()
-                raise _Failure("too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read, "
+                raise Failure("too-slow", f"body not complete within {self.timeout:g} s ({len(out)} bytes read, "
                                            f"last data {now - last_data:.2f} s ago)") from exc
             except urllib3.exceptions.DecodeError as exc:
-                raise _Failure("bad-encoding", str(exc)) from exc
+                raise Failure("bad-encoding", str(exc)) from exc
             except (urllib3.exceptions.ProtocolError, http.client.HTTPException) as exc:
-                raise _Failure("protocol", _short(exc)) from exc
+                raise Failure("protocol", short(exc)) from exc
             if not piece:
                 return bytes(out), False
             last_data = time.monotonic()
@@ -366,11 +266,11 @@ class Fetcher:
             if len(out) > max_size:
                 if truncate:
                     return bytes(out[:max_size]), True
-                raise _Failure("too-large", f"body over max_size {max_size} bytes (decoded)")
+                raise Failure("too-large", f"body over max_size {max_size} bytes (decoded)")
 
     @staticmethod
     def _location(session: requests.Session, r: requests.Response, url: str) -> str | None:
-        if r.status_code not in _REDIRECTS:
+        if r.status_code not in REDIRECT_STATUSES:
             return None
         target = session.get_redirect_target(r)  # re-decodes a UTF-8 Location sent as latin-1
         return urljoin(url, target) if target else None
@@ -384,34 +284,3 @@ def _socket_of(raw: urllib3.HTTPResponse) -> socket.socket | None:
     conn = getattr(raw, "connection", None)
     sock = getattr(conn, "sock", None)
     return sock if isinstance(sock, socket.socket) else None
-
-
-def _short(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def _classify(exc: BaseException) -> tuple[str, str]:
-    """An exception from requests/urllib3/sockets -> (error word, detail)."""
-    detail = _short(exc)
-    rq = requests.exceptions
-    u3 = urllib3.exceptions
-    if isinstance(exc, (rq.Timeout, u3.TimeoutError, TimeoutError, socket.timeout)):
-        return "timeout", detail
-    if isinstance(exc, (rq.SSLError, u3.SSLError)):
-        return "ssl", detail
-    if isinstance(exc, (rq.ContentDecodingError, u3.DecodeError)):
-        return "bad-encoding", detail
-    if isinstance(exc, (rq.ChunkedEncodingError, u3.IncompleteRead, u3.InvalidChunkLength, u3.InvalidHeader,
-                        http.client.HTTPException)) and not isinstance(exc, http.client.RemoteDisconnected):
-        return "protocol", detail
-    if isinstance(exc, rq.ConnectionError):
-        # requests wraps urllib3's ProtocolError(http.client error) in ConnectionError.
-        inner = exc.args[0] if exc.args else None
-        reason = inner.args[1] if isinstance(inner, u3.ProtocolError) and len(inner.args) > 1 else None
-        if isinstance(reason, http.client.HTTPException) and not isinstance(reason, http.client.RemoteDisconnected):
-            return "protocol", detail
-        return "connection", detail
-    if isinstance(exc, (u3.ProtocolError, u3.NewConnectionError, u3.MaxRetryError, OSError)):
-        return "connection", detail
-    return "protocol", detail

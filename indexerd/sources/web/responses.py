@@ -2,7 +2,7 @@
 
 Like Scrapy's downloader middlewares (``scrapy/downloadermiddlewares/redirect.py``,
 ``retry.py``: https://github.com/scrapy/scrapy), each handler takes the request (a
-:class:`~indexerd.sources.web.frontier.Task`), the :class:`~indexerd.sources.web.fetch.Response`
+:class:`~indexerd.sources.web.frontier.Task`), the :class:`~indexerd.sources.web.httpresponse.Response`
 and what the crawl knows of the URL (:class:`~indexerd.sources.web.urlstate.UrlState`) and
 returns a value saying what to do; the pass (:mod:`indexerd.sources.web.answers`) applies it: the
 pipeline, the mirror, the frontier.  Nothing here does I/O, so every rule is tested without a
@@ -32,7 +32,7 @@ from urllib.parse import urljoin, urlsplit
 
 from indexerd.core.dates import check_plausible, parse_date
 from indexerd.extract import guess_media_type, parse_refresh
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.urls import canonicalize
 from indexerd.sources.web.urlstate import UrlState

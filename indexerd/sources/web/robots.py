@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 
 __all__ = [
     "MAX_REDIRECT_HOPS",

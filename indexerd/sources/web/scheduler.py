@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from indexerd.sources.web.crawltable import CrawlTable
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Frontier, Task
 from indexerd.sources.web.links import LinkFilter
 from indexerd.sources.web.mirror import PassMirror

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from indexerd.core.dates import parse_date
-from indexerd.sources.web.fetch import Response
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.robots import RobotsRules
 from indexerd.sources.web.scheduler import Scheduler

@@ -14,10 +14,12 @@ from functools import cached_property
 
 from indexerd.config import SourcePolicy
 from indexerd.config import WebSource as WebSourceConfig
-from indexerd.core.dates import MetaMap
+from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError
-from indexerd.core.pipeline import PassCounts, Pipeline, Policy
+from indexerd.core.counts import PassCounts
+from indexerd.core.fetched import Policy
+from indexerd.core.pipeline import Pipeline
 from indexerd.sources.web.engine import CrawlPass
 from indexerd.sources.web.fetch import Fetcher
 from indexerd.sources.web.mirror import Mirror

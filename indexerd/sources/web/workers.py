@@ -17,7 +17,8 @@ import threading
 import time
 from dataclasses import replace
 
-from indexerd.sources.web.fetch import Fetcher, Response
+from indexerd.sources.web.fetch import Fetcher
+from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Frontier, Task
 from indexerd.sources.web.robots import MAX_ROBOTS_BYTES, follow_redirects
 from indexerd.sources.web.urls import host_key

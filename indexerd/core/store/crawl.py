@@ -1,0 +1,77 @@
+"""Crawl rows (web sources): the frontier and seen set of a pass, what each URL taught us.
+
+Written only by the one pass of its web source (and ``ctl forget``'s schedule change); see
+:data:`indexerd.core.store.WRITES_OUTSIDE_THE_WRITER`.  The typed view of a row is
+:class:`indexerd.sources.web.urlstate.UrlState`.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from indexerd.core.store.connection import StoreConnection
+
+__all__ = ["CrawlRows"]
+
+
+class CrawlRows(StoreConnection):
+    """The ``crawl`` table: rows by source, the overflow on disk, outlinks, one URL's schedule."""
+
+    #: The crawl columns kept in memory during a pass; ``links`` (JSON, kilobytes per page) is
+    #: read only when a 304 needs it (:meth:`crawl_links`).
+    CRAWL_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via", "origin", "redirects",
+                     "doc_key", "sitemap_lastmod", "gone_count", "fail_count", "last_status",
+                     "last_outcome", "checked_at", "recrawl_seconds", "due_at", "due_reason", "changefreq")
+
+    def crawl_rows(self, source: str) -> dict[str, dict]:
+        """Every crawl row of ``source`` as ``{url: {column: value}}`` (without ``links``),
+        except the frontier's overflow on disk (state ``spilled``: :meth:`crawl_spilled`)."""
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               "AND state != 'spilled'", (source,))
+        return {r["url"]: dict(r) for r in cur}
+
+    def crawl_spilled(self, source: str, pass_id: int, limit: int) -> list[dict]:
+        """At most ``limit`` rows of the frontier's overflow on disk (state ``spilled``) of pass
+        ``pass_id``, best first (fewest hops, then discovery order)."""
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               "AND state = 'spilled' AND pass_id = ? ORDER BY hops, seq LIMIT ?",
+                               (source, pass_id, limit))
+        return [dict(r) for r in cur]
+
+    def crawl_drop_spilled(self, source: str) -> None:
+        """Forget the frontier's overflow on disk of ``source`` (a pass finished or began)."""
+        self._exec_many("DELETE FROM crawl WHERE source = ? AND state = 'spilled'", [(source,)])
+
+    def crawl_links(self, source: str, url: str) -> str | None:
+        """The JSON list of outlinks stored for ``url`` at its last parse, or None."""
+        row = self._db.execute("SELECT links FROM crawl WHERE source = ? AND url = ?", (source, url)).fetchone()
+        return row[0] if row is not None else None
+
+    def crawl_write(self, source: str, rows: Iterable[dict], deletes: Iterable[str] = (),
+                    meta: dict[str, str] | None = None, links: dict[str, str | None] | None = None) -> None:
+        """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), set the
+        ``links`` of the URLs in ``links``, delete URLs and set meta keys, in one transaction.
+        A row's stored ``links`` are kept unless ``links`` names its URL."""
+        cols = ("source",) + self.CRAWL_COLUMNS
+        updates = ", ".join(f"{c} = excluded.{c}" for c in self.CRAWL_COLUMNS if c != "url")
+        sql = (f"INSERT INTO crawl({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+               f"ON CONFLICT(source, url) DO UPDATE SET {updates}")
+        self._transaction([
+            (sql, [(source,) + tuple(r[c] for c in self.CRAWL_COLUMNS) for r in rows]),
+            ("UPDATE crawl SET links = ? WHERE source = ? AND url = ?",
+             [(v, source, u) for u, v in (links or {}).items()]),
+            ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
+            ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
+
+    def crawl_row(self, url: str) -> dict | None:
+        """The crawl row of ``url`` (any web source; the first by source name), or None."""
+        row = self._db.execute(f"SELECT source, {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE url = ? "
+                               "ORDER BY source LIMIT 1", (url,)).fetchone()
+        return dict(row) if row is not None else None
+
+    def crawl_due_now(self, source: str, key: str, reason: str) -> None:
+        """Make the page indexed under ``key`` (its crawl row's URL, or a redirect's target
+        ``doc_key``) due at the next pass of ``source``: its adaptive-recrawl ``due_at`` is
+        cleared (None is due: :func:`indexerd.sources.web.recrawl.is_due`), its learnt interval kept."""
+        self._exec_many("UPDATE crawl SET due_at = NULL, due_reason = ? "
+                        "WHERE source = ? AND (url = ? OR doc_key = ?)", [(reason, source, key, key)])

@@ -1,0 +1,159 @@
+"""Document rows: one per document key, the verdict, the date and why, the stat and hash.
+
+The writer thread (:mod:`indexerd.core.writer`) writes them (:meth:`DocumentRows.write_batch`);
+the sources and ``ctl`` read them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Iterable, Iterator
+
+from indexerd.core.store.connection import StoreConnection
+from indexerd.core.store.values import db_text, from_db_time, to_db_time
+
+__all__ = ["DocumentRecord", "DocumentRows"]
+
+
+@dataclass
+class DocumentRecord:
+    """One document's row.  Times are aware UTC; ``None`` means unknown or not applicable."""
+
+    key: str
+    source: str
+    status: str = "indexed"
+    reason: str | None = None
+    detail: str | None = None
+    title: str | None = None
+    media_type: str | None = None
+    size: int | None = None
+    mtime_ns: int | None = None
+    last_modified: datetime | None = None
+    date_source: str | None = None
+    date_notes: str | None = None
+    etag: str | None = None
+    last_modified_header: str | None = None
+    content_hash: str | None = None
+    indexed_at: datetime | None = None
+    checked_at: datetime | None = None
+    decided_at: datetime | None = None
+    ctime_ns: int | None = None
+    ino: int | None = None
+
+
+_COLUMNS = tuple(f.name for f in fields(DocumentRecord))
+_TIME_COLUMNS = frozenset({"last_modified", "indexed_at", "checked_at", "decided_at"})
+_UPSERT = (f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+           f"ON CONFLICT(key) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in _COLUMNS[1:]))
+
+
+def _row_to_record(row: sqlite3.Row) -> DocumentRecord:
+    values = {c: (from_db_time(row[c]) if c in _TIME_COLUMNS else row[c]) for c in _COLUMNS}
+    return DocumentRecord(**values)
+
+
+def _record_to_row(rec: DocumentRecord) -> tuple:
+    return tuple(to_db_time(getattr(rec, c)) if c in _TIME_COLUMNS else db_text(getattr(rec, c))
+                 for c in _COLUMNS)
+
+
+
+class DocumentRows(StoreConnection):
+    """The ``documents`` table: reads by key, source, prefix, hash and date; batched writes."""
+
+    def get(self, key: str) -> DocumentRecord | None:
+        """The record for ``key``, or None."""
+        row = self._db.execute("SELECT * FROM documents WHERE key = ?", (key,)).fetchone()
+        return _row_to_record(row) if row else None
+
+    def stat_map(self, source: str) -> dict[str, tuple[int | None, int | None, int | None, int | None, str | None]]:
+        """``{key: (mtime_ns, size, ctime_ns, ino, reason)}`` for every document of ``source``:
+        the scan's change test (:meth:`indexerd.sources.files.scan.FileSource.unchanged`).  ``ctime_ns`` and
+        ``ino`` are None on rows written before schema 5 (and ``ctime_ns`` 0 when the stat was
+        taken too close to a change to be trusted)."""
+        cur = self._db.execute("SELECT key, mtime_ns, size, ctime_ns, ino, reason FROM documents "
+                               "WHERE source = ?", (source,))
+        return {k: (m, s, c, i, r) for k, m, s, c, i, r in cur}
+
+    def set_stat_baseline(self, rows: Iterable[tuple[int, int, str, int, int]]) -> None:
+        """Record ``(ctime_ns, ino, key, mtime_ns, size)`` on rows that have no ctime yet (written
+        before schema 5) and still hold that mtime and size, in one transaction; a row rewritten
+        meanwhile is left alone."""
+        self._exec_many("UPDATE documents SET ctime_ns = ?, ino = ? WHERE key = ? AND mtime_ns = ? "
+                        "AND size = ? AND ctime_ns IS NULL", rows)
+
+    def keys(self, source: str | None = None, status: str | None = None) -> set[str]:
+        """Every key (of one source / with one status when given)."""
+        sql, args = "SELECT key FROM documents WHERE 1=1", []
+        if source is not None:
+            sql += " AND source = ?"
+            args.append(source)
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        return {r[0] for r in self._db.execute(sql, args)}
+
+    def indexed_with_hash(self, source: str, content_hash: str) -> list[str]:
+        """Keys of the indexed documents of ``source`` whose content hash is ``content_hash``."""
+        cur = self._db.execute("SELECT key FROM documents WHERE source = ? AND content_hash = ? "
+                               "AND status = 'indexed' ORDER BY key", (source, content_hash))
+        return [r[0] for r in cur]
+
+    def keys_with_prefix(self, source: str, prefix: str) -> set[str]:
+        """Keys of ``source`` that start with ``prefix`` (every document below a directory)."""
+        hi = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        cur = self._db.execute("SELECT key FROM documents WHERE source = ? AND key >= ? AND key < ?",
+                               (source, prefix, hi))
+        return {r[0] for r in cur}
+
+    def iter_records(self, *, source: str | None = None, lm_from: datetime | None = None,
+                     lm_to: datetime | None = None, order: str = "key") -> Iterator[DocumentRecord]:
+        """Records, optionally of one source and with ``lm_from <= last_modified < lm_to``."""
+        sql, args = "SELECT * FROM documents WHERE 1=1", []
+        if source is not None:
+            sql += " AND source = ?"
+            args.append(source)
+        if lm_from is not None:
+            sql += " AND last_modified >= ?"
+            args.append(to_db_time(lm_from))
+        if lm_to is not None:
+            sql += " AND last_modified < ?"
+            args.append(to_db_time(lm_to))
+        sql += " ORDER BY " + {"key": "key", "last_modified": "last_modified DESC, key"}[order]
+        for row in self._db.execute(sql, args):
+            yield _row_to_record(row)
+
+    def counts_by_source(self) -> dict[str, dict[str, int]]:
+        """``{source: {status: n}}``."""
+        out: dict[str, dict[str, int]] = {}
+        for src, status, n in self._db.execute(
+                "SELECT source, status, count(*) FROM documents GROUP BY source, status"):
+            out.setdefault(src, {})[status] = n
+        return out
+
+    def media_types(self) -> list[str]:
+        """The media types of indexed documents, sorted."""
+        return [mt for (mt,) in self._db.execute(
+            "SELECT DISTINCT media_type FROM documents WHERE status = 'indexed' AND media_type IS NOT NULL "
+            "ORDER BY media_type")]
+
+    def write_batch(self, upserts: Iterable[DocumentRecord], deletes: Iterable[str] = (),
+                    meta: dict[str, str] | None = None) -> None:
+        """Apply upserts, deletions and ``meta`` values in one transaction (all or nothing).
+
+        Raises:
+            ValueError: a record holds a naive datetime (checked before anything is written).
+            StoreError: the transaction failed (disk full, read-only file system); nothing of
+                the batch was written.
+        """
+        rows = [_record_to_row(r) for r in upserts]  # ValueError (naive time) before any write
+        self._transaction([(_UPSERT, rows),
+                           ("DELETE FROM documents WHERE key = ?", [(k,) for k in deletes]),
+                           ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
+
+    def reset_stats(self, keys: Iterable[str]) -> None:
+        """Forget the stored stat and hash of ``keys`` so the next pass reads and re-indexes them."""
+        self._exec_many("UPDATE documents SET mtime_ns = NULL, content_hash = NULL, "
+                        "status = 'stale' WHERE key = ?", ((k,) for k in keys))

@@ -1,0 +1,104 @@
+"""The query language's lexer: query text -> tokens (words, phrases, fields, ranges, operators).
+
+``NAME:`` is a field only when NAME is a letter-led name and the next character is not white
+space, ``:`` or ``/`` (so ``std::vector``, ``http://x`` and ``12:30`` are words); the field name
+is checked here against :data:`indexerd.index.querytree.SEARCHABLE_FIELDS`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from indexerd.core.errors import QueryError
+from indexerd.index.querytree import FIELD_ALIASES, SEARCHABLE_FIELDS, STORED_ONLY_FIELDS
+
+__all__ = ["Token", "Lexer"]
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: its kind, its text, where it starts."""
+
+    kind: str  # "(" ")" AND OR NOT - FIELD WORD PHRASE RANGE END
+    text: str
+    at: int  # 0-based offset in the query
+
+
+_FIELD = re.compile(r"([A-Za-z_]\w*):(?=[^\s:/])")
+_WORD_END = re.compile(r'[\s()"]')
+
+
+class Lexer:
+    """Cuts a query into :class:`Token` s (grammar in :mod:`indexerd.index.query`).
+
+    Raises (from :meth:`tokens`): QueryError for an unclosed quote or range, a field without a
+    value, or an unknown or stored-only field name.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def fail(self, problem: str, at: int) -> QueryError:
+        """The error for ``problem`` at 0-based offset ``at``: quotes the query, counts from 1."""
+        return QueryError(f"malformed query {self.text!r}: {problem} at character {at + 1}")
+
+    def tokens(self) -> list[Token]:
+        """Every token of the query, then one ``END``."""
+        text, i, out = self.text, 0, []
+        after_field = False
+        while i < len(text):
+            c = text[i]
+            if c.isspace():
+                if after_field:
+                    raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
+                i += 1
+                continue
+            if c in "()":
+                out.append(Token(c, c, i))
+                i += 1
+            elif c == '"':
+                end = text.find('"', i + 1)
+                if end < 0:
+                    raise self.fail("unbalanced double quote: this '\"' is never closed", i)
+                out.append(Token("PHRASE", text[i + 1:end], i))
+                i = end + 1
+            elif after_field and c in "[{":
+                end = min((j for j in (text.find("]", i), text.find("}", i)) if j >= 0), default=-1)
+                if end < 0:
+                    raise self.fail(f"unclosed range: this {c!r} has no ']' or '}}'", i)
+                out.append(Token("RANGE", text[i:end + 1], i))
+                i = end + 1
+            elif c == "-" and not after_field and i + 1 < len(text) and text[i + 1] not in ' \t\r\n)':
+                out.append(Token("-", c, i))
+                i += 1
+                continue  # the term follows
+            else:
+                m = None if after_field else _FIELD.match(text, i)
+                if m:
+                    out.append(Token("FIELD", self._field_name(m.group(1), i), i))
+                    i = m.end()
+                    after_field = True
+                    continue
+                end = _WORD_END.search(text, i)
+                end = len(text) if end is None else end.start()
+                word = text[i:end]
+                kind = word if word in ("AND", "OR", "NOT") and not after_field else "WORD"
+                out.append(Token(kind, word, i))
+                i = end
+            after_field = False
+        if after_field:
+            raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
+        out.append(Token("END", "", len(text)))
+        return out
+
+    def _field_name(self, name: str, at: int) -> str:
+        lower = name.lower()
+        lower = FIELD_ALIASES.get(lower, lower)
+        if lower in SEARCHABLE_FIELDS:
+            return lower
+        searchable = ", ".join(SEARCHABLE_FIELDS)
+        if lower in STORED_ONLY_FIELDS:
+            raise self.fail(f"field {name!r} is stored but not searchable (searchable: {searchable})", at)
+        raise self.fail(f"no field {name!r} (searchable: {searchable}); to search for the text "
+                        f"itself, quote it: '\"{name}:...\"'", at)
