@@ -31,16 +31,16 @@ WRITES_OUTSIDE_THE_WRITER: dict[str, tuple[tuple[str, ...], str]] = {
     "crawl_write": (("sources/web/",), "the crawl table is written only by the one pass of its "
                     "web source (a source runs one pass at a time); the writer never writes it"),
     "crawl_drop_spilled": (("sources/web/",), "the same rows as crawl_write, the same owner"),
-    "crawl_due_now": (("cli/ctlverbs.py",), "one crawl row's schedule, for `ctl forget`; a crawl "
+    "crawl_due_now": (("sources/web/source.py",), "one crawl row's schedule, for `ctl forget`; a crawl "
                       "running meanwhile keeps its own schedule for that page (documented there)"),
     "pass_started": (("core/indexer.py",), "the source_runs row of the source whose pass starts, "
                      "from the thread that runs that pass, under the source's pass lock"),
-    "record_run": (("core/indexer.py", "daemon/main.py"), "the same row as pass_started, from the "
+    "record_run": (("core/indexer.py", "daemon/passes.py"), "the same row as pass_started, from the "
                    "same thread, after the pass's last flush"),
-    "write_batch": (("core/indexer.py", "sources/sql/"), "the reconcile at start, before the writer "
+    "write_batch": (("core/recovery.py", "sources/sql/"), "the reconcile at start, before the writer "
                     "thread exists, under the state dir lock; the SQL source's own meta keys "
                     "(full-load time, forgotten ids), which nothing else writes"),
-    "reset_stats": (("core/indexer.py",), "the reconcile and rebuild at start, before the writer "
+    "reset_stats": (("core/recovery.py",), "the reconcile and rebuild at start, before the writer "
                     "thread exists"),
     "forget_source": (("core/indexer.py",), "a removed source's rows after its removals were "
                       "flushed by the writer; no pass of that source runs any more"),
