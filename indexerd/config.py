@@ -125,6 +125,22 @@ class TantivySettings(_Struct):
     analysis_worker: bool = True
 
 
+class PostgresqlSettings(_Struct):
+    """``[index.postgresql]``: the shared index on a PostgreSQL server (``engine = "postgresql"``).
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``; ``postgresql+psycopg://`` is
+    accepted too) without the password, which comes from ``password_env`` or ``password_file``
+    and is never logged or shown; ``schema`` holds the index's tables (created when missing);
+    ``timeout`` bounds connecting and each statement (seconds).
+    """
+
+    url: str
+    password_env: str | None = None
+    password_file: str | None = None
+    schema: str = "indexerd"
+    timeout: Seconds = Seconds(30.0)
+
+
 #: ``[index]`` keys of the Whoosh writer before engines had their own tables
 _MOVED_INDEX_KEYS = ("writer_memory", "merge_idle")
 
@@ -142,12 +158,13 @@ class IndexSettings(_Struct):
     None afterwards.
     """
 
-    engine: Literal["whoosh", "tantivy"] = "whoosh"
+    engine: Literal["whoosh", "tantivy", "postgresql"] = "whoosh"
     commit_interval: Seconds = Seconds(1.0)
     commit_batch: int = 200
     bulk_commit_batch: int = 5000
     whoosh: WhooshSettings = WhooshSettings()
     tantivy: TantivySettings = TantivySettings()
+    postgresql: PostgresqlSettings | None = None
     writer_memory: Bytes | None = None
     merge_idle: Seconds | None = None
 
@@ -371,7 +388,7 @@ def _friendly(what: str, path: str = "") -> str:
     what = re.sub(r"Expected `([^`]+)`, got `(\w+)`", lambda m: f"expected {m.group(1).replace(' | null', '')}, got {m.group(2)}", what)
     what = what.replace("Object missing required field", "missing required key")
     if path == "index.engine":
-        what = re.sub(r"Invalid enum value (.+)", r"expected 'whoosh' or 'tantivy', got \1", what)
+        what = re.sub(r"Invalid enum value (.+)", r"expected 'whoosh', 'tantivy' or 'postgresql', got \1", what)
     return what
 
 
@@ -534,6 +551,11 @@ def _check_semantics(cfg: Config, origin: str) -> None:
     if cfg.index.tantivy.writer_threads < 0:
         raise ConfigError(f"{origin}: index.tantivy.writer_threads: expected a whole number >= 0, "
                           f"got {cfg.index.tantivy.writer_threads}")
+    pg = cfg.index.postgresql
+    if cfg.index.engine == "postgresql" and pg is None:
+        raise ConfigError(f"{origin}: index.postgresql.url: required when index.engine = 'postgresql'")
+    if pg is not None and pg.password_env and pg.password_file:
+        raise ConfigError(f"{origin}: index.postgresql: set password_env or password_file, not both")
     if cfg.index.engine != "whoosh":  # the default is a dependency; another needs its extra
         from indexerd.index.base import load_engine
 

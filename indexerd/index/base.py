@@ -35,7 +35,7 @@ from indexerd.core.errors import ConfigError, IndexUnavailable
 log = logging.getLogger(__name__)
 
 #: The engines indexerd knows, by their ``[index] engine`` name; the first is the default.
-ENGINES = ("whoosh", "tantivy")
+ENGINES = ("whoosh", "tantivy", "postgresql")
 #: The version of the text analysis (tokenising, normalisation, stemming) every engine applies
 #: through :mod:`indexerd.index.analysis`.  Bump it whenever a text yields other terms than
 #: before: an index written with another version is rebuilt from the sources at the next start.
@@ -134,7 +134,7 @@ class IndexSession(Protocol):
 class SearchIndex(Protocol):
     """One open full-text index (``<state_dir>/index``).
 
-    ``path`` is the index directory; ``engine`` the engine's name (``whoosh``, ``tantivy``).
+    ``path`` is the index directory; ``engine`` the engine's name (``whoosh``, ``tantivy``, ``postgresql``).
     Readers retry internally when a concurrent commit changes the files under them, and raise
     :class:`~indexerd.core.errors.IndexUnavailable` when that keeps failing.
     """

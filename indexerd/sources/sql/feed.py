@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
@@ -49,6 +48,7 @@ from indexerd.core.dates import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
 from indexerd.core.pipeline import PassCounts, Pipeline, Policy
+from indexerd.core.secrets import read_password
 from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
 from indexerd.sources.sql.rows import BadRow, SqlRows
 
@@ -98,19 +98,7 @@ class SqlFeed:
         Raises:
             ConfigError: the variable is unset or the file unreadable (names which, not the value).
         """
-        if self.cfg.password_env:
-            value = os.environ.get(self.cfg.password_env)
-            if value is None:
-                raise ConfigError(f"source {self.name}: environment variable {self.cfg.password_env} is not set")
-            return value
-        if self.cfg.password_file:
-            try:
-                with open(self.cfg.password_file, encoding="utf-8") as fh:
-                    return fh.read().strip("\r\n")
-            except OSError as e:
-                raise ConfigError(f"source {self.name}: cannot read password_file "
-                                  f"{self.cfg.password_file}: {e.strerror}") from None
-        return None
+        return read_password(f"source {self.name}", self.cfg.password_env, self.cfg.password_file)
 
     def check(self, where: str, *, files: bool = True) -> None:
         """Check-time tests (``check-config``, daemon start, reload, ``indexerd index``): the
