@@ -277,3 +277,12 @@ def test_config_of_the_engine(engine) -> None:
     with pytest.raises(ConfigError, match="plain SQL name"):
         open_index(Path("/nonexistent"), parse_config(
             '[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql:///x"\nschema = "a;b"\n').index)
+
+
+def test_an_identifier_part_stemmed_to_nothing_is_left_out_not_refused(ix) -> None:
+    """``s_jis`` analyses to the parts ``""`` and ``ji`` (Porter stems ``s`` to nothing): the
+    python-docs codecs page failed the whole batch with a tsvector syntax error."""
+    s = ix.session()
+    s.update(doc("codecs", "shift_jis alias s_jis and s_jisx0213"))
+    s.commit(merge=False)
+    assert keys_of(ix.search("s_jis")) == ["codecs"] and keys_of(ix.search("jisx0213")) == ["codecs"]

@@ -13,8 +13,8 @@ parser, no dictionary), so they meet the ``tsv`` of :mod:`.documents` token for 
   ``starts_with(column, value)``; ``NumberRange`` -> ``size BETWEEN``; ``DateRange`` ->
   ``start <= last_modified < end``; ``MatchAll`` -> ``TRUE``.
 
-A token PostgreSQL cannot hold (over :data:`~.documents.MAX_LEXEME_BYTES`) is in no document, as
-on the other engines where such a word is rare: its leaf is ``FALSE``.  :func:`rank_tsquery`
+A token PostgreSQL cannot hold (over :data:`~.documents.MAX_LEXEME_BYTES`) is in no document: its
+leaf is ``FALSE``; an empty token (see :mod:`.documents`) is left out of its phrase.  :func:`rank_tsquery`
 is what :func:`ts_rank_cd` scores: the text leaves outside any ``Not``, or'ed.
 """
 
@@ -49,12 +49,13 @@ def _text(node) -> str | None:
     """The ``tsquery`` of a node made of text leaves only, None when it holds another kind (or a
     token no ``tsvector`` can hold)."""
     if isinstance(node, Tokens):
-        if any(_too_long(t) for t in node.tokens):
+        tokens = [t for t in node.tokens if t]  # "" is in no document (see .documents)
+        if not tokens or any(_too_long(t) for t in tokens):
             return None
         w = WEIGHTS[node.field]
-        return " <-> ".join(f"{quote_lexeme(t)}:{w}" for t in node.tokens)
+        return " <-> ".join(f"{quote_lexeme(t)}:{w}" for t in tokens)
     if isinstance(node, TokenPrefix):
-        if _too_long(node.prefix):
+        if not node.prefix or _too_long(node.prefix):
             return None
         return f"{quote_lexeme(node.prefix)}:*{WEIGHTS[node.field]}"
     if isinstance(node, Or):

@@ -20,7 +20,8 @@ Limits of ``tsvector`` (PostgreSQL 15, ``src/include/tsearch/ts_type.h``), appli
 a big document is indexed rather than refused: a position above :data:`MAX_POSITION` is stored
 as :data:`MAX_POSITION` (words past it are found, phrases past it are not); a lexeme keeps at
 most :data:`MAX_POSITIONS_PER_LEXEME` positions (the first ones, title first); a token longer
-than :data:`MAX_LEXEME_BYTES` is dropped (PostgreSQL refuses it; the embedded engines keep it);
+than :data:`MAX_LEXEME_BYTES` is dropped (PostgreSQL refuses it; the embedded engines keep it),
+an empty one too, without taking a position (as tantivy's whitespace split of the tokens);
 once the literal reaches :data:`TSVECTOR_BUDGET_BYTES` later *new* lexemes are dropped
 (PostgreSQL refuses a tsvector over 1 MB).
 """
@@ -85,6 +86,8 @@ def build_tsvector(title_tokens: list[str], content_tokens: list[str], ids: list
         nonlocal used, truncated
         pos = first
         for tok in tokens:
+            if not tok:  # Porter stems an identifier's part "s" to "": tantivy's whitespace split drops it too
+                continue
             p = pos if pos < MAX_POSITION else MAX_POSITION
             pos += step
             plist = entries.get(tok)
