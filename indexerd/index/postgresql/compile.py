@@ -28,7 +28,7 @@ from indexerd.index.querytokens import MatchAll, MatchNone, TokenPrefix, Tokens
 from .documents import MAX_LEXEME_BYTES, key_hash, quote_lexeme
 
 #: The ``tsv`` weight of each text field (:mod:`.documents`).
-WEIGHTS = {"title": "A", "content": "B", "ids": "C"}
+WEIGHTS = {"title": "A", "content": "B", "ids": "C", "title+content": "AB"}
 #: Columns of the keyword fields.
 KEYWORD_COLUMNS = {"source": "source", "media_type": "media_type", "date_source": "date_source", "key": "key"}
 
@@ -59,6 +59,9 @@ def _text(node) -> str | None:
             return None
         return f"{quote_lexeme(node.prefix)}:*{WEIGHTS[node.field]}"
     if isinstance(node, Or):
+        merged = _both_fields(node)
+        if merged is not None:
+            return _text(merged)
         parts = [_text(c) for c in node.children]
         return None if None in parts else "(" + " | ".join(parts) + ")"
     if isinstance(node, And):
@@ -70,6 +73,18 @@ def _text(node) -> str | None:
             parts.append("!(" + inner + ")" if isinstance(c, Not) else inner)
         return "(" + " & ".join(parts) + ")"
     return None
+
+
+def _both_fields(node: Or) -> Tokens | None:
+    """``title:x OR content:x`` (what every unfielded word becomes) as one leaf on both weights,
+    ``'x':AB``: the same documents (a phrase never spans the two fields: :mod:`.documents`
+    leaves a position between them), half the operands to match and rank."""
+    if len(node.children) != 2 or not all(isinstance(c, Tokens) for c in node.children):
+        return None
+    a, b = node.children
+    if a.tokens != b.tokens or {a.field, b.field} != {"title", "content"}:
+        return None
+    return Tokens("title+content", a.tokens)
 
 
 def _match(tsq: str) -> Where:
@@ -149,6 +164,8 @@ def rank_tsquery(tree) -> str | None:
             t = _text(n)
             if t is not None:
                 leaves.append(t)
+        elif isinstance(n, Or) and _both_fields(n) is not None:
+            walk(_both_fields(n))
         elif isinstance(n, (And, Or)):
             for c in n.children:
                 if not isinstance(c, Not):

@@ -9,7 +9,8 @@ file, the schema and the timeout -- never a password.
 Connections: every statement runs with ``statement_timeout`` = the target's timeout and the
 connection is made with ``connect_timeout`` = the same (house rule: every network call has a
 timeout).  Readers share a :class:`psycopg_pool.ConnectionPool` (thread-safe; a connection that
-broke is replaced); the write session has a connection of its own for its transaction.
+broke is dropped when it is given back, and the read is tried once more on a new one); the write
+session has a connection of its own for its transaction.
 """
 
 from __future__ import annotations
@@ -147,4 +148,4 @@ class PgTarget:
 
         kwargs = dict(self.connect_kwargs(), autocommit=True)
         return ConnectionPool(self.url, min_size=0, max_size=POOL_MAX, kwargs=kwargs, open=True,
-                              timeout=self.timeout_seconds, name="indexerd-index", check=ConnectionPool.check_connection)
+                              timeout=self.timeout_seconds, name="indexerd-index")

@@ -110,7 +110,8 @@ class PgIndex:
 
     # -- connections ----------------------------------------------------------------------
     def _read(self, query, params=(), *, one: bool = False):
-        """Rows of one read statement on a pooled connection.
+        """Rows of one read statement on a pooled connection (tried on a second one when the
+        first was broken: a server restart drops every pooled connection).
 
         Raises:
             IndexUnavailable: the server cannot be reached or the statement failed.
@@ -119,12 +120,16 @@ class PgIndex:
             raise IndexUnavailable(f"{self.where}: the index is closed")
         from psycopg_pool import PoolTimeout
 
-        try:
-            with self._pool.connection() as conn:
-                cur = conn.execute(query, params)
-                return cur.fetchone() if one else cur.fetchall()
-        except (psycopg.Error, PoolTimeout) as e:
-            raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
+        for attempt in (1, 2):
+            try:
+                with self._pool.connection() as conn:
+                    cur = conn.execute(query, params)
+                    return cur.fetchone() if one else cur.fetchall()
+            except psycopg.OperationalError as e:  # a pooled connection the server dropped
+                if attempt == 2:
+                    raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
+            except (psycopg.Error, PoolTimeout) as e:
+                raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
 
     # -- writing ---------------------------------------------------------------------------
     def session(self, *, timeout_seconds: float = 10.0, **_ignored) -> PgSession:
