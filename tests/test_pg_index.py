@@ -286,3 +286,25 @@ def test_an_identifier_part_stemmed_to_nothing_is_left_out_not_refused(ix) -> No
     s.update(doc("codecs", "shift_jis alias s_jis and s_jisx0213"))
     s.commit(merge=False)
     assert keys_of(ix.search("s_jis")) == ["codecs"] and keys_of(ix.search("jisx0213")) == ["codecs"]
+
+
+def test_dropped_connections_readers_retry_a_writer_gets_oserror_and_the_last_commit_stays(ix, pg_index_server) -> None:
+    """What a server restart or an idle-connection reaper does: every connection of indexerd
+    is terminated.  The next search reconnects; the open session's commit fails with OSError and
+    leaves the previous commit; a new session works."""
+    s = ix.session()
+    s.update(doc("a", "kept words"))
+    token = s.commit(merge=False)
+    assert keys_of(ix.search("kept")) == ["a"]  # a pooled connection now exists
+    s = ix.session()
+    s.update(doc("b", "lost words"))
+    s._flush()
+    pg_index_server.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE application_name = 'indexerd' AND pid <> pg_backend_pid()")
+    with pytest.raises(OSError, match="commit failed"):
+        s.commit(merge=False)
+    assert keys_of(ix.search("words")) == ["a"] and ix.commit_token() == token
+    s = ix.session()
+    s.update(doc("c", "new words"))
+    s.commit(merge=False)
+    assert keys_of(ix.search("words")) == ["a", "c"]
