@@ -14,8 +14,9 @@ written before the identity file existed holds Whoosh files only: it reads as th
 with analysis version 1.
 
 Thread safety: :meth:`SearchIndex.search`, :meth:`SearchIndex.count` and the other readers may
-be called from any thread; at most one :class:`IndexSession` is open at a time in the whole
-system (the index writer thread's), and the engine enforces that across processes.
+be called from any thread; at most one :class:`IndexSession` is open at a time in one process
+(the index writer thread's).  The embedded engines enforce one across processes too; the
+PostgreSQL engine lets several processes (nodes, each with its own state dir) write at once.
 """
 
 from __future__ import annotations
