@@ -3,6 +3,7 @@ temp state dirs, and a runner for the real CLI in a subprocess."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -32,11 +33,57 @@ def _engine_names() -> list[str]:
 ENGINE_NAMES = _engine_names()
 
 
+# -- the PostgreSQL engine's server: one per session (per xdist worker), started by the first test
+# that runs on the postgresql engine; missing server binaries make those tests fail, never skip
+_PG_INDEX = {"url": None, "schema": None}
+_PG_SCHEMAS = itertools.count(1)
+
+
+def engine_toml(engine: str, *, fresh: bool = False) -> str:
+    """The ``[index]`` table choosing ``engine``; for postgresql with its ``[index.postgresql]``
+    table on the session's server, in the current test's schema (``fresh``: a new schema, for a
+    test that builds several independent indexes)."""
+    text = f'[index]\nengine = "{engine}"\n'
+    if engine != "postgresql":
+        return text
+    if _PG_INDEX["url"] is None:
+        raise RuntimeError("the postgresql engine needs the pg_index_server fixture (see _engine_fixtures)")
+    schema = f"ix{next(_PG_SCHEMAS)}" if fresh else _PG_INDEX["schema"]
+    return text + f'[index.postgresql]\nurl = "{_PG_INDEX["url"]}"\nschema = "{schema}"\n'
+
+
 def index_settings(engine: str, text: str = ""):
     """The ``[index]`` settings of a config choosing ``engine`` (``text``: more TOML)."""
     from indexerd.config import parse_config
 
-    return parse_config(f'[index]\nengine = "{engine}"\n{text}', "<test>").index
+    head, table, pg = engine_toml(engine).partition("[index.postgresql]")
+    return parse_config(f"{head}{text}\n{table}{pg}", "<test>").index
+
+
+@pytest.fixture(scope="session")
+def pg_index_server():
+    """The PostgreSQL server of the postgresql engine's tests (tests/pg.py), one database.
+    Fails (PgUnavailable) when the server binaries are missing: never a skip."""
+    from pg import PgServer
+
+    server = PgServer.start()
+    try:
+        server.wait_ready()
+        _PG_INDEX["url"] = server.create_database("indexerd_index")
+        yield server
+    finally:
+        _PG_INDEX["url"] = None
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _engine_fixtures(request):
+    """A test parametrised with the postgresql engine gets the server and a schema of its own."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "postgresql" in callspec.params.values():
+        request.getfixturevalue("pg_index_server")
+        _PG_INDEX["schema"] = f"ix{next(_PG_SCHEMAS)}"
+    yield
 
 
 @pytest.fixture(params=ENGINE_NAMES)

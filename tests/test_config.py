@@ -306,7 +306,7 @@ def test_index_engine_and_engine_tables() -> None:
 
 def test_index_unknown_engine_and_unknown_engine_key_name_the_key() -> None:
     msg = config_error('[index]\nengine = "lucene"\n')
-    assert "index.engine" in msg and "'whoosh' or 'tantivy'" in msg and "lucene" in msg
+    assert "index.engine" in msg and "'whoosh', 'tantivy' or 'postgresql'" in msg and "lucene" in msg
     msg = config_error('[index.whoosh]\nwriter_mem = "32MB"\n')
     assert "index.whoosh.writer_mem: unknown key" in msg
     msg = config_error('[index.tantivy]\nmerge_idle = "5m"\n')

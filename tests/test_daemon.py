@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_NAMES, index_settings, stop_daemon
+from conftest import ENGINE_NAMES, engine_toml, index_settings, stop_daemon
 
 REPO = Path(__file__).resolve().parents[1]
 CLI_TIMEOUT = 30.0          # one CLI call
@@ -84,7 +84,7 @@ class DaemonUnderTest:
     # -- config -------------------------------------------------------------------------------
     def config_text(self, sources: dict[str, Path], typo: bool = False) -> str:
         lines = [f'state_dir = "{self.base / "state"}"', f'control_socket = "{self.sock}"',
-                 'log_level = "info"', "", "[index]", f'engine = "{self.engine}"', ""]
+                 'log_level = "info"', "", *engine_toml(self.engine).splitlines(), ""]
         for name, root in sources.items():
             lines += ["[[sources.filesystem]]", f'name = "{name}"', f'path = "{root}"']
             if typo:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_NAMES
+from conftest import ENGINE_NAMES, engine_toml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +74,7 @@ class Harness:
     def __init__(self, base: Path, engine: str = "whoosh") -> None:
         self.root = base / "root"
         self.root.mkdir()
-        self.cfg = parse_config(f'state_dir = "{base / "state"}"\n[index]\nengine = "{engine}"\n'
+        self.cfg = parse_config(f'state_dir = "{base / "state"}"\n{engine_toml(engine, fresh=True)}'
                                 f'[[sources.filesystem]]\nname = "tree"\npath = "{self.root}"\n', "<property>")
         self.ix = Indexer(self.cfg)
         self.ix.open("index")

@@ -33,6 +33,7 @@ from indexerd.config.schema import (
     Politeness,
     Sources,
     SqlSource,
+    PostgresqlSettings,
     TantivySettings,
     WebAuth,
     WebSource,
@@ -44,7 +45,7 @@ from indexerd.core.errors import ConfigError
 __all__ = [
     "DEFAULT_CONFIG_PATH", "DEFAULT_EXCLUDES", "DEFAULTS_ORIGIN", "MAX_BYTES", "MAX_SECONDS", "Bytes",
     "Config", "ConfigError", "ConfigFile", "FilesystemSource", "HttpSettings", "IndexSettings",
-    "Politeness", "Seconds", "SourcePolicy", "Sources", "SqlSource", "TantivySettings", "WebAuth",
+    "Politeness", "Seconds", "SourcePolicy", "Sources", "SqlSource", "PostgresqlSettings", "TantivySettings", "WebAuth",
     "WebSource", "WhooshSettings", "find_config_path", "is_loopback", "load_config", "mask_url",
     "mask_userinfo", "parse_config", "parse_size", "resolve_control_socket", "resolve_state_dir",
     "source_policy", "to_toml",

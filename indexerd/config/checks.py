@@ -130,6 +130,11 @@ def check_semantics(cfg: Config, origin: str) -> None:
     if cfg.index.tantivy.writer_threads < 0:
         raise ConfigError(f"{origin}: index.tantivy.writer_threads: expected a whole number >= 0, "
                           f"got {cfg.index.tantivy.writer_threads}")
+    pg = cfg.index.postgresql
+    if cfg.index.engine == "postgresql" and pg is None:
+        raise ConfigError(f"{origin}: index.postgresql.url: required when index.engine = 'postgresql'")
+    if pg is not None and pg.password_env and pg.password_file:
+        raise ConfigError(f"{origin}: index.postgresql: set password_env or password_file, not both")
     if cfg.index.engine != "whoosh":  # the default is a dependency; another needs its extra
         from indexerd.index.base import load_engine
 

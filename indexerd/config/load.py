@@ -45,7 +45,7 @@ def _friendly(what: str, path: str = "") -> str:
     what = re.sub(r"Expected `([^`]+)`, got `(\w+)`", lambda m: f"expected {m.group(1).replace(' | null', '')}, got {m.group(2)}", what)
     what = what.replace("Object missing required field", "missing required key")
     if path == "index.engine":
-        what = re.sub(r"Invalid enum value (.+)", r"expected 'whoosh' or 'tantivy', got \1", what)
+        what = re.sub(r"Invalid enum value (.+)", r"expected 'whoosh', 'tantivy' or 'postgresql', got \1", what)
     return what
 
 

@@ -51,6 +51,22 @@ class TantivySettings(_Struct):
     analysis_worker: bool = True
 
 
+class PostgresqlSettings(_Struct):
+    """``[index.postgresql]``: the shared index on a PostgreSQL server (``engine = "postgresql"``).
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``; ``postgresql+psycopg://`` is
+    accepted too) without the password, which comes from ``password_env`` or ``password_file``
+    and is never logged or shown; ``schema`` holds the index's tables (created when missing);
+    ``timeout`` bounds connecting and each statement (seconds).
+    """
+
+    url: str
+    password_env: str | None = None
+    password_file: str | None = None
+    schema: str = "indexerd"
+    timeout: Seconds = Seconds(30.0)
+
+
 #: ``[index]`` keys of the Whoosh writer before engines had their own tables
 _MOVED_INDEX_KEYS = ("writer_memory", "merge_idle")
 
@@ -58,8 +74,9 @@ _MOVED_INDEX_KEYS = ("writer_memory", "merge_idle")
 class IndexSettings(_Struct):
     """``[index]``: which engine, and how the one writer batches and commits.
 
-    ``engine`` is ``"whoosh"`` (the default) or ``"tantivy"`` (``pip install 'indexerd[tantivy]'``);
-    each engine's own knobs are in its table, ``[index.whoosh]`` and ``[index.tantivy]``.
+    ``engine`` is ``"whoosh"`` (the default), ``"tantivy"`` (``pip install 'indexerd[tantivy]'``)
+    or ``"postgresql"`` (a shared index on a server, ``pip install 'indexerd[postgresql]'``); each
+    engine's own knobs are in its table, ``[index.whoosh]``, ``[index.tantivy]``, ``[index.postgresql]``.
     ``commit_interval`` is the most a change may wait before it is searchable (seconds);
     ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
     is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments).
@@ -68,12 +85,13 @@ class IndexSettings(_Struct):
     None afterwards.
     """
 
-    engine: Literal["whoosh", "tantivy"] = "whoosh"
+    engine: Literal["whoosh", "tantivy", "postgresql"] = "whoosh"
     commit_interval: Seconds = Seconds(1.0)
     commit_batch: int = 200
     bulk_commit_batch: int = 5000
     whoosh: WhooshSettings = WhooshSettings()
     tantivy: TantivySettings = TantivySettings()
+    postgresql: PostgresqlSettings | None = None
     writer_memory: Bytes | None = None
     merge_idle: Seconds | None = None
 

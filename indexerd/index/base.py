@@ -14,8 +14,9 @@ written before the identity file existed holds Whoosh files only: it reads as th
 with analysis version 1.
 
 Thread safety: :meth:`SearchIndex.search`, :meth:`SearchIndex.count` and the other readers may
-be called from any thread; at most one :class:`IndexSession` is open at a time in the whole
-system (the index writer thread's), and the engine enforces that across processes.
+be called from any thread; at most one :class:`IndexSession` is open at a time in one process
+(the index writer thread's).  The embedded engines enforce one across processes too; the
+PostgreSQL engine lets several processes (nodes, each with its own state dir) write at once.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from indexerd.core.errors import ConfigError, IndexUnavailable
 log = logging.getLogger(__name__)
 
 #: The engines indexerd knows, by their ``[index] engine`` name; the first is the default.
-ENGINES = ("whoosh", "tantivy")
+ENGINES = ("whoosh", "tantivy", "postgresql")
 #: The version of the text analysis (tokenising, normalisation, stemming) every engine applies
 #: through :mod:`indexerd.index.analysis`.  Bump it whenever a text yields other terms than
 #: before: an index written with another version is rebuilt from the sources at the next start.
@@ -134,7 +135,7 @@ class IndexSession(Protocol):
 class SearchIndex(Protocol):
     """One open full-text index (``<state_dir>/index``).
 
-    ``path`` is the index directory; ``engine`` the engine's name (``whoosh``, ``tantivy``).
+    ``path`` is the index directory; ``engine`` the engine's name (``whoosh``, ``tantivy``, ``postgresql``).
     Readers retry internally when a concurrent commit changes the files under them, and raise
     :class:`~indexerd.core.errors.IndexUnavailable` when that keeps failing.
     """

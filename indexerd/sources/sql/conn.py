@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from indexerd.config import SqlSource, mask_url
+from indexerd.config import mask_url
 from indexerd.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -198,25 +198,3 @@ def interruptible(conn, cancel: threading.Event | None):
     finally:
         done.set()
         t.join()
-
-
-def read_password(cfg: SqlSource) -> str | None:
-    """The password of the ``[[sources.sql]]`` table ``cfg``, from ``password_env`` or
-    ``password_file``; None when neither is set.
-
-    Raises:
-        ConfigError: the variable is unset or the file unreadable (names which, not the value).
-    """
-    if cfg.password_env:
-        value = os.environ.get(cfg.password_env)
-        if value is None:
-            raise ConfigError(f"source {cfg.name}: environment variable {cfg.password_env} is not set")
-        return value
-    if cfg.password_file:
-        try:
-            with open(cfg.password_file, encoding="utf-8") as fh:
-                return fh.read().strip("\r\n")
-        except OSError as e:
-            raise ConfigError(f"source {cfg.name}: cannot read password_file "
-                              f"{cfg.password_file}: {e.strerror}") from None
-    return None

@@ -47,7 +47,8 @@ from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
 from indexerd.core.pipeline import PassCounts, Pipeline, Policy
-from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file, read_password
+from indexerd.core.secrets import read_password
+from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
 from indexerd.sources.sql import reread
 from indexerd.sources.sql.rows import BadRow, SqlRows
 
@@ -93,8 +94,12 @@ class SqlFeed:
 
     # -- connection -----------------------------------------------------------------------
     def password(self) -> str | None:
-        """The password (:func:`indexerd.sources.sql.conn.read_password`), or None."""
-        return read_password(self.cfg)
+        """The password from ``password_env`` / ``password_file``, or None.
+
+        Raises:
+            ConfigError: the variable is unset or the file unreadable (names which, not the value).
+        """
+        return read_password(f"source {self.name}", self.cfg.password_env, self.cfg.password_file)
 
     def check(self, where: str, *, files: bool = True) -> None:
         """Check-time tests (``check-config``, daemon start, reload, ``indexerd index``): the

@@ -1,0 +1,284 @@
+"""The PostgreSQL engine: :class:`PgIndex`, an index in tables of a PostgreSQL schema.
+
+Outside contract relied on (PostgreSQL 15, psycopg 3):
+
+- a transaction's writes are invisible to other sessions until ``COMMIT`` and all visible
+  after it; a connection that dies (a ``kill -9`` of indexerd) rolls its transaction back, so
+  the last commit stays the index;
+- ``INSERT ... ON CONFLICT DO UPDATE`` of a key another transaction is writing waits for that
+  transaction, then updates: concurrent writers of the same key serialise, of different keys
+  never wait (several nodes write one index);
+- a ``tsvector`` / ``tsquery`` given as a literal is taken lexeme for lexeme, with no parser or
+  dictionary (:mod:`.documents`, :mod:`.compile`); ``ts_rank_cd`` needs positions, which the
+  ``tsv`` has; a GIN index answers ``tsv @@ tsquery``;
+- a server-side (named) cursor reads one snapshot of the table, fetched in pages.
+
+Nothing is on local disk but :data:`~.connect.TARGET_FILE` and the identity file: ``size_bytes``
+is the tables' size on the server.  There is no writer lock: each node has its own state dir
+(whose lock keeps one writer per node) and the nodes write the same tables at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
+from indexerd.index.analysis import analyzer as shared_analyzer
+from indexerd.index.base import ANALYSIS_VERSION, Hit
+from indexerd.index.highlight import words_regex
+from indexerd.index.query import parse
+from indexerd.index.querytokens import analyse_query, highlight_words
+from indexerd.index.snippets import snippet
+
+from . import schema
+from .compile import Where, compile_where, date_range, rank_tsquery
+from .connect import PgTarget
+from .documents import from_bytes
+from .session import PgSession, _first_line
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+
+#: ``ts_rank_cd`` weights of ``{D, C, B, A}``: title (A) 3x content (B) and identifiers (C), as
+#: the embedded engines' title boost.
+RANK_WEIGHTS = "{0.1, 0.333, 0.333, 1.0}"
+#: ``ts_rank_cd`` normalisation: divide by 1 + log(document length), as BM25 favours short texts.
+RANK_NORMALISATION = 1
+#: Live commits after which an idle writer cleans the GIN index's pending list.
+MAINTAIN_AFTER_COMMITS = 32
+MAINTAIN_IDLE_SECONDS = 60.0
+#: Rows per fetch of :meth:`PgIndex.keys`'s server-side cursor.
+KEYS_PAGE = 10_000
+
+
+def wanted_marks(format_version: int) -> dict[str, str]:
+    """The ``meta`` rows of an index this indexerd writes."""
+    return {"engine": "postgresql", "analysis": str(ANALYSIS_VERSION), "format": str(format_version)}
+
+
+class PgIndex:
+    """The full-text index in ``target``'s schema; ``path`` the local index directory.
+
+    Thread safety: readers may run in any thread (a pool of connections); sessions are used by
+    one thread each, and several may be open at once (on several nodes) without a lock.
+    """
+
+    engine = "postgresql"
+
+    def __init__(self, target: PgTarget, path: Path) -> None:
+        self.target = target
+        self.path = path
+        self.where = f"PostgreSQL index at {target.shown}"
+        self.analyzer = shared_analyzer(fold_diacritics=True)
+        self._pool = target.pool()
+        s = sql.Identifier(target.schema)
+        self._docs = sql.SQL("{}.documents").format(s)
+        self._commits = sql.SQL("{}.commits").format(s)
+
+    @classmethod
+    def open(cls, path: Path, settings: Any | None, *, create: bool, format_version: int) -> "PgIndex":
+        """Open the index named by ``settings`` (``[index.postgresql]``; None: the target recorded
+        in ``path``); with ``create``, create its tables and record the target in ``path``.
+
+        Raises:
+            ConfigError: no URL, a bad schema name, an unreadable password.
+            IndexUnavailable: nothing there (``create`` False), the server cannot be reached,
+                or the tables were written with another analysis or format (``create`` False).
+        """
+        path = Path(path)
+        target = PgTarget.from_settings(settings) if settings is not None else PgTarget.from_index_dir(path)
+        if target is None:
+            raise IndexUnavailable(f"{path}: no PostgreSQL index recorded here (run `indexerd index` first)")
+        conn = target.connect()
+        try:
+            schema.ensure(conn, target.schema, wanted_marks(format_version), create=create,
+                          where=f"PostgreSQL index at {target.shown}")
+        except psycopg.Error as e:
+            raise IndexUnavailable(f"PostgreSQL index at {target.shown}: {_first_line(e)}") from None
+        finally:
+            conn.close()
+        if create:
+            target.record(path)
+        return cls(target, path)
+
+    # -- connections ----------------------------------------------------------------------
+    def _read(self, query, params=(), *, one: bool = False):
+        """Rows of one read statement on a pooled connection (tried on a second one when the
+        first was broken: a server restart drops every pooled connection).
+
+        Raises:
+            IndexUnavailable: the server cannot be reached or the statement failed.
+        """
+        if self._pool is None:
+            raise IndexUnavailable(f"{self.where}: the index is closed")
+        from psycopg_pool import PoolTimeout
+
+        for attempt in (1, 2):
+            try:
+                with self._pool.connection() as conn:
+                    cur = conn.execute(query, params)
+                    return cur.fetchone() if one else cur.fetchall()
+            except psycopg.OperationalError as e:  # a pooled connection the server dropped
+                if attempt == 2:
+                    raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
+            except (psycopg.Error, PoolTimeout) as e:
+                raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
+
+    # -- writing ---------------------------------------------------------------------------
+    def session(self, *, timeout_seconds: float = 10.0, **_ignored) -> PgSession:
+        """A write session on a connection of its own (no lock: see the module docstring).
+
+        Raises:
+            RetryLater: the server cannot be reached now.
+        """
+        try:
+            return PgSession(self, self.target.connect())
+        except IndexUnavailable as e:
+            raise RetryLater(str(e)) from None
+
+    def maintenance_delay(self, commits_since: int) -> float | None:
+        """:data:`MAINTAIN_IDLE_SECONDS` once :data:`MAINTAIN_AFTER_COMMITS` live commits have
+        gone to the GIN index's pending list; else None (dead rows and statistics are
+        autovacuum's)."""
+        return MAINTAIN_IDLE_SECONDS if commits_since >= MAINTAIN_AFTER_COMMITS else None
+
+    def maintain(self) -> None:
+        """Merge the GIN index's pending list into the index (``gin_clean_pending_list``), so
+        searches stop scanning it; vacuum and ``ANALYZE`` are left to autovacuum.
+
+        Raises:
+            RetryLater: the server cannot be reached.
+        """
+        idx = f"{self.target.schema}.documents_tsv"
+        try:
+            self._read(sql.SQL("SELECT gin_clean_pending_list({}::regclass)").format(sql.Literal(idx)), one=True)
+        except IndexUnavailable as e:
+            raise RetryLater(str(e)) from None
+
+    # -- reading ---------------------------------------------------------------------------
+    def _analysed(self, query: str):
+        return analyse_query(parse(query), self.analyzer)
+
+    @staticmethod
+    def _with_range(w: Where, since: datetime | None, until: datetime | None) -> Where:
+        rng = date_range(since, until)
+        return w if rng is None else Where(f"({w.sql}) AND {rng.sql}", w.params + rng.params)
+
+    def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
+               until: datetime | None = None, snippet_chars: int = 240,
+               sort: str = "relevance") -> list[Hit]:
+        """The best ``limit`` hits of ``query`` with ``since <= last_modified < until`` (aware;
+        None: unbounded), by ``ts_rank_cd`` or by date (newest first), with snippets of about
+        ``snippet_chars`` characters from the stored text.
+
+        Raises:
+            QueryError: the query is malformed (raised by the parser, before this engine).
+            IndexUnavailable: the server cannot be reached.
+        """
+        if sort not in ("relevance", "date"):
+            raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
+        tree = self._analysed(query)
+        where = compile_where(tree)
+        if where is None or limit < 1:
+            return []
+        where = self._with_range(where, since, until)
+        rank_q = rank_tsquery(tree) if sort == "relevance" else None
+        if rank_q is not None:
+            score = sql.SQL("ts_rank_cd({}, tsv, %s::tsquery, {})").format(
+                sql.Literal(RANK_WEIGHTS), sql.Literal(RANK_NORMALISATION))
+            params: tuple = (rank_q,)
+        else:
+            score, params = sql.SQL("0.0::real"), ()
+        order = sql.SQL("t.last_modified DESC, t.key_hash") if sort == "date" else sql.SQL("t.score DESC, t.key_hash")
+        q = sql.SQL("SELECT d.key, d.source, d.title, d.path, d.last_modified, d.date_source, d.media_type, "
+                    "t.score, d.body FROM (SELECT key_hash, last_modified, {score} AS score FROM {docs} "
+                    "WHERE {where} ORDER BY {inner} LIMIT %s) AS t JOIN {docs} AS d USING (key_hash) "
+                    "ORDER BY {order}").format(
+            score=score, docs=self._docs, where=sql.SQL(where.sql),
+            inner=sql.SQL("last_modified DESC, key_hash") if sort == "date" else sql.SQL("score DESC, key_hash"),
+            order=order)
+        rows = self._read(q, params + where.params + (limit,))
+        rx = words_regex(*highlight_words(tree))
+        hits = []
+        for rank, (key, source, title, path, lm, date_source, media_type, score_, body) in enumerate(rows, 1):
+            text = bytes(body).decode("utf-8", "replace") if body else ""
+            hits.append(Hit(rank=rank, key=key, url=key, path=None if path is None else from_bytes(path),
+                            source=source, title=from_bytes(title), last_modified=lm.astimezone(UTC),
+                            date_source=date_source or None, media_type=media_type or None,
+                            score=float(score_), snippet=" ".join(snippet(text, rx, snippet_chars).split())))
+        return hits
+
+    def count(self, query: str | None = None, *, since: datetime | None = None,
+              until: datetime | None = None) -> int:
+        """How many live documents match ``query`` (None: all) in the date range (the count
+        of every document is the ``commits`` row's, no table scan).
+
+        Raises:
+            QueryError: the query is malformed.
+            IndexUnavailable: the server cannot be reached.
+        """
+        if query is None and since is None and until is None:
+            return int(self._read(sql.SQL("SELECT documents FROM {}").format(self._commits), one=True)[0])
+        where = Where("TRUE") if query is None else compile_where(self._analysed(query))
+        if where is None:
+            return 0
+        where = self._with_range(where, since, until)
+        q = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._docs, sql.SQL(where.sql))
+        return int(self._read(q, where.params, one=True)[0])
+
+    def keys(self) -> Iterator[tuple[str, str]]:
+        """``(key, source)`` of every live document, from one snapshot (a server-side cursor on
+        a connection of its own, :data:`KEYS_PAGE` rows per fetch).
+
+        Raises:
+            IndexUnavailable: the server cannot be reached.
+        """
+        conn = self.target.connect()
+        try:
+            with conn.cursor(name="indexerd_keys") as cur:
+                cur.itersize = KEYS_PAGE
+                cur.execute(sql.SQL("SELECT key, source FROM {}").format(self._docs))
+                yield from cur
+        except psycopg.Error as e:
+            raise IndexUnavailable(f"{self.where}: reading the keys: {_first_line(e)}") from None
+        finally:
+            conn.close()
+
+    def commit_token(self) -> str:
+        """The ``commits`` counter as text (grows with every commit that wrote something).
+
+        Raises:
+            IndexUnavailable: the server cannot be reached.
+        """
+        return str(self._read(sql.SQL("SELECT n FROM {}").format(self._commits), one=True)[0])
+
+    def size_bytes(self) -> int:
+        """Bytes of the index's tables and their indexes on the server."""
+        q = sql.SQL("SELECT pg_total_relation_size({d}) + pg_total_relation_size({c})").format(
+            d=sql.Literal(f"{self.target.schema}.documents"), c=sql.Literal(f"{self.target.schema}.commits"))
+        return int(self._read(q, one=True)[0])
+
+    def status(self) -> dict[str, Any]:
+        """``engine``, ``documents``, ``size_bytes``, ``segments`` (None: no segments),
+        ``last_commit`` (ISO UTC), ``commits`` (the counter) and ``server`` (masked URL, schema).
+
+        Raises:
+            IndexUnavailable: the server cannot be reached.
+        """
+        n, docs, at = self._read(sql.SQL("SELECT n, documents, committed_at FROM {}").format(self._commits), one=True)
+        return {"engine": self.engine, "documents": int(docs), "size_bytes": self.size_bytes(),
+                "segments": None, "last_commit": at.astimezone(UTC).isoformat(), "commits": int(n),
+                "server": self.target.shown}
+
+    def close(self) -> None:
+        """Close the readers' pool; safe to call twice."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
