@@ -58,7 +58,8 @@ def answer(daemon, req: dict) -> dict:
         if cmd == "explain":
             return {"explain": reports.explain(store, _text(req, "key"))}
         if cmd == "report":
-            return _rows(reports.date_report(store, req.get("source")))
+            report = reports.skipped_report if req.get("report") == "skipped" else reports.date_report
+            return _rows(report(store, req.get("source")))
         return _rows(reports.changed(store, _text(req, "since")))
 
 
