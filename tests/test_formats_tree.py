@@ -219,3 +219,23 @@ def test_hostile_formats_through_the_daemon(tmp_path_factory, request, capsys) -
             with capsys.disabled():
                 print(d.log_tail(100))
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_skipped_formats_are_retried_only_when_they_change(tmp_path) -> None:
+    """A second pass over the tree reads nothing (every verdict, skips included, stands on the
+    same stat); a hostile file replaced by a good one is read again and indexed."""
+    root = tmp_path / "root"
+    root.mkdir()
+    expected = build_format_tree(root)
+    cli = CLI(tmp_path / "state")
+    first = cli.index(str(root))
+    assert first["seen"] == len(expected) and first["errors"] == 0, first
+    code, out, err, secs, _rss = run_measured(
+        [sys.executable, "-m", "indexerd.cli.main", "index", "--json", str(root)], cli.env, timeout=60)
+    s = json.loads(out)
+    assert (code, s["unchanged"], s["indexed"], s["skipped"]) == (0, len(expected), 0, 0), (s, err[-500:])
+    (root / "cut.txt.gz").write_bytes(gzip.compress(b"repairedword\n"))
+    s = cli.index(str(root))
+    assert (s["indexed"], s["unchanged"]) == (1, len(expected) - 1), s
+    assert [h["path"] for h in cli.search("repairedword")] == [str(root / "cut.txt.gz")]
