@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import json
 import mailbox
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 from test_daemon import DaemonUnderTest
-from test_formats import (make_docx, make_epub, make_message, make_odf, make_pptx, make_xlsx,
-                          million_empty_cells_xlsx, rewrite_zip, RTF)
+from test_formats import (RTF, make_docx, make_epub, make_message, make_odf, make_pptx, make_xlsx,
+                          million_empty_cells_xlsx, zip_bomb_docx)
 from test_hostile_files import run_measured
 
 from indexerd.sources.files.keys import path_to_key
@@ -115,28 +114,6 @@ def test_mbox_with_a_50mb_message(tmp_path) -> None:
     assert cli.search("bigword") == []
     assert secs < 60, f"{secs:.1f} s"
     assert rss < RSS_LIMIT_MB, f"peak RSS {rss:.0f} MB"
-
-
-def zip_bomb_docx() -> bytes:
-    """word/document.xml inflating to 300 MB from about 300 KB."""
-    import io
-    import zipfile
-
-    head = (b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/'
-            b'wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>')
-    src = zipfile.ZipFile(io.BytesIO(make_docx()))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-        for info in src.infolist():
-            if info.filename == "word/document.xml":
-                with dst.open("word/document.xml", "w", force_zip64=True) as member:
-                    member.write(head)
-                    for _ in range(300):
-                        member.write(b"a" * 1_000_000)
-                    member.write(b"</w:t></w:r></w:p></w:body></w:document>")
-            else:
-                dst.writestr(info, src.read(info))
-    return out.getvalue()
 
 
 def build_format_tree(root: Path) -> dict[str, tuple[str, str | None, str | None]]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import gzip
 
 from httpsite import site as site_fixture
-from test_formats import RTF, make_docx, make_epub, make_message, make_odf
-from test_formats_tree import zip_bomb_docx
+from test_formats import RTF, make_docx, make_epub, make_message, make_odf, zip_bomb_docx
 from test_web import Crawl, counts, html
 
 from indexerd.extract import formats as F
