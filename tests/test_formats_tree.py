@@ -216,3 +216,22 @@ def test_skipped_formats_are_retried_only_when_they_change(tmp_path) -> None:
     s = cli.index(str(root))
     assert (s["indexed"], s["unchanged"]) == (1, len(expected) - 1), s
     assert [h["path"] for h in cli.search("repairedword")] == [str(root / "cut.txt.gz")]
+
+
+def test_a_decompression_too_large_is_retried_when_max_size_grows(tmp_path) -> None:
+    """A .gz that inflates past ``max_size`` stands as ``too-large`` while the limit stays (its
+    file fits the limit, so the stat alone cannot say), and is read again once it is raised."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "big.txt.gz").write_bytes(gzip.compress(b"inflatedword " * 250_000))  # 3.25 MB
+    state = tmp_path / "state"
+
+    def run(max_size: str) -> dict:
+        cfg = tmp_path / f"{max_size}.toml"
+        cfg.write_text(f'state_dir = "{state}"\nmax_size = "{max_size}"\n'
+                       f'[[sources.filesystem]]\nname = "t"\npath = "{root}"\n')
+        return CLI(state).index("-c", str(cfg))
+
+    assert run("1MB")["skipped"] == 1
+    assert (run("1MB")["unchanged"], run("500KB")["unchanged"]) == (1, 1)
+    assert run("5MB")["indexed"] == 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat as stat_mod
 import time
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
+#: the cap a ``too-large`` skip's detail names (``... max_size 20000000 ...``)
+_MAX_SIZE_IN_DETAIL = re.compile(r"max_size (\d+)")
 
 
 @dataclass
@@ -290,7 +293,7 @@ class FileSource:
         stored = pipeline.stored(key)
         if not forced and stored is not None:
             sv = stat_of(stored)
-            if self.unchanged(sv, st):
+            if self.unchanged(sv, st) or self.same_limit_skip(stored, st):
                 if sv[2] is None:
                     pipeline.writer.submit_stat_baseline([(st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns,
                                                            st.st_size)])
@@ -325,6 +328,24 @@ class FileSource:
         if reason == "too-large" and st.st_size <= self.policy.max_size_bytes:
             return False
         return True
+
+    def same_limit_skip(self, rec, st: os.stat_result) -> bool:
+        """May a ``too-large`` skip of a file that fits ``max_size`` stand without a read?
+
+        Such a skip came from inside the file -- it inflates past the cap (a ``.gz``, a ZIP
+        member: a zip bomb), or passes a fixed bound (ZIP members, shared strings, the
+        extraction worker's memory) -- so :meth:`unchanged` alone would read it at every
+        pass.  It stands when the stat is the one stored and the ``max_size`` its detail names
+        (``... max_size N ...``; a fixed bound names none) is not below today's, so raising
+        ``max_size`` still retries it.  ``rec`` is the stored
+        :class:`~indexerd.core.store.DocumentRecord`."""
+        if rec.reason != "too-large" or rec.status != "skipped" or not rec.ctime_ns:
+            return False
+        if (rec.mtime_ns, rec.size, rec.ctime_ns, rec.ino) != \
+                (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino):
+            return False
+        named = _MAX_SIZE_IN_DETAIL.search(rec.detail or "")
+        return named is None or int(named.group(1)) >= self.policy.max_size_bytes
 
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, **kw) -> None:
         """The source interface every kind shares: for a tree, one stat reconcile (:meth:`scan`)."""
@@ -376,7 +397,7 @@ class FileSource:
                     continue
                 # the store may lag: a queued write (the watcher's) may already cover this stat
                 rec = pipeline.stored(key)
-                if rec is not None and unchanged(stat_of(rec), st):
+                if rec is not None and (unchanged(stat_of(rec), st) or self.same_limit_skip(rec, st)):
                     pipeline.unchanged(counts)
                     continue
             todo.append((path, st))
