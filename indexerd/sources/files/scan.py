@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import stat as stat_mod
 import time
 from dataclasses import dataclass
@@ -26,7 +25,8 @@ from datetime import datetime, timezone
 from indexerd.extract.sniff import SNIFF_BYTES
 from indexerd.sources.files import confined, mailboxes
 from indexerd.sources.files.globs import PathMatcher
-from indexerd.sources.files.keys import URI_SAFE, display_path, path_to_key, stat_of, trusted_ctime_ns
+from indexerd.sources.files.keys import (URI_SAFE, display_path, path_to_key, stat_of, too_large_stands,
+                                         trusted_ctime_ns)
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.dates import MetaMap
 from indexerd.core.decide import DecideSettings
@@ -35,8 +35,6 @@ from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
-#: the cap a ``too-large`` skip's detail names (``... max_size 20000000 ...``)
-_MAX_SIZE_IN_DETAIL = re.compile(r"max_size (\d+)")
 
 
 @dataclass
@@ -330,22 +328,9 @@ class FileSource:
         return True
 
     def same_limit_skip(self, rec, st: os.stat_result) -> bool:
-        """May a ``too-large`` skip of a file that fits ``max_size`` stand without a read?
-
-        Such a skip came from inside the file -- it inflates past the cap (a ``.gz``, a ZIP
-        member: a zip bomb), or passes a fixed bound (ZIP members, shared strings, the
-        extraction worker's memory) -- so :meth:`unchanged` alone would read it at every
-        pass.  It stands when the stat is the one stored and the ``max_size`` its detail names
-        (``... max_size N ...``; a fixed bound names none) is not below today's, so raising
-        ``max_size`` still retries it.  ``rec`` is the stored
-        :class:`~indexerd.core.store.DocumentRecord`."""
-        if rec.reason != "too-large" or rec.status != "skipped" or not rec.ctime_ns:
-            return False
-        if (rec.mtime_ns, rec.size, rec.ctime_ns, rec.ino) != \
-                (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino):
-            return False
-        named = _MAX_SIZE_IN_DETAIL.search(rec.detail or "")
-        return named is None or int(named.group(1)) >= self.policy.max_size_bytes
+        """May the stored ``too-large`` skip ``rec`` of a file that fits ``max_size`` stand
+        without a read (:func:`~indexerd.sources.files.keys.too_large_stands`)?"""
+        return too_large_stands(rec, st, self.policy.max_size_bytes)
 
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, **kw) -> None:
         """The source interface every kind shares: for a tree, one stat reconcile (:meth:`scan`)."""
