@@ -339,8 +339,8 @@ def test_compressed_twice_and_tar_archives_are_not_documents() -> None:
 # --------------------------------------------------------------------------- hostile containers
 
 
-def test_zip_bomb_inside_a_docx_is_too_large() -> None:
-    """word/document.xml inflates to 300 MB from ~300 KB: skipped once 20 MB came out."""
+def zip_bomb_docx() -> bytes:
+    """A .docx whose word/document.xml inflates to 300 MB from about 300 KB."""
     head = (b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/'
             b'wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>')
     src = zipfile.ZipFile(io.BytesIO(make_docx()))
@@ -355,7 +355,12 @@ def test_zip_bomb_inside_a_docx_is_too_large() -> None:
                     member.write(b"</w:t></w:r></w:p></w:body></w:document>")
             else:
                 dst.writestr(info, src.read(info))
-    bomb = out.getvalue()
+    return out.getvalue()
+
+
+def test_zip_bomb_inside_a_docx_is_too_large() -> None:
+    """Skipped once 20 MB came out of the 300 MB member."""
+    bomb = zip_bomb_docx()
     assert len(bomb) < 2_000_000
     started = time.monotonic()
     assert skip_reason(bomb, "bomb.docx", max_bytes=20_000_000) == "too-large"
@@ -486,3 +491,47 @@ def test_document_date_joins_the_chain_with_its_provenance() -> None:
     assert resolved.source == "mtime" and resolved.notes[1].startswith("document:dc:date: future")
     assert resolve_date(DateEvidence(fetched_at=fetched, protocol=mtime, protocol_kind="mtime"),
                         order=["document", "mtime"]).notes[0] == "document: missing"
+
+
+# --------------------------------------------------------------------------- SVG
+
+SVG = b"""<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" xmlns:dc="http://purl.org/dc/elements/1.1/"
+     xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" width="200" height="100">
+  <title>Package dependencies</title>
+  <desc>How the cluster tools depend on each other</desc>
+  <metadata><rdf:RDF><rdf:Description><dc:creator>graphviz</dc:creator></rdf:Description></rdf:RDF></metadata>
+  <g id="node1" class="node"><title>tooltipword</title>
+    <ellipse cx="50" cy="50" rx="40" ry="20"/>
+    <text x="50" y="55">pg_<tspan>ctlcluster</tspan></text>
+  </g>
+  <text x="10" y="90">second label</text>
+</svg>"""
+
+
+def test_svg_text_title_and_description() -> None:
+    """What Recoll's svg.xsl takes: the top-level title, desc and Dublin Core metadata, and
+    every ``<text>`` (with its ``<tspan>`` pieces); a node's tooltip ``<title>`` is not text."""
+    ex = extract(SVG, name="dependencies.svg")
+    assert ex.media_type == F.MEDIA_SVG and ex.title == "Package dependencies"
+    assert ex.text.split("\n") == ["How the cluster tools depend on each other", "graphviz",
+                                   "pg_ctlcluster", "second label"]
+    plain = b'<svg width="4" height="4"><text>no namespace</text></svg>'
+    assert extract(plain, name="plain.svg").text == "no namespace"
+    assert guess_media_type("https://example.test/a.svg", b"", "image/svg+xml") == F.MEDIA_SVG
+
+
+def test_svg_without_text_is_empty_and_a_bad_one_a_parse_error() -> None:
+    assert skip_reason(b'<svg xmlns="http://www.w3.org/2000/svg"><path d="M0 0L1 1"/></svg>',
+                       "icon.svg") == "empty"
+    assert skip_reason(b"<svg><text>cut", "cut.svg") == "parse-error"
+    lol = (b'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "aaaaaaaaaa">'
+           + b"".join(b'<!ENTITY %s "%s">' % (chr(98 + i).encode(), (b"&" + chr(97 + i).encode() + b";") * 10)
+                      for i in range(8))
+           + b']><svg><text>&i; plain</text></svg>')
+    started = time.monotonic()
+    try:
+        assert len(extract(lol, name="lol.svg").text) < 10_000
+    except SkipDocument as exc:
+        assert exc.reason in ("parse-error", "empty")
+    assert time.monotonic() - started < 5.0

@@ -180,21 +180,31 @@ def _print_rows(rows: list[dict], cols: list[str], as_json: bool, empty: str) ->
 
 
 def cmd_report(args) -> int:
-    if not args.dates:
-        raise ConfigError("ctl report: choose a report; the only one is --dates (every document with its "
-                     "last-modified date, where the date came from and when it was indexed)")
-    reply = _ask_daemon(args, {"cmd": "report", "source": args.source})
+    skipped = getattr(args, "skipped", False)
+    if not args.dates and not skipped:
+        raise ConfigError("ctl report: choose a report: --dates (every document with its "
+                          "last-modified date, where the date came from and when it was indexed) "
+                          "or --skipped (every skipped document with its reason)")
+    if args.dates and skipped:
+        raise ConfigError("ctl report: choose one report, --dates or --skipped")
+    request = {"cmd": "report", "source": args.source}
+    if skipped:
+        request["report"] = "skipped"
+    reply = _ask_daemon(args, request)
     if reply is not None and "rows" in reply:
         rows = reply["rows"]
     else:
-        from indexerd.cli.reports import date_report
+        from indexerd.cli.reports import date_report, skipped_report
 
         store = _open_store_readonly(args)
         try:
-            rows = list(date_report(store, args.source))
+            rows = list((skipped_report if skipped else date_report)(store, args.source))
         finally:
             store.close()
-    _print_rows(rows, ["last_modified", "date_source", "indexed_at", "key"], args.json, "no documents")
+    if skipped:
+        _print_rows(rows, ["reason", "decided_at", "key", "detail"], args.json, "no skipped documents")
+    else:
+        _print_rows(rows, ["last_modified", "date_source", "indexed_at", "key"], args.json, "no documents")
     return 0
 
 

@@ -280,14 +280,17 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=ctlcmd.cmd_search)
 
     s = csub.add_parser("report", parents=[common], formatter_class=fmt,
-                        help="reports from the state store (choose one: --dates)",
-                        description="Reports from the state store. Choose the report with a flag; the only "
-                                    "one today is --dates. Without a flag the command exits 2.",
+                        help="reports from the state store (choose one: --dates, --skipped)",
+                        description="Reports from the state store. Choose the report with a flag: "
+                                    "--dates or --skipped. Without a flag the command exits 2.",
                         epilog="examples:\n  indexerd ctl report --dates\n  indexerd ctl report --dates "
-                               "--source docs --json")
+                               "--source docs --json\n  indexerd ctl report --skipped")
     s.add_argument("--dates", action="store_true",
                    help="every document with its last-modified date, where the date came from "
                         "(date source) and when it was indexed")
+    s.add_argument("--skipped", action="store_true",
+                   help="every document skipped or failed, with its reason (binary, "
+                        "unsupported-type, too-large, parse-error, timeout ...) and detail")
     s.add_argument("--source", metavar="NAME", help="only this source")
     s.add_argument("--json", action="store_true", help="print a JSON list of rows")
     s.set_defaults(func=ctlcmd.cmd_report)

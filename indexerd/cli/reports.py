@@ -36,6 +36,18 @@ def date_report(store: Store, source: str | None = None) -> Iterator[dict]:
                "status": rec.status, "source": rec.source}
 
 
+def skipped_report(store: Store, source: str | None = None) -> Iterator[dict]:
+    """Every document not in the index for a reason of its own: status ``skipped`` or
+    ``error``, with its reason word (``binary``, ``unsupported-type``, ``too-large``,
+    ``parse-error``, ``timeout``, ``container`` ...), the detail, and when it was decided
+    (ordered by key).  A skipped file is read again only when its stat changes."""
+    for rec in store.iter_records(source=source):
+        if rec.status not in ("skipped", "error"):
+            continue
+        yield {"key": rec.key, "status": rec.status, "reason": rec.reason, "detail": rec.detail,
+               "decided_at": format_utc(rec.decided_at), "source": rec.source}
+
+
 def changed(store: Store, spec: str, now: datetime | None = None) -> Iterator[dict]:
     """Documents whose last-modified falls in the span ``spec`` (see :func:`timespans.parse_since`),
     newest first.

@@ -63,11 +63,12 @@ def _explain(daemon, req: dict) -> dict:
 
 
 def _report(daemon, req: dict) -> dict:
-    """``ctl report [SOURCE]``."""
+    """``ctl report [SOURCE] [--skipped]``: the dates report, or the skipped documents."""
     from indexerd.cli import reports
 
+    report = reports.skipped_report if req.get("report") == "skipped" else reports.date_report
     with _store(daemon) as store:
-        return _rows(reports.date_report(store, req.get("source")))
+        return _rows(report(store, req.get("source")))
 
 
 def _changed(daemon, req: dict) -> dict:

@@ -43,6 +43,7 @@ EXTRACTORS: dict[str, tuple[str, str]] = {
     F.MEDIA_RTF: ("indexerd.extract.formats.rtf", "extract_rtf"),
     F.MEDIA_EML: ("indexerd.extract.formats.mail", "extract_eml"),
     F.MEDIA_MBOX: ("indexerd.extract.formats.mail", "extract_mbox"),
+    F.MEDIA_SVG: ("indexerd.extract.formats.svg", "extract_svg"),
 }
 _HEADER = struct.Struct(">I")
 PARENT_POLL_SECONDS = 1.0

@@ -9,6 +9,7 @@ The families, one module each:
 - :mod:`.epub` -- EPUB 2 and 3.
 - :mod:`.rtf` -- Rich Text Format.
 - :mod:`.mail` -- one message (``.eml``) and mbox mailboxes.
+- :mod:`.svg` -- SVG images' titles, descriptions and text labels.
 
 Every extractor but the decompressor runs in a worker process with a time and memory bound
 (:mod:`indexerd.extract.isolation`); all of them take the document's bytes and a byte budget
@@ -38,11 +39,12 @@ MEDIA_GZIP = "application/gzip"
 MEDIA_BZIP2 = "application/x-bzip2"
 MEDIA_XZ = "application/x-xz"
 MEDIA_ZSTD = "application/zstd"
+MEDIA_SVG = "image/svg+xml"
 
 #: Parsed in a worker process (:mod:`indexerd.extract.isolation`).
 ISOLATED_TYPES: frozenset[str] = frozenset({
     MEDIA_DOCX, MEDIA_XLSX, MEDIA_PPTX, MEDIA_ODT, MEDIA_ODS, MEDIA_ODP, MEDIA_EPUB, MEDIA_RTF,
-    MEDIA_EML, MEDIA_MBOX})
+    MEDIA_EML, MEDIA_MBOX, MEDIA_SVG})
 #: Decompressed in process (bounded streaming decompression), then extracted as the inner type.
 COMPRESSED_TYPES: frozenset[str] = frozenset({MEDIA_GZIP, MEDIA_BZIP2, MEDIA_XZ, MEDIA_ZSTD})
 FORMAT_TYPES: frozenset[str] = ISOLATED_TYPES | COMPRESSED_TYPES
@@ -52,7 +54,7 @@ EXTENSION_TYPES: dict[str, str] = {
     ".pptx": MEDIA_PPTX, ".pptm": MEDIA_PPTX, ".odt": MEDIA_ODT, ".ods": MEDIA_ODS,
     ".odp": MEDIA_ODP, ".epub": MEDIA_EPUB, ".rtf": MEDIA_RTF, ".eml": MEDIA_EML,
     ".mbox": MEDIA_MBOX, ".mbx": MEDIA_MBOX, ".gz": MEDIA_GZIP, ".bz2": MEDIA_BZIP2,
-    ".xz": MEDIA_XZ, ".zst": MEDIA_ZSTD,
+    ".xz": MEDIA_XZ, ".zst": MEDIA_ZSTD, ".svg": MEDIA_SVG,
 }
 DECLARED_TYPES: dict[str, str] = {
     **{t: t for t in FORMAT_TYPES},

@@ -8,7 +8,7 @@ each ``text/plain`` part, or a ``text/html`` part through indexerd's HTML extrac
 message or an alternative has no plain text; attachments that are not text are not read.
 
 An mbox file gives one document per message (:func:`iter_mbox`, used by the file source:
-``indexerd.sources.files.mailbox``): messages are split at ``From_`` lines while the file is
+``indexerd.sources.files.mailboxes``): messages are split at ``From_`` lines while the file is
 read line by line, so memory holds one message at a time, and a message over the size cap is
 counted but not kept.  :func:`extract_mbox` (an mbox reached any other way, e.g. over HTTP) makes
 one document of all its messages.

@@ -51,6 +51,28 @@ def stat_of(rec) -> tuple:
     return (rec.mtime_ns, rec.size, rec.ctime_ns, rec.ino, rec.reason)
 
 
+#: the cap a ``too-large`` skip's detail names (``... max_size 20000000 ...``)
+_MAX_SIZE_IN_DETAIL = re.compile(r"max_size (\d+)")
+
+
+def too_large_stands(rec, st: os.stat_result, max_size_bytes: int) -> bool:
+    """May a stored ``too-large`` skip of a file that fits ``max_size`` stand without a read?
+
+    Such a skip came from inside the file -- it inflates past the cap (a ``.gz``, a ZIP member:
+    a zip bomb) or passes a fixed bound (ZIP members, shared strings, the extraction worker's
+    memory) -- so the stat test alone would read it at every pass.  It stands when ``st`` is
+    the stat stored on ``rec`` (a :class:`~indexerd.core.store.DocumentRecord`; a ctime of 0,
+    not to be trusted, never stands) and the ``max_size`` its detail names is not below
+    ``max_size_bytes`` (a fixed bound names none), so raising ``max_size`` still retries it."""
+    if rec.reason != "too-large" or rec.status != "skipped" or not rec.ctime_ns:
+        return False
+    if (rec.mtime_ns, rec.size, rec.ctime_ns, rec.ino) != \
+            (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino):
+        return False
+    named = _MAX_SIZE_IN_DETAIL.search(rec.detail or "")
+    return named is None or int(named.group(1)) >= max_size_bytes
+
+
 def display_path(path: str) -> str:
     """A path safe to print or store as text: undecodable bytes shown as U+FFFD."""
     return os.fsencode(path).decode("utf-8", "replace")

@@ -21,11 +21,13 @@ import stat as stat_mod
 import time
 from datetime import datetime, timezone
 
-from indexerd.sources.files import confined, live
+from indexerd.extract.sniff import SNIFF_BYTES
+from indexerd.sources.files import confined, live, mailboxes
 from indexerd.sources.files.change import unchanged
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.walk import WalkResult, walk
-from indexerd.sources.files.keys import display_path, key_to_path, path_to_key, stat_of, trusted_ctime_ns
+from indexerd.sources.files.keys import (display_path, key_to_path, path_to_key, stat_of, too_large_stands,
+                                         trusted_ctime_ns)
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
@@ -85,7 +87,7 @@ class FileSource:
         if not stat_mod.S_ISREG(st.st_mode):
             return pipeline.skip(key, self.name, "not-a-file", f"{display_path(path)} is not a regular file",
                                  counts, size=st.st_size, title=title, **stat_facts).verdict
-        if st.st_size > max_size:
+        if st.st_size > max_size and not mailboxes.may_be_mailbox(name):
             return pipeline.skip(key, self.name, "too-large",
                                  f"{display_path(path)}: {st.st_size} bytes > max_size {max_size}",
                                  counts, size=st.st_size, title=title, **stat_facts).verdict
@@ -99,7 +101,20 @@ class FileSource:
                 if not stat_mod.S_ISREG(st2.st_mode):
                     return pipeline.skip(key, self.name, "not-a-file", display_path(path), counts,
                                          size=st2.st_size, title=title, **stat_facts).verdict
-                data = fh.read(max_size + 1)
+                data = fh.read(min(max_size + 1, SNIFF_BYTES))
+                if mailboxes.may_be_mailbox(name) and mailboxes.is_mailbox(name, data):
+                    fh.seek(0)
+                    return mailboxes.index_mailbox(
+                        self, key, path, fh, st2.st_size, stat_facts,
+                        datetime.fromtimestamp(st2.st_mtime_ns / 1e9, UTC), pipeline, counts,
+                        forced=forced)
+                if st2.st_size > max_size:
+                    return pipeline.skip(key, self.name, "too-large",
+                                         f"{display_path(path)}: {st2.st_size} bytes > max_size "
+                                         f"{max_size}", counts, size=st2.st_size, title=title,
+                                         **stat_facts).verdict
+                if len(data) <= max_size:
+                    data += fh.read(max_size + 1 - len(data))
         except (FileNotFoundError, confined.NotARealDirectory):  # gone, or a directory on the
             # way was swapped for a symlink or a file: what is there now is not this key's file
             stored = pipeline.stored(key)
@@ -143,6 +158,9 @@ class FileSource:
         if st is None or not self.matcher.path_selected(rel) or \
                 (stat_mod.S_ISLNK(st.st_mode) and not self.cfg.follow_symlinks):
             if pipeline.stored(key) is not None:
+                messages = sorted(mailboxes.children(pipeline, self.name, key))
+                if messages:
+                    pipeline.gone_many(messages, counts, "its mailbox vanished or is excluded")
                 return pipeline.gone(key, counts, "vanished or excluded").verdict
             return "ignored"
         if stat_mod.S_ISDIR(st.st_mode):
@@ -151,7 +169,7 @@ class FileSource:
         stored = pipeline.stored(key)
         if not forced and stored is not None:
             sv = stat_of(stored)
-            if self.unchanged(sv, st):
+            if self.unchanged(sv, st) or self.same_limit_skip(stored, st):
                 if sv[2] is None:
                     pipeline.writer.submit_stat_baseline([(st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns,
                                                            st.st_size)])
@@ -162,6 +180,11 @@ class FileSource:
         """The change test (:func:`indexerd.sources.files.change.unchanged`) with this source's
         ``max_size``."""
         return unchanged(stored, st, self.policy.max_size_bytes)
+
+    def same_limit_skip(self, rec, st: os.stat_result) -> bool:
+        """May the stored ``too-large`` skip ``rec`` of a file that fits ``max_size`` stand
+        without a read (:func:`~indexerd.sources.files.keys.too_large_stands`)?"""
+        return too_large_stands(rec, st, self.policy.max_size_bytes)
 
     # -- the Source protocol (indexerd.sources.base) -------------------------------------
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, **kw) -> None:
@@ -246,7 +269,7 @@ class FileSource:
                     continue
                 # the store may lag: a queued write (the watcher's) may already cover this stat
                 rec = pipeline.stored(key)
-                if rec is not None and unchanged(stat_of(rec), st):
+                if rec is not None and (unchanged(stat_of(rec), st) or self.same_limit_skip(rec, st)):
                     pipeline.unchanged(counts)
                     continue
             todo.append((path, st))
@@ -276,6 +299,8 @@ class FileSource:
         for key in stored.keys() - found.files.keys():
             if start is not None and not key.startswith(prefix):
                 continue
+            if "#" in key and key.partition("#")[0] in found.files:
+                continue  # a message of a mailbox still there (mailboxes.py keeps those)
             if any(key.startswith(p) for p in protected):
                 continue
             if pipeline.removal_queued(key):
