@@ -8,11 +8,10 @@ bytes downloaded.
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
-from daemonhttp import HttpDaemon, short_base
+from daemonhttp import HttpDaemon, serving, short_base
 from httpsite import Site
 from test_http_api import metrics
 from test_http_page import browser_context  # noqa: F401  (the module's browser)
@@ -40,12 +39,8 @@ def web_daemon():
             f.write(f'\n[[sources.filesystem]]\nname = "lost"\npath = "{d.lost}"\n\n')
             f.write(web_config([site.url("/")], name="intranet", interval="1h"))
         d.site = site
-        try:
-            d.start()
+        with serving(d):
             yield d
-        finally:
-            d.stop()
-            shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
