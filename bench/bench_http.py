@@ -8,13 +8,17 @@ up, side by side with ``recollq`` in the same run; and the search page under loa
    ``indexerd run`` on it with ``[http]`` on loopback and waits for the first pass; indexes the
    same copy with ``recollindex``.
 2. ``ctl search`` vs ``recollq``: the 20 queries of bench/queries.txt, ``--reps`` times, one
-   process per query, alternating per query (the order flips each time); the same with the
-   daemon stopped (``ctl search`` then opens the index itself), for reference.
+   process per query, alternating per query (the order flips each time); again with ``indexerd``
+   laid out as installed (no editable-install finder: :func:`installed_layout`) beside the
+   interpreter's bare start; the same with the daemon stopped (``ctl search`` then opens the
+   index itself), for reference.
 3. The page: ``--clients`` threads each GET ``/?q=<query>`` (the whole search page, rendered)
    in a loop for ``--seconds``, while a writer appends a unique word to a file of the tree every
    0.25 s and polls ``/api/search`` until that word is found (edit-to-searchable through HTTP).
    Reports the page's response time p50/p95/max, requests per second, errors, and the
-   edit-to-searchable p50/p95.
+   edit-to-searchable p50/p95 twice: as the writer saw it through HTTP (its own poll, queued
+   behind the clients, included) and as the daemon measured it (its
+   ``indexerd_edit_to_searchable_seconds`` histogram read after each edit: the sum's step).
 
 Prints one JSON object on stdout (progress on stderr).  bench/run_all.py runs it and adds its
 rows to the table.
@@ -25,6 +29,8 @@ import argparse, json, os, random, shutil, subprocess, sys, tempfile, threading,
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import HERE, PY, REPO, Recoll, median, p95, rand_word, timed  # noqa: E402
@@ -37,9 +43,9 @@ def log(msg: str) -> None:
 
 
 def default_tree() -> str:
-    shared = REPO.parent / "shared" / "corpus"
-    if shared.is_dir():
-        return str(shared)
+    for up in (REPO.parent, REPO.parent.parent):       # the main checkout or a worktree under wt/
+        if (up / "shared" / "corpus").is_dir():
+            return str(up / "shared" / "corpus")
     return next(str(p) for p in sorted(Path("/usr/share/doc").glob("python3*")) if p.is_dir())
 
 
@@ -67,6 +73,10 @@ class Daemon:
     def ctl_cmd(self, *args: str) -> list[str]:
         return [PY, "-m", "indexerd.cli.main", "ctl", "-c", self.cfg, *args]
 
+    def installed_ctl_cmd(self, *args: str) -> list[str]:
+        """``indexerd ctl ...`` as an installed package runs it (see :func:`installed_layout`)."""
+        return [self.installed, "ctl", "-c", self.cfg, *args]
+
     def start(self, timeout: float = 900):
         self.proc = subprocess.Popen([PY, "-m", "indexerd.cli.main", "run", "-c", self.cfg],
                                      stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, env=self.env,
@@ -88,10 +98,31 @@ class Daemon:
         self.proc = None
 
     def query(self, q: str) -> float:
-        t, p = timed(self.ctl_cmd("search", q, "--limit", "20"), env=self.env, cwd=str(REPO))
+        cmd = self.installed_ctl_cmd if getattr(self, "installed", None) else self.ctl_cmd
+        t, p = timed(cmd("search", q, "--limit", "20"), env=self.env, cwd=str(REPO))
         if p.returncode != 0:
             raise RuntimeError(f"ctl search {q!r}: {p.stderr[-300:]}")
         return t
+
+
+def installed_layout(work: str) -> str:
+    """The ``indexerd`` console script as ``pip install indexerd`` (not ``-e``) lays it out: a
+    venv whose site-packages reaches this venv's packages by a path line and indexerd by
+    PYTHONPATH, so the start-up does not run setuptools' editable-install finder (a development
+    checkout's import hook: pathlib, importlib.util, urllib.parse at every start).  Returns
+    the script's path."""
+    import sysconfig
+    venv = os.path.join(work, "installed")
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", venv], check=True)
+    site = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "indexerd-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    script = os.path.join(venv, "bin", "indexerd")
+    Path(script).write_text(f"#!{venv}/bin/python\nimport sys\nfrom indexerd.cli.main import main\n"
+                            "if __name__ == '__main__':\n    sys.exit(main())\n", encoding="utf-8")
+    os.chmod(script, 0o755)
+    return script
 
 
 def ctl_vs_recollq(d: Daemon, rc: Recoll, queries: list[str], reps: int) -> dict:
@@ -132,9 +163,17 @@ def page_load(d: Daemon, tree: str, queries: list[str], clients: int, seconds: f
     files = sorted(os.path.join(r, f) for r, _, fs in os.walk(tree) for f in fs if f.endswith((".txt", ".html")))
     saved = {}
     edit_lat: list[float] = []
+    daemon_lat: list[float] = []     # the daemon's own edit-to-searchable of each edit (its histogram)
+
+    def edit_histogram() -> tuple[float, float]:
+        with urllib.request.urlopen(d.url + "/metrics", timeout=30) as r:
+            fams = {f.name: f for f in text_string_to_metric_families(r.read().decode("utf-8"))}
+        samples = {s.name: s.value for s in fams["indexerd_edit_to_searchable_seconds"].samples}
+        return samples["indexerd_edit_to_searchable_seconds_sum"], samples["indexerd_edit_to_searchable_seconds_count"]
 
     def editor():
         rng = random.Random(7)
+        before = edit_histogram()
         while not stop.is_set():
             f = rng.choice(files)
             if f not in saved:
@@ -147,6 +186,10 @@ def page_load(d: Daemon, tree: str, queries: list[str], clients: int, seconds: f
                 with urllib.request.urlopen(d.url + "/api/search?q=" + word, timeout=30) as r:
                     if json.loads(r.read())["total"] > 0:
                         edit_lat.append(time.perf_counter() - t)
+                        after = edit_histogram()
+                        if after[1] - before[1] == 1:      # exactly this edit's latency
+                            daemon_lat.append(after[0] - before[0])
+                        before = after
                         break
                 if time.perf_counter() - t > 30:
                     edit_lat.append(float("inf"))
@@ -169,7 +212,9 @@ def page_load(d: Daemon, tree: str, queries: list[str], clients: int, seconds: f
     return {"requests": len(lat), "errors": len(errors), "error_samples": errors[:5], "seconds": wall,
             "rps": len(lat) / wall, "p50": median(lat), "p95": p95(lat), "max": max(lat),
             "edits": len(edit_lat), "edit_p50": median(edit_lat) if edit_lat else None,
-            "edit_p95": p95(edit_lat) if edit_lat else None}
+            "edit_p95": p95(edit_lat) if edit_lat else None,
+            "daemon_edits": len(daemon_lat), "daemon_edit_p50": median(daemon_lat) if daemon_lat else None,
+            "daemon_edit_p95": p95(daemon_lat) if daemon_lat else None}
 
 
 def main() -> None:
@@ -208,6 +253,18 @@ def main() -> None:
                                 "recollq_p50": median(up["recollq"]), "recollq_p95": p95(up["recollq"]),
                                 "ratio_p50": median(up["ctl"]) / median(up["recollq"])}
         log(f"  {out['ctl_daemon_up']}")
+        d.installed = installed_layout(work)
+        log(f"the same, `indexerd ctl search` laid out as installed ({d.installed})")
+        d.query(queries[0])
+        inst = ctl_vs_recollq(d, rc, queries, a.reps)
+        out["ctl_installed_daemon_up"] = {"p50": median(inst["ctl"]), "p95": p95(inst["ctl"]),
+                                          "recollq_p50": median(inst["recollq"]),
+                                          "ratio_p50": median(inst["ctl"]) / median(inst["recollq"])}
+        log(f"  {out['ctl_installed_daemon_up']}")
+        bare = [timed([os.path.join(work, "installed", "bin", "python"), "-c", "pass"])[0] for _ in range(20)]
+        out["python_startup_p50"] = median(bare)
+        log(f"  python -c pass p50 {median(bare):.4f} s")
+        d.installed = None
         log(f"page: {a.clients} clients for {a.seconds:.0f} s, edits every 0.25 s")
         out["page"] = page_load(d, tree, queries, a.clients, a.seconds)
         log(f"  { {k: v for k, v in out['page'].items() if k != 'error_samples'} }")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -78,9 +81,12 @@ def free_port() -> int:
 
 
 class HttpDaemon:
-    """One ``indexerd run`` with ``[http]`` on; ``base`` holds the trees, state and log."""
+    """One ``indexerd run`` with ``[http]`` on; ``base`` holds the trees, state and log.
+    ``token``: required on every request, read by the daemon from an environment variable
+    (``token_in="env"``) or from a file (``"file"``)."""
 
-    def __init__(self, base: Path, *, listen_host: str = "127.0.0.1", token: str | None = None) -> None:
+    def __init__(self, base: Path, *, listen_host: str = "127.0.0.1", token: str | None = None,
+                 token_in: str = "env") -> None:
         self.base = base
         self.notes, self.papers = make_tree(base)
         self.port = free_port()
@@ -90,7 +96,10 @@ class HttpDaemon:
         self.log_path = base / "daemon.log"
         self.env = dict(ENV)
         http = [f'listen = "{listen_host}:{self.port}"', "page_size = 10"]
-        if token:
+        if token and token_in == "file":           # the token file: its first line, the rest ignored
+            (base / "http-token").write_text(token + "\nignored\n", encoding="utf-8")
+            http.append(f'token_file = "{base / "http-token"}"')
+        elif token:
             self.env["INDEXERD_TEST_TOKEN"] = token
             http.append('token_env = "INDEXERD_TEST_TOKEN"')
         self.cfg.write_text("\n".join([
@@ -162,3 +171,14 @@ class HttpDaemon:
 def short_base() -> Path:
     """A short temp dir (AF_UNIX paths hold at most 107 bytes)."""
     return Path(tempfile.mkdtemp(prefix="ixh"))
+
+
+@contextmanager
+def serving(d: HttpDaemon) -> Iterator[HttpDaemon]:
+    """``d`` started, then stopped and its base dir removed (a module fixture's body)."""
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(d.base, ignore_errors=True)

@@ -7,25 +7,18 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemonhttp import BIRD_DOCS, HttpDaemon, short_base
+from daemonhttp import BIRD_DOCS, HttpDaemon, serving, short_base
 
 
 @pytest.fixture(scope="module")
 def daemon():
-    base = short_base()
-    d = HttpDaemon(base)
-    try:
-        d.start()
+    with serving(HttpDaemon(short_base())) as d:
         yield d
-    finally:
-        d.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def metrics(d: HttpDaemon) -> dict[tuple[str, tuple], float]:
@@ -156,14 +149,13 @@ def test_ctl_reads_through_the_daemon_with_the_same_output(daemon, tmp_path):
     assert [p.returncode for p in via_daemon] == [0, 0, 2, 2, 0, 0, 0, 0, 0, 1]
 
 
-def test_token_is_required_off_loopback():
-    """Listening on every address: a request without the token, or with a wrong one, gets 401;
-    the token as a Bearer header or as a Basic password gets in."""
-    base = short_base()
+@pytest.mark.parametrize("where", ["env", "file"])
+def test_token_is_required_off_loopback(where):
+    """Listening on every address, the token from an environment variable or from a file: a
+    request without the token, or with a wrong one, gets 401; the token as a Bearer header or
+    as a Basic password gets in."""
     token = "s3cret-token-0123456789"
-    d = HttpDaemon(base, listen_host="0.0.0.0", token=token)
-    try:
-        d.start()
+    with serving(HttpDaemon(short_base(), listen_host="0.0.0.0", token=token, token_in=where)) as d:
         for path in ("/", "/?q=bird", "/api/search?q=bird", "/metrics", "/healthz", "/static/style.css"):
             assert d.get(path, headers={"Authorization": "Bearer nope"}, check=False)[0] == 401
             status, headers, _ = d.get(path, headers={"Authorization": ""}, check=False)
@@ -171,6 +163,3 @@ def test_token_is_required_off_loopback():
         assert d.get("/api/search?q=bird")[0] == 200
         basic = base64.b64encode(f"anyone:{token}".encode()).decode()
         assert d.get("/healthz", headers={"Authorization": f"Basic {basic}"})[0] == 200
-    finally:
-        d.stop()
-        shutil.rmtree(base, ignore_errors=True)

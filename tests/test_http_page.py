@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from daemonhttp import BIRD_DOCS, HOSTILE_TEXT, HOSTILE_TITLE, HttpDaemon, short_base
+from daemonhttp import BIRD_DOCS, HOSTILE_TEXT, HOSTILE_TITLE, HttpDaemon, serving, short_base
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -28,14 +28,8 @@ SCREENSHOT_ENV = "INDEXERD_SCREENSHOT"
 
 @pytest.fixture(scope="module")
 def daemon():
-    base = short_base()
-    d = HttpDaemon(base)
-    try:
-        d.start()
+    with serving(HttpDaemon(short_base())) as d:
         yield d
-    finally:
-        d.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -164,6 +164,10 @@ class CrawlPass:
             self.sched.done(task, resp, "invalid-url")
             self.counters.inc("web.drop.invalid")
             return
+        if resp is not None and resp.status is not None:   # /metrics: fetches by status, bytes
+            self.counters.inc(f"web.fetch.{resp.status}")
+            if resp.body:
+                self.counters.inc("web.bytes", len(resp.body))
         if task.kind == "robots":
             self._robots_answer(task, resp)
         elif task.skip is not None:
