@@ -11,7 +11,7 @@ text analysis (:data:`ANALYSIS_VERSION`) and which engine format: a reader that 
 engine or analysis than the one configured knows the index must be rebuilt from the sources
 (:func:`rebuild_reason`) instead of answering queries with differently analysed terms.  An index
 written before the identity file existed holds Whoosh files only: it reads as the Whoosh engine
-with analysis version 1.
+with analysis version 1, so it is rebuilt (saying why) at the first start of a writer.
 
 Thread safety: :meth:`SearchIndex.search`, :meth:`SearchIndex.count` and the other readers may
 be called from any thread; at most one :class:`IndexSession` is open at a time in the whole
@@ -31,16 +31,18 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from indexerd.core.errors import ConfigError, IndexUnavailable
+from indexerd.index.analysis import ANALYSIS_VERSION as _TOKEN_STREAM_VERSION
 
 log = logging.getLogger(__name__)
 
 #: The engines indexerd knows, by their ``[index] engine`` name; the first is the default.
 ENGINES = ("whoosh", "tantivy")
 #: The version of the text analysis (tokenising, normalisation, stemming) every engine applies
-#: through :mod:`indexerd.index.analysis`.  Bump it whenever a text yields other terms than
-#: before: an index written with another version is rebuilt from the sources at the next start.
-#: 1: the Whoosh ``StemmingAnalyzer`` fused (indexes written before the identity file existed).
-ANALYSIS_VERSION = 1
+#: through :mod:`indexerd.index.analysis` (bumped there whenever a text yields other terms than
+#: before): an index written with another version is rebuilt from the sources at the next start.
+#: 1: the Whoosh ``StemmingAnalyzer`` fused (indexes written before the identity file existed);
+#: 2: NFC and case folding, identifiers, CJK bigrams, diacritic folding.
+ANALYSIS_VERSION = _TOKEN_STREAM_VERSION
 #: The index directory's name inside a state dir.
 INDEX_DIRNAME = "index"
 #: The file in the index directory that names the engine, analysis and format that wrote it.
