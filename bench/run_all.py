@@ -90,7 +90,8 @@ def ensure_packages(need_recoll=True):
     if missing:
         log(f"installing missing Debian packages: {' '.join(missing)} (apt-get install -y)")
         subprocess.run(["apt-get", "update", "-q"], check=False)
-        subprocess.run(["apt-get", "install", "-y", "-q", *missing], check=True,
+        # another job's apt-get may hold the dpkg lock: wait for it instead of failing
+        subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=900", *missing], check=True,
                        env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
     else:
         log("packages present: python3-doc, recollcmd")

@@ -209,37 +209,3 @@ def test_fused_positions_keep_memory_per_word_small() -> None:
         tracemalloc.stop()
     assert n == 5000
     assert peak < 16 * 1024 * 1024, peak
-
-
-def test_index_made_before_fused_positions_is_upgraded_at_its_next_commit(tmp_path) -> None:
-    """An index whose schema still names Whoosh's Positions keeps its documents searchable, and
-    its next commit records FusedPositions."""
-    from datetime import datetime, timezone
-
-    from whoosh import index as windex
-
-    from indexerd.index import IndexDoc, open_index
-    from indexerd.index.whoosh.schema import new_schema
-
-    old = new_schema()
-    for name in ("title", "content"):
-        old[name].format = Positions(field_boost=old[name].format.field_boost)
-    (tmp_path / "index").mkdir()
-    ix = windex.create_in(str(tmp_path / "index"), old)
-    w = ix.writer()
-    w.add_document(key="k1", source="s", content="old running text", title="old")
-    w.commit()
-    assert type(windex.open_dir(str(tmp_path / "index")).schema["content"].format) is Positions
-
-    wix = open_index(tmp_path)
-    s = wix.session()
-    s.update(IndexDoc(key="k2", source="s", url="k2", path=None, title="new", content="new running texts",
-                      last_modified=datetime(2026, 1, 1, tzinfo=timezone.utc), date_source="mtime",
-                      media_type="text/plain", size=3))
-    s.commit(merge=True)
-    schema = windex.open_dir(str(tmp_path / "index")).schema
-    assert type(schema["content"].format) is FusedPositions
-    assert schema["title"].format.field_boost == 3.0
-    assert sorted(h.key for h in wix.search("running")) == ["k1", "k2"]
-    assert sorted(h.key for h in wix.search('"running text"')) == ["k1", "k2"]
-    assert [h.key for h in wix.search("content:old")] == ["k1"]

@@ -668,3 +668,26 @@ def test_log_lines_escape_control_characters_from_file_names(tmp_path):
     line = [ln for ln in p.stderr.splitlines() if "skipped empty" in ln]
     assert line and "\\x1b]0;pwned\\x07" in line[0], p.stderr
     assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", p.stderr), repr(p.stderr)
+
+
+def test_search_sort_date_gives_newest_first_with_and_without_the_daemon(tree):
+    """``ctl search --sort date``: newest ``last_modified`` first, through the daemon and from
+    the state dir alike; an unknown order is a usage error (exit 2)."""
+    d = tree
+    for name, when in (("a.txt", 1_700_000_000), ("notes.txt", 1_710_000_000), ("bar/abc.txt", 1_690_000_000)):
+        write(d.root / name, "sortword\n")
+        os.utime(d.root / name, (when, when))
+    query = ("ctl", "search", "sortword", "--json", "--sort", "date", "-c", str(d.cfg))
+    newest_first = ["notes.txt", "a.txt", "abc.txt"]
+    d.start()
+    try:
+        d.poll(lambda: cli(*query).stdout, lambda out: len(json.loads(out or "[]")) == 3, 20.0,
+               "three hits for sortword")
+        up = json.loads(cli(*query).stdout)
+        assert [h["path"].rsplit("/", 1)[-1] for h in up] == newest_first, up
+        p = cli("ctl", "search", "sortword", "--sort", "newest", "-c", str(d.cfg))
+        assert p.returncode == 2 and "--sort" in p.stderr, p.stderr
+    finally:
+        d.stop()
+    down = json.loads(cli(*query).stdout)
+    assert [h["path"].rsplit("/", 1)[-1] for h in down] == newest_first, down

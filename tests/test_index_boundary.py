@@ -39,27 +39,6 @@ def old_state(tmp_path: Path) -> Path:
     return state
 
 
-def test_an_index_written_before_the_boundary_opens_and_searches(tmp_path, cli) -> None:
-    """Its schema pickles ``indexerd.analysis.*``: a fresh process (the real CLI) reads it."""
-    state = old_state(tmp_path)
-    assert cli.state_dir == state
-    assert read_identity(state) == IndexIdentity("whoosh", 1, 1)
-    hits = cli.search("falcon")
-    assert [h["key"].rsplit("/", 1)[-1] for h in hits] == ["falcon.txt"]
-    assert "peregrine" in hits[0]["snippet"]
-
-
-def test_a_writer_keeps_an_old_index_of_the_same_analysis_and_marks_it(tmp_path) -> None:
-    state = old_state(tmp_path)
-    ix = open_index(state, parse_config("").index)
-    s = ix.session()
-    s.update(doc("file:///new.txt", "a new falcon"))
-    assert s.commit(merge=False) == "2"
-    assert sorted(k.rsplit("/", 1)[-1] for k, _ in ix.keys()) == ["cafe.txt", "falcon.txt", "new.txt", "pg.txt"]
-    assert len(ix.search("falcon")) == 2
-    ix.close()
-
-
 def _config(tmp_path: Path, tree: Path, engine: str = "whoosh"):
     cfg = tmp_path / "indexerd.toml"
     cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[index]\nengine = "{engine}"\n'
@@ -78,19 +57,49 @@ def _pass(cfg) -> dict:
         ix.close()
 
 
+def test_an_index_written_before_the_boundary_is_refused_by_readers_saying_why(tmp_path, cli) -> None:
+    """Its schema pickles ``indexerd.analysis.*`` and its terms are analysis version 1: a reader
+    (the real CLI, a fresh process) says it must be rebuilt, with no traceback."""
+    state = old_state(tmp_path)
+    assert cli.state_dir == state
+    assert read_identity(state) == IndexIdentity("whoosh", 1, 1)
+    p = cli.run("ctl", "search", "falcon", "--json", check=False)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    assert "text analysis version 1" in p.stderr and f"version {base.ANALYSIS_VERSION}" in p.stderr, p.stderr
+    assert "run `indexerd index`" in p.stderr, p.stderr
+
+
+def test_an_index_written_before_the_boundary_is_rebuilt_at_the_first_start_saying_so(tmp_path, caplog) -> None:
+    state = old_state(tmp_path)
+    tree = tmp_path / "tree"
+    shutil.copytree(OLD / "tree", tree)
+    cfg = _config(tmp_path, tree)
+    with caplog.at_level(logging.WARNING):
+        assert _pass(cfg)["indexed"] == 3
+    said = [r.getMessage() for r in caplog.records if "rebuilding the index" in r.getMessage()]
+    assert len(said) == 1 and "text analysis version 1" in said[0], said
+    assert read_identity(state) == base.wanted_identity(base.load_engine("whoosh"))
+    ix = open_index(state, cfg.index, create=False)
+    assert [h.key.rsplit("/", 1)[-1] for h in ix.search("falcon")] == ["falcon.txt"]
+    assert [h.key.rsplit("/", 1)[-1] for h in ix.search("pg_hba")] == ["pg.txt"]  # analysis 2: by its parts
+    ix.close()
+    assert _pass(cfg)["indexed"] == 0
+
+
 def test_a_changed_analysis_rebuilds_the_index_from_the_sources(tmp_path, monkeypatch, caplog) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(OLD / "tree", tree)
     cfg = _config(tmp_path, tree)
     assert _pass(cfg)["indexed"] == 3
     assert _pass(cfg)["indexed"] == 0                      # nothing changed: nothing re-read
+    before = base.ANALYSIS_VERSION
     monkeypatch.setattr(base, "ANALYSIS_VERSION", 99)
     with caplog.at_level(logging.WARNING):
         counts = _pass(cfg)
     assert counts["indexed"] == 3, counts                  # every document read again
     said = [r.getMessage() for r in caplog.records if "rebuilding the index" in r.getMessage()]
-    assert len(said) == 1 and "analysis version 1" in said[0] and "version 99" in said[0], said
-    assert read_identity(tmp_path / "state") == IndexIdentity("whoosh", 99, 1)
+    assert len(said) == 1 and f"analysis version {before}" in said[0] and "version 99" in said[0], said
+    assert read_identity(tmp_path / "state") == IndexIdentity("whoosh", 99, base.load_engine("whoosh").format_version)
     ix = open_index(tmp_path / "state", cfg.index, create=False)
     assert [h.key.rsplit("/", 1)[-1] for h in ix.search("falcon")] == ["falcon.txt"]
     ix.close()

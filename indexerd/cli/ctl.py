@@ -116,8 +116,9 @@ _READ_WAIT = 120.0
 def cmd_search(args) -> int:
     if args.limit < 1:
         raise ConfigError(f"--limit must be 1 or more, got {args.limit}")
+    sort = getattr(args, "sort", "relevance")
     reply = _ask_daemon(args, {"cmd": "search", "query": args.query, "limit": args.limit,
-                               "since": args.since or None})
+                               "since": args.since or None, "sort": sort})
     if reply is not None:
         if args.json:
             print(json.dumps(reply["hits"], ensure_ascii=True))
@@ -133,7 +134,7 @@ def cmd_search(args) -> int:
         since, until = parse_since(args.since, datetime.now(UTC))
     ix = _open_index_readonly(args)
     try:
-        hits = ix.search(args.query, limit=args.limit, since=since, until=until)
+        hits = ix.search(args.query, limit=args.limit, since=since, until=until, sort=sort)
     finally:
         ix.close()
     if args.json:

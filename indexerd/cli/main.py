@@ -271,11 +271,14 @@ def _parser() -> argparse.ArgumentParser:
     s = csub.add_parser("search", parents=[common], formatter_class=fmt, help="search the index",
                         epilog="examples:\n  indexerd ctl search 'asyncio event loop'\n"
                                "  indexerd ctl search '\"GNU General Public License\"' --json\n"
-                               "  indexerd ctl search 'title:sqlite3 OR cursor*' --since 2d")
+                               "  indexerd ctl search 'title:sqlite3 OR cursor*' --since 2d\n"
+                               "  indexerd ctl search 'size:>100k last_modified:2024-01..2024-03' --sort date")
     s.add_argument("query", help="query: words (ANDed), \"phrases\", AND/OR/NOT, title:word, prefix*")
     s.add_argument("--limit", type=int, default=10, help="most hits to show (default 10)")
     s.add_argument("--since", metavar="SPEC",
                    help="only documents last modified in SPEC: 2d, 3h, 90m, 2024-01-31, FROM..TO (UTC)")
+    s.add_argument("--sort", choices=("relevance", "date"), default="relevance",
+                   help="best match first (default), or newest last_modified first")
     s.add_argument("--json", action="store_true", help="print a JSON list of hits")
     s.set_defaults(func=ctlcmd.cmd_search)
 

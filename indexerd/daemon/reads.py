@@ -106,7 +106,8 @@ def _search(daemon, req: dict) -> dict:
     if req.get("since"):
         since, until = parse_since(_text(req, "since"), datetime.now(UTC))
     result = daemon.queries.run(SearchRequest(query=_text(req, "query"), since=since, until=until,
-                                              limit=limit), via="ctl", unbounded=True)
+                                              limit=limit, sort=req.get("sort") or "relevance"),
+                                via="ctl", unbounded=True)
     return {"hits": hits_json(result.hits), "scores": [h.score for h in result.hits]}
 
 

@@ -1,7 +1,8 @@
 """The full-text index: the protocols the rest of indexerd uses, and the engines behind them.
 
 Everything outside this package imports from here (or :mod:`indexerd.index.base`); each engine
-package (``whoosh/``, ``tantivy/``) is the only code that imports its library.
+package (``indexerd/index/<engine>/``, one per name in ``ENGINES``) is the only code that imports
+its library.
 """
 
 from indexerd.index.base import (

@@ -1,8 +1,8 @@
 """Text analysis shared by every engine: a text -> the tokens the index holds.
 
-Pure Python, no engine library: the Whoosh engine runs it inside its posting format, the tantivy
-engine indexes its token list joined by spaces with a whitespace tokenizer (a token's position is
-its index in the list).  Query words go through the same analyzer (:mod:`indexerd.index.querytokens`),
+Pure Python, no engine library: every engine indexes the tokens it gives, at their positions
+in the list (one inside its posting format, another as the list joined by spaces and split again
+by a whitespace tokenizer).  Query words go through the same analyzer (:mod:`indexerd.index.querytokens`),
 so a word matches however it was written.
 
 The token stream (the contract every engine implements):
@@ -51,10 +51,11 @@ STOP_WORDS = frozenset((
     "a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "have", "if", "in",
     "is", "it", "may", "not", "of", "on", "or", "tbd", "that", "the", "this", "to", "us", "we",
     "when", "will", "with", "yet", "you", "your"))
-"""Dropped words (Whoosh's ``STOP_WORDS``, the list the index has always used)."""
+"""Dropped words (the list the index has always used)."""
 
 ANALYSIS_VERSION = 2
-"""The token-stream contract's version; 1 was Whoosh's StemmingAnalyzer (before this module)."""
+"""The token-stream contract's version; 1 was the first engine's own stemming analyzer (before
+this module)."""
 
 _CACHE_MAX = 50_000
 """Distinct words whose result is kept per analyzer (cleared when full).  Words are

@@ -10,8 +10,9 @@ own files it holds :data:`IDENTITY_FILE`, which says which engine wrote the inde
 text analysis (:data:`ANALYSIS_VERSION`) and which engine format: a reader that finds another
 engine or analysis than the one configured knows the index must be rebuilt from the sources
 (:func:`rebuild_reason`) instead of answering queries with differently analysed terms.  An index
-written before the identity file existed holds Whoosh files only: it reads as the Whoosh engine
-with analysis version 1.
+written before the identity file existed holds files of the default engine (``ENGINES[0]``)
+only: it reads as that engine with analysis version 1, so it is rebuilt (saying why) at the first
+start of a writer.
 
 Thread safety: :meth:`SearchIndex.search`, :meth:`SearchIndex.count` and the other readers may
 be called from any thread; at most one :class:`IndexSession` is open at a time in one process
@@ -32,16 +33,18 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from indexerd.core.errors import ConfigError, IndexUnavailable
+from indexerd.index.analysis import ANALYSIS_VERSION as _TOKEN_STREAM_VERSION
 
 log = logging.getLogger(__name__)
 
 #: The engines indexerd knows, by their ``[index] engine`` name; the first is the default.
 ENGINES = ("whoosh", "tantivy", "postgresql")
 #: The version of the text analysis (tokenising, normalisation, stemming) every engine applies
-#: through :mod:`indexerd.index.analysis`.  Bump it whenever a text yields other terms than
-#: before: an index written with another version is rebuilt from the sources at the next start.
-#: 1: the Whoosh ``StemmingAnalyzer`` fused (indexes written before the identity file existed).
-ANALYSIS_VERSION = 1
+#: through :mod:`indexerd.index.analysis` (bumped there whenever a text yields other terms than
+#: before): an index written with another version is rebuilt from the sources at the next start.
+#: 1: the default engine's own stemming analyzer (indexes written before the identity file existed);
+#: 2: NFC and case folding, identifiers, CJK bigrams, diacritic folding.
+ANALYSIS_VERSION = _TOKEN_STREAM_VERSION
 #: The index directory's name inside a state dir.
 INDEX_DIRNAME = "index"
 #: The file in the index directory that names the engine, analysis and format that wrote it.
@@ -135,7 +138,7 @@ class IndexSession(Protocol):
 class SearchIndex(Protocol):
     """One open full-text index (``<state_dir>/index``).
 
-    ``path`` is the index directory; ``engine`` the engine's name (``whoosh``, ``tantivy``, ``postgresql``).
+    ``path`` is the index directory; ``engine`` the engine's name (one of :data:`ENGINES`).
     Readers retry internally when a concurrent commit changes the files under them, and raise
     :class:`~indexerd.core.errors.IndexUnavailable` when that keeps failing.
     """
@@ -280,7 +283,7 @@ def wanted_identity(engine: Engine) -> IndexIdentity:
 
 def read_identity(state_dir: str | Path) -> IndexIdentity | None:
     """Who wrote the index of ``state_dir``: its identity file; for an index older than that file,
-    the Whoosh engine with analysis 1, format 1; None when there is no index.
+    the default engine with analysis 1, format 1; None when there is no index.
 
     An identity file that cannot be read or parsed yields an identity no engine matches
     (``engine`` ``"unknown"``), so the index is rebuilt rather than misread.
@@ -289,14 +292,11 @@ def read_identity(state_dir: str | Path) -> IndexIdentity | None:
     try:
         raw = (path / IDENTITY_FILE).read_text(encoding="utf-8")
     except FileNotFoundError:
-        try:
-            names = os.listdir(path)
-        except OSError:
+        if not path.is_dir():
             return None
-        # before the identity file, every index was Whoosh's "MAIN" index
-        if any(n.startswith(("_MAIN_", "MAIN_")) and n != "MAIN_WRITELOCK" for n in names):
-            return IndexIdentity("whoosh", 1, 1)
-        return None
+        # before the identity file, every index was the default engine's (its files say so)
+        legacy: Engine = importlib.import_module(f"indexerd.index.{ENGINES[0]}").ENGINE
+        return IndexIdentity(legacy.name, 1, 1) if legacy.holds_index(path) else None
     except OSError as e:
         raise IndexUnavailable(f"{path / IDENTITY_FILE}: cannot read: {e.strerror}") from None
     try:

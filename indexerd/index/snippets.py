@@ -1,21 +1,12 @@
 """Snippets: up to two windows of a document's stored text around the words a query matched.
 
-Engine-neutral: an engine gives the stored text and a regex finding the matched words in it.
+Engine-neutral: an engine gives the stored text and a regex finding the matched words in it
+(:func:`indexerd.index.highlight.words_regex`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-
-
-def words_regex(words: Iterable[str]) -> re.Pattern | None:
-    """A regex finding each of ``words`` (analysed terms, used as word prefixes so a stem finds
-    its inflections) in raw text, case-insensitively; None when there are no words."""
-    alts = {re.escape(w.strip("*?")) for w in words if w.strip("*?")}
-    if not alts:
-        return None
-    return re.compile(r"\b(?:" + "|".join(sorted(alts, key=len, reverse=True)) + r")\w*", re.IGNORECASE)
 
 
 def snippet(text: str, rx: re.Pattern | None, chars: int) -> str:

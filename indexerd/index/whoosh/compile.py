@@ -7,7 +7,9 @@ One Whoosh query per node, nothing decided here that another engine would decide
 - ``TokenPrefix`` -> ``Prefix``; ``Keyword`` -> ``Term`` or ``Prefix`` on the stored value;
 - ``NumberRange`` -> ``NumericRange`` (inclusive); ``DateRange`` -> ``DateRange`` with naive
   UTC bounds (Whoosh's ``DATETIME`` drops tzinfo), start inclusive, end exclusive;
-- ``And`` -> ``And`` of its positive children, wrapped in ``AndNot`` for its ``Not`` children;
+- ``And`` -> ``And`` of its positive children, wrapped in ``AndNot`` for its ``Not`` children
+  (:func:`and_not`: Whoosh's own ``AndNotMatcher`` lets the first document of the positive side
+  through when the negative side starts before it; ``_AndNotMatcher`` tests it);
   ``Or`` -> ``Or``; ``MatchAll`` -> ``Every``.  ``MatchNone`` is answered by the caller without
   searching (:func:`compile_query` returns None for it).
 """
@@ -24,6 +26,37 @@ UTC = timezone.utc
 
 def _naive_utc(dt):
     return None if dt is None else dt.astimezone(UTC).replace(tzinfo=None)
+
+
+_and_not_class = None
+
+
+def and_not(positive, negative):
+    """``positive ANDNOT negative`` as a Whoosh query whose matcher tests every positive
+    document, the first one included, against ``negative``.
+
+    Whoosh 2.7's ``AndNotMatcher._find_first`` only skips past the first positive document when
+    the negative matcher stands *on* it; a negative matcher that starts on an earlier document
+    is never advanced to it, so that document matched (``subprocess -shell`` found a page
+    holding both words).  The subclass moves the negative matcher first; the rest is Whoosh's.
+    """
+    global _and_not_class
+    if _and_not_class is None:
+        from whoosh import query as wq
+        from whoosh.matching import AndNotMatcher
+
+        class _AndNotMatcher(AndNotMatcher):
+            def _find_first(self):
+                if self.a.is_active() and self.b.is_active():
+                    self._find_next()
+
+        class _AndNot(wq.AndNot):
+            def matcher(self, searcher, context=None):
+                return _AndNotMatcher(self.a.matcher(searcher, context),
+                                      self.b.matcher(searcher, searcher.boolean_context()))
+
+        _and_not_class = _AndNot
+    return _and_not_class(positive, negative)
 
 
 def compile_query(tree):
@@ -62,6 +95,6 @@ def _compile(node):
         negative = [_compile(c.child) for c in node.children if isinstance(c, Not)]
         q = positive[0] if len(positive) == 1 else wq.And(positive)
         if negative:
-            q = wq.AndNot(q, negative[0] if len(negative) == 1 else wq.Or(negative))
+            q = and_not(q, negative[0] if len(negative) == 1 else wq.Or(negative))
         return q
     raise TypeError(f"not an analysed query node: {node!r}")

@@ -32,9 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
+from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, Sort
+from indexerd.index.highlight import words_regex
+from indexerd.index.query import parse
+from indexerd.index.querytokens import analyse_query, highlight_words
 from indexerd.index.snippets import snippet
-from indexerd.index.whoosh import patches, queryparse
+from indexerd.index.whoosh import patches
+from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.schema import keep_old_names_importable, new_schema
 from indexerd.index.whoosh.session import WhooshSession, naive_utc
 
@@ -300,21 +305,34 @@ class WhooshIndex:
             return None
         return wq.DateRange("last_modified", naive_utc(since), naive_utc(until), startexcl=False, endexcl=True)
 
+    def _analysed(self, query: str):
+        """The analysed tree of ``query`` (the product's query language, the shared analyzer).
+
+        Raises:
+            QueryError: the query is malformed (the parser's message, the same on every engine).
+        """
+        return analyse_query(parse(query), shared_analyzer(fold_diacritics=True))
+
     def _count_once(self, query: str | None, since, until) -> int:
         from whoosh import query as wq
 
+        q = wq.Every() if query is None else compile_query(self._analysed(query))
+        if q is None:  # nothing to search (only stop words)
+            return 0
         with self._ix.searcher() as searcher:
-            q = wq.Every() if query is None else queryparse.parse(query, self._ix.schema)
             # (``len(results)`` would count the query's documents without the filter)
             return searcher.search(q, limit=None, scored=False,
                                    filter=self._date_filter(since, until)).scored_length()
 
     def _search_once(self, query: str, limit: int, since, until, snippet_chars: int, sort: Sort) -> list[Hit]:
+        tree = self._analysed(query)
+        q = compile_query(tree)
+        if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
+            return []
+        snippet_re = words_regex(*highlight_words(tree))
         with self._ix.searcher() as searcher:
-            q = queryparse.parse(query, self._ix.schema)
             kwargs = {"sortedby": "last_modified", "reverse": True} if sort == "date" else {}
             results = searcher.search(q, limit=limit, filter=self._date_filter(since, until), **kwargs)
-            snippet_re = queryparse.snippet_regex(q)
             hits = []
             for i, h in enumerate(results, 1):
                 stored = h.fields()
@@ -324,7 +342,7 @@ class WhooshIndex:
                                 source=stored.get("source", ""), title=stored.get("title") or "",
                                 last_modified=_aware(stored.get("last_modified")),
                                 date_source=stored.get("date_source"), media_type=stored.get("media_type"),
-                                score=float(h.score or 0.0),
+                                score=float(h.score or 0.0) if sort == "relevance" else 0.0,
                                 snippet=" ".join(snippet(text, snippet_re, snippet_chars).split())))
             return hits
 
@@ -339,7 +357,9 @@ class WhooshEngine:
     """The Whoosh engine as :func:`~indexerd.index.base.open_index` sees it (``ENGINE``)."""
 
     name = "whoosh"
-    format_version = 1
+    #: 1: title/content analysed by FusedStemmingAnalyzer; 2: the shared analyzer's tokens and
+    #: the ``ids`` field (:func:`~indexerd.index.whoosh.schema.new_schema`)
+    format_version = 2
     extra = None
 
     def available(self) -> bool:

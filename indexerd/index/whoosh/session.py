@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Iterable
 from datetime import timezone
 
+from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import SNIPPET_TEXT_CAP_BYTES, IndexDoc
 from indexerd.index.whoosh.mergepolicy import drop_empty, reclaim_and_merge_small
 
@@ -46,8 +47,12 @@ class WhooshSession:
     happens.  Used by one thread.
     """
 
-    def __init__(self, writer, lock) -> None:
+    def __init__(self, writer, lock, *, fold_diacritics: bool = True) -> None:
         self._w = writer
+        self._analyzer = shared_analyzer(fold_diacritics=fold_diacritics)
+        from indexerd.index.whoosh.analysis import TokenList  # imports Whoosh: only once writing
+
+        self._token_list = TokenList
         self._lock = lock
         self._added: dict[str, int] = {}   # key -> its document number in the new segment
         self._removals: set[str] = set()   # keys whose committed copies go at commit
@@ -65,15 +70,21 @@ class WhooshSession:
             self._w.newsegment.delete_document(local)
 
     def update(self, doc: IndexDoc) -> None:
-        """Add ``doc``, replacing the committed copy and any copy added in this session."""
+        """Add ``doc``, replacing the committed copy and any copy added in this session.  Title
+        and content are analysed here, once (:mod:`indexerd.index.analysis`), and handed to
+        Whoosh as token lists; their whole identifiers go to ``ids``."""
         shown = doc.content if doc.snippet_text is None else doc.snippet_text
         text_bytes = shown.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
+        title, content = self._analyzer.analyse(doc.title), self._analyzer.analyse(doc.content)
         self._forget_added(doc.key)
         local = self._w.docnum - self._w.docbase
         self._w.update_document(
-            key=doc.key, source=doc.source, path=doc.path, title=doc.title, content=doc.content,
-            text_z=zlib.compress(text_bytes, 6), last_modified=naive_utc(doc.last_modified),
-            date_source=doc.date_source, media_type=doc.media_type, size=doc.size)
+            key=doc.key, source=doc.source, path=doc.path,
+            title=self._token_list(title.tokens), _stored_title=doc.title,
+            content=self._token_list(content.tokens),
+            ids=" ".join(title.ids + content.ids), text_z=zlib.compress(text_bytes, 6),
+            last_modified=naive_utc(doc.last_modified), date_source=doc.date_source,
+            media_type=doc.media_type, size=doc.size)
         self._added[doc.key] = local
         # update_document deleted the committed copies already
         self._removals.discard(doc.key)

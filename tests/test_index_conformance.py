@@ -1,0 +1,163 @@
+"""The conformance suite: every index engine gives the same answers to the same queries.
+
+Each test runs once per engine in the tree (``index_engine``, ``ENGINE_NAMES`` in conftest):
+
+- the text-analysis fixtures (tests/fixtures/text-analysis: CJK, NFD, diacritics, identifiers)
+  indexed as one tree through the real indexer; each query of its ``expected.json`` must hit
+  exactly the files listed there;
+- the shared corpus (real HTML and text, see ../shared/corpus/README.md) indexed the same way:
+  the known answers are the top hits, and the whole hit set of every query of bench/queries.txt
+  is the same on every engine (ranking may differ);
+- malformed queries raise the same :class:`QueryError` message on every engine (the parser's);
+  a query of only stop words finds nothing and counts 0, with no error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import ENGINE_NAMES, copy_corpus
+from indexerd.config import load_config
+from indexerd.core.errors import QueryError
+from indexerd.core.indexer import Indexer
+from indexerd.index import open_index
+from indexerd.index.query import parse
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "text-analysis"
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
+QUERIES = [q for q in (REPO / "bench" / "queries.txt").read_text(encoding="utf-8").splitlines() if q.strip()]
+
+#: (query, the corpus path that must be the first hit)
+TOP_HITS = [
+    ("asyncio event loop", "python-docs/library/asyncio-eventloop.html"),
+    ("sqlite3", "python-docs/library/sqlite3.html"),
+    ('"GNU General Public License"', "text/GPL-3.txt"),
+]
+
+#: Queries that find something in the shared corpus and in conftest's fallback corpus alike.
+FOUND_IN_ANY_CORPUS = {"python", "license", "function", "asyncio"} | {q for q, _ in TOP_HITS}
+
+MALFORMED = ['foo"', "(a", "a)", '"', "", "   ", "path:tmp", "nosuchfield:x", "size:>abc",
+             "last_modified:2024-13", "a AND", "OR b", "NOT", "size:[1 TO", "*"]
+
+
+def build(tmp: Path, tree: Path, engine: str):
+    """Index ``tree`` with ``engine`` through the real indexer (one pass); returns the open index."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg = tmp / "indexerd.toml"
+    cfg.write_text(f'state_dir = "{tmp / "state"}"\n[index]\nengine = "{engine}"\n'
+                   f'[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\nwatch = false\n', encoding="utf-8")
+    config = load_config(str(cfg))
+    ix = Indexer(config)
+    ix.open("index")
+    try:
+        counts = ix.run_pass(progress=False).totals.as_dict()
+    finally:
+        ix.close()
+    assert counts["errors"] == 0, counts
+    return open_index(tmp / "state", config.index, create=False)
+
+
+def rel(hits, root: Path) -> list[str]:
+    return [os.path.relpath(h.path, root) for h in hits]
+
+
+@pytest.fixture(scope="module", params=ENGINE_NAMES)
+def fixtures_index(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"conf-fixtures-{request.param}")
+    tree = copy_corpus(FIXTURES, tmp / "tree")
+    (tree / "expected.json").unlink()
+    (tree / "README.md").unlink()
+    ix = build(tmp, tree, request.param)
+    yield ix, tree
+    ix.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_indexes(tmp_path_factory, corpus_src):
+    """The shared corpus indexed once per engine: ``{engine: (index, tree)}``."""
+    tmp = tmp_path_factory.mktemp("conf-corpus")
+    tree = copy_corpus(corpus_src, tmp / "corpus")
+    out = {name: (build(tmp / name, tree, name), tree) for name in ENGINE_NAMES}
+    yield out
+    for ix, _ in out.values():
+        ix.close()
+
+
+@pytest.mark.parametrize("query", sorted(EXPECTED))
+def test_text_analysis_fixtures_hit_exactly_the_expected_files(fixtures_index, query) -> None:
+    ix, tree = fixtures_index
+    got = sorted(os.path.basename(h.path) for h in ix.search(query, limit=100))
+    assert got == sorted(EXPECTED[query]), (ix.engine, query)
+    assert ix.count(query) == len(EXPECTED[query]), (ix.engine, query)
+
+
+def test_snippets_highlight_identifiers_cjk_and_folded_words(fixtures_index) -> None:
+    ix, _ = fixtures_index
+    for query, shown in (("pg_hba", "pg_hba"), ("東京", "東京"), ("cafe", "caf")):
+        snippets = " ".join(h.snippet for h in ix.search(query))
+        assert shown in snippets, (ix.engine, query, snippets)
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+@pytest.mark.parametrize("query, top", TOP_HITS)
+def test_real_pages_have_the_same_top_hit(corpus_indexes, engine, query, top) -> None:
+    ix, tree = corpus_indexes[engine]
+    assert rel(ix.search(query, limit=3), tree)[0] == top, (engine, query)
+
+
+@pytest.mark.parametrize("query", QUERIES + [q for q, _ in TOP_HITS])
+def test_real_pages_same_hit_sets_on_every_engine(corpus_indexes, query) -> None:
+    sets = {name: frozenset(rel(ix.search(query, limit=1000), tree)) for name, (ix, tree) in corpus_indexes.items()}
+    counts = {name: ix.count(query) for name, (ix, _) in corpus_indexes.items()}
+    first = next(iter(sets.values()))
+    assert first or query not in FOUND_IN_ANY_CORPUS, query
+    assert all(s == first for s in sets.values()), {n: sorted(s ^ first)[:10] for n, s in sets.items()}
+    assert all(c == len(first) for c in counts.values()), counts
+
+
+@pytest.mark.parametrize("query", MALFORMED)
+def test_malformed_queries_give_the_parsers_error_on_every_engine(fixtures_index, query) -> None:
+    ix, _ = fixtures_index
+    with pytest.raises(QueryError) as parsed:
+        parse(query)
+    with pytest.raises(QueryError) as searched:
+        ix.search(query)
+    with pytest.raises(QueryError) as counted:
+        ix.count(query)
+    assert str(searched.value) == str(counted.value) == str(parsed.value), ix.engine
+
+
+@pytest.mark.parametrize("query", ["the", "the of and", '"the"', "title:the", "-the"])
+def test_stop_words_only_find_nothing_without_error(fixtures_index, query) -> None:
+    ix, _ = fixtures_index
+    assert ix.search(query) == [] and ix.count(query) == 0
+
+
+def test_a_negated_word_excludes_the_first_document_of_the_positive_side(tmp_path, index_engine) -> None:
+    """Whoosh's AndNotMatcher did not test the first document of its positive side against the
+    negative side when the negative side started earlier: ``subprocess -shell`` found the
+    genindex-S.html page of the shared corpus, which holds both words."""
+    from datetime import datetime, timezone
+
+    from conftest import index_settings
+    from indexerd.index import IndexDoc
+
+    ix = open_index(tmp_path, index_settings(index_engine))
+    s = ix.session()
+    for key, text in (("a", "shell"), ("b", "subprocess shell"), ("c", "subprocess"), ("d", "shell subprocess")):
+        s.update(IndexDoc(key=key, source="s", url=key, path=None, title="", content=text,
+                          last_modified=datetime(2024, 1, 1, tzinfo=timezone.utc), date_source="mtime",
+                          media_type="text/plain", size=1))
+    s.commit(merge=False)
+    try:
+        assert [h.key for h in ix.search("subprocess -shell")] == ["c"]
+        assert ix.count("subprocess AND NOT shell") == 1
+        assert sorted(h.key for h in ix.search("-subprocess")) == ["a"]
+    finally:
+        ix.close()
