@@ -6,7 +6,7 @@ lexemes are taken as they are (no parser, no dictionary, no text search configur
 case folding, CJK bigrams, identifiers, diacritic folding and Porter stems are exactly those of
 the embedded engines.  PostgreSQL's own ``to_tsvector`` would split ``pg_hba.conf`` and CJK text
 its own way and stem with its own dictionaries: queries would find other documents than on
-Whoosh and tantivy (bench/RESULTS.md has the measurement).
+the embedded engines (bench/RESULTS.md has the measurement).
 
 Layout of one ``tsv`` (positions count from 1; a weight per position):
 
@@ -21,7 +21,7 @@ a big document is indexed rather than refused: a position above :data:`MAX_POSIT
 as :data:`MAX_POSITION` (words past it are found, phrases past it are not); a lexeme keeps at
 most :data:`MAX_POSITIONS_PER_LEXEME` positions (the first ones, title first); a token longer
 than :data:`MAX_LEXEME_BYTES` is dropped (PostgreSQL refuses it; the embedded engines keep it),
-an empty one too, without taking a position (as tantivy's whitespace split of the tokens);
+an empty one too, without taking a position (as the embedded engines drop it);
 once the literal reaches :data:`TSVECTOR_BUDGET_BYTES` later *new* lexemes are dropped
 (PostgreSQL refuses a tsvector over 1 MB).
 """
@@ -86,7 +86,7 @@ def build_tsvector(title_tokens: list[str], content_tokens: list[str], ids: list
         nonlocal used, truncated
         pos = first
         for tok in tokens:
-            if not tok:  # Porter stems an identifier's part "s" to "": tantivy's whitespace split drops it too
+            if not tok:  # Porter stems an identifier's part "s" to "": the embedded engines drop it too
                 continue
             p = pos if pos < MAX_POSITION else MAX_POSITION
             pos += step
