@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENGINE_NAMES, copy_corpus
+from conftest import ENGINE_NAMES, copy_corpus, engine_toml
 from indexerd.config import load_config
 from indexerd.core.errors import QueryError
 from indexerd.core.indexer import Indexer
@@ -50,7 +50,7 @@ def build(tmp: Path, tree: Path, engine: str):
     """Index ``tree`` with ``engine`` through the real indexer (one pass); returns the open index."""
     tmp.mkdir(parents=True, exist_ok=True)
     cfg = tmp / "indexerd.toml"
-    cfg.write_text(f'state_dir = "{tmp / "state"}"\n[index]\nengine = "{engine}"\n'
+    cfg.write_text(f'state_dir = "{tmp / "state"}"\n{engine_toml(engine, fresh=True)}'
                    f'[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\nwatch = false\n', encoding="utf-8")
     config = load_config(str(cfg))
     ix = Indexer(config)
@@ -69,6 +69,8 @@ def rel(hits, root: Path) -> list[str]:
 
 @pytest.fixture(scope="module", params=ENGINE_NAMES)
 def fixtures_index(request, tmp_path_factory):
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_index_server")
     tmp = tmp_path_factory.mktemp(f"conf-fixtures-{request.param}")
     tree = copy_corpus(FIXTURES, tmp / "tree")
     (tree / "expected.json").unlink()
@@ -79,8 +81,10 @@ def fixtures_index(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def corpus_indexes(tmp_path_factory, corpus_src):
+def corpus_indexes(request, tmp_path_factory, corpus_src):
     """The shared corpus indexed once per engine: ``{engine: (index, tree)}``."""
+    if "postgresql" in ENGINE_NAMES:
+        request.getfixturevalue("pg_index_server")
     tmp = tmp_path_factory.mktemp("conf-corpus")
     tree = copy_corpus(corpus_src, tmp / "corpus")
     out = {name: (build(tmp / name, tree, name), tree) for name in ENGINE_NAMES}
@@ -117,8 +121,30 @@ def test_real_pages_same_hit_sets_on_every_engine(corpus_indexes, query) -> None
     counts = {name: ix.count(query) for name, (ix, _) in corpus_indexes.items()}
     first = next(iter(sets.values()))
     assert first or query not in FOUND_IN_ANY_CORPUS, query
+    if "postgresql" in sets and '"' in query:
+        # PostgreSQL keeps no word position past 16383 (README: where it differs): a phrase that
+        # only occurs there is not found; every other hit is the same
+        long_docs = _past_last_tsvector_position(next(iter(corpus_indexes.values()))[1])
+        assert sets["postgresql"] <= first and first - sets["postgresql"] <= long_docs, query
+        assert counts.pop("postgresql") == len(sets["postgresql"]), query
+        sets["postgresql"] = first
     assert all(s == first for s in sets.values()), {n: sorted(s ^ first)[:10] for n, s in sets.items()}
     assert all(c == len(first) for c in counts.values()), counts
+
+
+def _past_last_tsvector_position(tree: Path) -> frozenset[str]:
+    """The files of ``tree`` (relative paths) whose text has more words than a ``tsvector`` has
+    positions (16383)."""
+    from indexerd.extract import extract
+    from indexerd.index.analysis import analyzer
+    from indexerd.index.postgresql.documents import MAX_POSITION
+
+    out = set()
+    for path in tree.rglob("*.html"):
+        data = path.read_bytes()
+        if len(analyzer().analyse(extract(data, "text/html").text).tokens) > MAX_POSITION - 2:
+            out.add(os.path.relpath(path, tree))
+    return frozenset(out)
 
 
 @pytest.mark.parametrize("query", MALFORMED)

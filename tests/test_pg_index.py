@@ -180,6 +180,20 @@ def test_tsvector_layout_keeps_fields_apart_and_clamps_positions(engine) -> None
     assert build_tsvector(["it's"], [], []).literal == "'it''s':1A"
 
 
+def test_a_phrase_never_matches_across_the_last_tsvector_position(ix) -> None:
+    """Words past position 16383 all share the last position; the last word before them must not
+    form a phrase with them (a 3,000-word pydoc page of builtins matched "regular expression":
+    'regular' at 16382, a far later 'expression' clamped to 16383)."""
+    s = ix.session()
+    for n in range(MAX_POSITION - 6, MAX_POSITION + 2):  # 'alpha' on every position near the end
+        filler = " ".join(f"f{i}" for i in range(n))
+        s.update(doc(f"edge{n}", f"{filler} alpha " + " ".join(f"g{i}" for i in range(2_000)) + " beta",
+                     title=""))
+    s.commit(merge=False)
+    assert ix.search('"alpha beta"', limit=100) == [] and ix.count('"alpha beta"') == 0
+    assert len(ix.search("alpha beta", limit=100)) == 8  # both words are still found
+
+
 def test_query_language_fields_ranges_negation_and_sorting(ix) -> None:
     s = ix.session()
     s.update(doc("k1", "python asyncio event loop", title="Event loops", size=100,
@@ -266,7 +280,7 @@ def test_an_index_of_another_analysis_is_refused_by_readers_and_emptied_by_a_wri
     again.close()
 
 
-def test_config_of_the_engine(engine) -> None:
+def test_config_of_the_engine(engine, tmp_path) -> None:
     with pytest.raises(ConfigError, match="index.postgresql.url: required"):
         parse_config('[index]\nengine = "postgresql"\n')
     with pytest.raises(ConfigError, match="password_env or password_file, not both"):
@@ -275,7 +289,7 @@ def test_config_of_the_engine(engine) -> None:
     cfg = parse_config('[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql:///x"\ntimeout = "5s"\n')
     assert cfg.index.postgresql.timeout == 5.0 and cfg.index.postgresql.schema == "indexerd"
     with pytest.raises(ConfigError, match="plain SQL name"):
-        open_index(Path("/nonexistent"), parse_config(
+        open_index(tmp_path, parse_config(
             '[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql:///x"\nschema = "a;b"\n').index)
 
 

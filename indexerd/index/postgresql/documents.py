@@ -17,8 +17,9 @@ Layout of one ``tsv`` (positions count from 1; a weight per position):
   everything, weight ``C`` (identifiers hold ``.`` or ``_``, so no text token equals one).
 
 Limits of ``tsvector`` (PostgreSQL 15, ``src/include/tsearch/ts_type.h``), applied here so that
-a big document is indexed rather than refused: a position above :data:`MAX_POSITION` is stored
-as :data:`MAX_POSITION` (words past it are found, phrases past it are not); a lexeme keeps at
+a big document is indexed rather than refused: a position from :data:`MAX_POSITION` - 1 on is stored
+as :data:`MAX_POSITION`, so that one stays empty (words past it are found,
+phrases past it or across it are not); a lexeme keeps at
 most :data:`MAX_POSITIONS_PER_LEXEME` positions (the first ones, title first); a token longer
 than :data:`MAX_LEXEME_BYTES` is dropped (PostgreSQL refuses it; the embedded engines keep it),
 an empty one too, without taking a position (as the embedded engines drop it);
@@ -88,7 +89,8 @@ def build_tsvector(title_tokens: list[str], content_tokens: list[str], ids: list
         for tok in tokens:
             if not tok:  # Porter stems an identifier's part "s" to "": the embedded engines drop it too
                 continue
-            p = pos if pos < MAX_POSITION else MAX_POSITION
+            # MAX_POSITION - 1 stays free: no word before the clamped ones is next to them
+            p = pos if pos < MAX_POSITION - 1 else MAX_POSITION
             pos += step
             plist = entries.get(tok)
             if plist is None:
