@@ -257,6 +257,18 @@ def index_dir(state_dir: str | Path) -> Path:
     return Path(state_dir) / INDEX_DIRNAME
 
 
+def directory_bytes(path: Path) -> int:
+    """Bytes of the files directly in ``path`` (an embedded engine's index directory); files a
+    concurrent commit removes meanwhile are not counted."""
+    total = 0
+    for p in path.iterdir():
+        try:
+            total += p.stat().st_size if p.is_file() else 0
+        except FileNotFoundError:
+            pass
+    return total
+
+
 def load_engine(name: str) -> Engine:
     """The engine called ``name`` (its package is imported, its library only when it opens).
 

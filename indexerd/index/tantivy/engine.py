@@ -35,6 +35,7 @@ from typing import Any
 import tantivy
 
 from indexerd.core.errors import IndexUnavailable, RetryLater
+from indexerd.index.base import directory_bytes
 
 from .offload import BATCH_DOCS, AnalysisWorker, analyse_texts
 from .schema import build_schema, register_tokenizer, to_document
@@ -289,13 +290,7 @@ class TantivyIndex(TantivySearch):
 
     def size_bytes(self) -> int:
         """Bytes on disk (files a concurrent commit removes meanwhile are not counted)."""
-        total = 0
-        for p in self.path.iterdir():
-            try:
-                total += p.stat().st_size if p.is_file() else 0
-            except FileNotFoundError:
-                pass
-        return total
+        return directory_bytes(self.path)
 
     def status(self) -> dict[str, Any]:
         """``engine``, ``documents``, ``size_bytes``, ``segments`` and ``last_commit`` (ISO UTC)."""

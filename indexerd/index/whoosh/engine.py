@@ -33,7 +33,7 @@ from typing import Any
 
 from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
 from indexerd.index.analysis import analyzer as shared_analyzer
-from indexerd.index.base import Hit, Sort
+from indexerd.index.base import Hit, Sort, directory_bytes
 from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query, highlight_words
@@ -248,13 +248,7 @@ class WhooshIndex:
 
     def size_bytes(self) -> int:
         """Bytes on disk (files a concurrent commit removes meanwhile are not counted)."""
-        total = 0
-        for p in self.path.iterdir():
-            try:
-                total += p.stat().st_size if p.is_file() else 0
-            except FileNotFoundError:
-                pass
-        return total
+        return directory_bytes(self.path)
 
     def status(self) -> dict[str, Any]:
         """``engine``, ``documents``, ``size_bytes`` and ``segments``."""
