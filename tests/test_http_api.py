@@ -100,6 +100,22 @@ def test_healthz(daemon):
     assert (status, body) == (200, b"ok\n") and headers["Cache-Control"] == "no-store"
 
 
+def test_only_get_and_head_are_answered(daemon):
+    """Every page and API call only reads: POST, PUT and DELETE are 405 naming GET (they were
+    answered 200 as a GET), HEAD is the GET without its body."""
+    import urllib.error
+    import urllib.request
+
+    for method, path in (("POST", "/api/search?q=sparrow"), ("PUT", "/"), ("DELETE", "/api/status"),
+                         ("POST", "/?q=x")):
+        req = urllib.request.Request(daemon.url + path, method=method, data=b"" if method != "DELETE" else None)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        assert e.value.code == 405 and "GET" in e.value.headers["Allow"], (method, path)
+    with urllib.request.urlopen(urllib.request.Request(daemon.url + "/healthz", method="HEAD"), timeout=30) as r:
+        assert r.status == 200 and r.read() == b""
+
+
 def test_metrics_move_when_a_file_is_edited(daemon):
     before = metrics(daemon)
     assert before[("indexerd_documents", (("source", "notes"), ("status", "indexed")))] > 10

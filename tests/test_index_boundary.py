@@ -219,3 +219,26 @@ def test_whoosh_patches_install_only_on_their_version(tmp_path, version) -> None
     assert results["replaced"] == ["k3"] and results["word7"] == ["k7"]
     assert len(results["running"]) == 59 and "k3" not in results["running"]
     assert results['"running word1"'] == ["k1"]
+
+
+def test_an_ad_hoc_index_without_a_config_keeps_the_engine_of_the_state_dir(tmp_path) -> None:
+    """``indexerd index PATH`` without a config writes with the engine the state dir's index
+    already has: it rebuilt a tantivy index as Whoosh (the default), and the documents of other
+    ad-hoc trees, which no pass reads again, were gone from search."""
+    from conftest import CLI
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (a / "one.txt").write_text("zebrafinch nests\n")
+    (b / "two.txt").write_text("kingfisher dives\n")
+    state = tmp_path / "state"
+    cfg = tmp_path / "tantivy.toml"
+    cfg.write_text(f'state_dir = "{state}"\n[index]\nengine = "tantivy"\n')
+    CLI(state).run("index", "--json", "-c", str(cfg), str(a))
+    assert read_identity(state).engine == "tantivy"
+    c = CLI(state)  # no config: STATE_DIRECTORY names the same state dir
+    p = c.run("index", "--json", str(b))
+    assert "rebuilding" not in p.stderr, p.stderr
+    assert read_identity(state).engine == "tantivy"
+    assert [h["title"] for h in c.search("zebrafinch")] == ["zebrafinch nests"]
+    assert [h["title"] for h in c.search("kingfisher")] == ["kingfisher dives"]

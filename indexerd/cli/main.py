@@ -47,11 +47,29 @@ def _load(args, *, required: bool = False):
     return load_config(getattr(args, "config", None), required=required)
 
 
+def _with_the_state_dirs_engine(cfg):
+    """``cfg`` itself, or, when no config file was read (``indexerd index PATH`` alone), ``cfg``
+    with the engine of the index already in its state dir: without a config nobody asked for
+    another engine, and a rebuild would drop the documents of ad-hoc trees no pass reads again."""
+    from msgspec import structs
+
+    from indexerd.config import DEFAULTS_ORIGIN, resolve_state_dir
+    from indexerd.index import read_identity
+    from indexerd.index.base import ENGINES
+
+    if cfg.origin != DEFAULTS_ORIGIN:
+        return cfg
+    found = read_identity(resolve_state_dir(cfg))
+    if found is None or found.engine == cfg.index.engine or found.engine not in ENGINES:
+        return cfg
+    return structs.replace(cfg, index=structs.replace(cfg.index, engine=found.engine))
+
+
 # -- commands -------------------------------------------------------------------------------
 def cmd_index(args) -> int:
     from indexerd.core.indexer import Indexer
 
-    cfg = _load(args)
+    cfg = _with_the_state_dirs_engine(_load(args))
     if not args.paths and not (cfg.sources.filesystem or cfg.sources.sql or cfg.sources.web):
         raise _usage("nothing to index: give PATH arguments or configure [[sources.filesystem]], "
                      "[[sources.web]] or [[sources.sql]] "

@@ -44,16 +44,19 @@ _HERE = resources.files("indexerd.daemon.http")
 _CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 _PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+#: every page and API call only reads: anything but GET (and HEAD) is 405
+_READ = ("GET", "HEAD")
+
 URLS = Map([
-    Rule("/", endpoint="search"),
-    Rule("/doc", endpoint="document"),
-    Rule("/status", endpoint="status"),
-    Rule("/api/search", endpoint="api_search"),
-    Rule("/api/status", endpoint="api_status"),
-    Rule("/api/explain", endpoint="api_explain"),
-    Rule("/metrics", endpoint="metrics"),
-    Rule("/healthz", endpoint="healthz"),
-    Rule("/static/<name>", endpoint="static"),
+    Rule("/", endpoint="search", methods=_READ),
+    Rule("/doc", endpoint="document", methods=_READ),
+    Rule("/status", endpoint="status", methods=_READ),
+    Rule("/api/search", endpoint="api_search", methods=_READ),
+    Rule("/api/status", endpoint="api_status", methods=_READ),
+    Rule("/api/explain", endpoint="api_explain", methods=_READ),
+    Rule("/metrics", endpoint="metrics", methods=_READ),
+    Rule("/healthz", endpoint="healthz", methods=_READ),
+    Rule("/static/<name>", endpoint="static", methods=_READ),
 ], strict_slashes=False)
 
 _STATIC = {"style.css": "text/css; charset=utf-8"}
@@ -90,6 +93,8 @@ class SearchApp:
                 response = getattr(self, "on_" + endpoint)(request, adapter, **values)
         except HTTPException as e:
             response = self._error(request, adapter, e.code, e.description)
+            if getattr(e, "valid_methods", None):  # a 405 names what is allowed (RFC 9110, 15.5.6)
+                response.headers["Allow"] = ", ".join(e.valid_methods)
         except Exception:
             log.exception("HTTP %s %s failed", request.method, request.path)
             response = self._error(request, adapter, 500, "internal error (logged by the daemon)")

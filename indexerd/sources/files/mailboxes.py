@@ -89,7 +89,8 @@ def index_mailbox(source, key: str, path: str, stream: IO[bytes], file_size: int
     if gone:
         pipeline.gone_many(gone, counts, "no longer in the mailbox")
     return pipeline.skip(key, source.name, CONTAINER,
-                         f"{MEDIA_MBOX}: {len(keys)} messages indexed as {key}#<Message-ID>",
+                         f"{MEDIA_MBOX}: {len(keys)} messages indexed, keyed {key}#ID (the Message-ID "
+                         f"without <>, percent-encoded){f'; the first is {keys[0]}' if keys else ''}",
                          counts, size=file_size, **stat_facts).verdict
 
 
