@@ -233,6 +233,25 @@ def test_etc_config_parses_and_documents_the_defaults() -> None:
         (d.include, d.exclude, d.follow_symlinks, d.watch, d.interval)
 
 
+def test_the_effective_config_as_toml_reads_back_as_the_same_config() -> None:
+    """``check-config``'s TOML (config/render.py, our writer: unset keys as comments) is valid
+    TOML that parses back to the same settings: the shipped example, the shipped SQL example and
+    a web source whose seed needs escapes."""
+    import tomllib
+
+    from indexerd.config import to_toml
+
+    web = '\n[[sources.web]]\nname = "site"\nseeds = ["https://example.org/a b?q=\\"x\\"\\u00e9"]\n'
+    for text in (ETC.read_text() + web, (ETC.parent / "sql-sqlite.toml").read_text()):
+        cfg = parse_config(text, "<test>")
+        out = to_toml(cfg)
+        assert "(unset)" in out  # unset keys are listed, as comments
+        tomllib.loads(out)
+        again = parse_config(out, "<again>")
+        assert again.index == cfg.index and again.sources == cfg.sources
+        assert (again.max_size, again.log_level, again.state_dir) == (cfg.max_size, cfg.log_level, cfg.state_dir)
+
+
 def test_check_config_of_etc_exits_0(cli) -> None:
     p = cli.run("check-config", "-c", str(ETC), check=False)
     assert p.returncode == 0, p.stderr

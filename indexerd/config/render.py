@@ -1,4 +1,10 @@
-"""The effective configuration (defaults filled in, secrets masked) as TOML, for ``check-config``."""
+"""The effective configuration (defaults filled in, secrets masked) as TOML, for ``check-config``.
+
+The writer is ours, not ``tomli-w``: an unset key is shown as a comment (``# key = (unset)``) so
+that the output lists every key a config may set, and ``tomli-w`` writes no comments (it drops a
+None value).  Values are the plain TOML types only, which this writer covers; tests/test_config.py
+reads its output back with ``tomllib`` and compares it with the config.
+"""
 
 from __future__ import annotations
 
