@@ -1,6 +1,13 @@
 """The daemon's control server: the control protocol (:mod:`indexerd.daemon.control`) served on
 a Unix socket, requests read by one selector loop, each handled in a short-lived thread.
 
+The loop is ours, not ``socketserver.ThreadingUnixStreamServer``: that server starts a thread
+per accepted connection before a byte is read, so slow or silent clients (the attack run's
+hardening case) would each hold a thread until its timeout; here a connection costs a thread
+only once its whole request has arrived within :data:`READ_TIMEOUT_SECONDS`, at most
+:data:`MAX_PENDING` connections wait, and at most :data:`MAX_HANDLERS` requests run (more get a
+"busy" reply), so ``ctl status`` stays answerable.
+
 Outside contract relied on (Linux ``unix(7)``): connecting needs write permission on the socket
 file; the file is chmod-ed (and chgrp-ed) between ``bind()`` and ``listen()``, when a connect
 would still be refused.
