@@ -358,3 +358,11 @@ def test_tantivy_engine_needs_its_extra() -> None:
         assert "index.engine" in msg and ("indexerd[tantivy]" in msg or "cannot load" in msg), (msg, e)
     else:
         assert parse_config('[index]\nengine = "tantivy"\n', ORIGIN).index.engine == "tantivy"
+
+
+@pytest.mark.parametrize("key, value", [("commit_batch", 0), ("bulk_commit_batch", -1)])
+def test_a_value_out_of_range_is_refused_naming_the_key_and_the_value(key, value) -> None:
+    """config/checks.py keeps the range checks (not msgspec Meta) so that the error names the
+    value given."""
+    with pytest.raises(ConfigError, match=rf"^<t>: index\.{key}: expected a whole number >= 1, got {value}$"):
+        parse_config(f"[index]\n{key} = {value}\n", "<t>")

@@ -1,6 +1,11 @@
 """The checks msgspec's types cannot express: names, ranges, paths, URLs, regexes, the
 ``[http]`` listener; one function per table, each raising :class:`ConfigError` as
-``FILE: KEY: what was expected``."""
+``FILE: KEY: what was expected``.
+
+Ranges stay here rather than in ``msgspec.Meta(ge=...)`` constraints on the schema: msgspec's
+error (``Expected `int` >= 1 - at `$.index.commit_batch```) does not say which value was given,
+and ours do (``index.commit_batch: expected a whole number >= 1, got 0``), as tests/test_config.py
+asserts."""
 
 from __future__ import annotations
 
