@@ -830,7 +830,7 @@ def test_b10_overflow_triggers_a_reconcile(daemon):
         if d.alive():
             d.proc.send_signal(signal.SIGCONT)
     d.poll(lambda: d.status()["sources"]["docs"]["documents"].get("indexed", 0),
-           lambda v: v == INITIAL_DOCS + n, 60.0, f"{n} bulk files indexed", interval=0.5)
+           lambda v: v == INITIAL_DOCS + n, 120.0, f"{n} bulk files indexed", interval=0.5)  # none dropped, not latency
     assert len(d.search("f01999")) == 1
     assert "overflow" in d.log().lower()
     st = d.settle(timeout=30)
