@@ -187,3 +187,9 @@ def test_a_negated_word_excludes_the_first_document_of_the_positive_side(tmp_pat
         assert sorted(h.key for h in ix.search("-subprocess")) == ["a"]
     finally:
         ix.close()
+
+
+def test_an_unknown_sort_is_the_same_query_error_on_every_engine(fixtures_index) -> None:
+    ix, _ = fixtures_index
+    with pytest.raises(QueryError, match=r"^unknown sort 'size' \(expected relevance or date\)$"):
+        ix.search("cafe", sort="size")

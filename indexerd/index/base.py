@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from indexerd.core.errors import ConfigError, IndexUnavailable
+from indexerd.core.errors import ConfigError, IndexUnavailable, QueryError
 from indexerd.index.analysis import ANALYSIS_VERSION as _TOKEN_STREAM_VERSION
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,16 @@ IDENTITY_FILE = "indexerd-index.json"
 SNIPPET_TEXT_CAP_BYTES = 256 * 1024
 
 Sort = Literal["relevance", "date"]
+
+
+def check_sort(sort: str) -> None:
+    """The one check of a search's ``sort`` every engine makes.
+
+    Raises:
+        QueryError: ``sort`` is not ``relevance`` or ``date``.
+    """
+    if sort not in ("relevance", "date"):
+        raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
+from indexerd.core.errors import IndexUnavailable, RetryLater
 from indexerd.index.analysis import analyzer as shared_analyzer
-from indexerd.index.base import ANALYSIS_VERSION, Hit
+from indexerd.index.base import ANALYSIS_VERSION, Hit, check_sort
 from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query, highlight_words
@@ -182,8 +182,7 @@ class PgIndex:
             QueryError: the query is malformed (raised by the parser, before this engine).
             IndexUnavailable: the server cannot be reached.
         """
-        if sort not in ("relevance", "date"):
-            raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
+        check_sort(sort)
         tree = self._analysed(query)
         where = compile_where(tree)
         if where is None or limit < 1:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import tantivy
 
-from indexerd.core.errors import IndexUnavailable, QueryError
+from indexerd.core.errors import IndexUnavailable
 from indexerd.index.analysis import analyzer as shared_analyzer
-from indexerd.index.base import Hit
+from indexerd.index.base import Hit, check_sort
 from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query, highlight_words
@@ -84,8 +84,7 @@ class TantivySearch:
             QueryError: the query is malformed (raised by the parser, before this engine).
             IndexUnavailable: the index cannot be read.
         """
-        if sort not in ("relevance", "date"):
-            raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
+        check_sort(sort)
         tree = self._analysed(query)
         q = compile_query(tree, self.schema)
         if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked

@@ -33,7 +33,7 @@ from typing import Any
 
 from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
 from indexerd.index.analysis import analyzer as shared_analyzer
-from indexerd.index.base import Hit, Sort, directory_bytes
+from indexerd.index.base import Hit, Sort, check_sort, directory_bytes
 from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query, highlight_words
@@ -272,8 +272,7 @@ class WhooshIndex:
             QueryError: the query is malformed.
             IndexUnavailable: the index kept failing after retries.
         """
-        if sort not in ("relevance", "date"):
-            raise QueryError(f"unknown sort {sort!r} (expected relevance or date)")
+        check_sort(sort)
         return self._with_retries(lambda: self._search_once(query, limit, since, until, snippet_chars, sort))
 
     def _with_retries(self, fn):
