@@ -27,6 +27,13 @@ def glob_regex(pattern: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", regex)  # unnamed: the patterns are joined into one regex
 
 
+def _names_only(pattern: str) -> bool:
+    """Does ``pattern`` match a name at any depth (no ``/`` but a trailing one), so that it can
+    be tested on the name alone?  Testing it on a whole path costs time quadratic in the path's
+    length (the regex's leading ``(?:.+/)?`` backtracks over every ``/``)."""
+    return "/" not in pattern.rstrip("/")
+
+
 class PathMatcher:
     """Include/exclude globs of one source.
 
@@ -34,6 +41,9 @@ class PathMatcher:
     file or directory *name* anywhere (``*.swp``); a pattern with an inner ``/`` matches the path
     relative to the root (``build/*.html``).  Include patterns select files; exclude patterns
     remove files and prune directories.
+
+    Name patterns are tested on the name only, so a test costs the same at any depth (a watch
+    of a tree thousands of directories deep gets an event per directory).
     """
 
     def __init__(self, include: list[str], exclude: list[str]) -> None:
@@ -41,32 +51,51 @@ class PathMatcher:
             return re.compile("|".join(f"(?:{glob_regex(p)})" for p in pats)) if pats else None
 
         self.include_all = include == ["*"]
-        self._inc = compile_(include)
+        inc = [] if self.include_all else include
+        self._inc_name = compile_([p for p in inc if _names_only(p)])
+        self._inc_rel = compile_([p for p in inc if not _names_only(p)])
         file_excl = [p for p in exclude if not p.endswith("/")]  # "x/" matches directories only
-        self._exc_file_name = compile_([p for p in file_excl if "/" not in p])
-        self._exc_file_rel = compile_([p for p in file_excl if "/" in p])
-        self._exc_dir = compile_(exclude)
+        self._exc_file_name = compile_([p for p in file_excl if _names_only(p)])
+        self._exc_file_rel = compile_([p for p in file_excl if not _names_only(p)])
+        self._exc_dir_name = compile_([p for p in exclude if _names_only(p)])
+        self._exc_dir_rel = compile_([p for p in exclude if not _names_only(p)])
         #: does selecting a file need its path relative to the root (not only its name)?
-        self.needs_rel = self._exc_file_rel is not None or (
-            not self.include_all and any("/" in p for p in include))
+        self.needs_rel = self._exc_file_rel is not None or self._inc_rel is not None
         #: the walk's fast test of a file's name against the name-only exclude patterns
         self.exc_file_name_match = self._exc_file_name.match if self._exc_file_name else None
 
     def dir_excluded(self, name: str, rel: str) -> bool:
         """Is the directory ``rel`` (relative to the root; ``name`` its last part) pruned?"""
-        return bool(self._exc_dir and self._exc_dir.match(rel + "/"))
+        return bool((self._exc_dir_name and self._exc_dir_name.match(name + "/")) or
+                    (self._exc_dir_rel and self._exc_dir_rel.match(rel + "/")))
 
     def file_selected(self, name: str, rel: str) -> bool:
         """Is the file ``rel`` (relative to the root; ``name`` its last part) selected?"""
         if (self._exc_file_name and self._exc_file_name.match(name)) or \
                 (self._exc_file_rel and self._exc_file_rel.match(rel)):
             return False
-        return self.include_all or bool(self._inc and self._inc.match(rel))
+        return self.include_all or bool(self._inc_name and self._inc_name.match(name)) or \
+            bool(self._inc_rel and self._inc_rel.match(rel))
+
+    def any_dir_excluded(self, rel: str, *, last_too: bool) -> bool:
+        """Is a directory on the way to ``rel`` (relative to the root, '/'-separated) pruned?
+        ``last_too``: ``rel`` is itself a directory, tested too.  Costs time linear in the
+        path's length unless relative directory patterns are configured."""
+        parts = rel.split("/")
+        dirs = parts if last_too else parts[:-1]
+        if self._exc_dir_name and any(self._exc_dir_name.match(p + "/") for p in dirs):
+            return True
+        if self._exc_dir_rel:
+            end = 0
+            for p in dirs:
+                end += len(p)
+                if self._exc_dir_rel.match(rel[:end] + "/"):
+                    return True
+                end += 1
+        return False
 
     def path_selected(self, rel: str) -> bool:
         """Is the file at ``rel`` (relative to the root, '/'-separated) selected, dirs included?"""
-        parts = rel.split("/")
-        for i in range(len(parts) - 1):
-            if self.dir_excluded(parts[i], "/".join(parts[:i + 1])):
-                return False
-        return self.file_selected(parts[-1], rel)
+        if self.any_dir_excluded(rel, last_too=False):
+            return False
+        return self.file_selected(rel.rpartition("/")[2], rel)

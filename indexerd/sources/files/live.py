@@ -27,8 +27,7 @@ def accepts(src: FileSource, path: str, is_dir: bool) -> bool:
         return False
     rel = src.relpath(path)
     if is_dir:
-        parts = rel.split("/")
-        return not any(src.matcher.dir_excluded(parts[i], "/".join(parts[:i + 1])) for i in range(len(parts)))
+        return not src.matcher.any_dir_excluded(rel, last_too=True)
     return src.matcher.path_selected(rel)
 
 
