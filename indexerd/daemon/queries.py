@@ -107,12 +107,12 @@ def filtered_query(req: SearchRequest) -> str:
 
     parse(req.query)   # the user's query alone: its errors name its own characters
     parts = [f"({req.query})"]
-    for field, values in (("source", req.sources), ("media_type", req.media_types)):
+    for name, values in (("source", req.sources), ("media_type", req.media_types)):
         for v in values:
             if not _FILTER_VALUE.fullmatch(v):
-                raise ConfigError(f"{field}: {v!r} is not a {field.replace('_', ' ')}")
+                raise ConfigError(f"{name}: {v!r} is not a {name.replace('_', ' ')}")
         if values:
-            parts.append("(" + " OR ".join(f"{field}:{v}" for v in values) + ")")
+            parts.append("(" + " OR ".join(f"{name}:{v}" for v in values) + ")")
     return " AND ".join(parts) if len(parts) > 1 else req.query
 
 

@@ -16,7 +16,10 @@ whose ``tag`` is not a ``str``; every reader here skips them.
 
 from __future__ import annotations
 
-from typing import IO, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
 
 NS_OFFICE_CORE = "http://schemas.openxmlformats.org/package/2006/metadata/core-properties"
 NS_DC = "http://purl.org/dc/elements/1.1/"

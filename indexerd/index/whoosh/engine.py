@@ -25,23 +25,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-import zlib
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
-from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, Sort, check_sort, directory_bytes
-from indexerd.index.highlight import words_regex
-from indexerd.index.query import parse
-from indexerd.index.querytokens import analyse_query, highlight_words
-from indexerd.index.snippets import snippet
-from indexerd.index.whoosh import patches
-from indexerd.index.whoosh.compile import compile_query
+from indexerd.index.whoosh import patches, searching
 from indexerd.index.whoosh.schema import keep_old_names_importable, new_schema
-from indexerd.index.whoosh.session import WhooshSession, naive_utc
+from indexerd.index.whoosh.session import WhooshSession
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -52,12 +45,6 @@ DEFAULT_MERGE_IDLE_SECONDS = 600.0
 #: Live commits (each a small segment) after which a merge runs after only a short idle.
 MERGE_AFTER_COMMITS = 16
 SHORT_IDLE_SECONDS = 2.0
-
-
-def _aware(dt: datetime | None) -> datetime | None:
-    if dt is None:
-        return None
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
 def holds_index_files(path: Path) -> bool:
@@ -260,7 +247,7 @@ class WhooshIndex:
         """How many live documents match ``query`` (None: all) with ``since <= last_modified < until``."""
         if query is None and since is None and until is None:
             return self.doc_count()
-        return self._with_retries(lambda: self._count_once(query, since, until))
+        return self._with_retries(lambda: searching.count(self._ix, query, since, until))
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
@@ -273,7 +260,8 @@ class WhooshIndex:
             IndexUnavailable: the index kept failing after retries.
         """
         check_sort(sort)
-        return self._with_retries(lambda: self._search_once(query, limit, since, until, snippet_chars, sort))
+        return self._with_retries(lambda: searching.search(self._ix, query, limit, since, until, snippet_chars,
+                                                           sort))
 
     def _with_retries(self, fn):
         attempts = 6
@@ -289,55 +277,6 @@ class WhooshIndex:
                 log.debug("search retry %d after %s: %s", attempt + 1, type(e).__name__, e)
                 time.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
-
-    @staticmethod
-    def _date_filter(since: datetime | None, until: datetime | None):
-        from whoosh import query as wq
-
-        if since is None and until is None:
-            return None
-        return wq.DateRange("last_modified", naive_utc(since), naive_utc(until), startexcl=False, endexcl=True)
-
-    def _analysed(self, query: str):
-        """The analysed tree of ``query`` (the product's query language, the shared analyzer).
-
-        Raises:
-            QueryError: the query is malformed (the parser's message, the same on every engine).
-        """
-        return analyse_query(parse(query), shared_analyzer(fold_diacritics=True))
-
-    def _count_once(self, query: str | None, since, until) -> int:
-        from whoosh import query as wq
-
-        q = wq.Every() if query is None else compile_query(self._analysed(query))
-        if q is None:  # nothing to search (only stop words)
-            return 0
-        with self._ix.searcher() as searcher:
-            # (``len(results)`` would count the query's documents without the filter)
-            return searcher.search(q, limit=None, scored=False,
-                                   filter=self._date_filter(since, until)).scored_length()
-
-    def _search_once(self, query: str, limit: int, since, until, snippet_chars: int, sort: Sort) -> list[Hit]:
-        tree = self._analysed(query)
-        q = compile_query(tree)
-        if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
-            return []
-        snippet_re = words_regex(*highlight_words(tree))
-        with self._ix.searcher() as searcher:
-            kwargs = {"sortedby": "last_modified", "reverse": True} if sort == "date" else {}
-            results = searcher.search(q, limit=limit, filter=self._date_filter(since, until), **kwargs)
-            hits = []
-            for i, h in enumerate(results, 1):
-                stored = h.fields()
-                text = zlib.decompress(stored["text_z"]).decode("utf-8", "replace") if stored.get("text_z") else ""
-                hits.append(Hit(rank=i, key=stored["key"],
-                                url=stored["key"], path=stored.get("path"),
-                                source=stored.get("source", ""), title=stored.get("title") or "",
-                                last_modified=_aware(stored.get("last_modified")),
-                                date_source=stored.get("date_source"), media_type=stored.get("media_type"),
-                                score=float(h.score or 0.0) if sort == "relevance" else 0.0,
-                                snippet=" ".join(snippet(text, snippet_re, snippet_chars).split())))
-            return hits
 
     def close(self) -> None:
         """Release the index object; safe to call twice."""

@@ -18,21 +18,19 @@ from __future__ import annotations
 import logging
 import os
 import stat as stat_mod
-import time
-from datetime import datetime, timezone
+from datetime import timezone
 
-from indexerd.extract.sniff import SNIFF_BYTES
 from indexerd.sources.files import confined, live, mailboxes
 from indexerd.sources.files.change import unchanged
 from indexerd.sources.files.globs import PathMatcher
+from indexerd.sources.files.readfile import read_file
 from indexerd.sources.files.walk import WalkResult, walk
-from indexerd.sources.files.keys import (display_path, key_to_path, path_to_key, stat_of, too_large_stands,
-                                         trusted_ctime_ns)
+from indexerd.sources.files.keys import (display_path, key_to_path, path_to_key, stat_of, too_large_stands)
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import IndexUnavailable, StoreError
-from indexerd.core.pipeline import Fetched, PassCounts, Pipeline, Policy
+from indexerd.core.pipeline import PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -78,60 +76,9 @@ class FileSource:
     # -- one path -------------------------------------------------------------------------
     def read(self, path: str, st: os.stat_result, pipeline: Pipeline, counts: PassCounts, *,
              forced: bool = False) -> str:
-        """Read one file (stat already taken) and hand it to the pipeline; returns the verdict."""
-        key = path_to_key(path)
-        max_size = self.policy.max_size_bytes
-        name = os.path.basename(path)
-        title = display_path(name)
-        stat_facts = dict(mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, ino=st.st_ino)
-        if not stat_mod.S_ISREG(st.st_mode):
-            return pipeline.skip(key, self.name, "not-a-file", f"{display_path(path)} is not a regular file",
-                                 counts, size=st.st_size, title=title, **stat_facts).verdict
-        if st.st_size > max_size and not mailboxes.may_be_mailbox(name):
-            return pipeline.skip(key, self.name, "too-large",
-                                 f"{display_path(path)}: {st.st_size} bytes > max_size {max_size}",
-                                 counts, size=st.st_size, title=title, **stat_facts).verdict
-        read_at_ns = time.time_ns()
-        try:
-            fd = confined.open_below(self.root, path, follow_symlinks=self.cfg.follow_symlinks)
-            with os.fdopen(fd, "rb") as fh:
-                st2 = os.fstat(fh.fileno())
-                stat_facts = dict(mtime_ns=st2.st_mtime_ns, ino=st2.st_ino,
-                                  ctime_ns=trusted_ctime_ns(st2.st_ctime_ns, read_at_ns))
-                if not stat_mod.S_ISREG(st2.st_mode):
-                    return pipeline.skip(key, self.name, "not-a-file", display_path(path), counts,
-                                         size=st2.st_size, title=title, **stat_facts).verdict
-                data = fh.read(min(max_size + 1, SNIFF_BYTES))
-                if mailboxes.may_be_mailbox(name) and mailboxes.is_mailbox(name, data):
-                    fh.seek(0)
-                    return mailboxes.index_mailbox(
-                        self, key, path, fh, st2.st_size, stat_facts,
-                        datetime.fromtimestamp(st2.st_mtime_ns / 1e9, UTC), pipeline, counts,
-                        forced=forced)
-                if st2.st_size > max_size:
-                    return pipeline.skip(key, self.name, "too-large",
-                                         f"{display_path(path)}: {st2.st_size} bytes > max_size "
-                                         f"{max_size}", counts, size=st2.st_size, title=title,
-                                         **stat_facts).verdict
-                if len(data) <= max_size:
-                    data += fh.read(max_size + 1 - len(data))
-        except (FileNotFoundError, confined.NotARealDirectory):  # gone, or a directory on the
-            # way was swapped for a symlink or a file: what is there now is not this key's file
-            stored = pipeline.stored(key)
-            if stored is not None:
-                return pipeline.gone(key, counts, "vanished").verdict
-            return "vanished"
-        except OSError as e:
-            return pipeline.skip(key, self.name, "unreadable", f"{display_path(path)}: {e.strerror}", counts,
-                                 size=st.st_size, status="error", title=title, **stat_facts).verdict
-        if len(data) > max_size:
-            return pipeline.skip(key, self.name, "too-large",
-                                 f"{display_path(path)}: grew past max_size {max_size} while read",
-                                 counts, size=len(data), title=title, **stat_facts).verdict
-        mtime = datetime.fromtimestamp(st2.st_mtime_ns / 1e9, UTC)
-        f = Fetched(key=key, source=self.name, url=key, data=data, fetched_at=pipeline.clock(), path=path,
-                    name=name, protocol_date=mtime, protocol_kind="mtime", size=len(data), **stat_facts)
-        return pipeline.handle(f, self.pipeline_policy, counts, forced=forced, fallback_title=title).verdict
+        """Read one file (stat already taken) and hand it to the pipeline; returns the verdict
+        (:func:`indexerd.sources.files.readfile.read_file`)."""
+        return read_file(self, path, st, pipeline, counts, forced=forced)
 
     def stat_path(self, path: str) -> os.stat_result | None:
         """The stat of ``path`` as this source sees it (:func:`confined.stat_below`)."""

@@ -38,7 +38,6 @@ without a zone are taken as UTC (the date layer's rule for naive values).
 from __future__ import annotations
 
 import logging
-import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -49,23 +48,14 @@ from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
 from indexerd.core.pipeline import PassCounts, Pipeline, Policy
 from indexerd.core.secrets import read_password
 from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
-from indexerd.sources.sql import reread
+from indexerd.sources.sql import queue, reread
+from indexerd.sources.sql.queue import short_error
+from indexerd.sources.sql.placeholders import bind_placeholders, used_params  # noqa: F401 (re-exported)
 from indexerd.sources.sql.rows import BadRow, SqlRows
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
 
-_PLACEHOLDER = re.compile(r"\{(id|sequenceId|action|batchSize)\}")
-ACTIONS = {"I": "insert", "U": "update", "D": "delete", "N": "none"}
-
-
-def bind_placeholders(sql: str) -> str:
-    """``"... WHERE seq = {sequenceId}"`` -> ``"... WHERE seq = :sequenceId"`` (bound, not pasted)."""
-    return _PLACEHOLDER.sub(lambda m: f":{m.group(1)}", sql)
-
-
-def used_params(sql: str) -> set[str]:
-    return set(_PLACEHOLDER.findall(sql))
 
 
 class SqlFeed:
@@ -173,19 +163,19 @@ class SqlFeed:
                 reread.reread_forgotten(self, pipeline, counts, loaded=full)
         except SQLAlchemyError as e:
             if cancel is not None and cancel.is_set():
-                log.info("source %s: pass interrupted (stopping): %s", self.name, _short(e))
+                log.info("source %s: pass interrupted (stopping): %s", self.name, short_error(e))
                 return
-            counts.fail(_short(e))  # the pass itself is the item that failed (as a missing root is)
-            counts.failed = _short(e)
+            counts.fail(short_error(e))  # the pass itself is the item that failed (as a missing root is)
+            counts.failed = short_error(e)
             pipeline.counters.inc("error.sql")
-            log.error("source %s: %s", self.name, _short(e))
+            log.error("source %s: %s", self.name, short_error(e))
         except RetryLater as e:  # the index commit failed: nothing was acknowledged to the queue
             counts.fail(f"{e}; the queue rows stay for the next pass")
             counts.failed = f"index commit failed: {e}"
             pipeline.counters.inc("error.index-commit")
             log.error("source %s: %s; the queue rows stay for the next pass", self.name, e)
 
-    def _params(self, sql: str, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def params(self, sql: str, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The bound values ``sql`` uses: ``batchSize``, and ``id``/``sequenceId``/``action`` of ``row``."""
         c = self.cfg
         p: dict[str, Any] = {"batchSize": c.batch_size}
@@ -203,7 +193,7 @@ class SqlFeed:
         seen: set[str] = set()
         with self.engine().connect() as conn, interruptible(conn, cancel):
             result = conn.execution_options(stream_results=True).execute(
-                text(bind_placeholders(self.cfg.full_sql)), self._params(self.cfg.full_sql))
+                text(bind_placeholders(self.cfg.full_sql)), self.params(self.cfg.full_sql))
             for rows in iter(lambda: result.mappings().fetchmany(1000), []):
                 for row in rows:
                     if cancel is not None and cancel.is_set():
@@ -224,76 +214,9 @@ class SqlFeed:
         log.info("source %s: full load of %d rows", self.name, len(seen))
 
     def drain_queue(self, pipeline: Pipeline, counts: PassCounts, *, cancel=None) -> None:
-        """pre_update_sql, incremental_sql, index in sequence order, commit, post_update_sql."""
-        from sqlalchemy import text
-
-        c = self.cfg
-        eng = self.engine()
-        if c.pre_update_sql:
-            with eng.begin() as conn, interruptible(conn, cancel):
-                conn.execute(text(bind_placeholders(c.pre_update_sql)), self._params(c.pre_update_sql))
-        with eng.connect() as conn, interruptible(conn, cancel):
-            rows = conn.execute(text(bind_placeholders(c.incremental_sql)),
-                                self._params(c.incremental_sql)).mappings().all()
-        rows = sorted(rows, key=lambda r: _sort_key(r.get(c.sequence_column)))
-        done: list[tuple[Mapping[str, Any], str]] = []  # (row, verdict)
-        for row in rows:
-            if cancel is not None and cancel.is_set():
-                break
-            try:
-                action = row.get(c.action_column)
-                action = action.strip().upper() if isinstance(action, str) else action
-                if action not in ACTIONS:
-                    raise BadRow(f"unknown action {row.get(c.action_column)!r} (expected I, U, D or N)")
-                if action in ("I", "U"):
-                    verdict = self.rows.index(pipeline, row, counts)[1]
-                elif action == "D":
-                    verdict = self.rows.delete(pipeline, row, counts)
-                else:
-                    verdict = pipeline.unchanged(counts, "action-n").verdict
-                    pipeline.counters.inc("sql.action-n")
-                done.append((row, verdict))
-            except IndexerdError:
-                raise
-            except Exception as e:  # bad data in one row: it stays in the queue
-                self.rows.bad(pipeline, row, counts, e, f"queue row {row.get(c.sequence_column)!r}")
-        if not done:
-            return
-        pipeline.flush()  # the index commit comes before any row is marked done
-        if c.post_update_sql:
-            self._post_update(done, counts, pipeline)
-
-    def _post_update(self, rows: list[tuple[Mapping[str, Any], str]], counts: PassCounts,
-                     pipeline: Pipeline) -> None:
-        """Acknowledge processed rows; a row that cannot be acknowledged moves from its verdict to
-        ``errors`` (it stays queued), so ``seen = indexed + unchanged + skipped + errors`` holds."""
-        from sqlalchemy import text
-
-        c = self.cfg
-        stmt = text(bind_placeholders(c.post_update_sql))
-
-        def params(row):
-            return self._params(c.post_update_sql, row)
-
-        eng = self.engine()
-        try:
-            with eng.begin() as conn:  # one transaction for the batch: the fast path
-                conn.execute(stmt, [params(r) for r, _ in rows])
-            return
-        except Exception as e:
-            log.warning("source %s: post_update_sql failed for the batch (%s); retrying row by row",
-                        self.name, _short(e))
-        for r, verdict in rows:  # one transaction per row: a failing row stays, the others are done
-            try:
-                with eng.begin() as conn:
-                    conn.execute(stmt, params(r))
-            except Exception as e:
-                # the row is not acknowledged: whatever it was counted as, it is now an error
-                counts.revise_to_error(verdict, f"post_update_sql failed for queue row "
-                                                f"{r.get(c.sequence_column)} (id {r.get(c.id_column)}): {_short(e)}")
-                pipeline.counters.inc("error.sql-post-update")
-                log.error("source %s: post_update_sql failed for queue row %s (id %s): %s", self.name,
-                          r.get(c.sequence_column), r.get(c.id_column), _short(e))
+        """pre_update_sql, incremental_sql, index in sequence order, commit, post_update_sql
+        (:func:`indexerd.sources.sql.queue.drain`)."""
+        queue.drain(self, pipeline, counts, cancel=cancel)
 
     # -- one row --------------------------------------------------------------------------
     def key_for(self, row_id: Any) -> str:
@@ -320,7 +243,7 @@ class SqlFeed:
         try:
             return [self.key_for(i) for i in self.reread(ids, pipeline, counts)]
         except SQLAlchemyError as e:
-            raise IndexerdError(f"source {self.name}: reading {', '.join(ids)} failed: {_short(e)}") from None
+            raise IndexerdError(f"source {self.name}: reading {', '.join(ids)} failed: {short_error(e)}") from None
 
     def forgotten(self, store) -> list[str]:
         """Ids ``ctl forget`` dropped since this source's last pass (:func:`reread.forgotten_ids`)."""
@@ -333,11 +256,3 @@ class SqlFeed:
     def reread(self, ids: list[str], pipeline: Pipeline, counts: PassCounts, *, forced: bool = True) -> list[str]:
         """Read these rows now by their ids (:func:`reread.reread`); returns the unknown ids."""
         return reread.reread(self, ids, pipeline, counts, forced=forced)
-
-
-def _sort_key(seq: Any):
-    return (0, seq) if isinstance(seq, (int, float)) else (1, str(seq))
-
-
-def _short(e: Exception) -> str:
-    return str(e).splitlines()[0][:300]

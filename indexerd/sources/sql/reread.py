@@ -58,7 +58,7 @@ def reread(feed: SqlFeed, ids: list[str], pipeline: Pipeline, counts: PassCounts
     from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
-    from indexerd.sources.sql.feed import bind_placeholders, used_params  # feed imports this module
+    from indexerd.sources.sql.placeholders import bind_placeholders, used_params
 
     c = feed.cfg
     eng = feed.engine()

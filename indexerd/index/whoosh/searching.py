@@ -1,0 +1,89 @@
+"""Queries against a Whoosh index: the product's query language compiled for Whoosh, date
+filters, hits with snippets.  Stored text is zlib-compressed (``text_z``); Whoosh's ``DATETIME``
+keeps naive UTC, read back as aware UTC."""
+
+from __future__ import annotations
+
+import zlib
+from datetime import datetime, timezone
+
+from indexerd.index.analysis import analyzer as shared_analyzer
+from indexerd.index.base import Hit, Sort
+from indexerd.index.highlight import words_regex
+from indexerd.index.query import parse
+from indexerd.index.querytokens import analyse_query, highlight_words
+from indexerd.index.snippets import snippet
+from indexerd.index.whoosh.compile import compile_query
+from indexerd.index.whoosh.session import naive_utc
+
+UTC = timezone.utc
+
+
+def aware(dt: datetime | None) -> datetime | None:
+    """A naive UTC datetime from Whoosh as aware UTC (None stays None)."""
+    if dt is None:
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def date_filter(since: datetime | None, until: datetime | None):
+    from whoosh import query as wq
+
+    if since is None and until is None:
+        return None
+    return wq.DateRange("last_modified", naive_utc(since), naive_utc(until), startexcl=False, endexcl=True)
+
+def analysed(query: str):
+    """The analysed tree of ``query`` (the product's query language, the shared analyzer).
+
+    Raises:
+        QueryError: the query is malformed (the parser's message, the same on every engine).
+    """
+    return analyse_query(parse(query), shared_analyzer(fold_diacritics=True))
+
+def count(ix, query: str | None, since: datetime | None, until: datetime | None) -> int:
+    """How many documents of the Whoosh index ``ix`` match ``query`` (None: all) with
+    ``since <= last_modified < until`` (UTC).
+
+    Raises:
+        QueryError: the query is malformed.
+    """
+    from whoosh import query as wq
+
+    q = wq.Every() if query is None else compile_query(analysed(query))
+    if q is None:  # nothing to search (only stop words)
+        return 0
+    with ix.searcher() as searcher:
+        # (``len(results)`` would count the query's documents without the filter)
+        return searcher.search(q, limit=None, scored=False,
+                               filter=date_filter(since, until)).scored_length()
+
+def search(ix, query: str, limit: int, since: datetime | None, until: datetime | None, snippet_chars: int,
+           sort: Sort) -> list[Hit]:
+    """The first ``limit`` hits of ``query`` in the Whoosh index ``ix``, best first (``sort``
+    ``"relevance"``) or newest first (``"date"``), each with a snippet of about ``snippet_chars``
+    characters; ``last_modified`` aware UTC.
+
+    Raises:
+        QueryError: the query is malformed.
+    """
+    tree = analysed(query)
+    q = compile_query(tree)
+    if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
+        return []
+    snippet_re = words_regex(*highlight_words(tree))
+    with ix.searcher() as searcher:
+        kwargs = {"sortedby": "last_modified", "reverse": True} if sort == "date" else {}
+        results = searcher.search(q, limit=limit, filter=date_filter(since, until), **kwargs)
+        hits = []
+        for i, h in enumerate(results, 1):
+            stored = h.fields()
+            text = zlib.decompress(stored["text_z"]).decode("utf-8", "replace") if stored.get("text_z") else ""
+            hits.append(Hit(rank=i, key=stored["key"],
+                            url=stored["key"], path=stored.get("path"),
+                            source=stored.get("source", ""), title=stored.get("title") or "",
+                            last_modified=aware(stored.get("last_modified")),
+                            date_source=stored.get("date_source"), media_type=stored.get("media_type"),
+                            score=float(h.score or 0.0) if sort == "relevance" else 0.0,
+                            snippet=" ".join(snippet(text, snippet_re, snippet_chars).split())))
+        return hits
