@@ -10,7 +10,7 @@ import re
 
 from indexerd.extract.decode import BOMS, codec_for_label
 from indexerd.extract.extracted import MEDIA_HTML, MEDIA_MARKDOWN, MEDIA_PDF, MEDIA_TEXT
-from indexerd.extract.formats import format_of
+from indexerd.extract.formats import extension_of, format_of  # noqa: F401 (extension_of re-exported)
 
 SNIFF_BYTES = 8192
 """How many leading bytes the media-type and binary sniffing look at."""
@@ -125,17 +125,6 @@ def parse_content_type(value: str | None) -> tuple[str, str | None]:
             charset = val.strip().strip("\"'") or None
             break
     return kind.strip().lower(), charset
-
-
-def extension_of(name: str | None) -> str:
-    """The lower-cased extension of the last path segment (``".html"``), or ``""``."""
-    if not name:
-        return ""
-    if "://" in name:
-        name = name.partition("#")[0].partition("?")[0]
-    segment = name.replace("\\", "/").rpartition("/")[2]
-    dot = segment.rfind(".")
-    return segment[dot:].lower() if dot > 0 else ""
 
 
 def _is_pdf(head: bytes) -> bool:

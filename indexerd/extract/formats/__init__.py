@@ -99,7 +99,8 @@ class DocumentText:
 
 
 def extension_of(name: str | None) -> str:
-    """The lower-cased extension of the last path segment (``".gz"``), or ``""``."""
+    """The lower-cased extension of the last path segment (``".gz"``, ``".html"``), or ``""``;
+    a URL's query and fragment are not part of it."""
     if not name:
         return ""
     if "://" in name:

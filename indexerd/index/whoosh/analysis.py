@@ -103,6 +103,13 @@ class FusedStemmingAnalyzer(Analyzer):
         pass
 
 
+def _word_values(poses: dict[str, array], field_boost: float, encode):
+    """Whoosh's ``word_values`` rows ``(word, frequency, weight, encoded positions)`` of the
+    positions gathered per word."""
+    for w, plist in poses.items():
+        yield (w, len(plist), float(len(plist)) * field_boost, encode(plist))
+
+
 class FusedPositions(Positions):
     """Whoosh's ``Positions`` posting format with :class:`FusedStemmingAnalyzer` run inline.
 
@@ -144,10 +151,7 @@ class FusedPositions(Positions):
                 poses[s] = array("I", (pos,))
             else:
                 plist.append(pos)
-        fb = self.field_boost
-        encode = self.encode
-        for w, plist in poses.items():
-            yield (w, len(plist), float(len(plist)) * fb, encode(plist))
+        yield from _word_values(poses, self.field_boost, self.encode)
 
 
 class TokenList(list):
@@ -227,7 +231,4 @@ class TokenPositions(Positions):
                 poses[tok] = array("I", (pos,))
             else:
                 plist.append(pos)
-        fb = self.field_boost
-        encode = self.encode
-        for w, plist in poses.items():
-            yield (w, len(plist), float(len(plist)) * fb, encode(plist))
+        yield from _word_values(poses, self.field_boost, self.encode)
