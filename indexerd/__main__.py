@@ -1,5 +1,5 @@
-"""`python -m indexerd` runs the command line."""
+"""`python -m indexerd` runs the command line (``ctl search`` through the daemon's fast path)."""
 
-from indexerd.cli.main import main
+from indexerd.cli.quick import main
 
 raise SystemExit(main())

@@ -270,3 +270,29 @@ def test_text_analysis_fixtures_expectations_follow_the_token_stream() -> None:
     assert len(expected) > 30
     for query, names in expected.items():
         assert expected_hits(query, root) == names, query
+
+
+def test_highlight_regex_of_an_ascii_letter_matches_what_ignorecase_matched() -> None:
+    """The ASCII path spells cases out (no re.IGNORECASE, for speed): each letter's class
+    matches exactly the characters of the Basic Multilingual Plane that the case-insensitive
+    class matched (its cases, re's extra cases such as the Kelvin sign, accented letters)."""
+    import re
+    import string
+
+    from indexerd.index import highlight
+
+    for c in string.ascii_lowercase + string.digits:
+        old = re.compile(highlight._char(c).removesuffix(highlight._MARKS), re.IGNORECASE)
+        new = re.compile(highlight._ascii_char(c))
+        differ = [hex(x) for x in range(0x10000) if bool(old.fullmatch(chr(x))) != bool(new.fullmatch(chr(x)))]
+        assert differ == [], (c, differ)
+
+
+@pytest.mark.parametrize("text, found", [
+    ("x_run y", ["run"]), ("xrun", []), ("run", ["run"]), ("(Running)", ["Running"]),
+    ("\u212aelvin KELVIN", ["\u212aelvin", "KELVIN"]), ("İnfo ınfo", ["İnfo", "ınfo"]), ("3run", []),
+])
+def test_highlight_regex_word_start_after_the_first_character(text, found) -> None:
+    """The check that a word starts comes after the first character now: the same matches."""
+    rx = words_regex({"run", "kelvin", "info"}, set())
+    assert [m.group() for m in rx.finditer(text)] == found

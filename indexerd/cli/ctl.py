@@ -16,7 +16,7 @@ import sys
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
-from indexerd.cli.terminal import safe
+from indexerd.cli.terminal import ReplyHit, display_path as _display_path, safe
 
 UTC = timezone.utc
 
@@ -123,7 +123,7 @@ def cmd_search(args) -> int:
         if args.json:
             print(json.dumps(reply["hits"], ensure_ascii=True))
             return 0
-        return _print_hits(args, [_HitLine(h, score) for h, score in zip(reply["hits"], reply["scores"])],
+        return _print_hits(args, [ReplyHit(h, score) for h, score in zip(reply["hits"], reply["scores"])],
                            format_utc=lambda text: text)
     from indexerd.core.dates import format_utc
     from indexerd.core.timespans import parse_since
@@ -141,22 +141,6 @@ def cmd_search(args) -> int:
         print(json.dumps(hits_json(hits), ensure_ascii=True))
         return 0
     return _print_hits(args, hits, format_utc=format_utc)
-
-
-class _HitLine:
-    """A hit of the daemon's reply as :func:`indexerd.cli.terminal.print_hits` reads it
-    (``last_modified`` already formatted; the full-precision score)."""
-
-    def __init__(self, h: dict, score: float) -> None:
-        self.rank, self.key, self.url, self.path = h["rank"], h["key"], h["url"], h.get("path")
-        self.title, self.last_modified, self.date_source = h["title"], h["last_modified"], h["date_source"]
-        self.snippet, self.score = h["snippet"], score
-
-
-def _display_path(path: str) -> str:
-    """:func:`indexerd.sources.files.scan.display_path` (undecodable bytes as U+FFFD), without
-    importing the scanner into ``ctl``."""
-    return os.fsencode(path).decode("utf-8", "replace")
 
 
 def _print_hits(args, hits, *, format_utc) -> int:

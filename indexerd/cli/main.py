@@ -22,7 +22,8 @@ import threading
 from indexerd import __version__
 from indexerd.cli import ctl as ctlcmd
 from indexerd.core.errors import IndexerdError
-from indexerd.cli.terminal import SafeLogFormatter, safe
+from indexerd.cli.logformat import SafeLogFormatter
+from indexerd.cli.terminal import safe
 
 log = logging.getLogger("indexerd")
 

@@ -1,5 +1,8 @@
 """What ``indexerd ctl`` prints on a terminal: the text layouts, and escaping of untrusted values.
 
+Imports nothing but :mod:`re` and :mod:`sys`: ``ctl search``'s fast path
+(:mod:`indexerd.cli.quick`) prints through it.
+
 File names, titles, snippets, URLs and error messages come from documents and pages, i.e. from
 whoever wrote them.  Printed raw, a control sequence in a title (``ESC ] 0 ; ... BEL`` sets the
 window title, ``ESC [ 2 J`` clears the screen, others rewrite the clipboard or fake earlier
@@ -10,7 +13,6 @@ control character).
 
 from __future__ import annotations
 
-import logging
 import re
 import sys
 
@@ -22,7 +24,8 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
-def _escape(m: re.Match) -> str:
+def escape(m: re.Match) -> str:
+    """The escape of one matched control character (``\\t``, ``\\x1b``, ``\\u202e``)."""
     c = m.group()
     return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
@@ -33,26 +36,38 @@ def safe(value: object) -> str:
 
     Printable text (any script, emoji, U+FFFD for undecodable bytes) is kept as it is.
     """
-    return _UNSAFE.sub(_escape, str(value))
+    return _UNSAFE.sub(escape, str(value))
 
 
-_UNSAFE_KEEP_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+#: what :class:`indexerd.cli.logformat.SafeLogFormatter` escapes (newlines are kept)
+UNSAFE_KEEP_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
                                   "\u202a-\u202e\u2066-\u2069]")
-
-
-class SafeLogFormatter(logging.Formatter):
-    """A :class:`logging.Formatter` whose lines carry no control characters: log lines reach a
-    terminal too (``indexerd index`` by hand) and name files and pages.  Newlines are kept (a
-    traceback spans lines); everything else :func:`safe` escapes is escaped."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return _UNSAFE_KEEP_NEWLINE.sub(_escape, super().format(record))
 
 
 def one_line(value: object) -> str:
     """Like :func:`safe`, but runs of whitespace (newlines included) become one space first: for
     snippets, whose line breaks come from the document's layout and mean nothing here."""
     return safe(" ".join(str(value).split()))
+
+
+class ReplyHit:
+    """A hit of the daemon's ``search`` reply (:func:`indexerd.daemon.queries.hits_json`) as
+    :func:`print_hits` reads it: ``last_modified`` already formatted, the full-precision score."""
+
+    __slots__ = ("rank", "key", "url", "path", "title", "last_modified", "date_source", "snippet", "score")
+
+    def __init__(self, h: dict, score: float) -> None:
+        self.rank, self.key, self.url, self.path = h["rank"], h["key"], h["url"], h.get("path")
+        self.title, self.last_modified, self.date_source = h["title"], h["last_modified"], h["date_source"]
+        self.snippet, self.score = h["snippet"], score
+
+
+def display_path(path: str) -> str:
+    """:func:`indexerd.sources.files.keys.display_path` (undecodable bytes as U+FFFD), without
+    importing the scanner into ``ctl``."""
+    import os
+
+    return os.fsencode(path).decode("utf-8", "replace")
 
 
 # -- layouts -----------------------------------------------------------------------------------
