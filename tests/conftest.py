@@ -15,6 +15,46 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# -- parallel runs (pytest-xdist, ``-n 2`` in pyproject.toml) ---------------------------------------
+# A test marked ``alone`` asserts a wall-clock or memory bound (an edit searchable within 2 s, a
+# stop within 6.5 s, a peak RSS): it runs with no other test beside it.  Every test takes a
+# shared lock for its whole run (set-up and teardown included) and an ``alone`` test the
+# exclusive one; a turnstile taken first lets a waiting ``alone`` test in before new shared
+# ones (flock alone would let the shared side starve it).  Without xdist nothing is locked.
+def _run_lock_paths() -> tuple[Path, Path] | None:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    import tempfile
+
+    base = Path(tempfile.gettempdir()) / f"indexerd-tests-{run}"
+    return base.with_suffix(".lock"), base.with_suffix(".turnstile")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    paths = _run_lock_paths()
+    if paths is None:
+        yield
+        return
+    import fcntl
+
+    alone = item.get_closest_marker("alone") is not None
+    with open(paths[0], "a") as lock, open(paths[1], "a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        if alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
 

@@ -18,6 +18,9 @@ from indexerd.daemon.control import request
 from indexerd.daemon.control_server import ControlServer
 from indexerd.core.errors import ConfigError, DaemonNotRunning, IndexerdError, StateDirLocked
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 def handler(req: dict) -> dict:
     cmd = req.get("cmd")

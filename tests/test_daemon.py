@@ -29,6 +29,9 @@ from pathlib import Path
 import pytest
 from conftest import ENGINE_NAMES, engine_toml, index_settings, stop_daemon
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 REPO = Path(__file__).resolve().parents[1]
 CLI_TIMEOUT = 30.0          # one CLI call
 READY_TIMEOUT = 30.0        # daemon start-up incl. the first reconcile

@@ -21,6 +21,9 @@ from pathlib import Path
 import pytest
 from httpsite import Site
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 REPO = Path(__file__).resolve().parents[1]
 #: The daemon's stop bound (daemon.STOP_WAIT_SECONDS, 4 s) plus slack for a loaded machine.
 EXIT_WITHIN_SECONDS = 6.5

@@ -17,6 +17,9 @@ from httpsite import site as site_fixture
 from indexerd.sources.web.fetch import Fetcher
 from indexerd.sources.web.httpresponse import Response, parse_retry_after
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 site = site_fixture  # the fixture; an assignment, so pyflakes does not call each use a redefinition
 UA = "Mozilla/5.0 (compatible; indexerd/0.1; +https://example.test/bot)"
 LM = "Sat, 08 Sep 2001 21:46:40 GMT"

@@ -17,6 +17,9 @@ from indexerd.extract.isolation import Limits, WorkerPool
 from indexerd.extract.worker import run_extractor
 from tests.test_formats import make_docx, make_odf, million_empty_cells_xlsx
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 @pytest.fixture
 def pool_factory():

@@ -22,6 +22,9 @@ from indexerd.core.errors import SkipDocument
 from indexerd.extract import extract, guess_media_type
 from indexerd.extract import formats as F
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 UTC = timezone.utc
 
 

@@ -34,6 +34,9 @@ from conftest import CLI
 from indexerd.sources.files.keys import path_to_key
 from indexerd.index import open_index
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 RSS_LIMIT_MB = 400

@@ -13,11 +13,16 @@ import resource
 import time
 import zlib
 
+import pytest
+
 from httpsite import site as site_fixture
 
 from indexerd.config import parse_config
 from indexerd.index import open_index
 from indexerd.core.indexer import Indexer
+
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
 
 site = site_fixture  # the fixture (see tests/httpsite.py)
 

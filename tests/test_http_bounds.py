@@ -17,6 +17,9 @@ from indexerd.daemon.http.app import SearchApp
 from indexerd.daemon.http.auth import TokenCheck
 from indexerd.daemon.queries import MAX_PAGE_SIZE, MAX_RESULTS, QueryRunner, QueryTimeout, SearchRequest
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 class SlowIndex:
     """An index protocol object (``search``, ``count``) whose search waits ``seconds`` or until

@@ -11,6 +11,9 @@ import pytest
 
 from indexerd.daemon import notify
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):

@@ -11,6 +11,9 @@ import pytest
 
 from indexerd.sources.web.politeness import HOST_SLOTS, HostSlots, PolitenessSettings, next_delay
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 S = PolitenessSettings()
 
 

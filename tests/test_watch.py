@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 # -- issue 18: one file that keeps changing --------------------------------------------------------
 def test_change_queue_rate_limits_one_path_without_delaying_others():

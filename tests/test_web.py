@@ -35,6 +35,9 @@ from indexerd.core.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
 from indexerd.core.counts import PassCounts
 
+#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 site = site_fixture  # the fixture; assigned so pyflakes does not flag each test's ``site``
 
 LM = "Sat, 08 Sep 2001 21:46:40 GMT"  # = 2001-09-08T21:46:40Z = Unix time 999985600
