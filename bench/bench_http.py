@@ -71,7 +71,8 @@ class Daemon:
         self.proc = None
 
     def ctl_cmd(self, *args: str) -> list[str]:
-        return [PY, "-m", "indexerd.cli.main", "ctl", "-c", self.cfg, *args]
+        """``indexerd ctl ...`` through this venv's console script, as a user runs it."""
+        return [os.path.join(os.path.dirname(PY), "indexerd"), "ctl", "-c", self.cfg, *args]
 
     def installed_ctl_cmd(self, *args: str) -> list[str]:
         """``indexerd ctl ...`` as an installed package runs it (see :func:`installed_layout`)."""
@@ -119,8 +120,11 @@ def installed_layout(work: str) -> str:
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "indexerd-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
     script = os.path.join(venv, "bin", "indexerd")
-    Path(script).write_text(f"#!{venv}/bin/python\nimport sys\nfrom indexerd.cli.main import main\n"
-                            "if __name__ == '__main__':\n    sys.exit(main())\n", encoding="utf-8")
+    import tomllib
+    entry = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]["indexerd"]
+    module, func = entry.split(":")                  # the console script pip would write
+    Path(script).write_text(f"#!{venv}/bin/python\nimport sys\nfrom {module} import {func}\n"
+                            f"if __name__ == '__main__':\n    sys.exit({func}())\n", encoding="utf-8")
     os.chmod(script, 0o755)
     return script
 

@@ -213,7 +213,8 @@ class Indexerd:
         return None
 
     def query_cmd(self, q: str, limit: int = 20) -> list[str]:
-        return [PY, "-m", "indexerd.cli.main", "ctl", "search", q, "--limit", str(limit)]
+        """``indexerd ctl search`` through this venv's console script, as a user runs it."""
+        return [os.path.join(os.path.dirname(PY), "indexerd"), "ctl", "search", q, "--limit", str(limit)]
 
     def query(self, q: str) -> float:
         t, p = timed(self.query_cmd(q), env=self.env, cwd=str(REPO))
