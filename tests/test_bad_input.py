@@ -20,8 +20,6 @@ import pytest
 
 from conftest import CLI
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 GOOD_WORD = "keeper"
 

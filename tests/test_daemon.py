@@ -29,8 +29,6 @@ from pathlib import Path
 import pytest
 from conftest import ENGINE_NAMES, engine_toml, index_settings, stop_daemon
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 REPO = Path(__file__).resolve().parents[1]
 CLI_TIMEOUT = 30.0          # one CLI call
@@ -274,6 +272,7 @@ def daemon(tree, request, capsys):
 
 # -- 1. live edits, new files, deletions (and B11) ---------------------------------------------
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 @on_every_engine
 def test_edit_new_and_deleted_file_show_in_search_within_2s(daemon):
     d = daemon
@@ -302,6 +301,7 @@ def test_edit_new_and_deleted_file_show_in_search_within_2s(daemon):
     assert d.key(d.root / "a.txt") not in d.keys()
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 @on_every_engine
 def test_b11_short_lived_files_do_not_crash_or_linger(daemon):
     d = daemon
@@ -358,6 +358,7 @@ def test_b24_ctl_reindex_three_times_replaces_the_document(daemon):
 
 # -- 2. B08: atomic rename-over save -----------------------------------------------------------
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_b08_atomic_save_is_seen_once_per_save(daemon):
     d = daemon
     notes = d.root / "notes.txt"
@@ -397,6 +398,7 @@ def test_b08_atomic_save_is_seen_once_per_save(daemon):
 
 # -- 3. directories moved in and out (B09) -----------------------------------------------------
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_directory_moved_in_is_indexed(daemon):
     d = daemon
     t0 = time.monotonic()
@@ -407,6 +409,7 @@ def test_directory_moved_in_is_indexed(daemon):
     assert time.monotonic() - t0 < LIVE_SECONDS + 1.0   # three CLI searches included
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_file_replaced_by_a_directory_and_back_live(daemon):
     """Issue 18: a file replaced by a directory of the same name (and the reverse), live: no
     ghost of the old file, no missing document of the new one, every time."""
@@ -470,6 +473,7 @@ def test_symlink_to_dot_created_live_indexes_nothing_twice(base):
         d.stop()
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_b09_directory_moved_out_leaves_no_ghosts(daemon):
     d = daemon
     assert len(d.search("orphan")) == 1
@@ -502,6 +506,7 @@ def _nested_tree(top: Path, per_level: int = 10, depth: int = 3) -> list[Path]:
     return files
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_directory_renamed_inside_the_tree_moves_its_documents(daemon):
     d = daemon
     files = _nested_tree(d.root / "proj")
@@ -523,6 +528,7 @@ def test_directory_renamed_inside_the_tree_moves_its_documents(daemon):
     assert [k for k in d.keys() if k.startswith(old)] == []
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_directory_renamed_inside_the_tree_decides_each_file_once(daemon):
     d = daemon
     files = _nested_tree(d.root / "proj")   # 10 files at each of 3 levels
@@ -536,6 +542,7 @@ def test_directory_renamed_inside_the_tree_decides_each_file_once(daemon):
     assert delta == {"decide.gone": len(files), "decide.new": len(files)}, delta
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_vim_style_save_and_excluded_paths(daemon):
     d = daemon
     notes = d.root / "notes.txt"
@@ -562,6 +569,7 @@ def test_vim_style_save_and_excluded_paths(daemon):
 
 # -- 4. a burst of 2,000 new files -------------------------------------------------------------
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_burst_of_2000_new_files_each_indexed_once(daemon):
     d = daemon
     n = 2000
@@ -585,6 +593,7 @@ def test_burst_of_2000_new_files_each_indexed_once(daemon):
 
 # -- 5. SIGHUP reload --------------------------------------------------------------------------
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_sighup_adds_refuses_and_removes_sources(daemon):
     d = daemon
     root2 = d.base / "root2"
@@ -652,6 +661,7 @@ def test_sigterm_leaves_a_clean_index(daemon):
     assert p.returncode == 3
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_sigterm_while_busy_exits_0_and_leaves_a_consistent_index(daemon):
     d = daemon
     n = 500
@@ -672,6 +682,7 @@ def test_sigterm_while_busy_exits_0_and_leaves_a_consistent_index(daemon):
 
 # -- 7. kill -9 during a burst, then restart ---------------------------------------------------
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 @on_every_engine
 def test_kill9_during_burst_then_restart_recovers(daemon):
     d = daemon
@@ -838,6 +849,7 @@ def _start_with_a_short_inotify_queue(d, events: int = 1024) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # sets the system's inotify queue length while its daemon starts
 def test_b10_overflow_triggers_a_reconcile(tree):
     d = tree
     queue = _start_with_a_short_inotify_queue(d)
@@ -869,6 +881,7 @@ def test_b10_overflow_triggers_a_reconcile(tree):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # sets the system's inotify queue length while its daemon starts
 def test_b10_overflow_during_a_running_reconcile_is_not_dropped(tree):
     d = tree
     pre, n = 1000, 5000
@@ -978,6 +991,7 @@ def test_writer_add_then_remove_or_update_in_one_batch(tmp_path, index_engine):
     assert ix.search("third") and not ix.search("first")
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval(tmp_path, index_engine):
     """A live file event is searchable as soon as the queue drains; a crawl or scheduled pass
     streaming documents commits about once per commit_interval, not once per document (it made
@@ -1018,6 +1032,7 @@ def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval
         w.close()
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_watch_limit_is_reported_once_and_falls_back_to_reconciles(tmp_path, monkeypatch, caplog):
     """fs.inotify.max_user_watches exhausted: watchdog raises OSError(ENOSPC) when scheduling.
     The watcher logs it, tells the daemon (which reconciles that tree now and on its interval)
@@ -1081,6 +1096,7 @@ def _watched_again_once_gone(d, word: str) -> None:
     d.wait_hits(word, 1, timeout=LIVE_SECONDS + 1)
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_deep_tree_at_start_is_reconciled_and_reported_not_watched(tree, monkeypatch):
     import socket
 
@@ -1112,6 +1128,7 @@ def test_deep_tree_at_start_is_reconciled_and_reported_not_watched(tree, monkeyp
         _rm_rf(d.root / "deep")
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_deep_tree_moved_in_is_seen_and_the_watcher_restarted(daemon, base):
     try:
         _deep_tree_moved_in(daemon)
@@ -1134,6 +1151,7 @@ def _deep_tree_moved_in(d) -> None:
     assert d.search("trenchword") == []
 
 
+@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_one_file_appended_all_the_time_does_not_slow_other_edits(daemon):
     """Issue 18: a log appended 10 times a second is re-indexed at most once per
     HOT_INTERVAL_SECONDS (after a burst of HOT_AFTER), so edits of other files stay fast, and

@@ -9,8 +9,6 @@ from indexerd.core.errors import ConfigError
 from indexerd.daemon import commands, reads
 from indexerd.sources.registry import KINDS
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 
 def test_every_command_has_a_handler() -> None:

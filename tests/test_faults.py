@@ -36,8 +36,6 @@ from indexerd.daemon.control import request
 from indexerd.sources.files.keys import path_to_key
 from indexerd.index import open_index
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 SEED = int(os.environ.get("INDEXERD_FAULT_SEED", "20240107"))
 KILLS = 20

@@ -21,8 +21,6 @@ from indexerd.config import parse_config
 from indexerd.index import open_index
 from indexerd.core.indexer import Indexer
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 site = site_fixture  # the fixture (see tests/httpsite.py)
 

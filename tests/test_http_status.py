@@ -17,8 +17,6 @@ from test_http_api import metrics
 from test_http_page import browser_context  # noqa: F401  (the module's browser)
 from test_web import LM, html, web_config
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 PHONE = {"width": 390, "height": 844}
 PAGES = {"/": html("Home", "homeword", links=["/a.html", "/missing.html"]),

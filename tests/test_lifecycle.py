@@ -18,8 +18,6 @@ from test_daemon import DaemonUnderTest, base, write  # noqa: F401 (base: the fi
 
 from indexerd.daemon.sourcestate import first_run_time
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 UTC = timezone.utc
 

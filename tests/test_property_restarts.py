@@ -40,8 +40,6 @@ from indexerd.sources.files.keys import path_to_key
 from indexerd.core.indexer import Indexer
 from indexerd.core.store import Store
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 NAMES = ("a.txt", "b.txt", "sub/c.txt", "sub/deeper/d.txt", "e.txt")
 BASE_MTIME_NS = 1_704_067_200 * 10**9  # 2024-01-01T00:00:00Z

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 REPO = Path(__file__).resolve().parents[1]
 UNIT = REPO / "systemd" / "indexerd.service"
