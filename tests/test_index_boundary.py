@@ -242,3 +242,19 @@ def test_an_ad_hoc_index_without_a_config_keeps_the_engine_of_the_state_dir(tmp_
     assert read_identity(state).engine == "tantivy"
     assert [h["title"] for h in c.search("zebrafinch")] == ["zebrafinch nests"]
     assert [h["title"] for h in c.search("kingfisher")] == ["kingfisher dives"]
+
+
+def test_every_engine_says_how_many_queries_run_at_once() -> None:
+    """The daemon runs one Whoosh query at a time (pure Python under the GIL: more threads only
+    took the writer's share, bench/RESULTS.md) and several on engines that wait outside Python."""
+    import importlib
+
+    from indexerd.daemon.queries import MAX_CONCURRENT, workers_for
+    from indexerd.index.base import ENGINES
+
+    for name in ENGINES:
+        engine = importlib.import_module(f"indexerd.index.{name}").ENGINE
+        assert isinstance(engine.query_threads, int) and engine.query_threads >= 1, name
+    assert workers_for("whoosh") == 1
+    assert workers_for("postgresql") == 4
+    assert workers_for("no-such-engine") == MAX_CONCURRENT

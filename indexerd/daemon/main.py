@@ -56,7 +56,7 @@ class Daemon:
 
     def __init__(self, cfg: Config, config_path: str | None) -> None:
         from indexerd.daemon.http.metrics import DaemonMetrics
-        from indexerd.daemon.queries import QueryRunner
+        from indexerd.daemon.queries import QueryRunner, workers_for
 
         self.cfg = cfg
         self.config_path = config_path
@@ -79,7 +79,7 @@ class Daemon:
         self.metrics = DaemonMetrics(self.status)
         #: searches on the open index (ctl search and the HTTP listener), bounded in time
         self.queries = QueryRunner(lambda: self.indexer.opened_index, timeout_seconds=cfg.http.query_timeout,
-                                   observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s))
+                                   workers=workers_for(cfg.index.engine), observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s))
 
     @property
     def sources(self) -> dict[str, Source]:

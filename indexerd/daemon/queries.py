@@ -3,9 +3,9 @@
 The daemon's index is open and warm, so a query costs the query, not an import and an open.
 What a query may cost is bounded here, once for every caller:
 
-- in time: a query runs on one of :data:`MAX_CONCURRENT` worker threads and its caller waits
+- in time: a query runs on one of the engine's worker threads (:func:`workers_for`) and its caller waits
   at most ``timeout_seconds`` (:class:`QueryTimeout` then; a query still running keeps its
-  worker until it ends, so runaway queries can hold at most :data:`MAX_CONCURRENT` threads and
+  worker until it ends, so runaway queries can hold at most that many threads and
   later callers wait for a free one within the same bound);
 - in results: a page holds at most :data:`MAX_PAGE_SIZE` hits and reaches at most
   :data:`MAX_RESULTS` hits deep.
@@ -28,7 +28,7 @@ from typing import Callable
 
 from indexerd.core.errors import ConfigError, IndexerdError
 
-#: worker threads that run queries (the machine's cores are shared with indexing)
+#: worker threads that run queries when the engine does not say (:func:`workers_for`)
 MAX_CONCURRENT = 4
 #: the deepest hit a page may reach (offset + page size)
 MAX_RESULTS = 1000
@@ -138,6 +138,18 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False) -> SearchR
         total = ix.count(query, since=req.since, until=req.until)
     return SearchResult(hits=hits, total=total, offset=req.offset, request=req,
                         elapsed_seconds=time.perf_counter() - started)
+
+
+def workers_for(engine: str) -> int:
+    """How many queries to run at once on the engine called ``engine``: its ``query_threads``
+    (:class:`indexerd.index.base.Engine`), else :data:`MAX_CONCURRENT` (an engine that cannot be
+    loaded fails the daemon's start later, saying why)."""
+    from indexerd.index.base import load_engine
+
+    try:
+        return max(1, int(getattr(load_engine(engine), "query_threads", MAX_CONCURRENT)))
+    except ConfigError:
+        return MAX_CONCURRENT
 
 
 class QueryRunner:

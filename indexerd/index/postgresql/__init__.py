@@ -25,6 +25,8 @@ class PostgresqlEngine:
     name = "postgresql"
     format_version = FORMAT_VERSION
     extra = "postgresql"
+    #: each query waits on the server
+    query_threads = 4
 
     def available(self) -> bool:
         """True when psycopg 3 and psycopg_pool are installed (not imported here)."""
