@@ -224,8 +224,7 @@ class Engine(Protocol):
     ``name`` is the ``[index] engine`` value; ``format_version`` changes when the engine's schema
     changes (an index with another format is rebuilt); ``extra`` is the pip extra that installs
     its library (None: always installed); ``query_threads`` how many queries the daemon runs at
-    once on it: 1 for an engine that searches holding the GIL (more threads only take the index
-    writer's share: bench/RESULTS.md), more for one that waits on a server or native code.
+    once: 1 where a search holds the GIL (more take the writer's share: bench/RESULTS.md).
     """
 
     name: str
