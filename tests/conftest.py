@@ -42,18 +42,10 @@ def pytest_runtest_protocol(item, nextitem):
 
     alone = item.get_closest_marker("alone") is not None
     with open(paths[0], "a") as lock, open(paths[1], "a") as turnstile:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            if not alone:
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
-        if alone:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        fcntl.flock(turnstile, fcntl.LOCK_EX)    # closing the files releases both locks
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
 
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z

@@ -163,8 +163,7 @@ def where(keys: dict, has_file: bool) -> tuple[list[str], str]:
             try:
                 os.stat(os.path.join(candidate, STORE_FILENAME))
             except PermissionError:
-                state_dir = candidate
-                break
+                pass                             # there, but not readable: the full path says so
             except OSError:
                 continue
             state_dir = candidate

@@ -79,7 +79,8 @@ class Daemon:
         self.metrics = DaemonMetrics(self.status)
         #: searches on the open index (ctl search and the HTTP listener), bounded in time
         self.queries = QueryRunner(lambda: self.indexer.opened_index, timeout_seconds=cfg.http.query_timeout,
-                                   workers=workers_for(cfg.index.engine), observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s))
+                                   workers=workers_for(cfg.index.engine),
+                                   observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s))
 
     @property
     def sources(self) -> dict[str, Source]:

@@ -147,7 +147,7 @@ def workers_for(engine: str) -> int:
     from indexerd.index.base import load_engine
 
     try:
-        return max(1, int(getattr(load_engine(engine), "query_threads", MAX_CONCURRENT)))
+        return load_engine(engine).query_threads
     except ConfigError:
         return MAX_CONCURRENT
 

@@ -39,11 +39,10 @@ from indexerd.extract.pdf import extract_pdf
 from indexerd.extract.sniff import (
     SNIFF_BYTES,
     classify,
-    extension_of,
     guess_media_type,
     parse_content_type,
 )
-from indexerd.extract.formats import FORMAT_TYPES
+from indexerd.extract.formats import FORMAT_TYPES, extension_of
 from indexerd.extract.text import extract_plain_text
 
 __all__ = [

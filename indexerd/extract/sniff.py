@@ -10,7 +10,7 @@ import re
 
 from indexerd.extract.decode import BOMS, codec_for_label
 from indexerd.extract.extracted import MEDIA_HTML, MEDIA_MARKDOWN, MEDIA_PDF, MEDIA_TEXT
-from indexerd.extract.formats import extension_of, format_of  # noqa: F401 (extension_of re-exported)
+from indexerd.extract.formats import extension_of, format_of
 
 SNIFF_BYTES = 8192
 """How many leading bytes the media-type and binary sniffing look at."""

@@ -5,7 +5,9 @@ keeps naive UTC, read back as aware UTC."""
 from __future__ import annotations
 
 import zlib
-from datetime import datetime, timezone
+from datetime import datetime
+
+from indexerd.core.dates import to_utc
 
 from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, Sort
@@ -16,14 +18,11 @@ from indexerd.index.snippets import snippet
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.session import naive_utc
 
-UTC = timezone.utc
 
 
-def aware(dt: datetime | None) -> datetime | None:
-    """A naive UTC datetime from Whoosh as aware UTC (None stays None)."""
-    if dt is None:
-        return None
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+def _utc(dt: datetime | None) -> datetime | None:
+    """Whoosh's naive UTC as aware UTC (:func:`indexerd.core.dates.to_utc`); None stays None."""
+    return None if dt is None else to_utc(dt)
 
 
 def date_filter(since: datetime | None, until: datetime | None):
@@ -82,7 +81,7 @@ def search(ix, query: str, limit: int, since: datetime | None, until: datetime |
             hits.append(Hit(rank=i, key=stored["key"],
                             url=stored["key"], path=stored.get("path"),
                             source=stored.get("source", ""), title=stored.get("title") or "",
-                            last_modified=aware(stored.get("last_modified")),
+                            last_modified=_utc(stored.get("last_modified")),
                             date_source=stored.get("date_source"), media_type=stored.get("media_type"),
                             score=float(h.score or 0.0) if sort == "relevance" else 0.0,
                             snippet=" ".join(snippet(text, snippet_re, snippet_chars).split())))
