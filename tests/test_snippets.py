@@ -72,3 +72,56 @@ def test_snippets_from_main_content_end_to_end(cli, tmp_path):
     # Sphinx's sidebar table of contents and "Navigation" bar came first in the page's text
     assert not py["snippet"].startswith(("Table of Contents", "Navigation")), py["snippet"]
     assert "Event Loop" in py["snippet"] and "get_running_loop() get_event_loop()" not in py["snippet"]
+
+
+# -- a snippet read chunk by chunk (what the Whoosh engine inflates as far as the snippet needs)
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from indexerd.index.highlight import words_regex  # noqa: E402
+from indexerd.index.snippets import snippet, snippet_of_chunks  # noqa: E402
+from indexerd.index.whoosh.searching import stored_text_chunks  # noqa: E402
+
+_WORDS = st.sampled_from(["apple", "Apple", "pear", "apples", "x", "éa", "Ápple", "a\u0301pple", "日本語",
+                          "pine-apple", "apple.pear", " ", "\n", "  ", ".", "appleappleapple"])
+
+
+def _cut(text: str, cuts: list[int]) -> list[str]:
+    at = sorted({c % (len(text) + 1) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *at], [*at, len(text)])]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WORDS, max_size=400), st.lists(st.integers(0, 10_000), max_size=8),
+       st.sampled_from([(("apple",), ()), (("pear", "apple"), ()), ((), ("app",)), ((), ())]),
+       st.sampled_from([8, 40, 240]))
+def test_a_snippet_of_chunks_is_the_snippet_of_the_whole_text(words, cuts, query, chars):
+    text = " ".join(words)
+    rx = words_regex(*query)
+    assert snippet_of_chunks(_cut(text, cuts), rx, chars) == snippet(text, rx, chars)
+
+
+def test_a_snippet_of_chunks_stops_reading_once_its_windows_are_found():
+    read = []
+
+    def chunks():
+        for n in range(1000):
+            read.append(n)
+            yield f"filler apple text {n} " * 50
+    rx = words_regex("apple")
+    assert snippet_of_chunks(chunks(), rx, 240).startswith("filler apple text 0")
+    assert len(read) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=50_000) | st.text(max_size=30_000).map(lambda t: t.encode("utf-8")))
+def test_stored_text_inflated_in_chunks_is_the_whole_text(raw):
+    import zlib
+
+    assert "".join(stored_text_chunks(zlib.compress(raw))) == raw.decode("utf-8", "replace")
+
+
+def test_stored_text_chunks_cut_inside_a_character():
+    import zlib
+
+    raw = ("é" * 20_000).encode("utf-8") + b"\xff" + "日本".encode("utf-8")[:-1]
+    assert "".join(stored_text_chunks(zlib.compress(raw))) == raw.decode("utf-8", "replace")

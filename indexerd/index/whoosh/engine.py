@@ -34,6 +34,7 @@ from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
 from indexerd.index.base import Hit, Sort, check_sort, directory_bytes
 from indexerd.index.whoosh import patches, searching
 from indexerd.index.whoosh.schema import keep_old_names_importable, new_schema
+from indexerd.index.whoosh.searchers import SearcherPool
 from indexerd.index.whoosh.session import WhooshSession
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def on_disk_generation(path: Path) -> int | None:
 class WhooshIndex:
     """The embedded Whoosh index in directory ``path`` (see :class:`~indexerd.index.base.SearchIndex`).
 
-    Thread safety: readers may be called from any thread (each opens its own searcher); one
+    Thread safety: readers may be called from any thread (each borrows its own searcher); one
     session at a time, opened by the writer thread.
     """
 
@@ -85,6 +86,7 @@ class WhooshIndex:
 
     def __init__(self, ix, path: Path, *, writer_memory_bytes: int, merge_idle_seconds: float) -> None:
         self._ix = ix
+        self._searchers = SearcherPool(ix)
         self.path = path
         self.writer_memory_bytes = writer_memory_bytes
         self.merge_idle_seconds = merge_idle_seconds
@@ -159,7 +161,7 @@ class WhooshIndex:
             w = None
         if w is None:
             raise RetryLater(f"{self.path}: index writer lock is held by another process")
-        return WhooshSession(w, lock)
+        return WhooshSession(w, lock, on_commit=self._searchers.close_stale)
 
     def maintenance_delay(self, commits_since: int) -> float | None:
         """A merge after ``merge_idle`` seconds of idleness, or after 2 s once 16 live commits
@@ -247,7 +249,7 @@ class WhooshIndex:
         """How many live documents match ``query`` (None: all) with ``since <= last_modified < until``."""
         if query is None and since is None and until is None:
             return self.doc_count()
-        return self._with_retries(lambda: searching.count(self._ix, query, since, until))
+        return self._with_retries(lambda: searching.count(self._searchers, query, since, until))
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
@@ -260,7 +262,7 @@ class WhooshIndex:
             IndexUnavailable: the index kept failing after retries.
         """
         check_sort(sort)
-        return self._with_retries(lambda: searching.search(self._ix, query, limit, since, until, snippet_chars,
+        return self._with_retries(lambda: searching.search(self._searchers, query, limit, since, until, snippet_chars,
                                                            sort))
 
     def _with_retries(self, fn):
@@ -290,6 +292,7 @@ class WhooshIndex:
         """Release the index object; safe to call twice."""
         ix, self._ix = getattr(self, "_ix", None), None
         if ix is not None:
+            self._searchers.close()
             ix.close()
 
 

@@ -4,7 +4,9 @@ keeps naive UTC, read back as aware UTC."""
 
 from __future__ import annotations
 
+import codecs
 import zlib
+from collections.abc import Iterator
 from datetime import datetime
 
 from indexerd.core.dates import to_utc
@@ -14,10 +16,35 @@ from indexerd.index.base import Hit, Sort
 from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query, highlight_words
-from indexerd.index.snippets import snippet
+from indexerd.index.snippets import snippet_of_chunks
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.session import naive_utc
 
+
+
+#: bytes of stored text inflated first for a snippet (each next chunk twice as many)
+FIRST_CHUNK_BYTES = 8192
+
+
+def stored_text_chunks(blob: bytes) -> Iterator[str]:
+    """The stored text ``text_z`` (zlib, UTF-8) decoded chunk by chunk, as decoding it whole
+    would (undecodable bytes as U+FFFD); the chunks grow from :data:`FIRST_CHUNK_BYTES`.
+
+    Raises:
+        zlib.error: the blob is not a zlib stream.
+    """
+    inflate = zlib.decompressobj()
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    data, size = blob, FIRST_CHUNK_BYTES
+    while not inflate.eof:
+        out = inflate.decompress(data, size)
+        data = inflate.unconsumed_tail
+        if out:
+            yield decode(out)
+        elif not data:
+            break
+        size *= 2
+    yield decode(b"", True)
 
 
 def _utc(dt: datetime | None) -> datetime | None:
@@ -40,9 +67,10 @@ def analysed(query: str):
     """
     return analyse_query(parse(query), shared_analyzer(fold_diacritics=True))
 
-def count(ix, query: str | None, since: datetime | None, until: datetime | None) -> int:
-    """How many documents of the Whoosh index ``ix`` match ``query`` (None: all) with
-    ``since <= last_modified < until`` (UTC).
+def count(searchers, query: str | None, since: datetime | None, until: datetime | None) -> int:
+    """How many documents of the Whoosh index match ``query`` (None: all) with
+    ``since <= last_modified < until`` (UTC); ``searchers`` lends the searcher
+    (:class:`indexerd.index.whoosh.searchers.SearcherPool`).
 
     Raises:
         QueryError: the query is malformed.
@@ -52,16 +80,17 @@ def count(ix, query: str | None, since: datetime | None, until: datetime | None)
     q = wq.Every() if query is None else compile_query(analysed(query))
     if q is None:  # nothing to search (only stop words)
         return 0
-    with ix.searcher() as searcher:
+    with searchers.searcher() as searcher:
         # (``len(results)`` would count the query's documents without the filter)
         return searcher.search(q, limit=None, scored=False,
                                filter=date_filter(since, until)).scored_length()
 
-def search(ix, query: str, limit: int, since: datetime | None, until: datetime | None, snippet_chars: int,
+def search(searchers, query: str, limit: int, since: datetime | None, until: datetime | None, snippet_chars: int,
            sort: Sort) -> list[Hit]:
-    """The first ``limit`` hits of ``query`` in the Whoosh index ``ix``, best first (``sort``
+    """The first ``limit`` hits of ``query`` in the Whoosh index, best first (``sort``
     ``"relevance"``) or newest first (``"date"``), each with a snippet of about ``snippet_chars``
-    characters; ``last_modified`` aware UTC.
+    characters; ``last_modified`` aware UTC; ``searchers`` lends the searcher
+    (:class:`indexerd.index.whoosh.searchers.SearcherPool`).
 
     Raises:
         QueryError: the query is malformed.
@@ -71,18 +100,18 @@ def search(ix, query: str, limit: int, since: datetime | None, until: datetime |
     if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
         return []
     snippet_re = words_regex(*highlight_words(tree))
-    with ix.searcher() as searcher:
+    with searchers.searcher() as searcher:
         kwargs = {"sortedby": "last_modified", "reverse": True} if sort == "date" else {}
         results = searcher.search(q, limit=limit, filter=date_filter(since, until), **kwargs)
         hits = []
         for i, h in enumerate(results, 1):
             stored = h.fields()
-            text = zlib.decompress(stored["text_z"]).decode("utf-8", "replace") if stored.get("text_z") else ""
+            text = stored_text_chunks(stored["text_z"]) if stored.get("text_z") else ()
             hits.append(Hit(rank=i, key=stored["key"],
                             url=stored["key"], path=stored.get("path"),
                             source=stored.get("source", ""), title=stored.get("title") or "",
                             last_modified=_utc(stored.get("last_modified")),
                             date_source=stored.get("date_source"), media_type=stored.get("media_type"),
                             score=float(h.score or 0.0) if sort == "relevance" else 0.0,
-                            snippet=" ".join(snippet(text, snippet_re, snippet_chars).split())))
+                            snippet=" ".join(snippet_of_chunks(text, snippet_re, snippet_chars).split())))
         return hits

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timezone
 
 from indexerd.index.analysis import analyzer as shared_analyzer
@@ -44,11 +44,14 @@ class WhooshSession:
     Whoosh releases its write lock at the very end of ``commit``/``cancel``, after removing its
     temp files; when that fails (a read-only or full state dir) the lock's file descriptor would
     stay open and this process could never write again, so the lock is released here whatever
-    happens.  Used by one thread.
+    happens.  ``on_commit`` is called after each commit that succeeded (the index's searchers
+    drop what the commit made stale).  Used by one thread.
     """
 
-    def __init__(self, writer, lock, *, fold_diacritics: bool = True) -> None:
+    def __init__(self, writer, lock, *, fold_diacritics: bool = True,
+                 on_commit: Callable[[], None] | None = None) -> None:
         self._w = writer
+        self._on_commit = on_commit
         self._analyzer = shared_analyzer(fold_diacritics=fold_diacritics)
         from indexerd.index.whoosh.analysis import TokenList  # imports Whoosh: only once writing
 
@@ -138,6 +141,8 @@ class WhooshSession:
         finally:
             self._release()
         self._added.clear()
+        if self._on_commit is not None:
+            self._on_commit()
         return str(self._w.generation)
 
     def _remove_temp_tocs(self) -> None:

@@ -1,0 +1,119 @@
+"""Warm Whoosh searchers (indexerd/index/whoosh/searchers.py): a searcher kept between queries
+answers exactly what a new one would, after deletes, merges and re-adds."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from whoosh import fields, index as windex
+from whoosh.qparser import QueryParser
+
+from indexerd.index.base import IndexDoc
+from indexerd.index.whoosh.engine import WhooshIndex
+
+UTC = timezone.utc
+
+
+def doc(key: str, text: str) -> IndexDoc:
+    return IndexDoc(key=key, source="s", url=key, path=None, title=key, content=text,
+                    last_modified=datetime(2024, 1, 1, tzinfo=UTC), date_source="mtime",
+                    media_type="text/plain", size=len(text))
+
+
+def keys(ix: WhooshIndex, q: str) -> list[str]:
+    return sorted(h.key for h in ix.search(q, limit=100))
+
+
+def test_stock_refresh_keeps_deleted_and_merged_documents(tmp_path: Path):
+    """Why the pool does not use ``Searcher.refresh()``: on the pinned Whoosh it answers with a
+    segment's old deletions and with segments a merge removed."""
+    schema = fields.Schema(k=fields.ID(stored=True, unique=True), t=fields.TEXT)
+    ix = windex.create_in(str(tmp_path), schema)
+    for i in range(3):
+        w = ix.writer()
+        w.add_document(k=f"d{i}", t="apple")
+        w.commit(merge=False)
+    q = QueryParser("t", schema).parse("apple")
+    s = ix.searcher()
+    w = ix.writer()
+    w.delete_by_term("k", "d0")
+    w.commit(merge=False)
+    s = s.refresh()
+    with ix.searcher() as fresh:
+        assert fresh.doc_count() == 2
+    assert s.doc_count() == 3                     # the deletion is not seen
+    w = ix.writer()
+    w.add_document(k="d9", t="apple")
+    w.commit(optimize=True)
+    s = s.refresh()
+    with ix.searcher() as fresh:
+        assert len(fresh.search(q)) == 3
+    assert len(s.search(q)) == 6                  # merged-away segments came back
+    s.close()
+
+
+def test_a_kept_searcher_sees_every_commit(tmp_path: Path):
+    ix = WhooshIndex.open(tmp_path / "index")
+    try:
+        for key in ("a", "b", "c"):
+            s = ix.session()
+            s.update(doc(key, f"apple {key}"))
+            s.commit(merge=False)
+        assert keys(ix, "apple") == ["a", "b", "c"]
+        assert keys(ix, "apple") == ["a", "b", "c"]          # the kept searcher, unchanged index
+        s = ix.session()
+        s.delete("a")
+        s.commit(merge=False)
+        assert keys(ix, "apple") == ["b", "c"]               # a deletion in an old segment
+        assert ix.count("apple") == 2
+        before = ix.segment_count()
+        s = ix.session()
+        s.update(doc("b", "pear b"))
+        s.commit(merge=True)                                 # a merge rewrites the segments
+        assert ix.segment_count() < before + 1               # segments were merged away
+        assert keys(ix, "apple") == ["c"]
+        assert keys(ix, "pear") == ["b"]
+    finally:
+        ix.close()
+
+
+def test_a_commit_closes_idle_searchers_left_behind(tmp_path: Path):
+    """After a commit no idle searcher holds an old generation (the files of removed segments are
+    closed at the commit, not at the next query)."""
+    ix = WhooshIndex.open(tmp_path / "index")
+    try:
+        s = ix.session()
+        s.update(doc("a", "apple"))
+        s.commit(merge=False)
+        assert keys(ix, "apple") == ["a"]
+        pool = ix._searchers
+        assert len(pool._idle) == 1
+        old = pool._idle[0]
+        s = ix.session()
+        s.update(doc("b", "apple"))
+        s.commit(merge=True)
+        assert pool._idle == []
+        assert old.is_closed
+        assert keys(ix, "apple") == ["a", "b"]
+    finally:
+        ix.close()
+    assert pool._idle == []
+
+
+def test_a_searcher_that_failed_is_not_kept(tmp_path: Path):
+    ix = WhooshIndex.open(tmp_path / "index")
+    try:
+        s = ix.session()
+        s.update(doc("a", "apple"))
+        s.commit(merge=False)
+        pool = ix._searchers
+        try:
+            with pool.searcher() as lent:
+                raise OSError("the query failed")
+        except OSError:
+            pass
+        assert lent.is_closed and pool._idle == []
+        assert keys(ix, "apple") == ["a"]
+    finally:
+        ix.close()
