@@ -13,7 +13,6 @@ import resource
 import time
 import zlib
 
-import pytest
 
 from httpsite import site as site_fixture
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from indexerd.config import parse_config
 from indexerd.core.errors import ConfigError, IndexUnavailable
 from indexerd.core.indexer import Indexer
 from indexerd.index import IndexDoc, IndexIdentity, open_index, read_identity

@@ -74,11 +74,11 @@ def test_the_shorter_url_is_kept_whichever_is_found_first(tmp_path, site) -> Non
     # later a shorter URL for the same bytes appears: it becomes the key, the long one its alias
     site.static("/", html("Home", "start", ["/reports/2024/index.html", "/r/2024"]))
     site.static("/r/2024", page)
-    s = crawl.run()
+    crawl.run()
     assert crawl.search("quokka") == [site.url("/r/2024")]
     alias = crawl.doc("/reports/2024/index.html")
     assert (alias["status"], alias["reason"]) == ("skipped", "duplicate")
-    s = crawl.run()
+    crawl.run()
     assert crawl.search("quokka") == [site.url("/r/2024")]
     assert crawl.doc("/reports/2024/index.html")["reason"] == "duplicate"
 
