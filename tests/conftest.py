@@ -16,6 +16,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# ``ctl search`` memorises a config file's keys under $XDG_CACHE_HOME (indexerd/cli/configmemo.py):
+# the tests' processes write theirs in a directory of this run, not in the user's home.
+import tempfile as _tempfile  # noqa: E402
+
+os.environ["XDG_CACHE_HOME"] = _tempfile.mkdtemp(prefix="indexerd-tests-cache-")
+
 # -- parallel runs (pytest-xdist, ``-n 2`` in pyproject.toml) ---------------------------------------
 # A test marked ``alone`` asserts a wall-clock or memory bound (an edit searchable within 2 s, a
 # stop within 6.5 s, a peak RSS): it runs with no other test beside it.  Every test takes a

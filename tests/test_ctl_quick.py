@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from daemonhttp import HttpDaemon, serving, short_base
 from indexerd.cli import locate, quick
@@ -151,3 +152,153 @@ def test_the_console_script_starts_at_the_fast_path() -> None:
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     assert scripts["indexerd"] == "indexerd.cli.quick:main"
+
+
+# -- the rendered reply, the request without json, the config memo ------------------------------
+def test_the_fast_path_asks_for_text_and_reads_the_config_from_its_memo(d) -> None:
+    """Once the config file is memorised, the fast path imports neither tomllib nor json (nor
+    the full CLI) and still prints what the full command line prints.  (``re`` is not checked:
+    a development checkout's import hook imports it before any of ours.)"""
+    import time
+
+    from indexerd.cli import configmemo
+
+    assert d.env["XDG_CACHE_HOME"] == os.environ["XDG_CACHE_HOME"]
+    Path(configmemo.memo_path()).unlink(missing_ok=True)
+    age = time.time() - os.stat(d.cfg).st_ctime
+    time.sleep(max(0.0, 2.2 - age))       # a file changed in the last 2 s is not memorised
+    code = ("import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('json', 'tomllib', "
+            "'socket', 'indexerd.cli.main') if m in sys.modules), file=sys.stderr)); "
+            "from indexerd.cli.quick import main; sys.exit(main())")
+    first = _run(d, code, "-c", str(d.cfg), "ctl", "search", "falcon")
+    second = _run(d, code, "-c", str(d.cfg), "ctl", "search", "falcon")
+    full = _run(d, "import sys; from indexerd.cli.main import main; sys.exit(main())",
+                "-c", str(d.cfg), "ctl", "search", "falcon")
+    assert first.stderr.strip() == "['tomllib']", first.stderr      # parsed, then memorised
+    assert second.stderr.strip() == "[]", second.stderr              # nothing heavy at all
+    assert first.stdout == second.stdout == full.stdout and "falcon" in full.stdout.lower()
+
+
+def test_bold_titles_on_a_terminal_as_the_full_command_line_prints_them(d) -> None:
+    import pty
+
+    def on_a_tty(code: str) -> bytes:
+        master, slave = pty.openpty()
+        p = subprocess.Popen([sys.executable, "-c", code, "-c", str(d.cfg), "ctl", "search", "falcon"],
+                             stdout=slave, stderr=subprocess.DEVNULL, env=d.env, cwd=REPO)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:                  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        p.wait(60)
+        os.close(master)
+        return out
+
+    fast = on_a_tty(QUICK)
+    full = on_a_tty("import sys; from indexerd.cli.main import main; sys.exit(main())")
+    assert b"\x1b[1m" in fast and fast == full
+
+
+def test_a_daemon_that_does_not_render_goes_to_the_full_command_line(tmp_path) -> None:
+    """A daemon older than the rendered reply answers JSON hits: the fast path does not guess."""
+    import socket
+    import threading
+
+    path = str(tmp_path / "old.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b'{"ok":true,"hits":[],"scores":[]}\n')
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ncontrol_socket = "{path}"\n', encoding="utf-8")
+    assert quick.answer(["-c", str(cfg), "ctl", "search", "falcon"]) is None
+    t.join(5)
+    srv.close()
+
+
+def test_a_rendered_reply_is_a_json_line_then_the_bytes() -> None:
+    from indexerd.daemon.control import RENDERED_PREFIX, encode
+
+    assert RENDERED_PREFIX == quick.RENDERED_PREFIX
+    assert encode({"ok": True, "rendered": "café\n"}) == b'{"ok":true,"rendered":6}\ncaf\xc3\xa9\n'
+    assert encode({"ok": True, "rendered": "x", "more": 1}).startswith(b'{"ok":true,"rendered":"x"')
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())))
+def test_the_request_strings_are_what_json_writes(text) -> None:
+    import json
+
+    assert quick.json_string(text) == json.dumps(text, ensure_ascii=True)
+
+
+def test_the_request_line_is_json() -> None:
+    import json
+
+    req = quick.parse(["ctl", "search", 'a "b"\n\udcff', "--since", "7d", "--json", "--limit", "5"])
+    line = quick.request_line(req, "/srv/state \u00e9", True)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == {"cmd": "search", "query": 'a "b"\n\udcff', "limit": 5, "since": "7d",
+                                "sort": "relevance", "state_dir": "/srv/state \u00e9",
+                                "render": {"tty": True, "json": True}}
+
+
+def test_the_config_memo_holds_while_the_file_is_unchanged(tmp_path, monkeypatch) -> None:
+    import time
+
+    from indexerd.cli import configmemo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('state_dir = "/srv/a"\n', encoding="utf-8")
+    st = os.stat(cfg)
+    keys = {"state_dir": "/srv/a"}
+    configmemo.remember(str(cfg), st, keys, time.time_ns())
+    assert configmemo.recall(str(cfg), st) is None                    # changed 0 s ago: not kept
+    later = time.time_ns() + 3_000_000_000
+    configmemo.remember(str(cfg), st, keys, later)
+    assert configmemo.recall(str(cfg), st) == keys
+    assert os.stat(configmemo.memo_path()).st_mode & 0o777 == 0o600
+    assert configmemo.recall(str(tmp_path / "other.toml"), st) is None   # another path
+    cfg.write_text('state_dir = "/srv/b"\n', encoding="utf-8")           # same size, new times
+    assert configmemo.recall(str(cfg), os.stat(cfg)) is None
+    os.chmod(cfg, 0o600)                                                  # ctime moves too
+    Path(configmemo.memo_path()).write_bytes(b"garbage\0")
+    assert configmemo.recall(str(cfg), os.stat(cfg)) is None
+    configmemo.remember(str(cfg), os.stat(cfg), {"state_dir": "/a\0b"}, later)   # no NUL in a field
+    assert configmemo.recall(str(cfg), os.stat(cfg)) is None
+
+
+def test_an_unwritable_cache_dir_memorises_nothing_and_fails_nothing(tmp_path, monkeypatch) -> None:
+    import time
+
+    from indexerd.cli import configmemo
+
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))       # not a directory
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('state_dir = "/srv/a"\n', encoding="utf-8")
+    configmemo.remember(str(cfg), os.stat(cfg), {}, time.time_ns() + 3_000_000_000)
+    assert configmemo.recall(str(cfg), os.stat(cfg)) is None
+
+
+def test_a_render_request_with_wrong_types_is_refused(d) -> None:
+    from indexerd.daemon.control import request
+
+    for render in ({"tty": "yes"}, {"json": 1}, []):
+        reply = request(d.sock, {"cmd": "search", "query": "falcon", "state_dir": str(d.base / "state"),
+                                 "render": render})
+        assert reply["ok"] is False and reply["exit_code"] == 2 and "render" in reply["error"], reply

@@ -16,7 +16,7 @@ import sys
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
-from indexerd.cli.terminal import ReplyHit, display_path as _display_path, safe
+from indexerd.cli.terminal import display_path as _display_path, no_hits_text, safe, search_reply_text
 
 UTC = timezone.utc
 
@@ -120,11 +120,9 @@ def cmd_search(args) -> int:
     reply = _ask_daemon(args, {"cmd": "search", "query": args.query, "limit": args.limit,
                                "since": args.since or None, "sort": sort})
     if reply is not None:
-        if args.json:
-            print(json.dumps(reply["hits"], ensure_ascii=True))
-            return 0
-        return _print_hits(args, [ReplyHit(h, score) for h, score in zip(reply["hits"], reply["scores"])],
-                           format_utc=lambda text: text)
+        sys.stdout.write(search_reply_text(args.query, reply["hits"], reply["scores"], as_json=args.json,
+                                           tty=sys.stdout.isatty()))
+        return 0
     from indexerd.core.dates import format_utc
     from indexerd.core.timespans import parse_since
     from indexerd.daemon.queries import hits_json
@@ -145,7 +143,7 @@ def cmd_search(args) -> int:
 
 def _print_hits(args, hits, *, format_utc) -> int:
     if not hits:
-        print(f"no documents match {safe(repr(args.query))}")
+        sys.stdout.write(no_hits_text(args.query))
         return 0
     from indexerd.cli.terminal import print_hits
 

@@ -2,10 +2,13 @@
 
 The console script starts here.  A process that only asks the daemon a question and prints the
 answer spends most of its life importing: argparse, logging, msgspec and the config schema,
-pathlib, dataclasses.  For the one command people run in a loop, ``ctl search`` with the
-daemon up, this module does the same exchange with the standard library's ``os``, ``json``,
-``socket`` (and ``tomllib`` when there is a config file to read), then prints through
-:mod:`indexerd.cli.terminal`, which imports only ``re``.
+pathlib, dataclasses; even ``json`` (through ``re``) and ``tomllib`` cost more than the daemon's
+answer.  For the one command people run in a loop, ``ctl search`` with the daemon up, this
+module asks the daemon for the very text to print (a ``render`` request,
+:mod:`indexerd.daemon.control`) with nothing but ``os``, ``sys`` and ``_socket``; the daemon
+renders it with :func:`indexerd.cli.terminal.search_reply_text`, the function the full path
+prints the same reply with.  The config file's two keys come from
+:mod:`indexerd.cli.configmemo` while the file is unchanged, else from ``tomllib``.
 
 It answers only when it is sure to print what the full path (:func:`indexerd.cli.ctl.cmd_search`)
 prints; in every other case :func:`answer` returns None and :func:`main` runs the full command
@@ -15,7 +18,9 @@ line, which then does everything again and reports what went wrong:
   [--json]`` (``-c``/``--config`` before or after the command; ``--help``, ``--log-level``,
   abbreviations, ``--``: the full parser);
 - a config file that is not TOML, or whose ``state_dir``/``control_socket`` are not strings;
-- no daemon answering for this state dir, or any error reply (a malformed query, a time bound).
+- no daemon answering at any of the sockets, or any reply but the rendered text (an error such
+  as a malformed query or a time bound, a daemon serving another state dir, one too old to
+  render).
 
 What it does not do that the full path does: validate the rest of the config file (the daemon
 validated the config it runs on; ``indexerd check-config`` reports a broken file).  Where it
@@ -104,6 +109,16 @@ def _config_keys(explicit: str | None) -> tuple[dict, bool]:
         path = DEFAULT_CONFIG_PATH if os.path.isfile(DEFAULT_CONFIG_PATH) else None
     if path is None:
         return {}, False
+    from indexerd.cli import configmemo
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise _NotHere from None
+    keys = configmemo.recall(path, st)
+    if keys is not None:
+        return keys, True
+    import time
     import tomllib
 
     try:
@@ -112,12 +127,13 @@ def _config_keys(explicit: str | None) -> tuple[dict, bool]:
     except (OSError, ValueError):                # unreadable, not UTF-8 or not TOML
         raise _NotHere from None
     keys = {}
-    for k in ("state_dir", "control_socket"):
+    for k in configmemo.KEYS:
         v = data.get(k)
         if v is not None and not isinstance(v, str):
             raise _NotHere
         if v:
             keys[k] = v
+    configmemo.remember(path, st, keys, time.time_ns())
     return keys, True
 
 
@@ -171,34 +187,82 @@ def where(keys: dict, has_file: bool) -> tuple[list[str], str]:
     return sockets, state_dir
 
 
-def _ask(sock_path: str, payload: dict) -> dict | None:
-    """One exchange of the control protocol (:func:`indexerd.daemon.control.request`); None when
-    nothing answers there or the exchange fails."""
-    import json
-    import socket
+def json_string(text: str) -> str:
+    """``text`` as a JSON string, as ``json.dumps(text, ensure_ascii=True)`` writes it (RFC 8259
+    section 7; lone surrogates as ``\\udcxx``), without importing :mod:`json`."""
+    out = []
+    for c in text:
+        o = ord(c)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif 0x20 <= o < 0x7f:
+            out.append(c)
+        elif c in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[c])
+        elif o > 0xFFFF:
+            o -= 0x10000
+            out.append(f"\\u{0xD800 | (o >> 10):04x}\\u{0xDC00 | (o & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{o:04x}")
+    return '"' + "".join(out) + '"'
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def request_line(req: dict, state_dir: str, tty: bool) -> bytes:
+    """The control request (:mod:`indexerd.daemon.control`) asking the daemon for the printed
+    answer to ``req`` (:func:`parse`), as one JSON line."""
+    since = "null" if req["since"] is None else json_string(req["since"])
+    return (f'{{"cmd":"search","query":{json_string(req["query"])},"limit":{int(req["limit"])},'
+            f'"since":{since},"sort":{json_string(req["sort"])},"state_dir":{json_string(state_dir)},'
+            f'"render":{{"tty":{"true" if tty else "false"},"json":{"true" if req["json"] else "false"}}}}}'
+            "\n").encode("ascii")
+
+
+#: as indexerd.daemon.control.RENDERED_PREFIX
+RENDERED_PREFIX = b'{"ok":true,"rendered":'
+
+
+def _ask(sock_path: str, line: bytes) -> bytes | None:
+    """One exchange of the control protocol asking for a rendered reply: the text's bytes, None
+    when nothing answers there; :class:`_NotHere` for any other reply (an error, another state
+    dir, a daemon that does not render).
+
+    The socket is ``_socket``'s, the C module under :mod:`socket`: the Python module adds
+    enum classes for every constant at import, a tenth of this path's time."""
+    import _socket
 
     if len(os.fsencode(sock_path)) > 107:
         raise _NotHere
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    try:
         s.settimeout(READ_WAIT_SECONDS)
         try:
             s.connect(sock_path)
-            s.sendall(json.dumps(payload, ensure_ascii=True).encode() + b"\n")
+        except OSError:
+            return None
+        try:
+            s.sendall(line)
             buf = bytearray()
-            while b"\n" not in buf:
+            while True:
                 chunk = s.recv(1 << 16)
                 if not chunk:
-                    return None
+                    break
                 buf += chunk
                 if len(buf) > MAX_REPLY_BYTES:
                     raise _NotHere
         except OSError:
-            return None
-    try:
-        reply = json.loads(buf.partition(b"\n")[0])
-    except ValueError:
-        raise _NotHere from None
-    return reply if isinstance(reply, dict) else None
+            raise _NotHere from None
+    finally:
+        s.close()
+    head, newline, body = bytes(buf).partition(b"\n")
+    if not newline or not head.startswith(RENDERED_PREFIX) or not head.endswith(b"}"):
+        raise _NotHere
+    count = head[len(RENDERED_PREFIX):-1]
+    if not count.isdigit() or int(count) != len(body):
+        raise _NotHere
+    return body
 
 
 def answer(argv: list[str]) -> int | None:
@@ -208,36 +272,15 @@ def answer(argv: list[str]) -> int | None:
         req = parse(argv)
         keys, has_file = _config_keys(req["config"])
         sockets, state_dir = where(keys, has_file)
-        payload = {"cmd": "search", "query": req["query"], "limit": req["limit"], "since": req["since"],
-                   "sort": req["sort"], "state_dir": state_dir}
+        line = request_line(req, state_dir, sys.stdout.isatty())
         for sock in sockets:
-            reply = _ask(sock, payload)
-            if reply is None:
-                continue
-            if reply.get("ok") is not True or "hits" not in reply:
-                raise _NotHere                   # an error reply: the full path reports it
-            if reply.get("other_state_dir") is not None:
-                continue
-            return _print(req, reply)
+            text = _ask(sock, line)
+            if text is not None:
+                sys.stdout.write(text.decode("utf-8", "surrogatepass"))
+                return 0
     except _NotHere:
         return None
     return None
-
-
-def _print(req: dict, reply: dict) -> int:
-    """Print the reply as :func:`indexerd.cli.ctl.cmd_search` prints it."""
-    from indexerd.cli.terminal import ReplyHit, display_path, print_hits, safe
-
-    if req["json"]:
-        import json
-
-        print(json.dumps(reply["hits"], ensure_ascii=True))
-    elif not reply["hits"]:
-        print(f"no documents match {safe(repr(req['query']))}")
-    else:
-        print_hits([ReplyHit(h, s) for h, s in zip(reply["hits"], reply["scores"])],
-                   display_path=display_path, format_utc=lambda text: text)
-    return 0
 
 
 def main() -> int:

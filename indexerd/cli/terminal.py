@@ -71,18 +71,45 @@ def display_path(path: str) -> str:
 
 
 # -- layouts -----------------------------------------------------------------------------------
-def print_hits(hits, *, display_path, format_utc) -> None:
-    """``ctl search``: one block per hit (rank, title, path or URL, date, snippet)."""
-    tty = sys.stdout.isatty()
+def hits_text(hits, *, display_path, format_utc, tty: bool) -> str:
+    """``ctl search``'s text: one block per hit (rank, title, path or URL, date, snippet), each
+    line ending in a newline; the title bold when ``tty``."""
     bold, off = ("\x1b[1m", "\x1b[0m") if tty else ("", "")
+    lines = []
     for h in hits:
         where = display_path(h.path) if h.path else h.url
-        print(f"{h.rank:>3}. {bold}{safe(h.title or '(untitled)')}{off}")
-        print(f"     {safe(where)}")
-        print(f"     last modified {format_utc(h.last_modified)} ({safe(h.date_source)}), "
-              f"score {h.score:.2f}")
+        lines.append(f"{h.rank:>3}. {bold}{safe(h.title or '(untitled)')}{off}")
+        lines.append(f"     {safe(where)}")
+        lines.append(f"     last modified {format_utc(h.last_modified)} ({safe(h.date_source)}), "
+                     f"score {h.score:.2f}")
         if h.snippet:
-            print(f"     {one_line(h.snippet)}")
+            lines.append(f"     {one_line(h.snippet)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def print_hits(hits, *, display_path, format_utc) -> None:
+    """Print :func:`hits_text` (bold titles when standard output is a terminal)."""
+    sys.stdout.write(hits_text(hits, display_path=display_path, format_utc=format_utc,
+                               tty=sys.stdout.isatty()))
+
+
+def no_hits_text(query: str) -> str:
+    """What ``ctl search`` prints when nothing matches ``query``."""
+    return f"no documents match {safe(repr(query))}\n"
+
+
+def search_reply_text(query: str, hits: list[dict], scores: list[float], *, as_json: bool, tty: bool) -> str:
+    """Everything ``ctl search`` prints for the daemon's ``search`` reply (``hits`` as
+    :func:`indexerd.daemon.queries.hits_json` makes them, ``scores`` at full precision): the
+    JSON array with ``as_json``, else :func:`hits_text` or :func:`no_hits_text`."""
+    if as_json:
+        import json
+
+        return json.dumps(hits, ensure_ascii=True) + "\n"
+    if not hits:
+        return no_hits_text(query)
+    return hits_text([ReplyHit(h, s) for h, s in zip(hits, scores)], display_path=display_path,
+                     format_utc=lambda text: text, tty=tty)
 
 
 def print_explain(out: dict) -> None:

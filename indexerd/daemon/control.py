@@ -8,6 +8,12 @@ closes.  Replies are ``{"ok": true, ...}`` or ``{"ok": false, "error": "...", "e
 where ``N`` is the CLI exit status (2 bad request, 1 handler failure, else the ``exit_code`` of
 the :class:`~indexerd.core.errors.IndexerdError` the handler raised).
 
+One reply is not all JSON: a ``search`` request with ``"render": {"tty": bool, "json": bool}``
+(what ``ctl search``'s fast path, :mod:`indexerd.cli.quick`, sends) is answered by the line
+``{"ok":true,"rendered":N}`` and then N bytes of UTF-8: the text ``ctl search`` prints
+(:data:`RENDERED_PREFIX`, :func:`encode`), so that client needs no JSON decoder.  Its first
+line is still one JSON object; a client reading one line sees ``rendered`` as a byte count.
+
 Outside contract relied on (Linux ``unix(7)``):
 
 - ``sun_path`` holds 108 bytes including the terminating NUL, so a path is at most 107 bytes.
@@ -40,7 +46,17 @@ def check_path(path: Path) -> None:
                           f"most {MAX_PATH_BYTES} (set control_socket to a shorter path)")
 
 
+#: how a rendered reply starts (module docstring): the byte count and ``}\n`` follow
+RENDERED_PREFIX = b'{"ok":true,"rendered":'
+
+
 def encode(reply: dict) -> bytes:
+    """The bytes of ``reply``: one JSON line, or for ``{"ok": True, "rendered": text}`` the
+    rendered form (module docstring; text encoded with ``surrogatepass``, as printing it would
+    fail on a lone surrogate in the client, not here)."""
+    if len(reply) == 2 and reply.get("ok") is True and isinstance(reply.get("rendered"), str):
+        data = reply["rendered"].encode("utf-8", "surrogatepass")
+        return RENDERED_PREFIX + str(len(data)).encode() + b"}\n" + data
     return (json.dumps(reply, separators=(",", ":")) + "\n").encode("utf-8")
 
 
@@ -53,7 +69,7 @@ def error_reply(message: str, exit_code: int) -> dict:
 REQUEST_FIELDS: dict[str, tuple[type, ...]] = {
     "cmd": (str,), "source": (str, type(None)), "key": (str,), "wait": (bool,), "all": (bool,),
     "targets": (list,), "query": (str,), "limit": (int,), "since": (str, type(None)),
-    "state_dir": (str,),
+    "state_dir": (str,), "render": (dict,),
 }
 
 

@@ -8,7 +8,9 @@ read (``state_dir``); a daemon that serves another one answers ``other_state_dir
 client reads its own (a user's own index is never answered from the service's).
 
 Replies (besides ``ok``): ``search`` -> ``hits`` (as ``--json`` prints them) and ``scores``
-(full precision, for the text form); ``report``/``changed`` -> ``rows``, or ``too_many`` when
+(full precision, for the text form), or with ``render`` ``rendered``: the text ``ctl search``
+prints (:func:`indexerd.cli.terminal.search_reply_text`, sent as
+:func:`indexerd.daemon.control.encode` frames it); ``report``/``changed`` -> ``rows``, or ``too_many`` when
 over :data:`MAX_ROWS` (the client then reads the store itself); ``explain`` -> ``explain``
 (``None`` for an unknown key: the client words the error with the key as typed).
 """
@@ -96,8 +98,14 @@ def _rows(rows) -> dict:
 
 
 def _search(daemon, req: dict) -> dict:
-    """``ctl search QUERY [--since SPAN] [--limit N]``: through the daemon's query runner."""
+    """``ctl search QUERY [--since SPAN] [--limit N] [--sort S]``: through the daemon's query
+    runner; with ``render`` (``{"tty": bool, "json": bool}``) the printed text instead of the
+    hits."""
     from indexerd.core.timespans import parse_since
+
+    render = req.get("render")
+    if render is not None and not all(isinstance(render.get(k, False), bool) for k in ("tty", "json")):
+        raise ConfigError("render: tty and json must be true or false")
 
     limit = req.get("limit", 10)
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
@@ -108,7 +116,13 @@ def _search(daemon, req: dict) -> dict:
     result = daemon.queries.run(SearchRequest(query=_text(req, "query"), since=since, until=until,
                                               limit=limit, sort=req.get("sort") or "relevance"),
                                 via="ctl", unbounded=True)
-    return {"hits": hits_json(result.hits), "scores": [h.score for h in result.hits]}
+    hits, scores = hits_json(result.hits), [h.score for h in result.hits]
+    if render is not None:
+        from indexerd.cli.terminal import search_reply_text
+
+        return {"rendered": search_reply_text(req["query"], hits, scores, as_json=render.get("json", False),
+                                              tty=render.get("tty", False))}
+    return {"hits": hits, "scores": scores}
 
 
 #: read command -> handler(daemon, request) -> reply fields (:data:`indexerd.daemon.commands.COMMANDS`
