@@ -1,7 +1,8 @@
 """What ``indexerd ctl`` prints on a terminal: the text layouts, and escaping of untrusted values.
 
-Imports nothing but :mod:`re` and :mod:`sys`: ``ctl search``'s fast path
-(:mod:`indexerd.cli.quick`) prints through it.
+Imports nothing but :mod:`re` and :mod:`sys`, so the daemon can render ``ctl search``'s text
+with it too (:func:`search_reply_text`, for the fast path :mod:`indexerd.cli.quick`): both
+paths print the same bytes because one function writes them.
 
 File names, titles, snippets, URLs and error messages come from documents and pages, i.e. from
 whoever wrote them.  Printed raw, a control sequence in a title (``ESC ] 0 ; ... BEL`` sets the
