@@ -193,3 +193,60 @@ def test_an_unknown_sort_is_the_same_query_error_on_every_engine(fixtures_index)
     ix, _ = fixtures_index
     with pytest.raises(QueryError, match=r"^unknown sort 'size' \(expected relevance or date\)$"):
         ix.search("cafe", sort="size")
+
+
+def _fold_config(tmp: Path, tree: Path, engine: str, fold: bool, schema_toml: str):
+    cfg = tmp / "indexerd.toml"
+    head, table, pg = schema_toml.partition("[index.postgresql]")
+    cfg.write_text(f'state_dir = "{tmp / "state"}"\n{head}fold_diacritics = {"true" if fold else "false"}\n'
+                   f'{table}{pg}[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\nwatch = false\n',
+                   encoding="utf-8")
+    return load_config(str(cfg))
+
+
+def _run_pass(config) -> dict:
+    ix = Indexer(config)
+    ix.open("index")
+    try:
+        return ix.run_pass(progress=False).totals.as_dict()
+    finally:
+        ix.close()
+
+
+def test_accents_folded_or_kept_as_configured_and_a_change_rebuilds(tmp_path, index_engine, caplog) -> None:
+    """``[index] fold_diacritics`` (default true): ``cafe`` and ``café`` find each other; false
+    keeps them apart.  Switching it rebuilds the index from the sources, saying why, and a reader
+    without a config (``ctl search`` with no daemon) analyses queries as the index was written."""
+    import logging
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "accent.txt").write_text("Le café est chaud\n", encoding="utf-8")
+    (tree / "plain.txt").write_text("The cafe opens at nine\n", encoding="utf-8")
+    (tree / "decomposed.txt").write_text("Un cafe\u0301 noir\n", encoding="utf-8")   # NFD é
+    schema_toml = engine_toml(index_engine, fresh=True)
+
+    def found(config, query: str) -> list[str]:
+        ix = open_index(tmp_path / "state", config.index if config is not None else None, create=False)
+        try:
+            return sorted(Path(h.key).name for h in ix.search(query, limit=10))
+        finally:
+            ix.close()
+
+    folded = _fold_config(tmp_path, tree, index_engine, True, schema_toml)
+    assert _run_pass(folded)["indexed"] == 3
+    every = ["accent.txt", "decomposed.txt", "plain.txt"]
+    assert found(folded, "cafe") == found(folded, "café") == found(folded, "CAFÉ") == every
+    kept = _fold_config(tmp_path, tree, index_engine, False, schema_toml)
+    with pytest.raises(Exception, match="accents folded.*accents kept.*fold_diacritics = false"):
+        open_index(tmp_path / "state", kept.index, create=False)
+    with caplog.at_level(logging.WARNING):
+        assert _run_pass(kept)["indexed"] == 3                  # rebuilt from the sources
+    assert any("rebuilding the index" in r.getMessage() and "accents kept" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert found(kept, "cafe") == ["plain.txt"]
+    assert found(kept, "café") == found(kept, "Cafe\u0301") == ["accent.txt", "decomposed.txt"]
+    assert found(None, "cafe") == ["plain.txt"]                 # as the identity says
+    assert _run_pass(kept)["indexed"] == 0                      # nothing changed: nothing re-read
+    assert _run_pass(folded)["indexed"] == 3                    # and back
+    assert found(None, "cafe") == every

@@ -80,6 +80,9 @@ class IndexSettings(_Struct):
     ``commit_interval`` is the most a change may wait before it is searchable (seconds);
     ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
     is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments).
+    ``fold_diacritics`` (default true): a word matches with or without its accents (``cafe``
+    finds ``café`` and back, as Recoll's ``unac``); false keeps them apart.  Changing it rebuilds
+    the index from the sources at the next start.
     ``writer_memory`` and ``merge_idle`` directly under ``[index]`` are the old names of
     ``[index.whoosh]``'s keys: still read (with a warning) and moved there by :func:`parse_config`,
     None afterwards.
@@ -89,6 +92,7 @@ class IndexSettings(_Struct):
     commit_interval: Seconds = Seconds(1.0)
     commit_batch: int = 200
     bulk_commit_batch: int = 5000
+    fold_diacritics: bool = True
     whoosh: WhooshSettings = WhooshSettings()
     tantivy: TantivySettings = TantivySettings()
     postgresql: PostgresqlSettings | None = None

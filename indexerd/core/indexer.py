@@ -96,7 +96,8 @@ class Indexer:
         self.state.lock(mode)
         try:
             self.store = Store(self.state.store_path)
-            why = rebuild_reason(read_identity(self.state.path), wanted_identity(load_engine(self.cfg.index.engine)))
+            why = rebuild_reason(read_identity(self.state.path), wanted_identity(load_engine(self.cfg.index.engine),
+                                                                          self.cfg.index.fold_diacritics))
             if rebuild or why:
                 recovery.rebuild(self.state.path, self.store, why)
             self.pipeline = Pipeline(self._get_writer, self.store, self.counters)

@@ -235,9 +235,10 @@ class Engine(Protocol):
     def available(self) -> bool:
         """True when the engine's library can be imported (without importing it twice)."""
 
-    def open(self, path: Path, settings: Any | None, *, create: bool) -> SearchIndex:
+    def open(self, path: Path, settings: Any | None, *, create: bool, fold_diacritics: bool = True) -> SearchIndex:
         """Open the index in directory ``path`` (with ``create``, create it when absent).
-        ``settings`` is the engine's table of the config (``[index.<name>]``), None for defaults.
+        ``settings`` is the engine's table of the config (``[index.<name>]``), None for defaults;
+        ``fold_diacritics``: the shared analyzer folds accents (``[index] fold_diacritics``).
 
         Raises:
             IndexUnavailable: nothing there (``create`` False), or it cannot be read; the
@@ -254,14 +255,22 @@ class Engine(Protocol):
 
 @dataclass(frozen=True)
 class IndexIdentity:
-    """Who wrote an index: engine name, :data:`ANALYSIS_VERSION`, the engine's format version."""
+    """Who wrote an index: engine name, :data:`ANALYSIS_VERSION`, the engine's format version, and
+    whether its text was analysed with accents folded (``diacritics`` ``"fold"``, the default)
+    or kept (``"keep"``)."""
 
     engine: str
     analysis: int
     format: int
+    diacritics: str = "fold"
+
+    @property
+    def fold_diacritics(self) -> bool:
+        return self.diacritics != "keep"
 
     def as_json(self) -> str:
-        return json.dumps({"engine": self.engine, "analysis": self.analysis, "format": self.format})
+        return json.dumps({"engine": self.engine, "analysis": self.analysis, "format": self.format,
+                           "diacritics": self.diacritics})
 
 
 def index_dir(state_dir: str | Path) -> Path:
@@ -300,9 +309,11 @@ def load_engine(name: str) -> Engine:
     return engine
 
 
-def wanted_identity(engine: Engine) -> IndexIdentity:
-    """The identity an index written now by ``engine`` gets."""
-    return IndexIdentity(engine.name, ANALYSIS_VERSION, engine.format_version)
+def wanted_identity(engine: Engine, fold_diacritics: bool = True) -> IndexIdentity:
+    """The identity an index written now by ``engine`` gets (``fold_diacritics``: the config's
+    ``[index] fold_diacritics``)."""
+    return IndexIdentity(engine.name, ANALYSIS_VERSION, engine.format_version,
+                         "fold" if fold_diacritics else "keep")
 
 
 def read_identity(state_dir: str | Path) -> IndexIdentity | None:
@@ -325,8 +336,11 @@ def read_identity(state_dir: str | Path) -> IndexIdentity | None:
         raise IndexUnavailable(f"{path / IDENTITY_FILE}: cannot read: {e.strerror}") from None
     try:
         d = json.loads(raw)
-        return IndexIdentity(str(d["engine"]), int(d["analysis"]), int(d["format"]))
-    except (ValueError, KeyError, TypeError):
+        diacritics = d.get("diacritics", "fold")  # files written before the setting: folded
+        if diacritics not in ("fold", "keep"):
+            raise ValueError(diacritics)
+        return IndexIdentity(str(d["engine"]), int(d["analysis"]), int(d["format"]), diacritics)
+    except (ValueError, KeyError, TypeError, AttributeError):
         return IndexIdentity("unknown", 0, 0)
 
 
@@ -349,6 +363,11 @@ def rebuild_reason(found: IndexIdentity | None, wanted: IndexIdentity) -> str | 
     if found.analysis != wanted.analysis:
         return (f"the index was written with text analysis version {found.analysis} and this indexerd "
                 f"analyses text with version {wanted.analysis}")
+    if found.diacritics != wanted.diacritics:
+        said = {"fold": "with accents folded (cafe finds café)", "keep": "with accents kept (cafe does not find café)"}
+        return (f"the index was written {said[found.diacritics]} and the config asks for it "
+                f"{said[wanted.diacritics]} ([index] fold_diacritics = "
+                f"{'true' if wanted.fold_diacritics else 'false'})")
     return f"the index was written in {found.engine} format {found.format}, this indexerd writes format {wanted.format}"
 
 
@@ -360,9 +379,9 @@ def engine_settings(settings: Any | None, name: str) -> Any | None:
 def open_index(state_dir: str | Path, settings: Any | None = None, *, create: bool = True) -> SearchIndex:
     """Open (with ``create``, create) the index of ``state_dir`` with the configured engine.
 
-    ``settings`` is the config's ``[index]`` (``engine`` and the engines' tables); None (a reader
-    without a config, such as ``ctl search``) uses the engine that wrote the index, else the
-    default.  A writer (``create``) must first rebuild an index :func:`rebuild_reason` rejects
+    ``settings`` is the config's ``[index]`` (``engine``, ``fold_diacritics`` and the engines'
+    tables); None (a reader without a config, such as ``ctl search``) uses the engine and the
+    analysis that wrote the index, else the defaults.  A writer (``create``) must first rebuild an index :func:`rebuild_reason` rejects
     (:class:`~indexerd.core.indexer.Indexer` does, from the sources); a reader gets an error.
 
     Raises:
@@ -376,7 +395,11 @@ def open_index(state_dir: str | Path, settings: Any | None = None, *, create: bo
     else:
         name = found.engine if found is not None and found.engine in ENGINES else ENGINES[0]
     engine = load_engine(name)
-    wanted = wanted_identity(engine)
+    if settings is not None:
+        fold = bool(getattr(settings, "fold_diacritics", True))
+    else:
+        fold = found.fold_diacritics if found is not None else True
+    wanted = wanted_identity(engine, fold)
     why = rebuild_reason(found, wanted)
     if why is not None:
         raise IndexUnavailable(f"{index_dir(state_dir)}: {why}; run `indexerd index` (or start the daemon) "
@@ -384,7 +407,7 @@ def open_index(state_dir: str | Path, settings: Any | None = None, *, create: bo
     path = index_dir(state_dir)
     if create and found is None:
         write_identity(state_dir, wanted)  # before the engine's files: never an index without it
-    return engine.open(path, engine_settings(settings, name), create=create)
+    return engine.open(path, engine_settings(settings, name), create=create, fold_diacritics=fold)
 
 
 def on_disk_token(state_dir: str | Path) -> str | None:

@@ -35,12 +35,13 @@ class PostgresqlEngine:
         except (ImportError, ValueError):
             return False
 
-    def open(self, path: Path, settings: Any | None, *, create: bool):
+    def open(self, path: Path, settings: Any | None, *, create: bool, fold_diacritics: bool = True):
         """Open (with ``create``, create) the index ``settings`` (``[index.postgresql]``) names,
         or, with None, the one recorded in ``path``.  See :meth:`.engine.PgIndex.open`."""
         from .engine import PgIndex
 
-        return PgIndex.open(path, settings, create=create, format_version=FORMAT_VERSION)
+        return PgIndex.open(path, settings, create=create, format_version=FORMAT_VERSION,
+                            fold_diacritics=fold_diacritics)
 
     def on_disk_token(self, path: Path) -> str | None:
         """The commit counter of the index recorded in ``path``, None when ``path`` records none

@@ -58,9 +58,14 @@ MAINTAIN_IDLE_SECONDS = 60.0
 KEYS_PAGE = 10_000
 
 
-def wanted_marks(format_version: int) -> dict[str, str]:
-    """The ``meta`` rows of an index this indexerd writes."""
-    return {"engine": "postgresql", "analysis": str(ANALYSIS_VERSION), "format": str(format_version)}
+def wanted_marks(format_version: int, fold_diacritics: bool = True) -> dict[str, str]:
+    """The ``meta`` rows of an index this indexerd writes.  Accents kept (``fold_diacritics``
+    false) add ``diacritics = keep``; the default adds nothing, so tables written before the
+    setting existed still match."""
+    marks = {"engine": "postgresql", "analysis": str(ANALYSIS_VERSION), "format": str(format_version)}
+    if not fold_diacritics:
+        marks["diacritics"] = "keep"
+    return marks
 
 
 class PgIndex:
@@ -72,18 +77,19 @@ class PgIndex:
 
     engine = "postgresql"
 
-    def __init__(self, target: PgTarget, path: Path) -> None:
+    def __init__(self, target: PgTarget, path: Path, *, fold_diacritics: bool = True) -> None:
         self.target = target
         self.path = path
         self.where = f"PostgreSQL index at {target.shown}"
-        self.analyzer = shared_analyzer(fold_diacritics=True)
+        self.analyzer = shared_analyzer(fold_diacritics=fold_diacritics)
         self._pool = target.pool()
         s = sql.Identifier(target.schema)
         self._docs = sql.SQL("{}.documents").format(s)
         self._commits = sql.SQL("{}.commits").format(s)
 
     @classmethod
-    def open(cls, path: Path, settings: Any | None, *, create: bool, format_version: int) -> "PgIndex":
+    def open(cls, path: Path, settings: Any | None, *, create: bool, format_version: int,
+             fold_diacritics: bool = True) -> "PgIndex":
         """Open the index named by ``settings`` (``[index.postgresql]``; None: the target recorded
         in ``path``); with ``create``, create its tables and record the target in ``path``.
 
@@ -98,7 +104,7 @@ class PgIndex:
             raise IndexUnavailable(f"{path}: no PostgreSQL index recorded here (run `indexerd index` first)")
         conn = target.connect()
         try:
-            schema.ensure(conn, target.schema, wanted_marks(format_version), create=create,
+            schema.ensure(conn, target.schema, wanted_marks(format_version, fold_diacritics), create=create,
                           where=f"PostgreSQL index at {target.shown}")
         except psycopg.Error as e:
             raise IndexUnavailable(f"PostgreSQL index at {target.shown}: {_first_line(e)}") from None
@@ -106,7 +112,7 @@ class PgIndex:
             conn.close()
         if create:
             target.record(path)
-        return cls(target, path)
+        return cls(target, path, fold_diacritics=fold_diacritics)
 
     # -- connections ----------------------------------------------------------------------
     def _read(self, query, params=(), *, one: bool = False):

@@ -34,13 +34,13 @@ class TantivyEngine:
         except (ImportError, ValueError):  # a module blocked in sys.modules, a broken install
             return False
 
-    def open(self, path: Path, settings: Any | None, *, create: bool):
+    def open(self, path: Path, settings: Any | None, *, create: bool, fold_diacritics: bool = True):
         """Open (with ``create``, create) the tantivy index in directory ``path``; ``settings``
         is the ``[index.tantivy]`` table (None: defaults).  See
         :meth:`~indexerd.index.tantivy.engine.TantivyIndex.open`."""
         from .engine import TantivyIndex
 
-        return TantivyIndex.open(path, settings, create=create)
+        return TantivyIndex.open(path, settings, create=create, fold_diacritics=fold_diacritics)
 
     def on_disk_token(self, path: Path) -> str | None:
         """The last commit's token from ``meta.json`` alone, None when there is no tantivy index."""

@@ -193,16 +193,19 @@ class TantivyIndex(TantivySearch):
 
     engine = "tantivy"
 
-    def __init__(self, ix: tantivy.Index, path: Path, settings: Any | None) -> None:
-        super().__init__(ix, path)
+    def __init__(self, ix: tantivy.Index, path: Path, settings: Any | None, *,
+                 fold_diacritics: bool = True) -> None:
+        super().__init__(ix, path, fold_diacritics=fold_diacritics)
         self.writer_memory_bytes = int(getattr(settings, "writer_memory", DEFAULT_WRITER_MEMORY_BYTES))
         self.writer_threads = int(getattr(settings, "writer_threads", DEFAULT_WRITER_THREADS))
         offload = getattr(settings, "analysis_worker", True) and (os.cpu_count() or 1) > 1
         self._worker = AnalysisWorker(self.fold_diacritics) if offload else None
 
     @classmethod
-    def open(cls, path: str | Path, settings: Any | None = None, *, create: bool = True) -> "TantivyIndex":
-        """Open (or, with ``create``, create) the index in directory ``path``.
+    def open(cls, path: str | Path, settings: Any | None = None, *, create: bool = True,
+             fold_diacritics: bool = True) -> "TantivyIndex":
+        """Open (or, with ``create``, create) the index in directory ``path``; its text is
+        analysed with accents folded or kept (``fold_diacritics``, :mod:`indexerd.index.analysis`).
 
         ``settings``: the ``[index.tantivy]`` table (``writer_memory`` in bytes,
         ``writer_threads``, ``analysis_worker``; None or a missing attribute: the defaults).
@@ -230,7 +233,7 @@ class TantivyIndex(TantivySearch):
         except Exception as e:  # ValueError/OSError from the bindings on a damaged directory
             raise IndexUnavailable(f"{path}: the index cannot be opened ({type(e).__name__}: {e}); "
                                    f"{rebuild}") from None
-        return cls(ix, path, settings)
+        return cls(ix, path, settings, fold_diacritics=fold_diacritics)
 
     # -- writing ---------------------------------------------------------------------------
     def session(self, *, timeout_seconds: float = 10.0, **_ignored) -> TantivySession:

@@ -35,11 +35,11 @@ class TantivySearch:
     the reader first (see the engine's outside contract), so it sees the latest commit of any
     process.  Thread-safe: each call takes its own searcher."""
 
-    def __init__(self, ix: tantivy.Index, path: Path) -> None:
+    def __init__(self, ix: tantivy.Index, path: Path, *, fold_diacritics: bool = True) -> None:
         self._ix = ix
         self.path = path
         self.schema = ix.schema
-        self.fold_diacritics = True
+        self.fold_diacritics = fold_diacritics
         self.analyzer = shared_analyzer(fold_diacritics=self.fold_diacritics)
 
     def _analysed(self, query: str):

@@ -84,16 +84,20 @@ class WhooshIndex:
 
     engine = "whoosh"
 
-    def __init__(self, ix, path: Path, *, writer_memory_bytes: int, merge_idle_seconds: float) -> None:
+    def __init__(self, ix, path: Path, *, writer_memory_bytes: int, merge_idle_seconds: float,
+                 fold_diacritics: bool = True) -> None:
         self._ix = ix
+        self.fold_diacritics = fold_diacritics
         self._searchers = SearcherPool(ix)
         self.path = path
         self.writer_memory_bytes = writer_memory_bytes
         self.merge_idle_seconds = merge_idle_seconds
 
     @classmethod
-    def open(cls, path: Path, settings: Any | None = None, *, create: bool = True) -> "WhooshIndex":
-        """Open (or, with ``create``, create) the index in directory ``path``.
+    def open(cls, path: Path, settings: Any | None = None, *, create: bool = True,
+             fold_diacritics: bool = True) -> "WhooshIndex":
+        """Open (or, with ``create``, create) the index in directory ``path``; its text is
+        analysed with accents folded or kept (``fold_diacritics``, :mod:`indexerd.index.analysis`).
 
         Raises:
             IndexUnavailable: no index (``create`` False), or the directory holds something
@@ -143,7 +147,8 @@ class WhooshIndex:
         idle = getattr(settings, "merge_idle", None)
         return cls(ix, path,
                    writer_memory_bytes=int(memory) if memory is not None else DEFAULT_WRITER_MEMORY_BYTES,
-                   merge_idle_seconds=float(idle) if idle is not None else DEFAULT_MERGE_IDLE_SECONDS)
+                   merge_idle_seconds=float(idle) if idle is not None else DEFAULT_MERGE_IDLE_SECONDS,
+                   fold_diacritics=fold_diacritics)
 
     # -- writing ----------------------------------------------------------------------------
     def session(self, *, timeout_seconds: float = 10.0) -> WhooshSession:
@@ -161,7 +166,7 @@ class WhooshIndex:
             w = None
         if w is None:
             raise RetryLater(f"{self.path}: index writer lock is held by another process")
-        return WhooshSession(w, lock, on_commit=self._searchers.close_stale)
+        return WhooshSession(w, lock, fold_diacritics=self.fold_diacritics, on_commit=self._searchers.close_stale)
 
     def maintenance_delay(self, commits_since: int) -> float | None:
         """A merge after ``merge_idle`` seconds of idleness, or after 2 s once 16 live commits
@@ -249,7 +254,7 @@ class WhooshIndex:
         """How many live documents match ``query`` (None: all) with ``since <= last_modified < until``."""
         if query is None and since is None and until is None:
             return self.doc_count()
-        return self._with_retries(lambda: searching.count(self._searchers, query, since, until))
+        return self._with_retries(lambda: searching.count(self._searchers, query, since, until, self.fold_diacritics))
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
@@ -263,7 +268,7 @@ class WhooshIndex:
         """
         check_sort(sort)
         return self._with_retries(lambda: searching.search(self._searchers, query, limit, since, until, snippet_chars,
-                                                           sort))
+                                                           sort, self.fold_diacritics))
 
     def _with_retries(self, fn):
         """Run a query ``fn()`` again on a fresh snapshot when a concurrent commit or merge removed
@@ -315,8 +320,8 @@ class WhooshEngine:
             return False
         return True
 
-    def open(self, path: Path, settings: Any | None, *, create: bool) -> WhooshIndex:
-        return WhooshIndex.open(path, settings, create=create)
+    def open(self, path: Path, settings: Any | None, *, create: bool, fold_diacritics: bool = True) -> WhooshIndex:
+        return WhooshIndex.open(path, settings, create=create, fold_diacritics=fold_diacritics)
 
     def on_disk_token(self, path: Path) -> str | None:
         gen = on_disk_generation(path)

@@ -59,15 +59,17 @@ def date_filter(since: datetime | None, until: datetime | None):
         return None
     return wq.DateRange("last_modified", naive_utc(since), naive_utc(until), startexcl=False, endexcl=True)
 
-def analysed(query: str):
-    """The analysed tree of ``query`` (the product's query language, the shared analyzer).
+def analysed(query: str, fold_diacritics: bool = True):
+    """The analysed tree of ``query`` (the product's query language, the shared analyzer with
+    accents folded or kept).
 
     Raises:
         QueryError: the query is malformed (the parser's message, the same on every engine).
     """
-    return analyse_query(parse(query), shared_analyzer(fold_diacritics=True))
+    return analyse_query(parse(query), shared_analyzer(fold_diacritics=fold_diacritics))
 
-def count(searchers, query: str | None, since: datetime | None, until: datetime | None) -> int:
+def count(searchers, query: str | None, since: datetime | None, until: datetime | None,
+          fold_diacritics: bool = True) -> int:
     """How many documents of the Whoosh index match ``query`` (None: all) with
     ``since <= last_modified < until`` (UTC); ``searchers`` lends the searcher
     (:class:`indexerd.index.whoosh.searchers.SearcherPool`).
@@ -77,7 +79,7 @@ def count(searchers, query: str | None, since: datetime | None, until: datetime 
     """
     from whoosh import query as wq
 
-    q = wq.Every() if query is None else compile_query(analysed(query))
+    q = wq.Every() if query is None else compile_query(analysed(query, fold_diacritics))
     if q is None:  # nothing to search (only stop words)
         return 0
     with searchers.searcher() as searcher:
@@ -86,7 +88,7 @@ def count(searchers, query: str | None, since: datetime | None, until: datetime 
                                filter=date_filter(since, until)).scored_length()
 
 def search(searchers, query: str, limit: int, since: datetime | None, until: datetime | None, snippet_chars: int,
-           sort: Sort) -> list[Hit]:
+           sort: Sort, fold_diacritics: bool = True) -> list[Hit]:
     """The first ``limit`` hits of ``query`` in the Whoosh index, best first (``sort``
     ``"relevance"``) or newest first (``"date"``), each with a snippet of about ``snippet_chars``
     characters; ``last_modified`` aware UTC; ``searchers`` lends the searcher
@@ -95,7 +97,7 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
     Raises:
         QueryError: the query is malformed.
     """
-    tree = analysed(query)
+    tree = analysed(query, fold_diacritics)
     q = compile_query(tree)
     if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
         return []
