@@ -17,7 +17,7 @@ import pytest
 from indexerd.core.errors import ConfigError, IndexUnavailable
 from indexerd.core.indexer import Indexer
 from indexerd.index import IndexDoc, IndexIdentity, open_index, read_identity
-from indexerd.index import base
+from indexerd.index import base, opening
 
 REPO = Path(__file__).resolve().parents[1]
 OLD = REPO / "tests" / "fixtures" / "whoosh-index-v1"
@@ -77,7 +77,7 @@ def test_an_index_written_before_the_boundary_is_rebuilt_at_the_first_start_sayi
         assert _pass(cfg)["indexed"] == 3
     said = [r.getMessage() for r in caplog.records if "rebuilding the index" in r.getMessage()]
     assert len(said) == 1 and "text analysis version 1" in said[0], said
-    assert read_identity(state) == base.wanted_identity(base.load_engine("whoosh"))
+    assert read_identity(state) == opening.wanted_identity(base.load_engine("whoosh"))
     ix = open_index(state, cfg.index, create=False)
     assert [h.key.rsplit("/", 1)[-1] for h in ix.search("falcon")] == ["falcon.txt"]
     assert [h.key.rsplit("/", 1)[-1] for h in ix.search("pg_hba")] == ["pg.txt"]  # analysis 2: by its parts
@@ -92,7 +92,7 @@ def test_a_changed_analysis_rebuilds_the_index_from_the_sources(tmp_path, monkey
     assert _pass(cfg)["indexed"] == 3
     assert _pass(cfg)["indexed"] == 0                      # nothing changed: nothing re-read
     before = base.ANALYSIS_VERSION
-    monkeypatch.setattr(base, "ANALYSIS_VERSION", 99)
+    monkeypatch.setattr(opening, "ANALYSIS_VERSION", 99)
     with caplog.at_level(logging.WARNING):
         counts = _pass(cfg)
     assert counts["indexed"] == 3, counts                  # every document read again
@@ -111,7 +111,7 @@ def test_an_index_of_another_engine_is_rebuilt_and_readers_are_told(tmp_path, ca
     cfg = _config(tmp_path, tree)
     _pass(cfg)
     state = tmp_path / "state"
-    base.write_identity(state, IndexIdentity("tantivy", base.ANALYSIS_VERSION, 1))
+    opening.write_identity(state, IndexIdentity("tantivy", base.ANALYSIS_VERSION, 1))
     with pytest.raises(IndexUnavailable, match="written by the tantivy engine.*asks for whoosh.*rebuild"):
         open_index(state, cfg.index, create=False)
     with caplog.at_level(logging.WARNING):
@@ -124,10 +124,10 @@ def test_an_index_of_another_engine_is_rebuilt_and_readers_are_told(tmp_path, ca
 def test_an_unreadable_identity_file_means_rebuild_not_a_crash(tmp_path) -> None:
     state = tmp_path / "state"
     open_index(state).close()
-    (state / "index" / base.IDENTITY_FILE).write_text("{not json", encoding="utf-8")
+    (state / "index" / opening.IDENTITY_FILE).write_text("{not json", encoding="utf-8")
     found = read_identity(state)
     assert found.engine == "unknown"
-    assert base.rebuild_reason(found, base.wanted_identity(base.load_engine("whoosh")))
+    assert opening.rebuild_reason(found, opening.wanted_identity(base.load_engine("whoosh")))
 
 
 def test_an_unknown_engine_name_is_a_config_error() -> None:

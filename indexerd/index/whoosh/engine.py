@@ -302,7 +302,7 @@ class WhooshIndex:
 
 
 class WhooshEngine:
-    """The Whoosh engine as :func:`~indexerd.index.base.open_index` sees it (``ENGINE``)."""
+    """The Whoosh engine as :func:`~indexerd.index.opening.open_index` sees it (``ENGINE``)."""
 
     name = "whoosh"
     #: 1: title/content analysed by FusedStemmingAnalyzer; 2: the shared analyzer's tokens and
