@@ -305,3 +305,33 @@ def test_a_dead_worker_is_replaced_by_analysis_in_process(ix, caplog) -> None:
     assert keys(ix.search("alpha39")) == ["a39"] and keys(ix.search("beta79")) == ["b79"]
     assert ix.count("pg_hba.conf") == 80
     assert any("analysing in this process" in r.getMessage() for r in caplog.records)
+
+
+def _worker() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "indexerd.index.tantivy.offload", "fold"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_the_analysis_worker_of_a_killed_indexerd_exits_without_a_traceback() -> None:
+    """Its stderr is indexerd's log: a daemon killed with a batch in the worker left a
+    BrokenPipeError traceback there (tests/test_faults.py's kill -9 burst on tantivy)."""
+    import pickle
+    import struct
+
+    p = _worker()
+    body = pickle.dumps([("title", "some words " * 2000)])
+    p.stdout.close()                                     # the reader is gone before the answer
+    p.stdin.write(struct.pack("!I", len(body)) + body)
+    p.stdin.close()
+    err = p.stderr.read().decode()
+    assert p.wait(60) == 1 and "Traceback" not in err, err
+
+
+def test_the_analysis_worker_interrupted_exits_without_a_traceback() -> None:
+    import time
+
+    p = _worker()
+    time.sleep(1.0)                                      # imported and waiting on its stdin
+    p.send_signal(signal.SIGINT)                         # Ctrl-C reaches the process group
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "Traceback" not in err.decode(), err

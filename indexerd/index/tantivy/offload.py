@@ -188,5 +188,23 @@ def _serve(fold_diacritics: bool) -> None:
                                           protocol=pickle.HIGHEST_PROTOCOL))
 
 
+def main(argv: list[str]) -> int:
+    """The worker process: :func:`_serve` until its stdin ends.  When indexerd is gone (killed
+    while a batch was in the worker: the answer meets a closed pipe) or interrupted (Ctrl-C
+    reaches the whole process group), it exits at once without a traceback in indexerd's log,
+    which is also this process's standard error."""
+    import os
+
+    try:
+        _serve(argv[:1] != ["nofold"])
+    except (BrokenPipeError, KeyboardInterrupt):
+        # nothing left to flush to a closed pipe at exit (the standard library's recipe for
+        # SIGPIPE, docs.python.org/3/library/signal.html#note-on-sigpipe)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return 0
+
+
 if __name__ == "__main__":
-    _serve(sys.argv[1:2] != ["nofold"])
+    sys.exit(main(sys.argv[1:]))
