@@ -90,6 +90,19 @@ def engine_toml(engine: str, *, fresh: bool = False) -> str:
     return text + f'[index.postgresql]\nurl = "{_PG_INDEX["url"]}"\nschema = "{schema}"\n'
 
 
+def one_pass(config) -> dict:
+    """The totals of one pass of every source of ``config`` through the real indexer (opened for
+    ``index``, closed after)."""
+    from indexerd.core.indexer import Indexer
+
+    ix = Indexer(config)
+    ix.open("index")
+    try:
+        return ix.run_pass(progress=False).totals.as_dict()
+    finally:
+        ix.close()
+
+
 def index_settings(engine: str, text: str = ""):
     """The ``[index]`` settings of a config choosing ``engine`` (``text``: more TOML)."""
     from indexerd.config import parse_config

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from indexerd.core.errors import ConfigError, IndexUnavailable
-from indexerd.core.indexer import Indexer
+from conftest import one_pass
 from indexerd.index import IndexDoc, IndexIdentity, open_index, read_identity
 from indexerd.index import base, opening
 
@@ -48,12 +48,7 @@ def _config(tmp_path: Path, tree: Path, engine: str = "whoosh"):
 
 
 def _pass(cfg) -> dict:
-    ix = Indexer(cfg)
-    ix.open("index")
-    try:
-        return ix.run_pass(progress=False).totals.as_dict()
-    finally:
-        ix.close()
+    return one_pass(cfg)
 
 
 def test_an_index_written_before_the_boundary_is_refused_by_readers_saying_why(tmp_path, cli) -> None:

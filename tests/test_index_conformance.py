@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENGINE_NAMES, copy_corpus, engine_toml
+from conftest import ENGINE_NAMES, copy_corpus, engine_toml, one_pass
 from indexerd.config import load_config
 from indexerd.core.errors import QueryError
-from indexerd.core.indexer import Indexer
 from indexerd.index import open_index
 from indexerd.index.query import parse
 
@@ -53,12 +52,7 @@ def build(tmp: Path, tree: Path, engine: str):
     cfg.write_text(f'state_dir = "{tmp / "state"}"\n{engine_toml(engine, fresh=True)}'
                    f'[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\nwatch = false\n', encoding="utf-8")
     config = load_config(str(cfg))
-    ix = Indexer(config)
-    ix.open("index")
-    try:
-        counts = ix.run_pass(progress=False).totals.as_dict()
-    finally:
-        ix.close()
+    counts = one_pass(config)
     assert counts["errors"] == 0, counts
     return open_index(tmp / "state", config.index, create=False)
 
@@ -204,13 +198,7 @@ def _fold_config(tmp: Path, tree: Path, engine: str, fold: bool, schema_toml: st
     return load_config(str(cfg))
 
 
-def _run_pass(config) -> dict:
-    ix = Indexer(config)
-    ix.open("index")
-    try:
-        return ix.run_pass(progress=False).totals.as_dict()
-    finally:
-        ix.close()
+_run_pass = one_pass
 
 
 def test_accents_folded_or_kept_as_configured_and_a_change_rebuilds(tmp_path, index_engine, caplog) -> None:
