@@ -302,3 +302,20 @@ def test_a_render_request_with_wrong_types_is_refused(d) -> None:
         reply = request(d.sock, {"cmd": "search", "query": "falcon", "state_dir": str(d.base / "state"),
                                  "render": render})
         assert reply["ok"] is False and reply["exit_code"] == 2 and "render" in reply["error"], reply
+
+
+def test_a_memo_that_is_a_fifo_or_a_link_is_not_read(tmp_path, monkeypatch) -> None:
+    """Nothing in the memo's place can make ``ctl search`` block or read elsewhere."""
+    from indexerd.cli import configmemo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('state_dir = "/srv/a"\n', encoding="utf-8")
+    memo = Path(configmemo.memo_path())
+    memo.parent.mkdir(parents=True)
+    os.mkfifo(memo)
+    assert configmemo.recall(str(cfg), os.stat(cfg)) is None        # returns at once
+    memo.unlink()
+    (tmp_path / "elsewhere").write_bytes(b"x")
+    memo.symlink_to(tmp_path / "elsewhere")
+    assert configmemo.recall(str(cfg), os.stat(cfg)) is None

@@ -24,6 +24,7 @@ written (a read-only home), nothing is memorised and nothing fails.
 from __future__ import annotations
 
 import os
+import stat
 
 FORMAT = b"indexerd-ctl-config-1"
 #: a config modified less than this long before it is read is not memorised (seconds)
@@ -49,10 +50,18 @@ def recall(path: str, st: os.stat_result) -> dict | None:
     """The keys memorised for the config file ``path`` whose ``stat()`` is ``st``, or None
     (no memo, another file, the file changed, an unreadable or foreign memo)."""
     try:
-        with open(memo_path(), "rb") as f:
-            fields = f.read(65536).split(b"\0")
+        # not a FIFO or device left in its place: never block, read only a regular file
+        fd = os.open(memo_path(), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        fields = os.read(fd, 65536).split(b"\0")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(fields) != 3 + 5 + len(KEYS) or fields[0] != FORMAT or fields[1] != os.fsencode(path):
         return None
     if fields[2:7] != identity(st) or fields[-1] != b"":
