@@ -319,3 +319,87 @@ def test_a_memo_that_is_a_fifo_or_a_link_is_not_read(tmp_path, monkeypatch) -> N
     (tmp_path / "elsewhere").write_bytes(b"x")
     memo.symlink_to(tmp_path / "elsewhere")
     assert configmemo.recall(str(cfg), os.stat(cfg)) is None
+
+
+def test_a_memo_others_may_write_is_not_read(tmp_path, monkeypatch) -> None:
+    import time
+
+    from indexerd.cli import configmemo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('state_dir = "/srv/a"\n', encoding="utf-8")
+    configmemo.remember(str(cfg), os.stat(cfg), {"state_dir": "/srv/a"}, time.time_ns() + 3_000_000_000)
+    assert configmemo.recall(str(cfg), os.stat(cfg)) == {"state_dir": "/srv/a"}
+    os.chmod(configmemo.memo_path(), 0o620)               # group-writable: someone else's words
+    assert configmemo.recall(str(cfg), os.stat(cfg)) is None
+
+
+def test_output_closed_or_on_a_full_disk_ends_alike_on_both_paths(d) -> None:
+    full = "import sys; from indexerd.cli.main import main; sys.exit(main())"
+    for args in (("falcon",), ('"unclosed',), ("falcon", "--json")):
+        both = []
+        for code in (QUICK, full):
+            with open("/dev/full", "w") as devfull:
+                p_full = subprocess.run([sys.executable, "-c", code, "-c", str(d.cfg), "ctl", "search", *args],
+                                        stdout=devfull, stderr=subprocess.PIPE, text=True, env=d.env, cwd=REPO,
+                                        timeout=60)
+            p_closed = subprocess.run([sys.executable, "-c", code, "-c", str(d.cfg), "ctl", "search", *args],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=d.env,
+                                      cwd=REPO, timeout=60, preexec_fn=lambda: os.close(1))
+            both.append([(p.returncode, [ln for ln in p.stderr.splitlines() if ln not in ("QUICK", "FULL")])
+                         for p in (p_full, p_closed)])
+        assert both[0] == both[1], (args, both)
+        (rc_full, err_full), (rc_closed, err_closed) = both[1]
+        assert "Traceback" not in "".join(err_full + err_closed), both
+        if args[0] == "falcon":
+            assert (rc_full, err_full) == (1, ["indexerd: cannot write the output: No space left on device"])
+            assert (rc_closed, err_closed) == (0, [])
+        else:
+            assert rc_full == rc_closed == 2
+
+
+def test_a_title_with_undecodable_bytes_prints_as_an_escape(tmp_path) -> None:
+    from indexerd.cli.terminal import safe
+
+    assert safe("weird_\udce9.conf") == "weird_\\udce9.conf"
+    assert safe("café 東京 😀") == "café 東京 😀"
+
+
+def test_a_daemon_that_never_answers_is_waited_for_once(tmp_path, monkeypatch) -> None:
+    """The fast path's wait is not repeated by the full command line it hands over to, which then
+    reads the state dir itself (as after its own wait)."""
+    import socket
+    import threading
+    import time
+
+    from indexerd.cli import ctl
+
+    path = str(tmp_path / "silent.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(8)
+    accepted = []
+
+    def hold():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            accepted.append(conn)                 # read nothing, answer nothing
+    threading.Thread(target=hold, daemon=True).start()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ncontrol_socket = "{path}"\n', encoding="utf-8")
+    monkeypatch.setattr(quick, "READ_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(ctl, "_READ_WAIT", 0.5)
+    monkeypatch.setattr(quick, "TIMED_OUT", set())
+    monkeypatch.setattr(ctl, "TIMED_OUT_SOCKETS", set())
+    monkeypatch.setattr(sys, "argv", ["indexerd", "-c", str(cfg), "ctl", "search", "falcon"])
+    started = time.monotonic()
+    code = quick.main()
+    took = time.monotonic() - started
+    srv.close()
+    assert code == 1                              # no index in that state dir: the full path says so
+    assert len(accepted) == 1, f"{len(accepted)} connections"
+    assert took < 5.0, took

@@ -69,6 +69,12 @@ def live_docs(state_dir: Path) -> list[tuple[str, str | None]]:
         ix.close()
 
 
+def docs_of(d: DaemonUnderTest, state_dir: Path) -> list[tuple[str, str | None]]:
+    """The index's documents as exactly as the daemon's engine lets a test read them: Whoosh's
+    stored text itself (:func:`index_docs`), else :func:`live_docs` (burst files only)."""
+    return index_docs(state_dir) if d.engine == "whoosh" else live_docs(state_dir)
+
+
 def disk_docs(root: Path) -> dict[str, str]:
     """{key: text} of every (non-excluded) file under ``root``."""
     out = {}
@@ -131,7 +137,7 @@ def wait_for(fn, timeout: float, what: str, interval: float = 0.05):
 def compare(d: DaemonUnderTest, state: Path, root: Path) -> str | None:
     """None when the index and the store hold exactly the files on disk (no key twice), else why."""
     disk = disk_docs(root)
-    docs = live_docs(state)
+    docs = docs_of(d, state)
     keys = [k for k, _ in docs]
     dups = sorted({k for k in keys if keys.count(k) > 1})
     if dups:
@@ -307,7 +313,7 @@ def test_kill9_at_random_moments_of_a_burst(base, daemons, engine, kills) -> Non
             where = (f"{engine}: seed {SEED} (INDEXERD_FAULT_SEED), kill {kill + 1}/{kills} at {delay:.3f} s "
                      f"after {'a fresh start' if fresh else 'the burst resumed'}, {burst.ops} changes so far")
             # the index left behind opens and holds no key twice
-            keys = [k for k, _ in live_docs(state)]
+            keys = [k for k, _ in docs_of(d, state)]
             assert len(keys) == len(set(keys)), f"{where}: a key twice in the index right after the kill"
             # no stale lock or socket blocks the restart
             start_and_wait(d)

@@ -12,8 +12,11 @@ the config gives the same identity; any change to the file (an edit, a rename ov
 tick would keep the identity: Git's "racily clean" entries, ``Documentation/technical/racy-git.txt``
 in Git's sources).
 
-A wrong memo cannot change an answer: a socket where nobody answers, or a daemon serving another
-state dir, sends the fast path to the full command line, which reads the config itself.
+A stale memo cannot change an answer: it is not used once the file's identity changed, and a
+socket where nobody answers, or a daemon serving another state dir, sends the fast path to the
+full command line, which reads the config itself.  A memo is only read from a regular file owned
+by this user and writable by nobody else: whoever can write it could as well edit this user's
+config or programs (the trust of ``~/.cache`` is the trust of the home directory).
 
 The file: ``$XDG_CACHE_HOME/indexerd/ctl-config`` (``~/.cache/indexerd/ctl-config``), mode
 0600, NUL-separated fields (no path holds NUL): a format tag, the config path, the five numbers,
@@ -55,8 +58,9 @@ def recall(path: str, st: os.stat_result) -> dict | None:
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+        st_memo = os.fstat(fd)
+        if not stat.S_ISREG(st_memo.st_mode) or st_memo.st_uid != os.geteuid() or st_memo.st_mode & 0o022:
+            return None                          # only a file of this user that only it may write
         fields = os.read(fd, 65536).split(b"\0")
     except OSError:
         return None

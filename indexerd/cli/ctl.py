@@ -16,7 +16,8 @@ import sys
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
-from indexerd.cli.terminal import display_path as _display_path, no_hits_text, safe, search_reply_text
+from indexerd.cli.terminal import (display_path as _display_path, emit, no_hits_text, safe, search_reply_text,
+                                   stdout_is_tty)
 
 UTC = timezone.utc
 
@@ -88,6 +89,8 @@ def _ask_daemon(args, payload: dict) -> dict | None:
 
     loc = _located(args)
     for sock in loc.sockets:
+        if os.path.normpath(sock) in TIMED_OUT_SOCKETS:
+            continue                         # the fast path waited there already (cli/quick.py)
         try:
             reply = request(sock, {**payload, "state_dir": str(loc.state_dir)}, timeout=_READ_WAIT)
         except DaemonNotRunning:
@@ -111,6 +114,10 @@ def _ask_daemon(args, payload: dict) -> dict | None:
 
 #: how long a read command waits for the daemon (seconds): its queries are bounded far below
 _READ_WAIT = 120.0
+#: sockets (normalised paths) where ``ctl search``'s fast path already waited :data:`_READ_WAIT`
+#: for a reply in this process: asked again they would double the wait; the full path goes on as
+#: after its own timeout (it reads the state dir itself)
+TIMED_OUT_SOCKETS: set[str] = set()
 
 
 def cmd_search(args) -> int:
@@ -120,8 +127,8 @@ def cmd_search(args) -> int:
     reply = _ask_daemon(args, {"cmd": "search", "query": args.query, "limit": args.limit,
                                "since": args.since or None, "sort": sort})
     if reply is not None:
-        sys.stdout.write(search_reply_text(args.query, reply["hits"], reply["scores"], as_json=args.json,
-                                           tty=sys.stdout.isatty()))
+        emit(search_reply_text(args.query, reply["hits"], reply["scores"], as_json=args.json,
+                               tty=stdout_is_tty()))
         return 0
     from indexerd.core.dates import format_utc
     from indexerd.core.timespans import parse_since
@@ -136,14 +143,14 @@ def cmd_search(args) -> int:
     finally:
         ix.close()
     if args.json:
-        print(json.dumps(hits_json(hits), ensure_ascii=True))
+        emit(json.dumps(hits_json(hits), ensure_ascii=True) + "\n")
         return 0
     return _print_hits(args, hits, format_utc=format_utc)
 
 
 def _print_hits(args, hits, *, format_utc) -> int:
     if not hits:
-        sys.stdout.write(no_hits_text(args.query))
+        emit(no_hits_text(args.query))
         return 0
     from indexerd.cli.terminal import print_hits
 

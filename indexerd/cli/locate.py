@@ -104,7 +104,7 @@ def _lenient(path: Path, error: ConfigError) -> tuple[Config, str, bool]:
         data = tomllib.loads(text)
         keys = {k: data[k] for k in _LOCATING_KEYS if isinstance(data.get(k), str)}
         parsed = True
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         keys = _top_level_strings(text)
         parsed = False
     used = " and ".join(keys) or "nothing"

@@ -124,7 +124,7 @@ def _config_keys(explicit: str | None) -> tuple[dict, bool]:
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
-    except (OSError, ValueError):                # unreadable, not UTF-8 or not TOML
+    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not TOML, nested too deep
         raise _NotHere from None
     keys = {}
     for k in configmemo.KEYS:
@@ -220,6 +220,9 @@ def request_line(req: dict, state_dir: str, tty: bool) -> bytes:
             "\n").encode("ascii")
 
 
+#: sockets that gave no reply within READ_WAIT_SECONDS (handed to indexerd.cli.ctl by :func:`main`)
+TIMED_OUT: set[str] = set()
+
 #: as indexerd.daemon.control.RENDERED_PREFIX
 RENDERED_PREFIX = b'{"ok":true,"rendered":'
 
@@ -252,6 +255,9 @@ def _ask(sock_path: str, line: bytes) -> bytes | None:
                 buf += chunk
                 if len(buf) > MAX_REPLY_BYTES:
                     raise _NotHere
+        except TimeoutError:
+            TIMED_OUT.add(os.path.normpath(sock_path))  # the full path does not wait there again
+            raise _NotHere from None
         except OSError:
             raise _NotHere from None
     finally:
@@ -269,6 +275,8 @@ def answer(argv: list[str]) -> int | None:
     """Answer ``ctl search`` from a running daemon and print it; the exit code, or None when
     the full command line must (module docstring)."""
     try:
+        if sys.stdout is None:
+            raise _NotHere                       # closed at start: the full path says what it says
         req = parse(argv)
         keys, has_file = _config_keys(req["config"])
         sockets, state_dir = where(keys, has_file)
@@ -276,11 +284,28 @@ def answer(argv: list[str]) -> int | None:
         for sock in sockets:
             text = _ask(sock, line)
             if text is not None:
-                sys.stdout.write(text.decode("utf-8", "surrogatepass"))
-                return 0
+                return _emit(text.decode("utf-8", "surrogatepass"))
     except _NotHere:
         return None
     return None
+
+
+def _emit(text: str) -> int:
+    """Write and flush ``text`` as :func:`indexerd.cli.terminal.emit` does; 0, or 1 with the
+    full path's line when the write fails (a full disk)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        print(f"indexerd: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main() -> int:
@@ -295,6 +320,10 @@ def main() -> int:
         return 130
     if code is not None:
         return code
+    if TIMED_OUT:
+        from indexerd.cli import ctl
+
+        ctl.TIMED_OUT_SOCKETS.update(TIMED_OUT)
     from indexerd.cli.main import main as full
 
     return full()

@@ -20,8 +20,10 @@ import sys
 # C0 (U+0000-U+001F), DEL (U+007F), C1 (U+0080-U+009F: ECMA-48 §5.3; U+009B is a one-byte CSI),
 # and the Unicode bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069)
 # that reorder what is displayed ("Trojan Source", CVE-2021-42574); also U+2028/U+2029, which
-# some terminals treat as line breaks.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# some terminals treat as line breaks; and lone surrogates (U+D800-U+DFFF: the undecodable bytes
+# of a file name, ``\udce9``), which a UTF-8 terminal cannot show and a strict encoder refuses.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -88,10 +90,41 @@ def hits_text(hits, *, display_path, format_utc, tty: bool) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def stdout_is_tty() -> bool:
+    """True when standard output is a terminal (False when there is none: closed at start)."""
+    return sys.stdout is not None and sys.stdout.isatty()
+
+
+def emit(text: str) -> None:
+    """Write ``text`` to standard output and flush it; nothing when there is none (as ``print``).
+
+    Raises:
+        BrokenPipeError: the reader went away (the caller exits 0, as ``print`` would).
+        OutputError: the write failed otherwise (a full disk: exit 1, said in one line); what
+            is left unwritten is dropped, so the interpreter's exit does not fail again.
+    """
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        import os
+
+        from indexerd.core.errors import IndexerdError
+
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        raise IndexerdError(f"cannot write the output: {e.strerror or e}") from None
+
+
 def print_hits(hits, *, display_path, format_utc) -> None:
     """Print :func:`hits_text` (bold titles when standard output is a terminal)."""
-    sys.stdout.write(hits_text(hits, display_path=display_path, format_utc=format_utc,
-                               tty=sys.stdout.isatty()))
+    emit(hits_text(hits, display_path=display_path, format_utc=format_utc, tty=stdout_is_tty()))
 
 
 def no_hits_text(query: str) -> str:

@@ -73,6 +73,8 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
         raise ConfigError(f"{origin}: {path or '(top level)'}: {_friendly(what, path)}") from None
     except msgspec.DecodeError as e:
         raise ConfigError(f"{origin}: not valid TOML: {e}") from None
+    except RecursionError:              # arrays or tables nested thousands deep
+        raise ConfigError(f"{origin}: not valid TOML: nested too deeply") from None
     cfg = Config(**msgspec.structs.asdict(raw), origin=origin)
     cfg = _move_old_index_keys(cfg, origin)
     check_semantics(cfg, origin)
