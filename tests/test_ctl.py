@@ -92,6 +92,17 @@ def test_ctl_reload_waits_for_the_outcome_and_fails_when_refused(daemon):
     st = d.status()
     assert st["reload"]["ok"] is True and st["reload"]["error"] is None and st["reload"]["via"] == "ctl"
     assert set(st["sources"]) == {"docs", "more"}          # applied before the command returned
+    assert "warning" not in p.stderr, p.stderr
+
+
+def test_ctl_reload_says_what_waits_for_a_restart(daemon):
+    """An [index] change is not applied by a reload: ``ctl reload`` says so, not only the log."""
+    d = daemon
+    text = d.config_text({"docs": d.root}).replace("[index]\n", "[index]\nfold_diacritics = false\n", 1)
+    d.cfg.write_text(text, encoding="utf-8")
+    p = cli("ctl", "reload", "-c", str(d.cfg))
+    assert p.returncode == 0, p.stderr
+    assert "indexerd: warning: [index] and state_dir changes take effect at the next restart" in p.stderr, p.stderr
 
 
 def test_unit_reloads_through_ctl_reload():

@@ -294,6 +294,8 @@ def cmd_status(args) -> int:
 def cmd_reload(args) -> int:
     r = _daemon_request(args, {"cmd": "reload"}, timeout=_RELOAD_WAIT)
     print(f"reloaded {safe(r.get('config'))}: {r.get('sources')} sources")
+    for warning in r.get("warnings") or []:
+        print(f"indexerd: warning: {safe(warning)}", file=sys.stderr)
     return 0
 
 

@@ -43,6 +43,8 @@ class Reloader:
         self.d = daemon
         self._waiters: list[tuple[threading.Event, dict]] = []
         self.info: dict = {"at": None, "ok": None, "error": None, "via": None, "loaded_at": daemon.started_at}
+        #: what the last reload that succeeded could not apply (said to ``ctl reload``)
+        self.warnings: list[str] = []
 
     def request(self) -> dict:
         """``ctl reload`` (a control thread): ask the main thread for a reload and wait for its
@@ -63,7 +65,7 @@ class Reloader:
             raise IndexerdError("the daemon is stopping; the config was not reloaded")
         if slot["error"]:
             raise ConfigError(f"reload refused, still running on the old config: {slot['error']}")
-        return {"config": d.config_path, "sources": len(d.sources)}
+        return {"config": d.config_path, "sources": len(d.sources), "warnings": slot.get("warnings", [])}
 
     def release_for_stop(self) -> None:
         """A stop: every ``ctl reload`` waiting gets its answer now instead of a timeout."""
@@ -106,10 +108,12 @@ class Reloader:
             notify.status(d.status_line())
         for done, slot in waiters:
             slot["error"] = error
+            slot["warnings"] = list(self.warnings)
             done.set()
 
     def reload(self) -> str | None:
-        """Re-read the config; on any error keep the old one and return why (None: reloaded)."""
+        """Re-read the config; on any error keep the old one and return why (None: reloaded).
+        What a reload that succeeded could not apply is in :attr:`warnings` (for ``ctl reload``)."""
         d = self.d
         try:
             new = load_config(d.config_path) if d.config_path else d.cfg
@@ -120,8 +124,10 @@ class Reloader:
         old = d.sources
         removed = set(old) - set(new_sources)
         changed = {n for n, s in new_sources.items() if n not in old or old[n].cfg != s.cfg}
+        self.warnings = []
         if new.index != d.cfg.index or new.state_dir != d.cfg.state_dir:
-            log.warning("reload: [index] and state_dir changes take effect at the next restart")
+            self.warnings.append("[index] and state_dir changes take effect at the next restart")
+            log.warning("reload: %s", self.warnings[-1])
         d.cfg = new
         d.indexer.replace_sources(new, new_sources)
         still_running = self._end_passes_of(removed)
