@@ -448,6 +448,7 @@ def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_pa
 
 
 # -- issue 18: many deletions at once ----------------------------------------------------------
+@pytest.mark.alone  # a ratio of two timings in this process: the other worker's load skews it
 def test_thousands_of_deleted_files_leave_in_one_batch(tmp_path) -> None:
     """3,000 files in 10 live segments, all deleted: the pass that sees it takes a small part of
     what deleting them key by key costs (Whoosh's delete_by_term opens a searcher over every
