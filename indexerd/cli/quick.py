@@ -291,21 +291,15 @@ def answer(argv: list[str]) -> int | None:
 
 
 def _emit(text: str) -> int:
-    """Write and flush ``text`` as :func:`indexerd.cli.terminal.emit` does; 0, or 1 with the
-    full path's line when the write fails (a full disk)."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as e:
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        print(f"indexerd: cannot write the output: {e.strerror or e}", file=sys.stderr)
-        return 1
-    return 0
+    """Write ``text`` as the full path does (:func:`indexerd.cli.stdout.write_stdout`): 0, or 1
+    with the full path's line when the write fails (a full disk)."""
+    from indexerd.cli.stdout import write_stdout
+
+    problem = write_stdout(text)
+    if problem is None:
+        return 0
+    print(f"indexerd: {problem}", file=sys.stderr)
+    return 1
 
 
 def main() -> int:

@@ -96,30 +96,19 @@ def stdout_is_tty() -> bool:
 
 
 def emit(text: str) -> None:
-    """Write ``text`` to standard output and flush it; nothing when there is none (as ``print``).
+    """Write ``text`` to standard output (:func:`indexerd.cli.stdout.write_stdout`).
 
     Raises:
         BrokenPipeError: the reader went away (the caller exits 0, as ``print`` would).
-        OutputError: the write failed otherwise (a full disk: exit 1, said in one line); what
-            is left unwritten is dropped, so the interpreter's exit does not fail again.
+        IndexerdError: the write failed otherwise (a full disk: exit 1, said in one line).
     """
-    if sys.stdout is None:
-        return
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as e:
-        import os
+    from indexerd.cli.stdout import write_stdout
 
+    problem = write_stdout(text)
+    if problem is not None:
         from indexerd.core.errors import IndexerdError
 
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        raise IndexerdError(f"cannot write the output: {e.strerror or e}") from None
+        raise IndexerdError(problem)
 
 
 def print_hits(hits, *, display_path, format_utc) -> None:
