@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from whoosh import fields, index as windex
 from whoosh.qparser import QueryParser
 
 from indexerd.index.base import IndexDoc
 from indexerd.index.whoosh.engine import WhooshIndex
+from indexerd.index.whoosh.searchers import SearcherPool
 
 UTC = timezone.utc
 
@@ -78,42 +80,42 @@ def test_a_kept_searcher_sees_every_commit(tmp_path: Path):
         ix.close()
 
 
+def _raw_index(tmp_path: Path):
+    schema = fields.Schema(k=fields.ID(stored=True, unique=True), t=fields.TEXT)
+    ix = windex.create_in(str(tmp_path), schema)
+    w = ix.writer()
+    w.add_document(k="a", t="apple")
+    w.commit()
+    return ix
+
+
 def test_a_commit_closes_idle_searchers_left_behind(tmp_path: Path):
     """After a commit no idle searcher holds an old generation (the files of removed segments are
-    closed at the commit, not at the next query)."""
-    ix = WhooshIndex.open(tmp_path / "index")
-    try:
-        s = ix.session()
-        s.update(doc("a", "apple"))
-        s.commit(merge=False)
-        assert keys(ix, "apple") == ["a"]
-        pool = ix._searchers
-        assert len(pool._idle) == 1
-        old = pool._idle[0]
-        s = ix.session()
-        s.update(doc("b", "apple"))
-        s.commit(merge=True)
-        assert pool._idle == []
-        assert old.is_closed
-        assert keys(ix, "apple") == ["a", "b"]
-    finally:
-        ix.close()
-    assert pool._idle == []
+    closed at the commit, not at the next query); one still current is kept and lent again."""
+    ix = _raw_index(tmp_path)
+    pool = SearcherPool(ix)
+    with pool.searcher() as first:
+        pass
+    pool.close_stale()                                   # nothing committed: kept
+    with pool.searcher() as again:
+        assert again is first and not first.is_closed
+    w = ix.writer()
+    w.add_document(k="b", t="apple")
+    w.commit(optimize=True)
+    pool.close_stale()                                   # as WhooshSession.commit calls it
+    assert first.is_closed
+    with pool.searcher() as fresh:
+        assert fresh is not first and fresh.doc_count() == 2
+    pool.close()
+    assert fresh.is_closed
 
 
 def test_a_searcher_that_failed_is_not_kept(tmp_path: Path):
-    ix = WhooshIndex.open(tmp_path / "index")
-    try:
-        s = ix.session()
-        s.update(doc("a", "apple"))
-        s.commit(merge=False)
-        pool = ix._searchers
-        try:
-            with pool.searcher() as lent:
-                raise OSError("the query failed")
-        except OSError:
-            pass
-        assert lent.is_closed and pool._idle == []
-        assert keys(ix, "apple") == ["a"]
-    finally:
-        ix.close()
+    pool = SearcherPool(_raw_index(tmp_path))
+    with pytest.raises(OSError):
+        with pool.searcher() as lent:
+            raise OSError("the query failed")
+    assert lent.is_closed
+    with pool.searcher() as next_one:
+        assert next_one is not lent and next_one.doc_count() == 1
+    pool.close()
