@@ -137,6 +137,52 @@ def _engine_fixtures(request):
     yield
 
 
+def pg_store_address(schema: str | None = None):
+    """A :class:`~indexerd.core.store.PgStoreAddress` on the session's server, in a new schema
+    (needs the pg_index_server fixture)."""
+    from indexerd.core.store import PgStoreAddress
+
+    if _PG_INDEX["url"] is None:
+        raise RuntimeError("a PostgreSQL store needs the pg_index_server fixture")
+    return PgStoreAddress.from_settings(
+        type("S", (), {"url": _PG_INDEX["url"], "schema": schema or f"st{next(_PG_SCHEMAS)}",
+                       "password_env": None, "password_file": None, "timeout": 30.0})())
+
+
+def store_toml(schema: str | None = None) -> str:
+    """The ``[store]`` table of a config whose state store is on the session's server."""
+    if _PG_INDEX["url"] is None:
+        raise RuntimeError("a PostgreSQL store needs the pg_index_server fixture")
+    return f'[store]\nurl = "{_PG_INDEX["url"]}"\nschema = "{schema or f"st{next(_PG_SCHEMAS)}"}"\n'
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_kind(request) -> str:
+    """Run a test on each state store (the postgresql one needs the session's server)."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_index_server")
+    return request.param
+
+
+@pytest.fixture
+def open_any_store(store_kind, tmp_path):
+    """``open_any_store(readonly=False)``: a connection to one store of ``store_kind`` for this
+    test (the same store at every call); closed at the end."""
+    from indexerd.core.store import open_store
+
+    location = tmp_path / "state.sqlite3" if store_kind == "sqlite" else pg_store_address()
+    opened = []
+
+    def opener(*, readonly: bool = False):
+        s = open_store(location, readonly=readonly)
+        opened.append(s)
+        return s
+
+    yield opener
+    for s in opened:
+        s.close()
+
+
 @pytest.fixture(params=ENGINE_NAMES)
 def index_engine(request) -> str:
     """Each index engine in turn (its name, as in ``[index] engine``)."""

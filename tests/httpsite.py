@@ -15,7 +15,7 @@ Usage::
 
 Contract:
 
-- The server listens on 127.0.0.1, port 0 (the kernel picks one), and speaks HTTP/1.1 with
+- The server listens on 127.0.0.1 (or the loopback address given), port 0 (the kernel picks one), and speaks HTTP/1.1 with
   keep-alive.  A ``bytes`` body is sent with ``Content-Length`` (unless the route's headers set one
   themselves, which lets a test lie about the length); an iterator body is sent with
   ``Transfer-Encoding: chunked`` (or raw, when the route's headers set ``Content-Length``).
@@ -144,13 +144,14 @@ class Site:
     added while requests are being served.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = "127.0.0.1") -> None:
+        self.address = address  # any of 127.0.0.0/8: a test may run many hosts, one Site each
         self.log: list[Hit] = []
         self.stopping = threading.Event()
         self._routes: dict[str, Route] = {}
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
-        self._server = _Server(("127.0.0.1", 0), _RequestHandler)
+        self._server = _Server((address, 0), _RequestHandler)
         self._server.site = self
         self.port: int = self._server.server_address[1]
         self._thread: threading.Thread | None = None
@@ -192,8 +193,8 @@ class Site:
 
     @property
     def base(self) -> str:
-        """``http://127.0.0.1:<port>``, no trailing slash."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://<address>:<port>``, no trailing slash."""
+        return f"http://{self.address}:{self.port}"
 
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` (which starts with ``/``)."""

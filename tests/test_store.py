@@ -183,7 +183,8 @@ def test_reset_stats_and_record_run(store) -> None:
     store.record_run("docs", "filesystem", T1, T2, {"seen": 2})
     store.record_run("docs", "filesystem", T2, T2, {"seen": 3})
     assert store.source_runs() == {"docs": {"kind": "filesystem", "started_at": T2, "finished_at": T2,
-                                            "counts": {"seen": 3}, "completed_at": T2, "running_since": None}}
+                                            "counts": {"seen": 3}, "completed_at": T2, "running_since": None,
+                                            "node": None}}
 
 
 def test_a_pass_mark_and_its_completion() -> None:

@@ -68,11 +68,13 @@ def _open_index_readonly(args):
 
 
 def _open_store_readonly(args):
-    from indexerd.core.store import Store
+    from indexerd.core.store import PgStoreAddress, Store, open_store_in_dir
 
     state_dir = _located(args).state_dir
-    _check_readable(state_dir, state_dir / Store.FILENAME)
-    return Store.in_dir(state_dir, readonly=True)
+    _check_readable(state_dir)
+    _check_readable(state_dir / (PgStoreAddress.FILENAME if (state_dir / PgStoreAddress.FILENAME).exists()
+                                 else Store.FILENAME))
+    return open_store_in_dir(state_dir, readonly=True)
 
 
 def _ask_daemon(args, payload: dict) -> dict | None:

@@ -199,6 +199,8 @@ def print_status(r: dict) -> None:
         le = s.get("last_error")
         if le:
             print(f"    last error ({le['at']}): {safe(le['message'])}")
+        if s.get("cluster"):
+            print(f"    on this node: not run, {safe(s['cluster'])}")
         print(f"    next run {s['next_run'] or '-'}")
     failures = {k: v for k, v in r.get("counters", {}).items() if k.startswith(("error.", "skip.", "web."))}
     if failures:
@@ -206,3 +208,24 @@ def print_status(r: dict) -> None:
     for host, h in (r.get("hosts") or {}).items():
         print(f"host {safe(host)}: " + ", ".join(f"{k} {round(v, 2) if isinstance(v, float) else v}"
                                                  for k, v in h.items()))
+    if r.get("cluster"):
+        print_cluster(r["cluster"])
+
+
+def print_cluster(c: dict) -> None:
+    """``ctl status`` in a cluster: the nodes, the host leases, the shared frontier."""
+    if c.get("error"):
+        print(f"cluster (this node {safe(c['node'])}): CANNOT READ THE SHARED STORE: {safe(c['error'])}")
+        return
+    print(f"cluster: this node is {safe(c['node'])}; {sum(n['alive'] for n in c['nodes'])} of "
+          f"{len(c['nodes'])} nodes alive")
+    for n in c["nodes"]:
+        state = "alive" if n["alive"] else "DEAD" if n["seconds_since_heartbeat"] < 86400 else "gone"
+        print(f"  node {safe(n['name'])} ({safe(n['host'])}, pid {n['pid']}): {state}, last heartbeat "
+              f"{n['seconds_since_heartbeat']:.0f} s ago, {safe(n['working_on']) or 'idle'}")
+    for h in c["hosts"]:
+        held = f"request in flight from {safe(h['node'])}" if h["node"] else "free"
+        print(f"  host {safe(h['host'])}: {held}, next request in {h['next_in']:.1f} s, "
+              f"{h['requests']} requests, failures {h['failures']}")
+    for f in c["frontier"]:
+        print(f"  frontier {safe(f['source'])} {safe(f['host'] or '-')}: queued {f['queued']}, done {f['done']}")

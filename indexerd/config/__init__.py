@@ -19,7 +19,7 @@ output).  The names below are the package's interface.
 
 from indexerd.config.checks import is_loopback
 from indexerd.config.load import DEFAULT_CONFIG_PATH, find_config_path, load_config, parse_config
-from indexerd.config.paths import resolve_control_socket, resolve_state_dir
+from indexerd.config.paths import resolve_control_socket, resolve_node_name, resolve_state_dir
 from indexerd.config.policy import SourcePolicy, mask_url, mask_userinfo, source_policy
 from indexerd.config.render import to_toml
 from indexerd.config.schema import (
@@ -30,6 +30,7 @@ from indexerd.config.schema import (
     FilesystemSource,
     HttpSettings,
     IndexSettings,
+    StoreSettings,
     Politeness,
     Sources,
     SqlSource,
@@ -44,9 +45,9 @@ from indexerd.core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "DEFAULT_EXCLUDES", "DEFAULTS_ORIGIN", "MAX_BYTES", "MAX_SECONDS", "Bytes",
-    "Config", "ConfigError", "ConfigFile", "FilesystemSource", "HttpSettings", "IndexSettings",
+    "Config", "ConfigError", "ConfigFile", "FilesystemSource", "HttpSettings", "IndexSettings", "StoreSettings",
     "Politeness", "Seconds", "SourcePolicy", "Sources", "SqlSource", "PostgresqlSettings", "TantivySettings", "WebAuth",
     "WebSource", "WhooshSettings", "find_config_path", "is_loopback", "load_config", "mask_url",
-    "mask_userinfo", "parse_config", "parse_size", "resolve_control_socket", "resolve_state_dir",
+    "mask_userinfo", "parse_config", "parse_size", "resolve_control_socket", "resolve_node_name", "resolve_state_dir",
     "source_policy", "to_toml",
 ]

@@ -147,7 +147,39 @@ def check_semantics(cfg: Config, origin: str) -> None:
             load_engine(cfg.index.engine)
         except ConfigError as e:
             raise ConfigError(f"{origin}: {e}") from None
+    _check_cluster(cfg, origin)
     _check_http(cfg.http, origin)
+
+
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def _check_cluster(cfg: Config, origin: str) -> None:
+    """``[store]``, ``node`` and the filesystem sources' ``node``: a shared store needs the
+    shared index (a document the store says is indexed must be searchable from every node)."""
+    if cfg.node is not None and not _NODE_NAME.fullmatch(cfg.node):
+        raise ConfigError(f"{origin}: node: expected a name of letters, digits, '-', '_', '.' "
+                          f"(at most 63), got {cfg.node!r}")
+    for i, src in enumerate(cfg.sources.filesystem):
+        if src.node is not None and not _NODE_NAME.fullmatch(src.node):
+            raise ConfigError(f"{origin}: sources.filesystem[{i}].node: expected a node name, got {src.node!r}")
+    st = cfg.store
+    if st is None:
+        return
+    if not st.url.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+        raise ConfigError(f"{origin}: store.url: expected a postgresql:// URL, got {mask_url(st.url)!r}")
+    if st.password_env and st.password_file:
+        raise ConfigError(f"{origin}: store: set password_env or password_file, not both")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", st.schema):
+        raise ConfigError(f"{origin}: store.schema: expected a plain SQL name (letters, digits, _), got {st.schema!r}")
+    if cfg.index.engine != "postgresql":
+        raise ConfigError(f"{origin}: store.url: a state store on PostgreSQL is shared by several nodes, "
+                          f"so the index must be shared too: set [index] engine = \"postgresql\" "
+                          f"(it is {cfg.index.engine!r})")
+    if cfg.index.postgresql is not None and cfg.index.postgresql.url == st.url and \
+            cfg.index.postgresql.schema == st.schema:
+        raise ConfigError(f"{origin}: store.schema: the store and the index need schemas of their own "
+                          f"(both are {st.schema!r})")
 
 
 def is_loopback(host: str) -> bool:

@@ -34,6 +34,16 @@ def resolve_state_dir(cfg: Config) -> Path:
     return Path(user_state_dir("indexerd", appauthor=False))
 
 
+def resolve_node_name(cfg: Config) -> str:
+    """This node's name in a cluster: ``node`` from the config, else the machine's host name
+    (its first label, as ``hostname -s`` prints it)."""
+    if cfg.node:
+        return cfg.node
+    import socket
+
+    return socket.gethostname().split(".")[0] or "indexerd"
+
+
 def resolve_control_socket(cfg: Config) -> Path:
     """Where the daemon's control socket lives.
 

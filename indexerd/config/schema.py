@@ -67,6 +67,23 @@ class PostgresqlSettings(_Struct):
     timeout: Seconds = Seconds(30.0)
 
 
+class StoreSettings(_Struct):
+    """``[store]``: the state store on a PostgreSQL server instead of the state dir's SQLite
+    file, so that several nodes share it (see README, "Running on several machines").
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``; ``postgresql+psycopg://`` is
+    accepted too) without the password, which comes from ``password_env`` or ``password_file``
+    and is never logged or shown; ``schema`` holds the store's tables (created when missing; not
+    the index's schema); ``timeout`` bounds connecting and each statement (seconds).
+    """
+
+    url: str
+    password_env: str | None = None
+    password_file: str | None = None
+    schema: str = "indexerd_state"
+    timeout: Seconds = Seconds(30.0)
+
+
 #: ``[index]`` keys of the Whoosh writer before engines had their own tables
 _MOVED_INDEX_KEYS = ("writer_memory", "merge_idle")
 
@@ -146,6 +163,7 @@ class FilesystemSource(_Struct):
     date_sources: list[str] | None = None
     refresh_time: Seconds | None = None
     strict_dates: bool | None = None
+    node: str | None = None
 
 
 class SqlSource(_Struct):
@@ -273,12 +291,14 @@ class ConfigFile(_Struct):
 
     state_dir: str | None = None
     control_socket: str | None = None
+    node: str | None = None
     log_level: str = "info"
     max_size: Bytes = Bytes(20 * 1000 * 1000)
     refresh_time: Seconds = Seconds(86400.0)
     strict_dates: bool = False
     meta_map: str | None = None
     index: IndexSettings = IndexSettings()
+    store: StoreSettings | None = None
     http: HttpSettings = HttpSettings()
     sources: Sources = Sources()
 

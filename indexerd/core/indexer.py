@@ -11,13 +11,17 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from indexerd.config import Config, FilesystemSource, resolve_state_dir
+from indexerd.config import Config, FilesystemSource, resolve_node_name, resolve_state_dir
 from indexerd.core import recovery
+from indexerd.core.claims import Claim, claim_pass
 from indexerd.core.errors import ConfigError, StoreError
+from indexerd.core.node import Node
 from indexerd.core.pipeline import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
-from indexerd.core.store import Store
+from indexerd.core.store import Store, store_address
 from indexerd.sources.base import Source, TreeSource, trees
+from indexerd.sources.web.hostleases import HostLeases
+from indexerd.sources.web.politeness import HOST_SLOTS
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.registry import build_source, build_sources, kind
 
@@ -47,11 +51,12 @@ class PassSummary:
         return d
 
 
-def mark_pass_started(store: Store, name: str, kind: str, started_at: datetime) -> None:
-    """Record that a pass of ``name`` runs (so an interrupted one resumes at the next start);
-    a store that cannot be written (full disk) does not stop the pass: it is logged."""
+def mark_pass_started(store: Store, name: str, kind: str, started_at: datetime, node: str | None = None) -> None:
+    """Record that a pass of ``name`` runs on ``node`` (a cluster's node name, else None), so an
+    interrupted one resumes at the next start; a store that cannot be written (full disk) does
+    not stop the pass: it is logged."""
     try:
-        store.pass_started(name, kind, started_at)
+        store.pass_started(name, kind, started_at, node)
     except StoreError as e:
         log.warning("source %s: cannot mark the pass as running: %s", name, e)
 
@@ -76,9 +81,12 @@ class Indexer:
     def __init__(self, cfg: Config, *, live: bool = False) -> None:
         self.cfg = cfg
         self.live = live
-        self.state = StateDir(resolve_state_dir(cfg))
+        self.state = StateDir(resolve_state_dir(cfg), store_address(cfg))
+        #: this node's name when the store is shared (a cluster), else None
+        self.node: str | None = resolve_node_name(cfg) if self.state.shared else None
         self.sources: dict[str, Source] = build_sources(cfg)
         self.counters = Counters()
+        self.cluster_node: Node | None = None  # this process in the cluster (a shared store)
         self.store: Store | None = None
         self._index = None
         self._writer = None
@@ -95,9 +103,15 @@ class Indexer:
 
         self.state.lock(mode)
         try:
-            self.store = Store(self.state.store_path)
-            why = rebuild_reason(read_identity(self.state.path), wanted_identity(load_engine(self.cfg.index.engine),
-                                                                          self.cfg.index.fold_diacritics))
+            self.state.record_store()
+            self.store = self.state.open_store()
+            wanted = wanted_identity(load_engine(self.cfg.index.engine), self.cfg.index.fold_diacritics)
+            if self.state.shared:
+                recovery.check_cluster_identity(self.store, wanted, rebuild=rebuild)
+                self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
+                self.cluster_node.start()
+                HOST_SLOTS.shared = HostLeases(self.state.open_store, self.node)
+            why = rebuild_reason(read_identity(self.state.path), wanted)
             if rebuild or why:
                 recovery.rebuild(self.state.path, self.store, why)
             self.pipeline = Pipeline(self._get_writer, self.store, self.counters)
@@ -142,7 +156,7 @@ class Indexer:
 
             s = self.cfg.index
             self._writer = IndexWriter(
-                self.index(), self.state.store_path, live=self.live,
+                self.index(), self.state.store_location, live=self.live,
                 commit_interval_seconds=float(s.commit_interval),
                 commit_batch=s.commit_batch if self.live else s.bulk_commit_batch)
         return self._writer
@@ -168,6 +182,12 @@ class Indexer:
                     busy = True
         finally:
             if not busy:
+                if self.cluster_node is not None:
+                    leases, HOST_SLOTS.shared = HOST_SLOTS.shared, None
+                    if leases is not None:
+                        leases.close()
+                    node, self.cluster_node = self.cluster_node, None
+                    node.stop()
                 if self._index is not None:
                     ix, self._index = self._index, None
                     ix.close()
@@ -191,7 +211,29 @@ class Indexer:
         """Sources the store holds anything of that the config no longer names.  Ad-hoc trees of
         ``indexerd index PATH`` (named by their absolute path, which no configured name can be)
         are not configured sources and are kept."""
-        return sorted(n for n in self.store.known_sources() - set(self.sources) if not n.startswith("/"))
+        gone = {n for n in self.store.known_sources() - set(self.sources) if not n.startswith("/")}
+        if self.state.shared and gone:
+            gone = self._removed_from_cluster(gone)
+        return sorted(gone)
+
+    def _removed_from_cluster(self, gone: set[str]) -> set[str]:
+        """Of the sources this node's config does not name, those the cluster has removed: a
+        filesystem source this node ran (another node's trees are never its to forget), or a
+        web or SQL source that no live node's config names.  A source with no run record yet is
+        left alone (nothing says whose it is)."""
+        if self.cluster_node is not None:
+            self.cluster_node.beat_now()  # the source list the others check against is ours now
+        runs = self.store.source_runs()
+        named = self.store.live_node_sources() - set(self.sources)
+        out = set()
+        for n in gone - named:
+            run = runs.get(n)
+            if run is None:
+                continue
+            if kind(run["kind"]).node_owned and run["node"] != self.node:
+                continue
+            out.add(n)
+        return out
 
     def forget_sources(self, names, pipeline: Pipeline | None = None, cancel=None) -> dict[str, int]:
         """Forget everything about each source in ``names`` (removed from the config): its
@@ -225,6 +267,32 @@ class Indexer:
         return done
 
     # -- passes ---------------------------------------------------------------------------
+    def _claim(self, src: Source) -> Claim:
+        """In a cluster, whether this node may run ``src``'s pass now (an explicit request: a
+        pass completed lately by another node runs again)."""
+        if not self.state.shared:
+            return Claim(True)
+        return claim_pass(self.store, self.state.store_address, self.node, src, forced=True)
+
+    def _one_pass(self, src: Source, start: str | None, counts: PassCounts, *, paths: bool, progress: bool,
+                  forced: bool, cancel) -> None:
+        from indexerd.core.progress import Progress
+
+        t0 = datetime.now(UTC)
+        bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit)
+        if not paths:
+            mark_pass_started(self.store, src.name, src.kind, t0, self.node)
+        try:
+            if start is not None and not os.path.isdir(start):
+                src.handle_path(start, self.pipeline, counts, forced=forced)
+            else:
+                src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced, cancel=cancel)
+        finally:
+            bar.close()
+        if not paths:
+            self.store.record_run(src.name, src.kind, t0, datetime.now(UTC), counts.as_dict(),
+                                  completed=not counts.failed and not (cancel is not None and cancel.is_set()))
+
     def run_pass(self, names: list[str] | None = None, paths: list[str] | None = None, *,
                  forced: bool = False, progress: bool = True, cancel=None) -> PassSummary:
         """One pass over the named sources (default: all), or over ``paths``.
@@ -240,8 +308,6 @@ class Indexer:
         Raises:
             ConfigError: an unknown source name or a path that does not exist.
         """
-        from indexerd.core.progress import Progress
-
         started = time.monotonic()
         summary = PassSummary()
         jobs: list[tuple[Source, str | None]] = []
@@ -263,20 +329,16 @@ class Indexer:
             if cancel is not None and cancel.is_set():
                 break
             counts = summary.sources.setdefault(src.name, PassCounts())
-            t0 = datetime.now(UTC)
-            bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit)
-            if not paths:
-                mark_pass_started(self.store, src.name, src.kind, t0)
+            claim = self._claim(src)
+            if not claim.run:
+                counts.failed = f"not run on node {self.node}: {claim.reason}"
+                log.warning("%s: %s", src.name, counts.failed)
+                continue
             try:
-                if start is not None and not os.path.isdir(start):
-                    src.handle_path(start, self.pipeline, counts, forced=forced)
-                else:
-                    src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced, cancel=cancel)
+                self._one_pass(src, start, counts, paths=bool(paths), progress=progress, forced=forced,
+                               cancel=cancel)
             finally:
-                bar.close()
-            if not paths:
-                self.store.record_run(src.name, src.kind, t0, datetime.now(UTC), counts.as_dict(),
-                                      completed=not counts.failed and not (cancel is not None and cancel.is_set()))
+                claim.release()
             log.info("%s: %s", display_path(src.name), counts.as_dict())
         self.flush()
         for c in summary.sources.values():

@@ -40,6 +40,33 @@ def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
     store.reset_stats(keys)
     store.write_batch([], meta={"index_generation": ""})
 
+#: The shared store's meta key holding the identity of the cluster's index.
+CLUSTER_IDENTITY_KEY = "cluster:index_identity"
+
+
+def check_cluster_identity(store: Store, wanted, *, rebuild: bool) -> None:
+    """A node joining a cluster must write the shared index as every other node does: another
+    engine or text analysis would make it empty the shared index (every node's documents) at
+    its start, and the next node with the old config empty it again.  The first node records
+    the identity (:data:`CLUSTER_IDENTITY_KEY`); ``indexerd index --rebuild`` on one node
+    changes it for the whole cluster.
+
+    Raises:
+        ConfigError: this node's ``[index]`` asks for another identity than the cluster's.
+    """
+    from indexerd.core.errors import ConfigError
+
+    recorded = store.get_meta(CLUSTER_IDENTITY_KEY)
+    if recorded == wanted.as_json():
+        return
+    if recorded is not None and not rebuild:
+        raise ConfigError(f"{store.where}: the cluster's index is {recorded} and this node's config asks for "
+                          f"{wanted.as_json()}: give every node the same [index] settings (or run "
+                          f"`indexerd index --rebuild` on one node to change the cluster's index, which "
+                          f"makes every node read its sources again)")
+    store.write_batch([], meta={CLUSTER_IDENTITY_KEY: wanted.as_json()})
+
+
 def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], SearchIndex]) -> None:
     """After a crash the store may lag the index (or the index may be gone): repair both.
     ``index()`` opens the index (only called when there is one on disk).
@@ -71,7 +98,8 @@ def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], Se
     if missing:
         store.reset_stats(missing)
     token = index().commit_token() if on_disk is not None else ""
-    store.write_batch(orphans, meta={"index_generation": token})
+    # only_new: on a shared store another node may have written the row since `known` was read
+    store.write_batch(orphans, meta={"index_generation": token}, only_new=True)
     if missing or orphans:
         log.warning("reconcile: %d documents missing from the index will be re-indexed, "
                     "%d unknown to the store will be checked (%.2f s)",

@@ -26,13 +26,49 @@ class StateDir:
 
     LOCKNAME = "indexerd.lock"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, store=None) -> None:
         self.path = Path(path)
+        self.store_address = store  # a PgStoreAddress, or None: the SQLite file here
         self._fd: int | None = None
 
     @property
     def store_path(self) -> Path:
+        """The SQLite store's file (used only when the store is not on PostgreSQL)."""
         return self.path / "state.sqlite3"
+
+    @property
+    def store_location(self):
+        """Where the state store is (:data:`indexerd.core.store.StoreLocation`): the
+        PostgreSQL address of ``[store]``, else :attr:`store_path`."""
+        return self.store_address if self.store_address is not None else self.store_path
+
+    @property
+    def shared(self) -> bool:
+        """True when the store is on PostgreSQL (a cluster's nodes share it)."""
+        return self.store_address is not None
+
+    def open_store(self, *, readonly: bool = False):
+        """A new connection to the state store (one per thread).
+
+        Raises: as :func:`indexerd.core.store.open_store`.
+        """
+        from indexerd.core.store import open_store
+
+        return open_store(self.store_location, readonly=readonly)
+
+    def record_store(self) -> None:
+        """Leave the PostgreSQL store's address (no password) in the state dir for readers
+        without the config (``ctl search``, ``ctl report``); remove a stale one otherwise."""
+        from indexerd.core.store import PgStoreAddress
+
+        f = self.path / PgStoreAddress.FILENAME
+        try:
+            if self.store_address is not None:
+                self.store_address.record(self.path)
+            elif f.exists():
+                f.unlink()
+        except OSError as e:
+            raise StoreError(f"state dir {self.path}: cannot write {f}: {e.strerror}") from None
 
     def create(self) -> None:
         """Create the directory (mode 0750) if needed."""

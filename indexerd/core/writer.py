@@ -48,7 +48,8 @@ class IndexWriter:
 
     Args:
         index: the open index.
-        store_path: the state store file; the thread opens its own connection.
+        store_location: where the state store is (a SQLite file's path or a PostgreSQL
+            address); the thread opens its own connection.
         live: daemon mode (commit on drain, never merge on the hot path) vs bulk mode.
         commit_interval_seconds: the most a change may wait before it is committed.
         commit_batch: commit once this many documents are pending.
@@ -57,18 +58,18 @@ class IndexWriter:
     may be called from any thread.
     """
 
-    def __init__(self, index: SearchIndex, store_path, *, live: bool = False,
+    def __init__(self, index: SearchIndex, store_location, *, live: bool = False,
                  commit_interval_seconds: float = 1.0, commit_batch: int = 200,
                  max_queue: int = 64) -> None:
         self.index = index
-        self._store_path = store_path
+        self._store_location = store_location
         self.live = live
         self.commit_interval_seconds = commit_interval_seconds
         self.commit_batch = commit_batch
         self.stats = WriterStats()
         self._q: queue.Queue[WriteOp] = queue.Queue(maxsize=max_queue)
         self._pending = PendingWrites()
-        self._loop = WriterThread(self, self._q, self._pending, store_path)
+        self._loop = WriterThread(self, self._q, self._pending, store_location)
         self._thread = threading.Thread(target=self._loop.run, name="index-writer", daemon=True)
         self._closed = False
         #: called (in the writer thread) with the sources whose changes a failed write or commit

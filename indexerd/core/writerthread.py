@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from indexerd.core.errors import IndexerdError, RetryLater
-from indexerd.core.store import Store
+from indexerd.core.store import StateStore, open_store
 from indexerd.core.writerstate import Batch, FailureEpisode, PendingWrites, WriteOp
 
 if TYPE_CHECKING:
@@ -36,22 +36,23 @@ class WriterThread:
             commit settings, stats and callbacks are read from it).
         ops: the queue the producers fill.
         pending: the producers' overlay of uncommitted writes, emptied as batches commit.
-        store_path: the state store file; :meth:`run` opens its own connection.
+        store_location: where the state store is (:data:`~indexerd.core.store.StoreLocation`);
+            :meth:`run` opens its own connection.
 
     Used by the one thread that runs :meth:`run`; :attr:`failure` is read by others after it
     ended.
     """
 
     def __init__(self, writer: IndexWriter, ops: queue.Queue[WriteOp], pending: PendingWrites,
-                 store_path) -> None:
+                 store_location) -> None:
         self.writer = writer
         self.ops = ops
         self.pending = pending
-        self.store_path = store_path
+        self.store_location = store_location
         #: the exception that stopped the thread, or None
         self.failure: BaseException | None = None
         self.live_commits = 0  # live commits since the last maintenance
-        self.store: Store | None = None
+        self.store: StateStore | None = None
         self.session = None
         self.batch = Batch()
         self.failed_since_barrier: list[str] = []
@@ -62,7 +63,7 @@ class WriterThread:
     def run(self) -> None:
         """Take operations until a ``stop`` (committing what is pending) or an exception (kept
         in :attr:`failure` and logged); the session is cancelled and the store closed at the end."""
-        self.store = Store(self.store_path)
+        self.store = open_store(self.store_location)
         try:
             while True:
                 op = self._next_op()

@@ -109,6 +109,14 @@ class Jobs:
             self.scheduler.add_job(d.passes.run, "date", run_date=now, args=[n], id=f"reconcile-now:{n}",
                                    replace_existing=True, misfire_grace_time=None)
 
+    def run_later(self, name: str, seconds: float) -> None:
+        """A pass of source ``name`` in ``seconds`` (a node standing by for a pass another node
+        of the cluster runs); one such job per source."""
+        if self.scheduler is None or name not in self.d.sources:
+            return
+        self.scheduler.add_job(self.d.passes.run, "date", run_date=datetime.now(UTC) + timedelta(seconds=seconds),
+                               args=[name], id=f"standby:{name}", replace_existing=True, misfire_grace_time=None)
+
     def writer_failed(self, sources: set[str] | None) -> None:
         """The writer dropped changes (disk full, read-only state dir): reconcile their sources
         again after 2, 4, 8 ... 256 s (the streak restarts after 10 quiet minutes), so they are

@@ -100,6 +100,8 @@ class Daemon:
         for msg in read_warnings(self.cfg) + write_warnings(self.cfg):  # once, not once per file/page/row
             log.warning("%s", msg)
         self.indexer.open("daemon")
+        if self.indexer.cluster_node is not None:
+            self.indexer.cluster_node.working_on = lambda: status.working_on(self)
         try:
             from indexerd.daemon.control_server import ControlServer
 

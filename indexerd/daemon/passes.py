@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from indexerd.core.claims import STANDBY_SECONDS, Claim, claim_pass
 from indexerd.core.errors import IndexerdError, RetryLater
 from indexerd.core.indexer import mark_pass_started
 from indexerd.core.pipeline import PassCounts, Pipeline
 from indexerd.core.progress import Progress
-from indexerd.core.store import Store
 from indexerd.sources.registry import kind
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Passes:
     @contextmanager
     def pipeline(self):
         """A :class:`Pipeline` on the daemon's writer with a store connection of this thread's own."""
-        store = Store(self.d.indexer.state.store_path)
+        store = self.d.indexer.state.open_store()
         try:
             yield Pipeline(self.d.indexer.writer, store, self.d.indexer.counters)
         finally:
@@ -68,6 +68,38 @@ class Passes:
         if st.removed:   # removed by a reload while this waited for the lock
             st.lock.release()
             return None
+        claim = self._claim(name, src, st, forced)
+        if not claim.run:
+            st.lock.release()
+            return None
+        try:
+            return self._run_claimed(name, src, st, forced, start, claim)
+        finally:
+            claim.release()  # released already unless the pass raised before it ended
+
+    def _claim(self, name: str, src, st: SourceState, forced: bool) -> Claim:
+        """In a cluster, whether this node runs the pass (:func:`~indexerd.core.claims.claim_pass`);
+        a node standing by for a pass another node runs asks again in a few seconds."""
+        d = self.d
+        if not d.indexer.state.shared:
+            return Claim(True)
+        try:
+            claim = claim_pass(d.indexer.store, d.indexer.state.store_address, d.indexer.node, src, forced=forced)
+        except IndexerdError as e:
+            claim = Claim(False, f"cannot reach the cluster's store: {e}", standby=True, error=True)
+        with d.lock:
+            changed = st.cluster_note != (claim.reason or None)
+            st.cluster_note = claim.reason or None
+        if not claim.run and changed:
+            (log.warning if claim.error else log.info)("%s: not run on this node: %s", name, claim.reason)
+        if claim.standby and not d.stop_event.is_set():
+            d.jobs.run_later(name, STANDBY_SECONDS)
+        return claim
+
+    def _run_claimed(self, name: str, src, st: SourceState, forced: bool, start: str | None,
+                     claim: Claim) -> dict | None:
+        """The pass itself, under the source's lock (and in a cluster its claim)."""
+        d = self.d
         counts = PassCounts()
         pass_error = None
         try:
@@ -77,7 +109,7 @@ class Passes:
                 st.current_started = datetime.now(UTC)
                 st.progress = Progress(name, tty=False, log_every_seconds=10, unit=kind(src.kind).unit)
             with self.pipeline() as pipeline:
-                mark_pass_started(pipeline.store, name, src.kind, st.current_started)
+                mark_pass_started(pipeline.store, name, src.kind, st.current_started, d.indexer.node)
                 pipeline.urgent = False  # a pass commits about once a second, not per drain
                 src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
                              cancel=st.cancel)
@@ -89,7 +121,7 @@ class Passes:
             pass_error = f"{type(e).__name__}: {e}"
             log.exception("%s: reconcile failed", name)
         finally:
-            self._ended(name, src, st, counts, pass_error or counts.failed)  # raised, or the source says so
+            self._ended(name, src, st, counts, pass_error or counts.failed, claim)  # raised, or the source says so
         if st.removed:
             log.info("%s: pass cancelled, the source was removed (%s)", name, st.last_counts)
             return st.last_counts
@@ -97,7 +129,8 @@ class Passes:
         d.live.rewatch_after_pass(name, src, st)
         return st.last_counts
 
-    def _ended(self, name: str, src, st: SourceState, counts: PassCounts, pass_error: str | None) -> None:
+    def _ended(self, name: str, src, st: SourceState, counts: PassCounts, pass_error: str | None,
+               claim: Claim | None = None) -> None:
         """Record the pass that ended (status, run record, metrics), release the source's lock,
         then forget a source removed meanwhile or start the pass asked for meanwhile."""
         d = self.d
@@ -113,13 +146,15 @@ class Passes:
             rerun, st.rerun = st.rerun, False
         try:  # under the pass's lock: a reload removing the source forgets it after this
             if not (d.stop_event.is_set() or st.cancel.is_set()):  # interrupted: keeps its running mark
-                with Store(d.indexer.state.store_path) as store:
+                with d.indexer.state.open_store() as store:
                     store.record_run(name, src.kind, st.last_started, st.last_finished, st.last_counts,
                                      completed=not pass_error)
         except IndexerdError as e:
             log.error("%s", e)
         d.metrics.observe_pass(name, src.kind, (st.last_finished - st.last_started).total_seconds(),
                                ok=not pass_error, ended_at=st.last_finished.timestamp())
+        if claim is not None:
+            claim.release()  # the run record is written: another node may take the source now
         st.lock.release()
         with d.lock:
             forget_now, st.forget_on_end = st.forget_on_end, False

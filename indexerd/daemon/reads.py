@@ -51,9 +51,7 @@ def _own_state_dir(handler):
 
 
 def _store(daemon):
-    from indexerd.core.store import Store
-
-    return Store(daemon.indexer.state.store_path, readonly=True)
+    return daemon.indexer.state.open_store(readonly=True)
 
 
 def _explain(daemon, req: dict) -> dict:

@@ -44,6 +44,9 @@ class SourceState:
         self.cancel = threading.Event()
         self.removed = False  # a reload removed the source: no pass of it may write again
         self.forget_on_end = False  # the reload gave up waiting: the pass forgets the source
+        #: in a cluster: why this node did not run the source's last scheduled pass (another node
+        #: runs it, or ran it lately), None when it did
+        self.cluster_note: str | None = None
 
 
 def first_run_time(kind_name: str, interval_seconds: float, run: dict | None, now: datetime) -> datetime:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from indexerd.core.dates import format_utc
 from indexerd.core.errors import IndexerdError
-from indexerd.core.store import Store
 from indexerd.daemon.sourcestate import SourceState
 from indexerd.sources.registry import shared_status
 
@@ -33,7 +32,7 @@ def status_document(d: Daemon) -> dict:
     """The ``ctl status`` document (see the module docstring); safe from any thread."""
     w = d.indexer.current_writer
     try:
-        with Store(d.indexer.state.store_path) as store:
+        with d.indexer.state.open_store() as store:
             counts = store.counts_by_source()
     except IndexerdError:
         counts = {}
@@ -49,7 +48,29 @@ def status_document(d: Daemon) -> dict:
                    "last_error": w.stats.last_error if w else None},
         "index": index_status(d.indexer.opened_index),
         "counters": d.indexer.counters.snapshot(),
-        "hosts": shared_status(d.sources.values()).get("hosts", {})}
+        "hosts": shared_status(d.sources.values()).get("hosts", {}),
+        "cluster": cluster_status(d)}
+
+
+def cluster_status(d: Daemon) -> dict | None:
+    """In a cluster (a shared store): this node's name, every node (alive, last heartbeat, what
+    it works on), every host's lease (which node has a request in flight, the next-allowed time)
+    and the shared frontier per source and host (queued, done); None on a single machine.  A
+    store that cannot be read gives ``{"node", "error"}``."""
+    if not d.indexer.state.shared:
+        return None
+    try:
+        with d.indexer.state.open_store(readonly=True) as store:
+            return {"node": d.indexer.node, "nodes": store.nodes(), "hosts": store.host_leases(),
+                    "frontier": store.frontier_by_host()}
+    except IndexerdError as e:
+        return {"node": d.indexer.node, "error": str(e)}
+
+
+def working_on(d: Daemon) -> str:
+    """What this node does now, for its heartbeat (``ctl status`` on any node shows it)."""
+    running = sorted(n for n, s in d.states.items() if s.running)
+    return "passes of " + ", ".join(running) if running else "idle"
 
 
 def _source_status(d: Daemon, name: str, src, documents: dict) -> dict:
@@ -66,8 +87,9 @@ def _source_status(d: Daemon, name: str, src, documents: dict) -> dict:
             if st.latest_error else None
         last_run = {"started": format_utc(st.last_started), "finished": format_utc(st.last_finished),
                     "counts": st.last_counts, "error": st.last_message}
+        cluster_note = st.cluster_note
     return {
-        "kind": src.kind, "root": src.status_facts()["root"], "watched": st.watched,
+        "kind": src.kind, "root": src.status_facts()["root"], "watched": st.watched, "cluster": cluster_note,
         "watch_error": st.watch_error,
         "documents": documents, "running": running, "current": cur, "progress": prog,
         "current_run": current_run, "last_run": last_run, "last_error": latest,
@@ -101,7 +123,7 @@ def status_line(d: Daemon) -> str:
 def seed_metrics(d: Daemon) -> None:
     """Each source's last successful pass before this start, from the store."""
     try:
-        with Store(d.indexer.state.store_path, readonly=True) as store:
+        with d.indexer.state.open_store(readonly=True) as store:
             runs = store.source_runs()
     except IndexerdError as e:
         log.debug("no run records for the metrics: %s", e)

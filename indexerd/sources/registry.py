@@ -46,6 +46,12 @@ class Kind:
             when its interval since the last completed pass is due.
         shared_status: ``module:function`` returning what ``ctl status`` shows of the state all
             sources of the kind share (the web's politeness slots by host), or None.
+        node_owned: in a cluster, a source of the kind belongs to one node (a tree is on one
+            machine); otherwise its passes run on one node at a time, under a lock
+            (:mod:`indexerd.core.claims`).
+        lock_name: ``module:function`` giving ``(lock kind, name)`` of the lock a pass of a
+            source takes in a cluster (a SQL queue's is named by its database and query, so two
+            sources on one queue exclude each other); None: ``("source", its name)``.
     """
 
     name: str
@@ -56,6 +62,12 @@ class Kind:
     unit: str
     reconcile_at_start: bool = False
     shared_status: str | None = None
+    node_owned: bool = False
+    lock_name: str | None = None
+
+    def cluster_lock(self, src) -> tuple[str, str]:
+        """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
+        return _load(self.lock_name)(src) if self.lock_name else ("source", src.name)
 
     def source_class(self) -> type:
         """The implementation class (imported on first use)."""
@@ -71,9 +83,11 @@ def _load(ref: str):
 #: duplicate-name error: the first table of a name wins).
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("filesystem", FilesystemSource, checks.check_filesystem_source,
-         "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True),
+         "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
+         node_owned=True),
     Kind("sql", SqlSource, checks.check_sql_source,
-         "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows"),
+         "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows",
+         lock_name="indexerd.sources.sql.feed:queue_lock_name"),
     Kind("web", WebSource, checks.check_web_source,
          "indexerd.sources.web.source:WebSource", verb="crawl", unit="pages",
          shared_status="indexerd.sources.web.politeness:hosts_status"),
@@ -123,7 +137,8 @@ def build_source(cfg: Config, kind_name: str, table, cache: dict[str, MetaMap] |
 
 
 def build_sources(cfg: Config, *, check_files: bool = False) -> dict[str, Source]:
-    """Construct every configured source by name, kinds in :data:`KINDS` order; meta maps are
+    """Construct every configured source by name, kinds in :data:`KINDS` order, but for a
+    filesystem source whose ``node`` names another node (:func:`~indexerd.config.resolve_node_name`); meta maps are
     read (and refused if malformed) here, and each source's check-time tests run
     (:meth:`Source.check`: a SQL source's password and URL; its SQLite file only when
     ``check_files``, as ``check-config`` asks -- for the daemon and ``indexerd index`` a missing
@@ -133,10 +148,15 @@ def build_sources(cfg: Config, *, check_files: bool = False) -> dict[str, Source
         ConfigError: a malformed meta map, an unset ``password_env``, a bad URL, a missing SQLite
             file (with ``check_files``), as ``FILE: sources.<kind>[N].KEY: ...``.
     """
+    from indexerd.config import resolve_node_name
+
     cache: dict[str, MetaMap] = {}
     out: dict[str, Source] = {}
+    node = resolve_node_name(cfg)
     for k in KINDS.values():
         for i, table in enumerate(getattr(cfg.sources, k.name)):
+            if getattr(table, "node", None) not in (None, node):
+                continue  # a tree of another node of the cluster (`node` of the source)
             src = build_source(cfg, k.name, table, cache)
             src.check(f"{cfg.origin}: sources.{k.name}[{i}]", files=check_files)
             out[table.name] = src

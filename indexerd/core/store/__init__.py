@@ -1,27 +1,41 @@
-"""SQLite state store: one row per document key, plus per-source run records and the crawl rows.
+"""The state store: one row per document key, plus per-source run records and the crawl rows.
 
-Contract relied on: SQLite in WAL mode allows one writer and many concurrent readers across
-threads and processes; every connection here sets ``busy_timeout`` so a reader never fails on a
-momentary write lock.  The writer thread (:mod:`indexerd.core.writer`) is the only code that writes
-document rows during a pass; readers (the scan's stat map, ``ctl report``) open their own
-connection.  The few writes that bypass the writer are listed, each with why it is safe, in
-:data:`WRITES_OUTSIDE_THE_WRITER` (tests/test_store_writers.py holds every module to that list).
+Two implementations behind one interface, chosen by the config's ``[store] url``:
+:class:`Store` on one SQLite file in the state dir (the default: no server) and :class:`PgStore`
+on a schema of a PostgreSQL server, which several nodes share (:mod:`.cluster`'s rows are
+only there).  :func:`open_store` opens either from a :data:`StoreLocation`.
 
-The package, by job: :mod:`.connection` (open, transactions, close), :mod:`.migrations` (numbered
-schema steps; a database newer than the code is refused with
+Contract relied on: on SQLite, WAL mode allows one writer and many concurrent readers across
+threads and processes; on PostgreSQL every write batch is one transaction and an upsert is
+atomic under concurrent writers.  The writer thread (:mod:`indexerd.core.writer`) is the only
+code that writes document rows during a pass; readers (the scan's stat map, ``ctl report``) open
+their own connection.  The few writes that bypass the writer are listed, each with why it is
+safe, in :data:`WRITES_OUTSIDE_THE_WRITER` (tests/test_store_writers.py holds every module to
+that list).
+
+The package, by job: :mod:`.connection` (what both connections offer), :mod:`.sqlite` and
+:mod:`.postgresql` (open, transactions, close), :mod:`.migrations` and :mod:`.pg_migrations`
+(numbered schema steps; a database newer than the code is refused with
 :class:`~indexerd.core.errors.SchemaTooNew`), :mod:`.documents` (document rows),
 :mod:`.runs` (a source's passes, and the source as a whole), :mod:`.crawl` (the web crawl's rows),
-:mod:`.values` (times as sortable UTC text).  :class:`Store` is all of them on one connection.
+:mod:`.cluster` (nodes and host leases), :mod:`.values` (times as sortable UTC text).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Union
+
+from indexerd.core.store.cluster import ClusterRows
 from indexerd.core.store.crawl import CrawlRows
 from indexerd.core.store.documents import DocumentRecord, DocumentRows
+from indexerd.core.store.postgresql import PgConnection, PgStoreAddress
 from indexerd.core.store.runs import SourceRuns
+from indexerd.core.store.sqlite import SqliteConnection
 from indexerd.core.store.values import from_db_time, to_db_time
 
-__all__ = ["Store", "DocumentRecord", "WRITES_OUTSIDE_THE_WRITER", "from_db_time", "to_db_time"]
+__all__ = ["Store", "PgStore", "StateStore", "StoreLocation", "DocumentRecord", "PgStoreAddress",
+           "WRITES_OUTSIDE_THE_WRITER", "open_store", "open_store_in_dir", "store_address", "from_db_time", "to_db_time"]
 
 #: Store writes made outside the writer thread: method -> (the package paths, relative to
 #: ``indexerd/``, allowed to call it; why that is safe).  Every other write goes through
@@ -47,7 +61,7 @@ WRITES_OUTSIDE_THE_WRITER: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-class Store(DocumentRows, SourceRuns, CrawlRows):
+class Store(DocumentRows, SourceRuns, CrawlRows, SqliteConnection):
     """The state store at ``<state_dir>/state.sqlite3``.
 
     One object per thread (sqlite3 connections are not shared across threads here); open as many
@@ -57,3 +71,54 @@ class Store(DocumentRows, SourceRuns, CrawlRows):
         SchemaTooNew: the file was written by a newer indexerd.
         StoreError: the file cannot be opened or is not a database.
     """
+
+
+class PgStore(DocumentRows, SourceRuns, CrawlRows, ClusterRows, PgConnection):
+    """The state store in a schema of a PostgreSQL server, shared by every node of a cluster.
+
+    One object per thread, as :class:`Store`.  ``close()`` is safe to call twice.
+
+    Raises (from the constructor):
+        ConfigError: the password cannot be read.
+        SchemaTooNew: the schema was written by a newer indexerd.
+        StoreError: the server cannot be reached, or (``readonly``) holds no store yet.
+    """
+
+
+#: Either store.
+StateStore = Union[Store, PgStore]
+#: Where a store is: the SQLite file's path, or the PostgreSQL server's address.
+StoreLocation = Union[Path, PgStoreAddress]
+
+
+def store_address(cfg) -> PgStoreAddress | None:
+    """The PostgreSQL store the config's ``[store]`` names, or None (the SQLite file).
+
+    Raises:
+        ConfigError: a schema that is not a plain SQL name.
+    """
+    if getattr(cfg, "store", None) is None:
+        return None
+    return PgStoreAddress.from_settings(cfg.store, "indexerd_state")
+
+
+def open_store(location: StoreLocation, *, readonly: bool = False) -> StateStore:
+    """Open the store at ``location`` (a new connection, for the calling thread).
+
+    Raises: as :class:`Store` or :class:`PgStore`.
+    """
+    if isinstance(location, PgStoreAddress):
+        return PgStore(location, readonly=readonly)
+    return Store(location, readonly=readonly)
+
+
+def open_store_in_dir(state_dir: str | Path, *, readonly: bool = False) -> StateStore:
+    """The store of the state dir ``state_dir``: the PostgreSQL store its writer recorded there
+    (:attr:`PgStoreAddress.FILENAME`), else its SQLite file.
+
+    Raises: as :func:`open_store`; StoreError when the address file cannot be read.
+    """
+    address = PgStoreAddress.from_file(Path(state_dir))
+    if address is not None:
+        return PgStore(address, readonly=readonly)
+    return Store.in_dir(state_dir, readonly=readonly)

@@ -1,64 +1,44 @@
-"""One connection to the state store file: open (WAL, ``busy_timeout``), migrate, transactions, close.
+"""What every state store connection offers the row kinds: reads through ``_db``, write
+transactions, the ``meta`` table, closing.
 
-The row kinds (:mod:`.documents`, :mod:`.crawl`, :mod:`.runs`) build on :class:`StoreConnection`;
-:class:`indexerd.core.store.Store` is all of them on one connection.
+The row kinds (:mod:`.documents`, :mod:`.crawl`, :mod:`.runs`, :mod:`.cluster`) build on
+:class:`StoreConnection` and write portable SQL: ``?`` placeholders (so no ``?`` in any SQL text but those), ``INSERT ... ON CONFLICT
+DO UPDATE`` (SQLite 3.24+ and PostgreSQL 9.5+), no engine-specific functions.  The two
+connections are :class:`~.sqlite.SqliteConnection` (the default, one file in the state dir) and
+:class:`~.postgresql.PgConnection` (a schema on a PostgreSQL server, shared by several nodes).
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from pathlib import Path
-from typing import Iterable, Self
+from typing import Any, Iterable, Self
 
-from indexerd.core.errors import StoreError
-from indexerd.core.store.migrations import migrate
+__all__ = ["META_UPSERT", "StoreConnection"]
 
-__all__ = ["StoreConnection"]
+#: Set one ``meta`` value (both stores).
+META_UPSERT = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
 
 
 class StoreConnection:
-    """The connection a :class:`~indexerd.core.store.Store` runs on, and its write transactions.
+    """The base of both store connections.
 
-    Raises (from the constructor):
-        SchemaTooNew: the file was written by a newer indexerd.
-        StoreError: the file cannot be opened or is not a database.
+    ``_db.execute(sql, args)`` returns a cursor: iterable, ``fetchone()``; its rows can be
+    unpacked like tuples and read by column name (``row["key"]``, ``dict(row)``).
+
+    Attributes:
+        where: the store as messages name it (the file, or the masked URL and schema).
+        shared: True when several nodes may use this store at once (PostgreSQL).
+        readonly: opened for reading only.
     """
 
-    FILENAME = "state.sqlite3"
-
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
-        self.path = Path(path)
-        self.readonly = readonly
-        try:
-            if readonly:
-                if not self.path.exists():
-                    raise StoreError(f"{self.path}: no state store yet (nothing has been indexed)")
-                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
-                                           check_same_thread=False)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False,
-                                           isolation_level=None)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            if not readonly:
-                self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.execute("PRAGMA synchronous = NORMAL")
-            migrate(self._db, self.path, readonly=readonly)
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: cannot open the state store: {e}") from None
-        self._lock = threading.Lock()
-
-    @classmethod
-    def in_dir(cls, state_dir: str | Path, *, readonly: bool = False) -> Self:
-        """Open the store file inside ``state_dir``."""
-        return cls(Path(state_dir) / cls.FILENAME, readonly=readonly)
+    where: str = "state store"
+    shared: bool = False
+    readonly: bool = False
+    _db: Any = None
 
     @property
     def schema_version(self) -> int:
-        """The file's schema version (``PRAGMA user_version``): :data:`~.migrations.SCHEMA_VERSION` once open."""
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        """The store's schema version: its connection's ``SCHEMA_VERSION`` once open."""
+        raise NotImplementedError
 
     def get_meta(self, key: str) -> str | None:
         """A value from the ``meta`` table (e.g. ``index_generation``), or None."""
@@ -72,23 +52,13 @@ class StoreConnection:
         """Run ``executemany`` steps in one write transaction; roll back on any error.
 
         Raises:
-            StoreError: naming the store file and SQLite's reason.
+            StoreError: naming the store and the database's reason.
         """
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                for sql, rows in steps:
-                    if rows:
-                        self._db.executemany(sql, rows)
-                self._db.execute("COMMIT")
-            except sqlite3.Error as e:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StoreError(f"{self.path}: write failed: {e}") from None
+        raise NotImplementedError
 
     def close(self) -> None:
         """Close the connection; safe to call twice."""
-        db, self._db = getattr(self, "_db", None), None
+        db, self._db = self._db, None
         if db is not None:
             db.close()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from indexerd.core.store.connection import StoreConnection
+from indexerd.core.store.connection import META_UPSERT, StoreConnection
 
 __all__ = ["CrawlRows"]
 
@@ -61,7 +61,7 @@ class CrawlRows(StoreConnection):
             ("UPDATE crawl SET links = ? WHERE source = ? AND url = ?",
              [(v, source, u) for u, v in (links or {}).items()]),
             ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
-            ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
+            (META_UPSERT, list((meta or {}).items()))])
 
     def crawl_row(self, url: str) -> dict | None:
         """The crawl row of ``url`` (any web source; the first by source name), or None."""

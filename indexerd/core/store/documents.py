@@ -6,13 +6,12 @@ the sources and ``ctl`` read them.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Iterable, Iterator
 
-from indexerd.core.store.connection import StoreConnection
-from indexerd.core.store.values import db_text, from_db_time, to_db_time
+from indexerd.core.store.connection import META_UPSERT, StoreConnection
+from indexerd.core.store.values import db_text, from_db_time, prefix_range, to_db_time
 
 __all__ = ["DocumentRecord", "DocumentRows"]
 
@@ -49,7 +48,11 @@ _UPSERT = (f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?
            f"ON CONFLICT(key) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in _COLUMNS[1:]))
 
 
-def _row_to_record(row: sqlite3.Row) -> DocumentRecord:
+_INSERT_NEW = (f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+               f"ON CONFLICT(key) DO NOTHING")
+
+
+def _row_to_record(row) -> DocumentRecord:
     values = {c: (from_db_time(row[c]) if c in _TIME_COLUMNS else row[c]) for c in _COLUMNS}
     return DocumentRecord(**values)
 
@@ -103,9 +106,8 @@ class DocumentRows(StoreConnection):
 
     def keys_with_prefix(self, source: str, prefix: str) -> set[str]:
         """Keys of ``source`` that start with ``prefix`` (every document below a directory)."""
-        hi = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         cur = self._db.execute("SELECT key FROM documents WHERE source = ? AND key >= ? AND key < ?",
-                               (source, prefix, hi))
+                               (source, *prefix_range(prefix)))
         return {r[0] for r in cur}
 
     def iter_records(self, *, source: str | None = None, lm_from: datetime | None = None,
@@ -140,8 +142,9 @@ class DocumentRows(StoreConnection):
             "ORDER BY media_type")]
 
     def write_batch(self, upserts: Iterable[DocumentRecord], deletes: Iterable[str] = (),
-                    meta: dict[str, str] | None = None) -> None:
+                    meta: dict[str, str] | None = None, *, only_new: bool = False) -> None:
         """Apply upserts, deletions and ``meta`` values in one transaction (all or nothing).
+        ``only_new``: a record whose key has a row already leaves that row as it is.
 
         Raises:
             ValueError: a record holds a naive datetime (checked before anything is written).
@@ -149,9 +152,9 @@ class DocumentRows(StoreConnection):
                 the batch was written.
         """
         rows = [_record_to_row(r) for r in upserts]  # ValueError (naive time) before any write
-        self._transaction([(_UPSERT, rows),
+        self._transaction([(_INSERT_NEW if only_new else _UPSERT, rows),
                            ("DELETE FROM documents WHERE key = ?", [(k,) for k in deletes]),
-                           ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items()))])
+                           (META_UPSERT, list((meta or {}).items()))])
 
     def reset_stats(self, keys: Iterable[str]) -> None:
         """Forget the stored stat and hash of ``keys`` so the next pass reads and re-indexes them."""

@@ -119,6 +119,11 @@ MIGRATIONS: tuple[str, ...] = (
     DROP INDEX documents_source;
     CREATE INDEX documents_source ON documents(source, key, mtime_ns, size, ctime_ns, ino, reason);
     """,
+    # 8 -> 9: the node that ran a source's passes (a cluster's filesystem sources belong to one
+    # node, and only that node may forget them); NULL on a single machine
+    """
+    ALTER TABLE source_runs ADD COLUMN node TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

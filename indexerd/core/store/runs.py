@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 
 from indexerd.core.store.connection import StoreConnection
-from indexerd.core.store.values import from_db_time, to_db_time
+from indexerd.core.store.values import from_db_time, prefix_range, to_db_time
 
 __all__ = ["SourceRuns"]
 
@@ -18,15 +18,16 @@ class SourceRuns(StoreConnection):
 
     def source_runs(self) -> dict[str, dict]:
         """Last run of each source: ``{source: {kind, started_at, finished_at, counts, completed_at,
-        running_since}}`` (aware UTC or None; ``running_since`` set: a pass started and never
-        ended, it was interrupted)."""
+        running_since, node}}`` (aware UTC or None; ``running_since`` set: a pass started and never
+        ended, it was interrupted; ``node``: the cluster node that ran it, None on one machine)."""
         out = {}
         for row in self._db.execute("SELECT * FROM source_runs"):
             out[row["source"]] = {"kind": row["kind"], "started_at": from_db_time(row["started_at"]),
                                   "finished_at": from_db_time(row["finished_at"]),
                                   "counts": json.loads(row["counts"] or "{}"),
                                   "completed_at": from_db_time(row["completed_at"]),
-                                  "running_since": from_db_time(row["running_since"])}
+                                  "running_since": from_db_time(row["running_since"]),
+                                  "node": row["node"]}
         return out
 
     def known_sources(self) -> set[str]:
@@ -35,12 +36,12 @@ class SourceRuns(StoreConnection):
                                "UNION SELECT source FROM source_runs")
         return {r[0] for r in cur}
 
-    def pass_started(self, source: str, kind: str, started_at: datetime) -> None:
+    def pass_started(self, source: str, kind: str, started_at: datetime, node: str | None = None) -> None:
         """Mark a pass of ``source`` as running (cleared by :meth:`record_run`; still set at the
-        next start means it was interrupted)."""
-        self._exec_many("INSERT INTO source_runs(source, kind, running_since) VALUES (?, ?, ?) "
-                        "ON CONFLICT(source) DO UPDATE SET kind=excluded.kind, running_since=excluded.running_since",
-                        [(source, kind, to_db_time(started_at))])
+        next start means it was interrupted) on ``node`` (a cluster's node name, else None)."""
+        self._exec_many("INSERT INTO source_runs(source, kind, running_since, node) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT(source) DO UPDATE SET kind=excluded.kind, running_since=excluded.running_since, "
+                        "node=excluded.node", [(source, kind, to_db_time(started_at), node)])
 
     def record_run(self, source: str, kind: str, started_at: datetime, finished_at: datetime | None,
                    counts: dict, *, completed: bool = True) -> None:
@@ -51,7 +52,7 @@ class SourceRuns(StoreConnection):
                         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(source) DO UPDATE SET kind=excluded.kind, "
                         "started_at=excluded.started_at, finished_at=excluded.finished_at, "
                         "counts=excluded.counts, running_since=NULL, "
-                        "completed_at=coalesce(excluded.completed_at, completed_at)",
+                        "completed_at=coalesce(excluded.completed_at, source_runs.completed_at)",
                         [(source, kind, to_db_time(started_at), to_db_time(finished_at), json.dumps(counts),
                           to_db_time(finished_at) if completed else None)])
 
@@ -59,7 +60,7 @@ class SourceRuns(StoreConnection):
         """Forget everything but the document rows of a removed source, in one transaction: its
         frontier and seen set, its run record, and its ``sql:<source>:`` / ``web:<source>:`` meta
         values (a SQL source's full-load mark).  Document rows go through the writer first."""
-        prefixes = [(p, len(p), p) for p in (f"sql:{source}:", f"web:{source}:")]
+        ranges = [prefix_range(p) for p in (f"sql:{source}:", f"web:{source}:")]
         self._transaction([("DELETE FROM crawl WHERE source = ?", [(source,)]),
                            ("DELETE FROM source_runs WHERE source = ?", [(source,)]),
-                           ("DELETE FROM meta WHERE substr(key, 1, ?) = ?", [(n, p) for p, n, _ in prefixes])])
+                           ("DELETE FROM meta WHERE key >= ? AND key < ?", ranges)])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-__all__ = ["to_db_time", "from_db_time", "db_text"]
+__all__ = ["to_db_time", "from_db_time", "db_text", "prefix_range"]
 
 UTC = timezone.utc
 
@@ -35,11 +35,21 @@ def from_db_time(s: str | None) -> datetime | None:
 
 def db_text(value):
     """``value``, with any lone surrogate (a file name that is not UTF-8, decoded with
-    ``surrogateescape``, quoted in a message or title) written as ``\\udcXX``: SQLite stores
-    UTF-8, and one such string made the whole batch, and the writer thread, fail."""
-    if isinstance(value, str) and not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    ``surrogateescape``, quoted in a message or title) written as ``\\udcXX`` and any NUL as
+    ``\\x00``: both stores hold UTF-8 and PostgreSQL's text holds no NUL, and one such string
+    made the whole batch, and the writer thread, fail."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", "\\x00")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
+
+
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """``(low, high)`` such that ``low <= s < high`` holds exactly for the strings ``s`` that
+    start with ``prefix`` (non-empty), in code-point order (SQLite's, and PostgreSQL's ``"C"``)."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)

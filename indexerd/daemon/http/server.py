@@ -100,9 +100,8 @@ class DaemonBackend:
 
     def explain(self, key: str) -> dict | None:
         from indexerd.cli import reports
-        from indexerd.core.store import Store
 
-        with Store(self.daemon.indexer.state.store_path, readonly=True) as store:
+        with self.daemon.indexer.state.open_store(readonly=True) as store:
             return reports.explain(store, key)
 
     def status(self) -> dict:
@@ -116,13 +115,11 @@ class DaemonBackend:
 
     def media_types(self) -> list[str]:
         """The media types of stored documents (reused for :data:`MEDIA_TYPES_TTL_SECONDS`)."""
-        from indexerd.core.store import Store
-
         with self._lock:
             at, types = self._media_types
             if time.monotonic() - at < MEDIA_TYPES_TTL_SECONDS:
                 return types
-            with Store(self.daemon.indexer.state.store_path, readonly=True) as store:
+            with self.daemon.indexer.state.open_store(readonly=True) as store:
                 types = store.media_types()
             self._media_types = (time.monotonic(), types)
             return types

@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from indexerd.core.errors import IndexUnavailable
+from indexerd.core.pgaddress import first_line as _first_line
 
 from .documents import key_hash, row
 from .schema import ROW_COLUMNS
@@ -169,8 +170,3 @@ class PgSession:
                 conn.close()
             except psycopg.Error:
                 pass
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -58,6 +58,16 @@ UTC = timezone.utc
 
 
 
+def queue_lock_name(src) -> tuple[str, str]:
+    """The cluster lock of a SQL source's drain (:mod:`indexerd.core.claims`): named by its
+    database (URL without password) and the query that reads its queue, so that two sources
+    reading one queue never drain it at once."""
+    from indexerd.config import mask_url
+
+    cfg = src.cfg
+    return "queue", f"{mask_url(cfg.url)}|{(cfg.incremental_sql or cfg.full_sql).strip()}"
+
+
 class SqlFeed:
     """One ``[[sources.sql]]`` source.
 

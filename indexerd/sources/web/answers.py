@@ -234,7 +234,7 @@ class Answers:
         st.doc_key = new_key
         if task.origin is not None:
             self.sched.state(task.origin).doc_key = new_key
-        st.last_outcome = f"{out.verdict}:{out.reason}"
+        st.last_outcome = f"{Verdict(out.verdict).value}:{out.reason}"  # "indexed:new", not "Verdict.INDEXED:new"
         if out.verdict in ("indexed", "unchanged"):
             self.mirror.write(task.url, resp.body, out.last_modified)
         elif out.verdict in ("skipped", "errors"):

@@ -14,6 +14,10 @@ Sources of the rules:
   ``max_retry_after`` so a hostile value cannot park a host for ever.
 - Exponential backoff after failures (5xx, 429, timeouts, connection errors), reset by a success.
 
+In a cluster (a state store on PostgreSQL) the slots also take the host's lease in the shared
+store (:mod:`indexerd.sources.web.hostleases`), so one request is in flight per host across every
+node and the delay, computed by the same :func:`next_delay`, holds for all of them.
+
 Times are ``time.monotonic()`` seconds (or the injected clock's).  The host key is whatever the
 caller uses consistently; the crawler uses :func:`indexerd.sources.web.urls.host_key`
 (``scheme://host:port``, the same key as robots.txt, which RFC 9309 §2.3 scopes to scheme, host
@@ -110,6 +114,9 @@ class HostSlots:
         self._clock = clock
         self._slots: dict[str, _Slot] = {}
         self._cond = threading.Condition(threading.Lock())
+        #: in a cluster, the host leases of the shared store
+        #: (:class:`~indexerd.sources.web.hostleases.HostLeases`), taken after the local slot
+        self.shared = None
 
     def _wait_locked(self, host: str) -> float:
         slot = self._slots.get(host)
@@ -120,6 +127,12 @@ class HostSlots:
         left = slot.next_at - self._clock()
         if left > 0:
             return left
+        if self.shared is not None:
+            # across nodes: the host's lease row says whether another node's request is in
+            # flight, and when the next may start; its failures and last delay are the host's
+            wait, slot.failures, slot.last_delay = self.shared.try_acquire(host)
+            if wait > 0:
+                return wait
         slot.in_flight = True
         return 0.0
 
@@ -176,6 +189,8 @@ class HostSlots:
             slot.in_flight = False
             slot.last_delay = delay
             slot.next_at = self._clock() + delay
+            if self.shared is not None:
+                self.shared.release(host, delay, slot.failures)
             self._cond.notify_all()
             return delay
 

@@ -29,6 +29,17 @@ log = logging.getLogger(__name__)
 MAX_SITEMAP_URLS = 10_000
 
 
+def lost_with_the_process(st, stored) -> bool:
+    """Whether the URL state ``st`` of the pass being resumed says its page was indexed while
+    the store holds no document under its key: the crawl row was written back, the writer had
+    not committed the document yet, and the process died (``kill -9``, power loss).  Such a page
+    is asked again in the resumed pass instead of waiting for the next one.  ``stored(key)`` is
+    the store's record or None."""
+    # "Verdict.INDEXED:" is how crawl rows written before this check spelt the verdict
+    return (st.state == "done" and (st.last_outcome or "").startswith(("indexed:", "Verdict.INDEXED:"))
+            and stored(st.key) is None)
+
+
 class Seeder:
     """Fills one pass's :class:`~indexerd.sources.web.scheduler.Scheduler`.
 
@@ -89,7 +100,7 @@ class Seeder:
         s.spill_left = True
         if state.started is not None:
             s.pass_start = state.started
-        last = 0
+        last = requeued = 0
         for st in sorted(s.table.rows.values(), key=lambda st: st.seq):
             if st.pass_id != s.pass_id:
                 if st.asked_before and not s.due(st):
@@ -97,6 +108,10 @@ class Seeder:
                 continue
             s.seen.add(st.url)
             last = max(last, st.seq)
+            if lost_with_the_process(st, s.stored):
+                st.state = "queued"
+                s.table.put(st)
+                requeued += 1
             if st.state == "queued":
                 if st.via == "sitemapfile":
                     s.put_sitemap(st.url, count=False)
@@ -107,8 +122,11 @@ class Seeder:
                     continue
                 s.queue(st)
         s.seq = itertools.count(last + 1)
-        log.info("%s: resuming crawl pass %d (%d URLs seen, %d queued)", self.src.name, s.pass_id,
-                 len(s.seen), s.frontier.queued())
+        if requeued:
+            s.counters.inc("web.resume.requeued", requeued)
+        log.info("%s: resuming crawl pass %d (%d URLs seen, %d queued%s)", self.src.name, s.pass_id,
+                 len(s.seen), s.frontier.queued(),
+                 f", {requeued} of them fetched before the interruption but not stored" if requeued else "")
 
     # -- sitemaps -------------------------------------------------------------------------
     def robots_known(self, host: str, rules: RobotsRules) -> None:

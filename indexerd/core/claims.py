@@ -1,0 +1,82 @@
+"""Which node runs a pass of a source, in a cluster (a state store on PostgreSQL).
+
+- a **filesystem** source (a kind whose ``node_owned`` is set, :mod:`indexerd.sources.registry`)
+  belongs to the node that has the tree: the one its ``node`` key
+  names (the others do not even build it), else the node that ran its passes while that node
+  is alive -- two nodes scanning "the same" path on two machines would each delete the other's
+  documents as gone;
+- a **web** source's pass, and a **SQL** source's drain, run on one node at a time: the node
+  holding its :class:`~indexerd.core.store.cluster.SourceLock` (named by the kind's
+  ``lock_name``: a SQL queue's by its database and queue query, so two sources on one queue
+  also exclude each other).  A node
+  that finds the lock held stands by (the daemon asks again every :data:`STANDBY_SECONDS`), so
+  when the holder dies -- its lock goes with its connection -- another node takes the pass
+  over at once, from the crawl rows and run mark the dead node left in the shared store.
+  A pass that another node completed less than ``0.9 x interval`` ago is not run again (a pass
+  ends once for the cluster), unless forced (``ctl scan``, ``indexerd index``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from indexerd.core.store.cluster import SourceLock
+from indexerd.sources.registry import kind
+
+__all__ = ["Claim", "STANDBY_SECONDS", "claim_pass"]
+
+UTC = timezone.utc
+#: Seconds between two tries of a node standing by for a source another node runs.
+STANDBY_SECONDS = 5.0
+
+
+@dataclass
+class Claim:
+    """The answer of :func:`claim_pass`: run the pass (``run``, holding ``lock`` if any, to be
+    released after the pass), or not, saying why (``reason``), and whether to ask again in
+    :data:`STANDBY_SECONDS` (``standby``: another node runs it now)."""
+
+    run: bool
+    reason: str = ""
+    lock: SourceLock | None = None
+    standby: bool = False
+    error: bool = False
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+
+def claim_pass(store, address, node: str, src, *, forced: bool, now: datetime | None = None) -> Claim:
+    """Whether node ``node`` runs a pass of ``src`` now (see the module docstring).
+
+    ``store`` is the shared store (a :class:`~indexerd.core.store.PgStore`), ``address`` its
+    :class:`~indexerd.core.store.PgStoreAddress` (the lock opens its own connection).
+
+    Raises:
+        StoreError: the server cannot be reached.
+    """
+    now = now or datetime.now(UTC)
+    run = store.source_runs().get(src.name)
+    k = kind(src.kind)
+    if k.node_owned:
+        owner = run["node"] if run else None
+        if owner not in (None, node) and any(n["name"] == owner and n["alive"] for n in store.nodes()):
+            return Claim(False, f"this tree belongs to node {owner}, which is alive and runs its passes; "
+                                f"set `node` in the source to say which node has it", error=True)
+        return Claim(True)
+    lock = SourceLock(address, node, *k.cluster_lock(src))
+    if not lock.try_acquire():
+        holder = lock.holder() or "another node"
+        return Claim(False, f"its pass runs on node {holder}; standing by", standby=True)
+    run = store.source_runs().get(src.name)  # again: the holder may have just finished it
+    if not forced and run and run["running_since"] is None and run["completed_at"] is not None:
+        age = (now - run["completed_at"]).total_seconds()
+        if age < 0.9 * float(src.cfg.interval):
+            lock.release()
+            by = f" by node {run['node']}" if run.get("node") and run["node"] != node else ""
+            return Claim(False, f"its pass was completed {age:.0f} s ago{by}; next one due in "
+                                f"{float(src.cfg.interval) - age:.0f} s")
+    return Claim(True, lock=lock)

@@ -1,0 +1,115 @@
+"""The state store's schema on PostgreSQL: numbered steps, applied in order under a lock.
+
+The tables and columns are those of the SQLite store (:mod:`.migrations`, whose comments say what
+each column holds), with PostgreSQL's types: text columns that are keys or compared as ranges
+use the ``"C"`` collation so that they sort byte-wise as SQLite's do (a key range by prefix and
+``ORDER BY key`` must agree on both stores); nanosecond integers are ``bigint``.  Times stay
+ISO 8601 UTC text (:mod:`.values`), so both stores hold the same values.
+
+The version lives in ``store_schema`` (one row).  Several nodes may start at once: each step
+runs in one transaction holding ``pg_advisory_xact_lock`` on :data:`MIGRATE_LOCK_KEY`, and
+the version is read again under the lock.  A schema newer than :data:`PG_SCHEMA_VERSION` is
+refused with :class:`~indexerd.core.errors.SchemaTooNew`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PG_MIGRATIONS", "PG_SCHEMA_VERSION", "MIGRATE_LOCK_KEY"]
+
+#: The advisory lock a migration holds (any 64-bit number no other part of indexerd uses).
+MIGRATE_LOCK_KEY = 0x1DE8E2D_5707E
+
+#: Step i moves the schema from version i to i + 1.  ``{s}`` is the schema's quoted name.
+PG_MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: the documents, meta, source_runs and crawl tables of SQLite schema 9, and the
+    # cluster's nodes (heartbeats) and host leases (the politeness slot of a host, across nodes)
+    """
+    CREATE TABLE {s}.documents (
+        key                  text COLLATE "C" PRIMARY KEY,
+        source               text COLLATE "C" NOT NULL,
+        status               text NOT NULL,
+        reason               text,
+        detail               text,
+        title                text,
+        media_type           text,
+        size                 bigint,
+        mtime_ns             bigint,
+        last_modified        text COLLATE "C",
+        date_source          text,
+        date_notes           text,
+        etag                 text,
+        last_modified_header text,
+        content_hash         text,
+        indexed_at           text COLLATE "C",
+        checked_at           text COLLATE "C",
+        decided_at           text COLLATE "C",
+        ctime_ns             bigint,
+        ino                  bigint
+    );
+    CREATE INDEX documents_source ON {s}.documents(source, key) INCLUDE (mtime_ns, size, ctime_ns, ino, reason, status);
+    CREATE INDEX documents_last_modified ON {s}.documents(last_modified);
+    CREATE INDEX documents_hash ON {s}.documents(source, content_hash);
+    CREATE TABLE {s}.meta (
+        key   text COLLATE "C" PRIMARY KEY,
+        value text
+    );
+    CREATE TABLE {s}.source_runs (
+        source        text COLLATE "C" PRIMARY KEY,
+        kind          text NOT NULL,
+        started_at    text,
+        finished_at   text,
+        counts        text,
+        completed_at  text,
+        running_since text,
+        node          text COLLATE "C"
+    );
+    CREATE TABLE {s}.crawl (
+        source          text COLLATE "C" NOT NULL,
+        url             text COLLATE "C" NOT NULL,
+        pass_id         bigint NOT NULL,
+        state           text NOT NULL,
+        hops            integer NOT NULL,
+        seed_depth      integer NOT NULL,
+        seq             bigint NOT NULL,
+        via             text NOT NULL,
+        origin          text,
+        redirects       integer NOT NULL DEFAULT 0,
+        doc_key         text COLLATE "C",
+        links           text,
+        sitemap_lastmod text,
+        gone_count      integer NOT NULL DEFAULT 0,
+        fail_count      integer NOT NULL DEFAULT 0,
+        last_status     integer,
+        last_outcome    text,
+        checked_at      text,
+        recrawl_seconds double precision,
+        due_at          text COLLATE "C",
+        due_reason      text,
+        changefreq      text,
+        PRIMARY KEY (source, url)
+    );
+    CREATE INDEX crawl_pass ON {s}.crawl(source, pass_id, state);
+    CREATE TABLE {s}.nodes (
+        name         text COLLATE "C" PRIMARY KEY,
+        host         text NOT NULL,
+        pid          integer NOT NULL,
+        version      text NOT NULL,
+        started_at   text NOT NULL,
+        heartbeat_at timestamptz NOT NULL,
+        stopped_at   timestamptz,
+        working_on   text NOT NULL DEFAULT '',
+        sources      text NOT NULL DEFAULT '[]'
+    );
+    CREATE TABLE {s}.host_leases (
+        host          text COLLATE "C" PRIMARY KEY,
+        node          text COLLATE "C",
+        lease_until   timestamptz NOT NULL,
+        next_allowed  timestamptz NOT NULL,
+        failures      integer NOT NULL DEFAULT 0,
+        last_delay    double precision NOT NULL DEFAULT 0,
+        requests      bigint NOT NULL DEFAULT 0
+    );
+    """,
+)
+
+PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -1,0 +1,193 @@
+"""The state store on a PostgreSQL server (``[store] url``): one schema shared by every node.
+
+Connections are autocommit; a write batch is one explicit transaction (``_transaction``), as on
+SQLite.  The row kinds' portable SQL is run as written but for the placeholders (``?`` becomes
+``%s``).  A connection that broke (the server restarted) is replaced at the next statement; the
+statement that found it broken raises :class:`~indexerd.core.errors.StoreError`, as a failed
+SQLite write does, and the writer retries its batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Self
+
+from indexerd.core.errors import SchemaTooNew, StoreError
+from indexerd.core.pgaddress import PgAddress, first_line
+from indexerd.core.store.connection import StoreConnection
+from indexerd.core.store.pg_migrations import MIGRATE_LOCK_KEY, PG_MIGRATIONS, PG_SCHEMA_VERSION
+
+__all__ = ["PgConnection", "PgStoreAddress"]
+
+
+class PgStoreAddress(PgAddress):
+    """The store's server and schema, from ``[store]`` or ``<state_dir>/store-postgresql.json``."""
+
+    OWNER: ClassVar[str] = "store"
+    WHAT: ClassVar[str] = "PostgreSQL state store"
+    ERROR: ClassVar[type] = StoreError
+    FILENAME: ClassVar[str] = "store-postgresql.json"
+    APPLICATION: ClassVar[str] = "indexerd-store"
+
+    def __str__(self) -> str:
+        return self.shown
+
+
+def _placeholders(sql: str) -> str:
+    """The row kinds' SQL with psycopg's placeholders (``?`` -> ``%s``, a literal ``%`` doubled)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class _Row(tuple):
+    """A result row read by position or by column name, like :class:`sqlite3.Row`."""
+
+    def __new__(cls, values, names: dict[str, int]):
+        row = super().__new__(cls, values)
+        row._names = names
+        return row
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _row_factory(cursor):
+    names = {c.name: i for i, c in enumerate(cursor.description or ())}
+    return lambda values: _Row(values, names)
+
+
+class _Db:
+    """The ``_db`` of :class:`PgConnection`: ``execute`` with SQLite-style placeholders, a
+    connection opened again after it broke, and driver errors as :class:`StoreError`."""
+
+    def __init__(self, owner: "PgConnection") -> None:
+        self.owner = owner
+        self.conn = None
+
+    def connection(self):
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            self.conn = self.owner.address.connect(autocommit=True, application_name=self.owner.application_name)
+            self.conn.row_factory = _row_factory
+            with self.conn.cursor() as cur:
+                cur.execute(f'SET search_path = "{self.owner.address.schema}"')
+                if self.owner.readonly:
+                    cur.execute("SET default_transaction_read_only = on")
+        return self.conn
+
+    def execute(self, sql: str, args: Iterable[Any] = ()):
+        import psycopg
+
+        try:
+            cur = self.connection().cursor()
+            cur.execute(_placeholders(sql), tuple(args))
+            return cur
+        except psycopg.Error as e:
+            raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+
+
+class PgConnection(StoreConnection):
+    """One connection to the store's schema at ``address`` (created and migrated when missing,
+    unless ``readonly``); ``application_name`` names it in ``pg_stat_activity`` (a node's
+    heartbeat connection: :data:`~indexerd.core.store.cluster.NODE_APPLICATION`).
+
+    Raises (from the constructor):
+        ConfigError: the password cannot be read.
+        SchemaTooNew: the schema was written by a newer indexerd.
+        StoreError: the server cannot be reached; ``readonly`` and no store there yet.
+    """
+
+    shared = True
+
+    def __init__(self, address: PgStoreAddress, *, readonly: bool = False,
+                 application_name: str | None = None) -> None:
+        self.address = address
+        self.application_name = application_name
+        self.where = f"PostgreSQL state store at {address.shown}"
+        self.readonly = readonly
+        self._lock = threading.Lock()
+        self._db = _Db(self)
+        try:
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+
+    @classmethod
+    def in_dir(cls, state_dir: str | Path, *, readonly: bool = False) -> Self:
+        """Open the store a writer recorded in ``state_dir`` (:attr:`PgStoreAddress.FILENAME`).
+
+        Raises:
+            StoreError: no address recorded there.
+        """
+        address = PgStoreAddress.from_file(Path(state_dir))
+        if address is None:
+            raise StoreError(f"{state_dir}: no PostgreSQL state store recorded")
+        return cls(address, readonly=readonly)
+
+    def _version(self) -> int | None:
+        row = self._db.execute("SELECT to_regclass(?) IS NOT NULL",
+                               (f'"{self.address.schema}".store_schema',)).fetchone()
+        if not row[0]:
+            return None
+        row = self._db.execute("SELECT version FROM store_schema").fetchone()
+        return int(row[0]) if row else 0
+
+    @property
+    def schema_version(self) -> int:
+        return self._version() or 0
+
+    def _migrate(self) -> None:
+        version = self._version()
+        if version is not None and version > PG_SCHEMA_VERSION:
+            raise SchemaTooNew(f"{self.where}: state store schema version {version} is newer than "
+                               f"this indexerd understands ({PG_SCHEMA_VERSION}); upgrade indexerd")
+        if version == PG_SCHEMA_VERSION:
+            return
+        if self.readonly:
+            what = "no state store there yet (nothing has been indexed)" if version is None else \
+                "the state store needs migration; start a node with it once"
+            raise StoreError(f"{self.where}: {what}")
+        import psycopg
+
+        s = f'"{self.address.schema}"'
+        conn = self._db.connection()
+        try:
+            while True:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK_KEY,))
+                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+                    cur.execute(f"CREATE TABLE IF NOT EXISTS {s}.store_schema (version integer NOT NULL)")
+                    cur.execute(f"SELECT version FROM {s}.store_schema")
+                    row = cur.fetchone()
+                    if row is None:
+                        cur.execute(f"INSERT INTO {s}.store_schema VALUES (0)")
+                    step = int(row[0]) if row else 0
+                    if step >= PG_SCHEMA_VERSION:
+                        return
+                    cur.execute(PG_MIGRATIONS[step].format(s=s))
+                    cur.execute(f"UPDATE {s}.store_schema SET version = %s", (step + 1,))
+        except psycopg.Error as e:
+            raise StoreError(f"{self.where}: migrating the schema failed: {first_line(e)}") from None
+
+    def _transaction(self, steps: list[tuple[str, list[tuple]]]) -> None:
+        import psycopg
+
+        with self._lock:
+            try:
+                conn = self._db.connection()
+                with conn.transaction(), conn.cursor() as cur:
+                    for sql, rows in steps:
+                        if rows:
+                            cur.executemany(_placeholders(sql), rows)
+            except psycopg.Error as e:
+                raise StoreError(f"{self.where}: write failed: {first_line(e)}") from None

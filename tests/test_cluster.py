@@ -1,0 +1,154 @@
+"""Three indexerd nodes (three processes) on one real PostgreSQL server: the shared store, the
+source locks, the host leases and the shared index, judged from the loopback servers' own
+access logs and the database.
+
+The site: six hosts (127.0.0.11-16), three web sources over them -- one host (.12) is crawled by
+two sources (two subtrees), so its politeness is shared across sources and nodes.  Missing
+PostgreSQL binaries fail these tests (tests/pg.py), never skip them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from cluster import Node, SharedDb, overlaps_and_gaps, serve_tree, wait_for
+from conftest import _PG_INDEX, engine_toml, store_toml
+from httpsite import Site
+
+pytestmark = pytest.mark.usefixtures("pg_index_server")
+
+MIN_DELAY = 0.4      # seconds between two requests to a host (politeness.min_delay)
+PAGE_SECONDS = 0.05  # each page answers after this long
+#: source -> [(host index, subtree)]
+LAYOUT = {"alpha": [(11, "/a/"), (12, "/a/")], "beta": [(13, "/a/"), (14, "/a/"), (12, "/b/")],
+          "gamma": [(15, "/a/"), (16, "/a/")]}
+
+
+def web_toml(sites: dict[int, Site], pages: int) -> str:
+    out = []
+    for name, trees in LAYOUT.items():
+        seeds = ", ".join(f'"{sites[h].url(sub + "p0.html")}"' for h, sub in trees)
+        restrict = "|".join(f"^{sites[h].base}{sub}" for h, sub in trees)
+        out += ["[[sources.web]]", f'name = "{name}"', f"seeds = [{seeds}]", 'interval = "1h"',
+                f'restrict = ["{restrict}|/robots\\\\.txt$"]', "sitemaps = false", 'timeout = "5s"',
+                "[sources.web.politeness]", f'min_delay = "{MIN_DELAY}s"', "good_guy_factor = 2.0", ""]
+    return "\n".join(out)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """``make(pages)`` -> (nodes, sites, db, expected URLs); everything stopped at the end."""
+    made = {"nodes": [], "sites": [], "db": None}
+
+    def make(pages: int, names=("n1", "n2", "n3")):
+        sites = {h: Site(f"127.0.0.{h}").start() for h in sorted({h for t in LAYOUT.values() for h, _ in t})}
+        made["sites"] = list(sites.values())
+        urls = set()
+        for trees in LAYOUT.values():
+            for h, sub in trees:
+                urls |= {sites[h].url(p) for p in serve_tree(sites[h], sub, pages, f"w{h}{sub.strip('/')}",
+                                                             PAGE_SECONDS)}
+        store_schema = f"cl{id(made) % 100000}"
+        index = engine_toml("postgresql", fresh=True)
+        index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
+        common = f"{index}\n{store_toml(store_schema)}\n{web_toml(sites, pages)}"
+        nodes = [Node(tmp_path, n, common) for n in names]
+        made["nodes"] = nodes
+        made["db"] = SharedDb(_PG_INDEX["url"], store_schema, index_schema)
+        return nodes, list(sites.values()), made["db"], urls
+
+    yield make
+    for n in made["nodes"]:
+        if n.alive():
+            n.stop()
+    for s in made["sites"]:
+        s.close()
+    if made["db"] is not None:
+        made["db"].close()
+
+
+def all_passes_done(db: SharedDb):
+    runs = db.runs()
+    return set(runs) >= set(LAYOUT) and all(r[0] and not r[1] for n, r in runs.items() if n in LAYOUT)
+
+
+def page_gets(sites) -> Counter:
+    return Counter(s.base + h.path for s in sites for h in s.log if h.method == "GET" and h.path != "/robots.txt")
+
+
+def test_three_nodes_crawl_each_page_once_and_never_hammer_a_host(cluster) -> None:
+    nodes, sites, db, urls = cluster(pages=8)
+    for n in nodes:
+        n.start()
+    wait_for("every source's pass to complete", lambda: all_passes_done(db), 120, nodes)
+
+    gets = page_gets(sites)
+    assert set(gets) == urls, f"pages never fetched: {sorted(urls - set(gets))[:5]}"
+    assert [u for u, c in gets.items() if c != 1] == [], "a page was fetched twice in one pass of the cluster"
+    overlaps, smallest = overlaps_and_gaps(sites)
+    assert overlaps == []
+    assert smallest >= MIN_DELAY - 0.005, f"a gap of {smallest:.3f} s < the delay {MIN_DELAY} s"
+
+    keys = {r[0] for r in db.rows("SELECT key FROM {s}.documents WHERE status = 'indexed'")}
+    assert keys == urls
+    index_keys = [r[0] for r in db.rows("SELECT key FROM {i}.documents")]
+    assert sorted(index_keys) == sorted(urls)  # each once
+    # each node sees every document, whichever node fetched it
+    for n in nodes:
+        hits = n.search("clusterpage", limit=500)
+        assert {h["key"] for h in hits} == urls, n.name
+    # ctl status on any node shows every node and the host leases
+    st = wait_for("a status", nodes[0].status, 30, nodes)
+    c = st["cluster"]
+    assert c["node"] == "n1" and "error" not in c, c
+    assert {n["name"]: n["alive"] for n in c["nodes"]} == {"n1": True, "n2": True, "n3": True}
+    assert {h["host"] for h in c["hosts"]} == {s.base for s in sites}
+    assert sum(h["requests"] for h in c["hosts"]) == sum(len(s.log) for s in sites)
+    # the passes ran on one node each, recorded in the shared run records
+    assert {r[2] for r in db.runs().values()} <= {"n1", "n2", "n3"}
+    # SIGTERM: each node says it stopped, and leaves no lease behind
+    for n in nodes:
+        assert n.stop() is None
+    assert db.rows("SELECT count(*) FROM {s}.nodes WHERE stopped_at IS NULL") == [(0,)]
+    assert db.rows("SELECT count(*) FROM {s}.host_leases WHERE node IS NOT NULL") == [(0,)]
+
+
+def test_a_node_killed_mid_pass_is_taken_over_and_rejoins(cluster) -> None:
+    nodes, sites, db, urls = cluster(pages=14)
+    for n in nodes:
+        n.start()
+
+    def victim():
+        """A source whose pass runs and has fetched a few pages: (its node, the source)."""
+        for source, (completed, running, node) in db.runs().items():
+            done = db.rows("SELECT count(*) FROM {s}.crawl WHERE source = %s AND state = 'done'", (source,))
+            if running and node and done and done[0][0] >= 3:
+                return node, source
+        return None
+
+    name, source = wait_for("a pass under way", victim, 60, nodes, poll=0.05)
+    dead = next(n for n in nodes if n.name == name)
+    dead.kill9()
+    wait_for("the other nodes to finish every pass", lambda: all_passes_done(db), 180, nodes)
+    runs = db.runs()
+    assert runs[source][2] != name, "the killed node's pass was not taken over"
+
+    gets = page_gets(sites)
+    assert set(gets) == urls  # nothing lost
+    # what the dead node fetched but had not written back is fetched again; nothing else
+    assert max(gets.values()) <= 2
+    overlaps, smallest = overlaps_and_gaps(sites)
+    assert overlaps == []
+    assert smallest >= MIN_DELAY - 0.005
+    keys = {r[0] for r in db.rows("SELECT key FROM {s}.documents WHERE status = 'indexed'")}
+    assert keys == urls
+    index_keys = [r[0] for r in db.rows("SELECT key FROM {i}.documents")]
+    assert sorted(index_keys) == sorted(urls)  # nothing duplicated
+
+    dead.start()  # it rejoins under its name
+    alive = wait_for("the restarted node to rejoin", lambda: (s := dead.status()) and s.get("cluster")
+                     and {n["name"] for n in s["cluster"]["nodes"] if n["alive"]} == {"n1", "n2", "n3"}, 60, nodes)
+    assert alive
+    assert {h["key"] for h in dead.search("clusterpage", limit=1000)} == urls
