@@ -129,9 +129,11 @@ def pg_index_server():
 
 @pytest.fixture(autouse=True)
 def _engine_fixtures(request):
-    """A test parametrised with the postgresql engine gets the server and a schema of its own."""
+    """A test parametrised with the postgresql engine (``postgresql``, ``postgresql+store``)
+    gets the server and a schema of its own."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and "postgresql" in callspec.params.values():
+    if callspec is not None and any(isinstance(v, str) and v.startswith("postgresql")
+                                    for v in callspec.params.values()):
         request.getfixturevalue("pg_index_server")
         _PG_INDEX["schema"] = f"ix{next(_PG_SCHEMAS)}"
     yield

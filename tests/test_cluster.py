@@ -152,3 +152,111 @@ def test_a_node_killed_mid_pass_is_taken_over_and_rejoins(cluster) -> None:
                      and {n["name"] for n in s["cluster"]["nodes"] if n["alive"]} == {"n1", "n2", "n3"}, 60, nodes)
     assert alive
     assert {h["key"] for h in dead.search("clusterpage", limit=1000)} == urls
+
+
+# -- a SQL change queue drained by one node at a time -------------------------------------------------
+QUEUE_ROWS = 3000
+
+
+def sql_toml(db_path) -> str:
+    return "\n".join([
+        "[[sources.sql]]", 'name = "articles"', f'url = "sqlite:///{db_path}"', 'interval = "1h"',
+        'full_sql = "SELECT id, title, body, updated FROM articles WHERE 0"',
+        "pre_update_sql = \"UPDATE queue SET status = 'I' WHERE seq IN (SELECT seq FROM queue "
+        "WHERE status = 'W' ORDER BY seq LIMIT {batchSize})\"",
+        "incremental_sql = \"SELECT q.seq, q.id, q.action, a.title, a.body, a.updated FROM queue q "
+        "LEFT JOIN articles a ON a.id = q.id WHERE q.status = 'I' ORDER BY q.seq\"",
+        "post_update_sql = \"UPDATE queue SET status = 'C' WHERE seq = {sequenceId}\"",
+        'title_column = "title"', 'text_columns = ["body"]', 'date_column = "updated"', "batch_size = 1000", ""])
+
+
+def make_queue(path) -> None:
+    import sqlite3
+
+    from conftest import REPO
+
+    db = sqlite3.connect(path)
+    db.executescript((REPO / "etc" / "sql-queue-sqlite.sql").read_text())
+    # every acknowledgement, in the order the queue saw them
+    db.executescript("CREATE TABLE acks (n INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL);"
+                     "CREATE TRIGGER log_ack AFTER UPDATE OF status ON queue WHEN NEW.status = 'C' "
+                     "BEGIN INSERT INTO acks (seq) VALUES (NEW.seq); END;")
+    db.commit()
+    db.close()
+
+
+def fill_queue(path, n: int) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    with db:
+        db.executemany("INSERT INTO articles (id, title, body, updated) VALUES (?, ?, ?, ?)",
+                       [(i, f"article {i}", f"queueword body of article {i} " + "filler " * 300,
+                         "2024-03-01T12:00:00Z") for i in range(1, n + 1)])
+    with db:  # updates and deletes after the inserts: the last action of an id must win
+        db.executemany("UPDATE articles SET title = ? WHERE id = ?", [(f"article {i} v2", i) for i in range(1, n + 1, 7)])
+        db.executemany("DELETE FROM articles WHERE id = ?", [(i,) for i in range(5, n + 1, 11)])
+    db.close()
+
+
+def test_a_sql_queue_is_drained_once_in_order_with_a_node_killed_mid_drain(tmp_path) -> None:
+    import sqlite3
+
+    queue_db = tmp_path / "app.db"
+    make_queue(queue_db)
+    schema = f"sq{abs(hash(str(tmp_path))) % 100000}"
+    index = engine_toml("postgresql", fresh=True)
+    index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
+    common = f"{index}\n{store_toml(schema)}\n{sql_toml(queue_db)}"
+    nodes = [Node(tmp_path, n, common) for n in ("n1", "n2", "n3")]
+    db = SharedDb(_PG_INDEX["url"], schema, index_schema)
+    try:
+        for n in nodes:
+            n.start()
+        wait_for("the first (full) load", lambda: db.runs().get("articles", (None,))[0], 60, nodes)
+        fill_queue(queue_db, QUEUE_ROWS)
+
+        def drained() -> bool:
+            q = sqlite3.connect(queue_db)
+            try:
+                return q.execute("SELECT count(*) FROM queue WHERE status != 'C'").fetchone()[0] == 0
+            finally:
+                q.close()
+
+        def running_node():
+            for n in nodes:
+                if n.alive():
+                    n.ctl("poll", "articles")
+            run = db.runs().get("articles")
+            return run[2] if run and run[1] else None
+
+        victim = wait_for("a drain under way", running_node, 60, nodes, poll=0.02)
+        dead = next(n for n in nodes if n.name == victim)
+        dead.kill9()
+        others = [n for n in nodes if n is not dead]
+
+        def drain_on():
+            for n in others:
+                n.ctl("poll", "articles")
+            return drained()
+
+        wait_for("the queue drained by the others", drain_on, 120, nodes, poll=0.5)
+        q = sqlite3.connect(queue_db)
+        acks = [r[0] for r in q.execute("SELECT seq FROM acks ORDER BY n")]
+        seqs = [r[0] for r in q.execute("SELECT seq FROM queue ORDER BY seq")]
+        live_ids = {r[0] for r in q.execute("SELECT id FROM articles")}
+        q.close()
+        assert acks == seqs  # each row acknowledged once, in sequence order, across the kill
+        wait_for("the store to show every article", lambda: {
+            r[0] for r in db.rows("SELECT key FROM {s}.documents WHERE status = 'indexed'")} == {
+            f"sql:articles/{i}" for i in live_ids}, 30, nodes)
+        index_keys = [r[0] for r in db.rows("SELECT key FROM {i}.documents")]
+        assert sorted(index_keys) == sorted(f"sql:articles/{i}" for i in live_ids)
+        for n in others:  # searchable from every node, whichever drained it
+            assert {h["key"] for h in n.search("queueword", limit=5000)} == {f"sql:articles/{i}" for i in live_ids}
+        assert {h["title"] for h in others[0].search("v2", limit=5000)} >= {"article 8 v2"}
+    finally:
+        for n in nodes:
+            if n.alive():
+                n.stop()
+        db.close()

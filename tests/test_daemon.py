@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_NAMES, engine_toml, index_settings, stop_daemon
+from conftest import ENGINE_NAMES, engine_toml, index_settings, stop_daemon, store_toml
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,8 +84,12 @@ class DaemonUnderTest:
 
     # -- config -------------------------------------------------------------------------------
     def config_text(self, sources: dict[str, Path], typo: bool = False) -> str:
+        engine, _, store = self.engine.partition("+")  # "postgresql+store": the store on PostgreSQL too
         lines = [f'state_dir = "{self.base / "state"}"', f'control_socket = "{self.sock}"',
-                 'log_level = "info"', "", *engine_toml(self.engine).splitlines(), ""]
+                 'log_level = "info"', "", *engine_toml(engine).splitlines(), ""]
+        if store:
+            self.store_schema = getattr(self, "store_schema", None) or f"st{id(self) % 1000000}"
+            lines += [*store_toml(self.store_schema).splitlines(), ""]
         for name, root in sources.items():
             lines += ["[[sources.filesystem]]", f'name = "{name}"', f'path = "{root}"']
             if typo:

@@ -91,9 +91,9 @@ def disk_docs(root: Path) -> dict[str, str]:
 
 
 def store_rows(state_dir: Path) -> dict[str, str]:
-    from indexerd.core.store import Store
+    from indexerd.core.store import open_store_in_dir
 
-    with Store.in_dir(state_dir, readonly=True) as st:
+    with open_store_in_dir(state_dir, readonly=True) as st:
         return {r.key: r.status for r in st.iter_records()}
 
 
@@ -281,9 +281,11 @@ def daemons(request, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("engine", "kills"), [("whoosh", KILLS), ("tantivy", 6), ("postgresql", 6)])
+@pytest.mark.parametrize(("engine", "kills"), [("whoosh", KILLS), ("tantivy", 6), ("postgresql", 6),
+                                               ("postgresql+store", 6)])
 def test_kill9_at_random_moments_of_a_burst(base, daemons, engine, kills) -> None:
-    """20 SIGKILLs on the default engine, 6 on the others (the same seed), each 0.05-1.0 s after
+    """20 SIGKILLs on the default engine, 6 on the others (the same seed), and 6 with the state
+    store on PostgreSQL too (``postgresql+store``: a one-node cluster), each 0.05-1.0 s after
     the burst resumed; every other one also right after a fresh start (so some land in the
     start-up reconcile).  After each: the index opens and holds no key twice; the restart is not
     blocked by a stale lock or socket; once caught up (``ctl scan --wait``, then polling) the index

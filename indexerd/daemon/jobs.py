@@ -106,16 +106,18 @@ class Jobs:
                     st.rerun = True  # run again when this pass ends (a second instance would be skipped)
                     continue
             # a one-off job of its own: the periodic job may be the caller, still "running"
-            self.scheduler.add_job(d.passes.run, "date", run_date=now, args=[n], id=f"reconcile-now:{n}",
+            self.scheduler.add_job(d.passes.run, "date", run_date=now, args=[n], kwargs={"asked": True},
+                                   id=f"reconcile-now:{n}",
                                    replace_existing=True, misfire_grace_time=None)
 
-    def run_later(self, name: str, seconds: float) -> None:
+    def run_later(self, name: str, seconds: float, *, asked: bool = False) -> None:
         """A pass of source ``name`` in ``seconds`` (a node standing by for a pass another node
-        of the cluster runs); one such job per source."""
+        of the cluster runs; ``asked``: for a request); one such job per source."""
         if self.scheduler is None or name not in self.d.sources:
             return
         self.scheduler.add_job(self.d.passes.run, "date", run_date=datetime.now(UTC) + timedelta(seconds=seconds),
-                               args=[name], id=f"standby:{name}", replace_existing=True, misfire_grace_time=None)
+                               args=[name], kwargs={"asked": asked}, id=f"standby:{name}", replace_existing=True,
+                               misfire_grace_time=None)
 
     def writer_failed(self, sources: set[str] | None) -> None:
         """The writer dropped changes (disk full, read-only state dir): reconcile their sources

@@ -51,10 +51,12 @@ class Passes:
         finally:
             store.close()
 
-    def run(self, name: str, forced: bool = False, start: str | None = None) -> dict | None:
+    def run(self, name: str, forced: bool = False, start: str | None = None, asked: bool = False) -> dict | None:
         """One pass of source ``name`` (the scheduled job, ``ctl scan``, overflow); returns its
         counts (:meth:`PassCounts.as_dict`), or None when the source is gone or another pass of
-        it holds the lock (that one then runs again when it ends)."""
+        it holds the lock (that one then runs again when it ends) or, in a cluster, another
+        node runs it (``asked``: a request, not the schedule -- it runs even when another node
+        completed a pass lately)."""
         d = self.d
         src = d.sources.get(name)
         st = d.states.get(name)
@@ -68,7 +70,7 @@ class Passes:
         if st.removed:   # removed by a reload while this waited for the lock
             st.lock.release()
             return None
-        claim = self._claim(name, src, st, forced)
+        claim = self._claim(name, src, st, forced, asked)
         if not claim.run:
             st.lock.release()
             return None
@@ -77,14 +79,16 @@ class Passes:
         finally:
             claim.release()  # released already unless the pass raised before it ended
 
-    def _claim(self, name: str, src, st: SourceState, forced: bool) -> Claim:
+    def _claim(self, name: str, src, st: SourceState, forced: bool, asked: bool) -> Claim:
         """In a cluster, whether this node runs the pass (:func:`~indexerd.core.claims.claim_pass`);
-        a node standing by for a pass another node runs asks again in a few seconds."""
+        a node standing by for a pass another node runs asks again in a few seconds (still as a
+        request when it was one: that pass may have started before the request)."""
         d = self.d
         if not d.indexer.state.shared:
             return Claim(True)
         try:
-            claim = claim_pass(d.indexer.store, d.indexer.state.store_address, d.indexer.node, src, forced=forced)
+            claim = claim_pass(d.indexer.store, d.indexer.state.store_address, d.indexer.node, src,
+                               forced=forced or asked)
         except IndexerdError as e:
             claim = Claim(False, f"cannot reach the cluster's store: {e}", standby=True, error=True)
         with d.lock:
@@ -93,7 +97,7 @@ class Passes:
         if not claim.run and changed:
             (log.warning if claim.error else log.info)("%s: not run on this node: %s", name, claim.reason)
         if claim.standby and not d.stop_event.is_set():
-            d.jobs.run_later(name, STANDBY_SECONDS)
+            d.jobs.run_later(name, STANDBY_SECONDS, asked=asked)
         return claim
 
     def _run_claimed(self, name: str, src, st: SourceState, forced: bool, start: str | None,
@@ -178,9 +182,11 @@ class Passes:
     def wait(self, name: str) -> dict | None:
         """Run a pass of ``name`` now and return its counts; when another pass of it holds the
         lock, wait for that one and return its counts instead."""
-        counts = self.run(name, forced=False)
+        counts = self.run(name, forced=False, asked=True)
+        st = self.d.states.get(name)
+        if counts is None and st is not None and st.cluster_note and self.d.indexer.state.shared:
+            raise PassFailed(f"{name}: not run on this node: {st.cluster_note}")
         if counts is None:  # another pass held the lock: wait for it instead
-            st = self.d.states[name]
             st.lock.acquire()
             st.lock.release()
             counts = st.last_counts

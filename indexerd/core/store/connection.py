@@ -40,6 +40,11 @@ class StoreConnection:
         """The store's schema version: its connection's ``SCHEMA_VERSION`` once open."""
         raise NotImplementedError
 
+    def _stream(self, sql: str, args=()):
+        """The rows of one read, fetched as they are iterated rather than all at once (a report
+        over millions of rows); the connection runs nothing else until the iteration ends."""
+        return self._db.execute(sql, args)
+
     def get_meta(self, key: str) -> str | None:
         """A value from the ``meta`` table (e.g. ``index_generation``), or None."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -124,7 +124,7 @@ class DocumentRows(StoreConnection):
             sql += " AND last_modified < ?"
             args.append(to_db_time(lm_to))
         sql += " ORDER BY " + {"key": "key", "last_modified": "last_modified DESC, key"}[order]
-        for row in self._db.execute(sql, args):
+        for row in self._stream(sql, args):
             yield _row_to_record(row)
 
     def counts_by_source(self) -> dict[str, dict[str, int]]:

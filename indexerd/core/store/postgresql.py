@@ -89,6 +89,15 @@ class _Db:
         except psycopg.Error as e:
             raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
 
+    def stream(self, sql: str, args: Iterable[Any] = ()):
+        """Rows of one read as the server sends them (psycopg's single-row mode)."""
+        import psycopg
+
+        try:
+            yield from self.connection().cursor().stream(_placeholders(sql), tuple(args))
+        except psycopg.Error as e:
+            raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
+
     def close(self) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
@@ -178,6 +187,9 @@ class PgConnection(StoreConnection):
                     cur.execute(f"UPDATE {s}.store_schema SET version = %s", (step + 1,))
         except psycopg.Error as e:
             raise StoreError(f"{self.where}: migrating the schema failed: {first_line(e)}") from None
+
+    def _stream(self, sql: str, args=()):
+        return self._db.stream(sql, args)
 
     def _transaction(self, steps: list[tuple[str, list[tuple]]]) -> None:
         import psycopg
