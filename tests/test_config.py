@@ -366,3 +366,30 @@ def test_a_value_out_of_range_is_refused_naming_the_key_and_the_value(key, value
     value given."""
     with pytest.raises(ConfigError, match=rf"^<t>: index\.{key}: expected a whole number >= 1, got {value}$"):
         parse_config(f"[index]\n{key} = {value}\n", "<t>")
+
+
+# -- a cluster's keys: [store], node ----------------------------------------------------------------
+@pytest.mark.parametrize("text, named", [
+    ('[store]\nurl = "postgresql://u@h/db"\n', "index must be shared too"),
+    ('[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://u@h/db"\n'
+     '[store]\nurl = "mysql://u@h/db"\n', "store.url: expected a postgresql:// URL"),
+    ('[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://u@h/db"\nschema = "s"\n'
+     '[store]\nurl = "postgresql://u@h/db"\nschema = "s"\n', "schemas of their own"),
+    ('[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://u@h/db"\n'
+     '[store]\nurl = "postgresql://u@h/db"\nschema = "a-b"\n', "store.schema"),
+    ('node = "two words"\n', "node: expected a name"),
+    ('[[sources.filesystem]]\nname = "t"\npath = "/tmp"\nnode = "../x"\n', "sources.filesystem[0].node"),
+])
+def test_cluster_keys_are_checked(text, named) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config(text, "cluster.toml")
+    assert named in str(e.value) and "cluster.toml" in str(e.value)
+
+
+def test_a_filesystem_source_of_another_node_is_not_built() -> None:
+    from indexerd.sources.registry import build_sources
+
+    cfg = parse_config('node = "a"\n[[sources.filesystem]]\nname = "mine"\npath = "/tmp"\nnode = "a"\n'
+                       '[[sources.filesystem]]\nname = "theirs"\npath = "/tmp"\nnode = "b"\n'
+                       '[[sources.filesystem]]\nname = "anyone"\npath = "/tmp"\n', "<test>")
+    assert sorted(build_sources(cfg)) == ["anyone", "mine"]

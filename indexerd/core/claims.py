@@ -49,11 +49,21 @@ class Claim:
             self.lock = None
 
 
-def claim_pass(store, address, node: str, src, *, forced: bool, now: datetime | None = None) -> Claim:
+def fair_share(shared_sources: int, alive_nodes: int) -> int:
+    """How many passes of shared sources one node runs at once while others are alive:
+    ``ceil(sources / nodes)``, so that the nodes together can always run every source."""
+    return -(-max(shared_sources, 1) // max(alive_nodes, 1))
+
+
+def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: int = 1,
+               now: datetime | None = None) -> Claim:
     """Whether node ``node`` runs a pass of ``src`` now (see the module docstring).
 
     ``store`` is the shared store (a :class:`~indexerd.core.store.PgStore`), ``address`` its
-    :class:`~indexerd.core.store.PgStoreAddress` (the lock opens its own connection).
+    :class:`~indexerd.core.store.PgStoreAddress` (the lock opens its own connection);
+    ``shared_sources`` is how many sources of this node's config take a lock: a node already
+    running its :func:`fair_share` of them leaves a new one to the other live nodes (it stands
+    by, and takes it if none does), so the passes spread over the cluster.
 
     Raises:
         StoreError: the server cannot be reached.
@@ -68,6 +78,12 @@ def claim_pass(store, address, node: str, src, *, forced: bool, now: datetime | 
                                 f"set `node` in the source to say which node has it", error=True)
         return Claim(True)
     lock = SourceLock(address, node, *k.cluster_lock(src))
+    if not forced and SourceLock.held_here:
+        alive = sum(1 for n in store.nodes() if n["alive"])
+        share = fair_share(shared_sources, alive)
+        if alive > 1 and len(SourceLock.held_here) >= share:
+            return Claim(False, f"this node runs its share ({share}) of the cluster's passes; "
+                                f"leaving it to another node for now", standby=True)
     if not lock.try_acquire():
         holder = lock.holder() or "another node"
         return Claim(False, f"its pass runs on node {holder}; standing by", standby=True)

@@ -87,8 +87,9 @@ class Passes:
         if not d.indexer.state.shared:
             return Claim(True)
         try:
+            shared = sum(1 for s in d.sources.values() if not kind(s.kind).node_owned)
             claim = claim_pass(d.indexer.store, d.indexer.state.store_address, d.indexer.node, src,
-                               forced=forced or asked)
+                               forced=forced or asked, shared_sources=shared)
         except IndexerdError as e:
             claim = Claim(False, f"cannot reach the cluster's store: {e}", standby=True, error=True)
         with d.lock:

@@ -192,6 +192,9 @@ class SourceLock:
     Raises (from :meth:`try_acquire`): StoreError when the server cannot be reached.
     """
 
+    #: the keys of the locks this process holds now (its share of the shared sources)
+    held_here: set[int] = set()
+
     def __init__(self, address, node: str, kind: str, name: str) -> None:
         self.address = address
         self.node = node
@@ -227,6 +230,7 @@ class SourceLock:
                 conn.close()
                 return False
             self._conn = conn
+            SourceLock.held_here.add(self.key)
             return True
 
     @property
@@ -237,6 +241,8 @@ class SourceLock:
         """Let go of the lock (closing its connection); safe to call when not held."""
         with self._mutex:
             conn, self._conn = self._conn, None
+            if conn is not None:
+                SourceLock.held_here.discard(self.key)
         if conn is not None:
             try:
                 conn.close()

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""What going multi-node costs on one machine, and what several nodes buy on many slow hosts.
+
+  bench/bench_cluster.py [TREE] [--reps 3] [--hosts 24] [--pages 12] [--delay 0.5]
+                         [--only cost|scale]
+
+Starts a throw-away PostgreSQL server (tests/pg.py, Unix socket; ``fsync = on`` and
+``synchronous_commit = off`` set for the run: durable on a crash of the server, like the SQLite
+store's WAL with ``synchronous = NORMAL``, the closest pair).  Then, in one run:
+
+**cost** -- the same work on three layouts, alternating, ``--reps`` times each:
+``sqlite+whoosh`` (the default: the SQLite store, the Whoosh index), ``sqlite+pg-index``
+(the PostgreSQL index, the store still SQLite) and ``pg+pg`` (store and index on PostgreSQL: a
+one-node cluster).  Steps: ``tree-first`` (``indexerd index`` of TREE, default the shared
+corpus, from an empty state), ``tree-nochange`` (again, nothing changed), ``web-first`` (a crawl
+of TREE's python-docs served by nginx on loopback, politeness off) and ``web-nochange`` (the
+re-crawl: conditional GETs).  Wall time, median; ratios against ``sqlite+whoosh``.
+
+**scale** -- ``--hosts`` loopback hosts (127.0.1.N, one Python server each) of ``--pages``
+pages, each page answering after 0.1 s, crawled with a politeness delay of ``--delay`` s, as 12
+web sources of hosts/12 hosts each; 1, 2 and 3 nodes (``indexerd run`` processes on the shared
+store and index) start together; wall time from the start until every source's pass is
+recorded complete in the shared store, requests/s from the servers' logs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+LAYOUTS = ("sqlite+whoosh", "sqlite+pg-index", "pg+pg")
+#: web sources of the scale step (a node runs at most 4 passes at once: the daemon's pool)
+SOURCES = 12
+ENV = {k: v for k, v in os.environ.items() if k not in ("INDEXERD_CONFIG", "STATE_DIRECTORY", "RUNTIME_DIRECTORY",
+                                                         "NOTIFY_SOCKET", "PYTHONDONTWRITEBYTECODE")}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def default_tree() -> str:
+    shared = REPO.parent / "shared" / "corpus"
+    return str(shared) if shared.is_dir() else str(REPO / "tests" / "fixtures")
+
+
+class Layout:
+    """The config head of one layout (a fresh schema for each repetition)."""
+
+    def __init__(self, pg_url: str) -> None:
+        self.url = pg_url
+        self.n = 0
+
+    def toml(self, layout: str) -> str:
+        self.n += 1
+        out = ""
+        if layout != "sqlite+whoosh":
+            out += f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{self.url}"\nschema = "bix{self.n}"\n'
+        if layout == "pg+pg":
+            out += f'[store]\nurl = "{self.url}"\nschema = "bst{self.n}"\n'
+        return out
+
+
+def indexerd(*args: str, cfg: Path) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "indexerd.cli.main", *args, "-c", str(cfg)], env=ENV, cwd=REPO,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"indexerd {' '.join(args)} exited {p.returncode}: {p.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def cost(tree: str, reps: int, layouts: Layout, work: Path) -> dict:
+    from nginxsite import Nginx
+
+    docs = Path(tree) / "python-docs"
+    site_root = docs if docs.is_dir() else Path(tree)
+    times: dict[tuple[str, str], list[float]] = {}
+    with Nginx(site_root, work / "nginx") as ngx:
+        for rep in range(reps):
+            for layout in LAYOUTS:
+                d = work / f"{layout}-{rep}"
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir(parents=True)
+                head = f'state_dir = "{d / "state"}"\nlog_level = "warning"\n' + layouts.toml(layout)
+                tree_cfg = d / "tree.toml"
+                tree_cfg.write_text(head + f'[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\n')
+                web_cfg = d / "web.toml"
+                web_cfg.write_text(head.replace(str(d / "state"), str(d / "webstate")) +
+                                   f'[[sources.web]]\nname = "site"\nseeds = ["{ngx.base}/index.html"]\n'
+                                   'sitemaps = false\n[sources.web.politeness]\nmin_delay = "0s"\n'
+                                   'good_guy_factor = 0.0\n')
+                for step, cfg in (("tree-first", tree_cfg), ("tree-nochange", tree_cfg),
+                                  ("web-first", web_cfg), ("web-nochange", web_cfg)):
+                    t = indexerd("index", cfg=cfg)
+                    times.setdefault((layout, step), []).append(t)
+                    log(f"rep {rep + 1} {layout:16} {step:14} {t:7.2f} s")
+    out = {}
+    for (layout, step), ts in times.items():
+        out.setdefault(step, {})[layout] = statistics.median(ts)
+    return out
+
+
+def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, node_counts=(1, 2, 3)) -> dict:
+    from cluster import Node, SharedDb, serve_tree
+    from httpsite import Site
+
+    results = {}
+    for count in node_counts:
+        sites = [Site(f"127.0.1.{10 + i}").start() for i in range(hosts)]
+        try:
+            for i, s in enumerate(sites):
+                serve_tree(s, "/", pages, f"h{i}", 0.1)
+            head = layouts.toml("pg+pg")
+            store_schema = head.split('schema = "')[-1].split('"')[0]
+            groups = [sites[i::SOURCES] for i in range(SOURCES)]
+            web = ""
+            for g, group in enumerate(groups):
+                seeds = ", ".join(f'"{s.url("/p0.html")}"' for s in group)
+                web += (f'[[sources.web]]\nname = "part{g}"\nseeds = [{seeds}]\ninterval = "1h"\nsitemaps = false\n'
+                        f'timeout = "10s"\n[sources.web.politeness]\nmin_delay = "{delay}s"\ngood_guy_factor = 2.0\n\n')
+            base = work / f"scale-{count}"
+            shutil.rmtree(base, ignore_errors=True)
+            nodes = [Node(base, f"n{i + 1}", head + web) for i in range(count)]
+            db = SharedDb(layouts.url, store_schema, "unused")
+            t0 = time.monotonic()
+            for n in nodes:
+                n.start()
+            names = {f"part{g}" for g in range(SOURCES)}
+            while True:
+                runs = db.runs()
+                if set(runs) >= names and all(runs[n][0] and not runs[n][1] for n in names):
+                    break
+                if time.monotonic() - t0 > 1800:
+                    raise RuntimeError("the crawl did not end within 30 min")
+                time.sleep(0.2)
+            wall = time.monotonic() - t0
+            requests = sum(len(s.log) for s in sites)
+            by_node = {}
+            for name, (_, _, node) in runs.items():
+                by_node[node] = by_node.get(node, 0) + 1
+            for n in nodes:
+                n.stop()
+            db.close()
+            results[count] = {"wall": wall, "requests": requests, "rps": requests / wall, "sources_by_node": by_node}
+            log(f"{count} node(s): {wall:.1f} s, {requests} requests, {requests / wall:.1f}/s, sources {by_node}")
+        finally:
+            for s in sites:
+                s.close()
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("tree", nargs="?", default=default_tree())
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--hosts", type=int, default=24)
+    ap.add_argument("--pages", type=int, default=12)
+    ap.add_argument("--delay", type=float, default=0.5)
+    ap.add_argument("--only", choices=("cost", "scale"))
+    ap.add_argument("--work", default=None)
+    args = ap.parse_args()
+    from pg import PgServer
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-cluster-"))
+    server = PgServer.start()
+    try:
+        server.wait_ready()
+        server.admin("ALTER SYSTEM SET fsync = on")
+        server.admin("ALTER SYSTEM SET synchronous_commit = off")
+        server.admin("SELECT pg_reload_conf()")
+        url = server.create_database("bench")
+        layouts = Layout(url)
+        out: dict = {"tree": args.tree}
+        if args.only in (None, "cost"):
+            out["cost"] = cost(args.tree, args.reps, layouts, work)
+        if args.only in (None, "scale"):
+            out["scale"] = scale(args.hosts, args.pages, args.delay, layouts, work)
+    finally:
+        server.stop()
+    print(json.dumps(out, indent=1))
+    if "cost" in out:
+        print("\n| step | " + " | ".join(LAYOUTS) + " | pg+pg / sqlite+whoosh |")
+        print("| --- |" + " ---: |" * (len(LAYOUTS) + 1))
+        for step, row in out["cost"].items():
+            base = row["sqlite+whoosh"]
+            print(f"| {step} | " + " | ".join(f"{row[k]:.2f} s" for k in LAYOUTS) + f" | {row['pg+pg'] / base:.2f}x |")
+    if "scale" in out:
+        print("\n| nodes | wall | requests | requests/s | speed-up | sources per node |")
+        print("| ---: | ---: | ---: | ---: | ---: | --- |")
+        one = out["scale"][1]["wall"]
+        for n, r in out["scale"].items():
+            print(f"| {n} | {r['wall']:.1f} s | {r['requests']} | {r['rps']:.1f} | {one / r['wall']:.2f}x | "
+                  f"{r['sources_by_node']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
