@@ -144,3 +144,29 @@ def test_two_live_nodes_may_not_share_a_name(address) -> None:
                                                                              ["docs", "web"])
         assert reader.live_node_sources() == {"docs", "web"}
     second.close()
+
+
+def test_a_robots_verdict_is_fetched_once_for_every_node(address) -> None:
+    from indexerd.sources.web import robots
+    from indexerd.sources.web.httpresponse import Response
+
+    body = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"
+    resp = Response(url="http://127.0.0.9:5/robots.txt", method="GET", status=200, headers={}, body=body,
+                    elapsed=0.01)
+    shared = robots.SharedRobots()
+    shared.store = PgStore(address)
+    old, robots.SHARED = robots.SHARED, shared
+    try:
+        node_a, node_b = robots.RobotsCache(token="indexerd"), robots.RobotsCache(token="otherbot")
+        assert node_b.get("http://127.0.0.9:5") is None
+        node_a.put_response("http://127.0.0.9:5", resp)
+        got = node_b.get("http://127.0.0.9:5")  # no request of its own: the shared verdict
+        assert got is not None and got.status == "ok" and got.crawl_delay == 2.0 and got.token == "otherbot"
+        assert not got.allowed("http://127.0.0.9:5/private/x") and got.allowed("http://127.0.0.9:5/public")
+        assert 86000 < got.expires_at - got.fetched_at <= 86400  # what is left of a's 24 h
+        node_a.put_response("http://127.0.0.9:6", Response(url="http://127.0.0.9:6/robots.txt", method="GET",
+                                                           status=503, headers={}, body=b"", elapsed=0.01))
+        assert robots.RobotsCache().get("http://127.0.0.9:6").status == "unreachable"
+    finally:
+        robots.SHARED = old
+        shared.store.close()

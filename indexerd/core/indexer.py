@@ -22,6 +22,7 @@ from indexerd.core.store import Store, store_address
 from indexerd.sources.base import Source, TreeSource, trees
 from indexerd.sources.web.hostleases import HostLeases
 from indexerd.sources.web.politeness import HOST_SLOTS
+from indexerd.sources.web.robots import SHARED as SHARED_ROBOTS
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.registry import build_source, build_sources, kind
 
@@ -111,6 +112,7 @@ class Indexer:
                 self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
                 self.cluster_node.start()
                 HOST_SLOTS.shared = HostLeases(self.state.open_store, self.node)
+                SHARED_ROBOTS.store = self.state.open_store()
             why = rebuild_reason(read_identity(self.state.path), wanted)
             if rebuild or why:
                 recovery.rebuild(self.state.path, self.store, why)
@@ -186,6 +188,9 @@ class Indexer:
                     leases, HOST_SLOTS.shared = HOST_SLOTS.shared, None
                     if leases is not None:
                         leases.close()
+                    robots_store, SHARED_ROBOTS.store = SHARED_ROBOTS.store, None
+                    if robots_store is not None:
+                        robots_store.close()
                     node, self.cluster_node = self.cluster_node, None
                     node.stop()
                 if self._index is not None:

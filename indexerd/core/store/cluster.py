@@ -12,6 +12,8 @@ that let one node at a time run a shared source's pass.
   request may start -- the politeness delay, computed by the node that made the request with the
   one pure function (:func:`indexerd.sources.web.politeness.next_delay`) from the failures and
   the last delay kept in the row, so a backoff or a ``Retry-After`` holds for every node.
+- **robots.txt** verdicts (:meth:`ClusterRows.robots_put`): fetched once per host and expiry
+  for the whole cluster, parsed by each node with its sources' product token.
 - **Source locks** (:class:`SourceLock`): a session advisory lock on a connection of its own;
   PostgreSQL drops it the moment that connection ends, so a node killed with ``kill -9`` hands
   its sources over without waiting for a timeout.
@@ -170,6 +172,25 @@ class ClusterRows(StoreConnection):
             "FROM host_leases ORDER BY host")
         return [{"host": r["host"], "node": r["node"], "next_in": round(float(r["next_in"]), 3),
                  "failures": r["failures"], "last_delay": r["last_delay"], "requests": r["requests"]} for r in cur]
+
+    # -- robots.txt -----------------------------------------------------------------------
+    def robots_put(self, host: str, status: str, body: bytes | None, detail: str, ttl_seconds: float) -> None:
+        """Keep ``host``'s robots.txt verdict (``status`` ok / allow-all / unreachable, the body
+        for ``ok``) for every node, for ``ttl_seconds`` from now (database time)."""
+        self._exec_many("INSERT INTO robots (host, status, body, detail, fetched_at, expires_at) "
+                        "VALUES (?, ?, ?, ?, now(), now() + make_interval(secs => ?)) ON CONFLICT (host) DO UPDATE "
+                        "SET status = excluded.status, body = excluded.body, detail = excluded.detail, "
+                        "fetched_at = excluded.fetched_at, expires_at = excluded.expires_at",
+                        [(host, status, body, detail, ttl_seconds)])
+
+    def robots_get(self, host: str) -> tuple[str, bytes | None, str, float] | None:
+        """``(status, body, detail, seconds left)`` of ``host``'s shared verdict, None when there is
+        none or it expired."""
+        row = self._db.execute("SELECT status, body, detail, extract(epoch FROM expires_at - now()) FROM robots "
+                               "WHERE host = ? AND expires_at > now()", (host,)).fetchone()
+        if row is None:
+            return None
+        return row[0], bytes(row[1]) if row[1] is not None else None, row[2], float(row[3])
 
     def frontier_by_host(self) -> list[dict]:
         """The shared frontier per web source and host: ``{source, host, queued, done}`` (a

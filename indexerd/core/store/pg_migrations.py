@@ -110,6 +110,18 @@ PG_MIGRATIONS: tuple[str, ...] = (
         requests      bigint NOT NULL DEFAULT 0
     );
     """,
+    # 1 -> 2: robots.txt verdicts shared by every node (one fetch per host per expiry for the
+    # whole cluster): the verdict, the body to parse with each source's token, until when
+    """
+    CREATE TABLE {s}.robots (
+        host        text COLLATE "C" PRIMARY KEY,
+        status      text NOT NULL,             -- ok | allow-all | unreachable
+        body        bytea,
+        detail      text NOT NULL DEFAULT '',
+        fetched_at  timestamptz NOT NULL,
+        expires_at  timestamptz NOT NULL
+    );
+    """,
 )
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -45,6 +45,8 @@ __all__ = [
     "follow_redirects",
     "MAX_ROBOTS_BYTES",
     "MAX_TTL",
+    "SHARED",
+    "SharedRobots",
     "UNREACHABLE_TTL",
     "RobotsCache",
     "RobotsRules",
@@ -185,11 +187,27 @@ class RobotsCache:
         self._lock = threading.Lock()
 
     def get(self, host: str) -> RobotsRules | None:
-        """The verdict for ``host``, or None when not known yet or expired."""
+        """The verdict for ``host``, or None when not known yet or expired.  In a cluster
+        (:data:`SHARED`), a verdict another node (or source) fetched is taken from the shared
+        store before the host's robots.txt is asked again."""
         with self._lock:
             rules = self._rules.get(host)
         if rules is None or rules.expired(self._clock()):
+            rules = self._shared_verdict(host) if SHARED.store is not None else None
+        return rules
+
+    def _shared_verdict(self, host: str) -> RobotsRules | None:
+        found = SHARED.get(host)
+        if found is None:
             return None
+        status, body, detail, left = found
+        now = self._clock()
+        if status == "ok":
+            rules = RobotsRules.from_bytes(body or b"", token=self.token, fetched_at=now, ttl=left)
+        else:
+            rules = RobotsRules(status, now, now + left, token=self.token, detail=detail)
+        with self._lock:
+            self._rules[host] = rules
         return rules
 
     def put_response(self, host: str, resp: Response, *, hops: int | None = None) -> RobotsRules:
@@ -225,4 +243,53 @@ class RobotsCache:
             rules = RobotsRules("unreachable", now, now + self.unreachable_ttl, token=self.token, detail=str(status))
         with self._lock:
             self._rules[host] = rules
+        if SHARED.store is not None:
+            SHARED.put(host, rules.status, _cut(resp.body) if rules.status == "ok" else None, rules.detail,
+                       rules.expires_at - now)
         return rules
+
+
+class SharedRobots:
+    """robots.txt verdicts in a cluster's shared store (``store``: a connection of its own, set
+    by the indexer when the store is shared; None on one machine), so that a host's robots.txt
+    is fetched once per expiry for every node and source.  A store that cannot be reached only
+    means asking the host again: errors are logged once a minute and never raised."""
+
+    def __init__(self) -> None:
+        self.store = None
+        self._lock = threading.Lock()
+        self._last_error = 0.0
+
+    def _failed(self, e: Exception) -> None:
+        if time.monotonic() - self._last_error > 60:
+            log.warning("shared robots.txt verdicts: %s", e)
+        self._last_error = time.monotonic()
+
+    def get(self, host: str):
+        from indexerd.core.errors import IndexerdError
+
+        with self._lock:
+            store = self.store
+            if store is None:
+                return None
+            try:
+                return store.robots_get(host)
+            except IndexerdError as e:
+                self._failed(e)
+                return None
+
+    def put(self, host: str, status: str, body: bytes | None, detail: str, ttl: float) -> None:
+        from indexerd.core.errors import IndexerdError
+
+        with self._lock:
+            store = self.store
+            if store is None:
+                return
+            try:
+                store.robots_put(host, status, body, detail, max(ttl, 0.0))
+            except IndexerdError as e:
+                self._failed(e)
+
+
+#: The process's shared verdicts (``SHARED.store`` is set in a cluster).
+SHARED = SharedRobots()
