@@ -328,10 +328,17 @@ def test_the_analysis_worker_of_a_killed_indexerd_exits_without_a_traceback() ->
 
 
 def test_the_analysis_worker_interrupted_exits_without_a_traceback() -> None:
-    import time
+    import pickle
+    import struct
 
     p = _worker()
-    time.sleep(1.0)                                      # imported and waiting on its stdin
+    # one request answered: it is imported and waiting on its stdin (a fixed sleep was not
+    # always enough on a loaded machine: the SIGINT then came before Python handled signals)
+    body = pickle.dumps([("title", "some words")])
+    p.stdin.write(struct.pack("!I", len(body)) + body)
+    p.stdin.flush()
+    (n,) = struct.unpack("!I", p.stdout.read(4))
+    assert len(p.stdout.read(n)) == n
     p.send_signal(signal.SIGINT)                         # Ctrl-C reaches the process group
     _, err = p.communicate(timeout=60)
     assert p.returncode == 1 and "Traceback" not in err.decode(), err
