@@ -129,6 +129,9 @@ class ClusterRows(StoreConnection):
         """Take the politeness slot of ``host`` for ``node`` if no live lease holds it and its
         next-allowed time has come.
 
+        A lease ``node`` holds already is taken again: the node's own slots allow one request
+        per host, so such a lease is one whose hand-back failed (the store was unreachable).
+
         Returns ``(wait, failures, last_delay)``: ``wait`` 0.0 when the lease is now ``node``'s
         (for ``lease_seconds``; hand it back with :meth:`release_host_lease`), else the seconds
         until it may be free (a guess while another node's request is in flight); ``failures``
@@ -138,7 +141,7 @@ class ClusterRows(StoreConnection):
             "INSERT INTO host_leases AS h (host, node, lease_until, next_allowed) "
             "VALUES (?, ?, now() + make_interval(secs => ?), now()) "
             "ON CONFLICT (host) DO UPDATE SET node = excluded.node, lease_until = excluded.lease_until "
-            "WHERE (h.node IS NULL OR h.lease_until < now()) AND h.next_allowed <= now() "
+            "WHERE (h.node IS NULL OR h.lease_until < now() OR h.node = excluded.node) AND h.next_allowed <= now() "
             "RETURNING failures, last_delay", (host, node, lease_seconds)).fetchone()
         if row is not None:
             return 0.0, int(row[0]), float(row[1])

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 __all__ = ["HostLeases", "HOST_LEASE_SECONDS"]
 
 #: Seconds before asking the shared store again when it could not be reached.
-UNREACHABLE_RETRY_SECONDS = 1.0
+UNREACHABLE_RETRY_SECONDS = 2.0
 
 
 class HostLeases:
@@ -39,6 +39,7 @@ class HostLeases:
         self._store = None
         self._lock = threading.Lock()
         self._last_error = 0.0
+        self._down_until = 0.0
 
     def _db(self):
         if self._store is None:
@@ -48,13 +49,23 @@ class HostLeases:
     def _failed(self, what: str, e: Exception) -> None:
         now = time.monotonic()
         if now - self._last_error > 60:
-            log.warning("host leases: %s failed (requests wait): %s", what, e)
+            log.warning("host leases: %s failed (no request starts for %.0f s, then it is tried again): %s",
+                        what, UNREACHABLE_RETRY_SECONDS, e)
         self._last_error = now
+        self._down_until = now + UNREACHABLE_RETRY_SECONDS
+        store, self._store = self._store, None  # a new connection next time
+        if store is not None:
+            store.close()
 
     def try_acquire(self, host: str) -> tuple[float, int, float]:
         """``(wait, failures, last_delay)`` as :meth:`ClusterRows.try_host_lease`; ``wait`` 0.0:
-        the host is this node's until :meth:`release`."""
+        the host is this node's until :meth:`release`.  Called under the politeness slots'
+        lock: while the store is unreachable it answers at once, without trying, for
+        :data:`UNREACHABLE_RETRY_SECONDS` after each failure."""
         with self._lock:
+            left = self._down_until - time.monotonic()
+            if left > 0:
+                return left, 0, 0.0
             try:
                 return self._db().try_host_lease(host, self.node, HOST_LEASE_SECONDS)
             except IndexerdError as e:
