@@ -253,8 +253,10 @@ def tree(base, request) -> DaemonUnderTest:
 
 INITIAL_DOCS = 3
 #: Runs a daemon test once per index engine (the tests that exercise the index: live edits and
-#: deletes, duplicates, a clean stop, kill -9 and the start-up reconcile).
-on_every_engine = pytest.mark.parametrize("tree", ENGINE_NAMES, indirect=True)
+#: deletes, duplicates, a clean stop, kill -9 and the start-up reconcile), and once more with the
+#: state store on PostgreSQL too (``postgresql+store``: the pipeline, the writer and the crash
+#: repairs on the cluster's store).
+on_every_engine = pytest.mark.parametrize("tree", ENGINE_NAMES + ["postgresql+store"], indirect=True)
 
 
 @pytest.fixture
