@@ -108,6 +108,15 @@ def test_three_nodes_crawl_each_page_once_and_never_hammer_a_host(cluster) -> No
     assert sum(h["requests"] for h in c["hosts"]) == sum(len(s.log) for s in sites)
     # the passes ran on one node each, recorded in the shared run records
     assert {r[2] for r in db.runs().values()} <= {"n1", "n2", "n3"}
+    # a fourth node with a new state dir joins: it reads the shared index, and marks nothing stale
+    n4 = Node(nodes[2].dir.parent, "n4", nodes[2].cfg.read_text().split("\n\n", 1)[1])
+    n4.start()
+    try:
+        wait_for("the fourth node", lambda: (s := n4.status()) and s.get("cluster"), 60, [n4])
+        assert db.rows("SELECT count(*) FROM {s}.documents WHERE status != 'indexed'") == [(0,)], n4.log()
+        assert {h["key"] for h in n4.search("clusterpage", limit=500)} == urls
+    finally:
+        assert n4.stop() is None
     # SIGTERM: each node says it stopped, and leaves no lease behind
     for n in nodes:
         assert n.stop() is None

@@ -170,3 +170,38 @@ def test_a_robots_verdict_is_fetched_once_for_every_node(address) -> None:
     finally:
         robots.SHARED = old
         shared.store.close()
+
+
+def test_a_store_connection_the_server_ended_is_replaced(address, pg_index_server) -> None:
+    from indexerd.core.store import DocumentRecord
+
+    s = PgStore(address)
+    s.write_batch([DocumentRecord(key="k1", source="docs")])
+    for _ in range(2):  # a read, then a write, each right after the server ended the connection
+        pg_index_server.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE application_name = 'indexerd-store' AND pid <> pg_backend_pid()",
+                              dbname="indexerd_index")  # the session server's database (conftest)
+        assert s.get("k1") is not None
+        s.write_batch([DocumentRecord(key="k2", source="docs")])
+    assert s.keys() == {"k1", "k2"}
+    s.close()
+
+
+def test_a_node_whose_index_is_elsewhere_is_refused(address) -> None:
+    from indexerd.config import parse_config
+    from indexerd.core.errors import ConfigError
+    from indexerd.core.recovery import check_cluster_identity, cluster_identity
+    from indexerd.index import load_engine, wanted_identity
+
+    wanted = wanted_identity(load_engine("postgresql"))
+
+    def identity(url: str) -> str:
+        cfg = parse_config(f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{url}"\n', "<t>")
+        return cluster_identity(wanted, cfg.index)
+
+    with PgStore(address) as s:
+        check_cluster_identity(s, identity("postgresql://u:secret@db/search"), rebuild=False)  # the first node
+        check_cluster_identity(s, identity("postgresql://u@db/search"), rebuild=False)  # the password is no part of it
+        with pytest.raises(ConfigError, match="search2"):
+            check_cluster_identity(s, identity("postgresql://u@db/search2"), rebuild=False)
+        assert "secret" not in s.get_meta("cluster:index_identity")

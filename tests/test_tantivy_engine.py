@@ -340,5 +340,8 @@ def test_the_analysis_worker_interrupted_exits_without_a_traceback() -> None:
     (n,) = struct.unpack("!I", p.stdout.read(4))
     assert len(p.stdout.read(n)) == n
     p.send_signal(signal.SIGINT)                         # Ctrl-C reaches the process group
-    _, err = p.communicate(timeout=60)
+    p.wait(60)  # stdin still open: closing it first (communicate) let an EOF win the race, exit 0
+    err = p.stderr.read()
+    p.stdin.close()
+    p.stdout.close()
     assert p.returncode == 1 and "Traceback" not in err.decode(), err

@@ -220,9 +220,10 @@ def print_cluster(c: dict) -> None:
     print(f"cluster: this node is {safe(c['node'])}; {sum(n['alive'] for n in c['nodes'])} of "
           f"{len(c['nodes'])} nodes alive")
     for n in c["nodes"]:
-        state = "alive" if n["alive"] else "DEAD" if n["seconds_since_heartbeat"] < 86400 else "gone"
+        state = "alive" if n["alive"] else "stopped" if n.get("stopped") else "DEAD"
+        doing = safe(n["working_on"]) or "idle" if n["alive"] else "-"
         print(f"  node {safe(n['name'])} ({safe(n['host'])}, pid {n['pid']}): {state}, last heartbeat "
-              f"{n['seconds_since_heartbeat']:.0f} s ago, {safe(n['working_on']) or 'idle'}")
+              f"{n['seconds_since_heartbeat']:.0f} s ago, {doing}")
     for h in c["hosts"]:
         held = f"request in flight from {safe(h['node'])}" if h["node"] else "free"
         print(f"  host {safe(h['host'])}: {held}, next request in {h['next_in']:.1f} s, "

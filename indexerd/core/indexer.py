@@ -108,7 +108,8 @@ class Indexer:
             self.store = self.state.open_store()
             wanted = wanted_identity(load_engine(self.cfg.index.engine), self.cfg.index.fold_diacritics)
             if self.state.shared:
-                recovery.check_cluster_identity(self.store, wanted, rebuild=rebuild)
+                recovery.check_cluster_identity(self.store, recovery.cluster_identity(wanted, self.cfg.index),
+                                                rebuild=rebuild)
                 self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
                 self.cluster_node.start()
                 HOST_SLOTS.shared = HostLeases(self.state.open_store, self.node)
@@ -117,8 +118,11 @@ class Indexer:
             if rebuild or why:
                 recovery.rebuild(self.state.path, self.store, why)
             self.pipeline = Pipeline(self._get_writer, self.store, self.counters)
-            if index_dir(self.state.path).exists():
-                self.index()  # a corrupt index is reported now, not after a pass that looks fine
+            if index_dir(self.state.path).exists() or self.state.shared:
+                # a corrupt index is reported now, not after a pass that looks fine; in a cluster
+                # the index is the shared one even in a new state dir (the reconcile must read
+                # it, not take every document of the cluster for missing)
+                self.index()
             recovery.reconcile_after_crash(self.state.path, self.store, self.index)
         except BaseException:
             self.close()

@@ -44,9 +44,25 @@ def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
 CLUSTER_IDENTITY_KEY = "cluster:index_identity"
 
 
-def check_cluster_identity(store: Store, wanted, *, rebuild: bool) -> None:
-    """A node joining a cluster must write the shared index as every other node does: another
-    engine or text analysis would make it empty the shared index (every node's documents) at
+def cluster_identity(wanted, index_settings) -> str:
+    """The JSON every node of a cluster must agree on: the index's identity and where it is
+    (``[index.postgresql]`` url without password, and schema)."""
+    import json
+
+    from indexerd.core.pgaddress import strip_password
+
+    pg = getattr(index_settings, "postgresql", None)
+    d = json.loads(wanted.as_json())
+    if pg is not None:
+        d["where"] = f"{strip_password(str(pg.url)).replace('postgresql+psycopg://', 'postgresql://')} schema {pg.schema}"
+    return json.dumps(d, sort_keys=True)
+
+
+def check_cluster_identity(store: Store, wanted: str, *, rebuild: bool) -> None:
+    """A node joining a cluster must write the shared index as every other node does, in the
+    same place (``wanted``: :func:`cluster_identity`; another server or schema would leave it
+    searching an index of its own), and another engine or text analysis would make it empty the
+    shared index (every node's documents) at
     its start, and the next node with the old config empty it again.  The first node records
     the identity (:data:`CLUSTER_IDENTITY_KEY`); ``indexerd index --rebuild`` on one node
     changes it for the whole cluster.
@@ -57,14 +73,14 @@ def check_cluster_identity(store: Store, wanted, *, rebuild: bool) -> None:
     from indexerd.core.errors import ConfigError
 
     recorded = store.get_meta(CLUSTER_IDENTITY_KEY)
-    if recorded == wanted.as_json():
+    if recorded == wanted:
         return
     if recorded is not None and not rebuild:
         raise ConfigError(f"{store.where}: the cluster's index is {recorded} and this node's config asks for "
-                          f"{wanted.as_json()}: give every node the same [index] settings (or run "
+                          f"{wanted}: give every node the same [index] settings (or run "
                           f"`indexerd index --rebuild` on one node to change the cluster's index, which "
                           f"makes every node read its sources again)")
-    store.write_batch([], meta={CLUSTER_IDENTITY_KEY: wanted.as_json()})
+    store.write_batch([], meta={CLUSTER_IDENTITY_KEY: wanted})
 
 
 def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], SearchIndex]) -> None:

@@ -13,6 +13,7 @@ sources never imports the crawler).
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from indexerd.sources.base import Source
 
 if TYPE_CHECKING:
     from indexerd.core.metamap import MetaMap
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,11 @@ def build_sources(cfg: Config, *, check_files: bool = False) -> dict[str, Source
     for k in KINDS.values():
         for i, table in enumerate(getattr(cfg.sources, k.name)):
             if getattr(table, "node", None) not in (None, node):
-                continue  # a tree of another node of the cluster (`node` of the source)
+                # a tree of another node of the cluster (`node` of the source); said, so that a
+                # misspelt node name does not drop a source silently
+                log.info("source %s: belongs to node %s, this node is %s: not run here", table.name,
+                         table.node, node)
+                continue
             src = build_source(cfg, k.name, table, cache)
             src.check(f"{cfg.origin}: sources.{k.name}[{i}]", files=check_files)
             out[table.name] = src

@@ -111,12 +111,13 @@ class ClusterRows(StoreConnection):
 
     def nodes(self) -> list[dict]:
         """Every node ever registered, by name: ``{name, host, pid, version, started_at,
-        alive, seconds_since_heartbeat, working_on, sources}``."""
+        alive, stopped (cleanly, by SIGTERM), seconds_since_heartbeat, working_on, sources}``."""
         cur = self._db.execute(
             f"SELECT name, host, pid, version, started_at, working_on, sources, {_ALIVE} AS alive, "
+            "stopped_at IS NOT NULL AS stopped, "
             "extract(epoch FROM now() - heartbeat_at) AS since FROM nodes ORDER BY name")
         return [{"name": r["name"], "host": r["host"], "pid": r["pid"], "version": r["version"],
-                 "started_at": r["started_at"], "alive": bool(r["alive"]),
+                 "started_at": r["started_at"], "alive": bool(r["alive"]), "stopped": bool(r["stopped"]),
                  "seconds_since_heartbeat": round(float(r["since"]), 1), "working_on": r["working_on"],
                  "sources": json.loads(r["sources"] or "[]")} for r in cur]
 

@@ -2,9 +2,10 @@
 
 Connections are autocommit; a write batch is one explicit transaction (``_transaction``), as on
 SQLite.  The row kinds' portable SQL is run as written but for the placeholders (``?`` becomes
-``%s``).  A connection that broke (the server restarted) is replaced at the next statement; the
-statement that found it broken raises :class:`~indexerd.core.errors.StoreError`, as a failed
-SQLite write does, and the writer retries its batch.
+``%s``).  A connection that broke (the server restarted) is replaced and the statement (or the
+whole write transaction: upserts and deletes by key, harmless twice) is tried once more on the new one; a
+second failure raises :class:`~indexerd.core.errors.StoreError`, as a failed SQLite write does,
+and the writer retries its batch.
 """
 
 from __future__ import annotations
@@ -82,12 +83,24 @@ class _Db:
     def execute(self, sql: str, args: Iterable[Any] = ()):
         import psycopg
 
-        try:
-            cur = self.connection().cursor()
-            cur.execute(_placeholders(sql), tuple(args))
-            return cur
-        except psycopg.Error as e:
-            raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
+        for attempt in (1, 2):
+            try:
+                cur = self.connection().cursor()
+                cur.execute(_placeholders(sql), tuple(args))
+                return cur
+            except psycopg.OperationalError as e:
+                if attempt == 2 or not self.gone():
+                    raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
+            except psycopg.Error as e:
+                raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
+
+    def gone(self) -> bool:
+        """True when the connection is closed or broken (the server restarted): it is dropped,
+        and the statement may be tried once more on a new one."""
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            self.close()
+            return True
+        return False
 
     def stream(self, sql: str, args: Iterable[Any] = ()):
         """Rows of one read as the server sends them (psycopg's single-row mode)."""
@@ -195,11 +208,18 @@ class PgConnection(StoreConnection):
         import psycopg
 
         with self._lock:
-            try:
-                conn = self._db.connection()
-                with conn.transaction(), conn.cursor() as cur:
-                    for sql, rows in steps:
-                        if rows:
-                            cur.executemany(_placeholders(sql), rows)
-            except psycopg.Error as e:
-                raise StoreError(f"{self.where}: write failed: {first_line(e)}") from None
+            for attempt in (1, 2):
+                try:
+                    conn = self._db.connection()
+                    with conn.transaction(), conn.cursor() as cur:
+                        for sql, rows in steps:
+                            if rows:
+                                cur.executemany(_placeholders(sql), rows)
+                    return
+                except psycopg.OperationalError as e:
+                    # a connection the server ended (a restart): the transaction (upserts and
+                    # deletes by key, harmless twice) is tried once more on a new connection
+                    if attempt == 2 or not self._db.gone():
+                        raise StoreError(f"{self.where}: write failed: {first_line(e)}") from None
+                except psycopg.Error as e:
+                    raise StoreError(f"{self.where}: write failed: {first_line(e)}") from None
