@@ -308,8 +308,11 @@ def test_a_dead_worker_is_replaced_by_analysis_in_process(ix, caplog) -> None:
 
 
 def _worker() -> subprocess.Popen:
+    # SIGINT as a shell gives it: an xdist worker runs with SIGINT ignored, which its children
+    # would inherit (Python keeps an inherited SIG_IGN), and Ctrl-C would never reach the worker
     return subprocess.Popen([sys.executable, "-m", "indexerd.index.tantivy.offload", "fold"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_the_analysis_worker_of_a_killed_indexerd_exits_without_a_traceback() -> None:
