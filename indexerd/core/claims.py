@@ -69,9 +69,9 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
         StoreError: the server cannot be reached.
     """
     now = now or datetime.now(UTC)
-    run = store.source_runs().get(src.name)
     k = kind(src.kind)
     if k.node_owned:
+        run = store.source_runs().get(src.name)
         owner = run["node"] if run else None
         if owner not in (None, node) and any(n["name"] == owner and n["alive"] for n in store.nodes()):
             return Claim(False, f"this tree belongs to node {owner}, which is alive and runs its passes; "
@@ -87,7 +87,7 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
     if not lock.try_acquire():
         holder = lock.holder() or "another node"
         return Claim(False, f"its pass runs on node {holder}; standing by", standby=True)
-    run = store.source_runs().get(src.name)  # again: the holder may have just finished it
+    run = store.source_runs().get(src.name)  # read under the lock: the holder may have just finished
     if not forced and run and run["running_since"] is None and run["completed_at"] is not None:
         age = (now - run["completed_at"]).total_seconds()
         if age < 0.9 * float(src.cfg.interval):

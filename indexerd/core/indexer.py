@@ -110,10 +110,7 @@ class Indexer:
             if self.state.shared:
                 recovery.check_cluster_identity(self.store, recovery.cluster_identity(wanted, self.cfg.index),
                                                 rebuild=rebuild)
-                self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
-                self.cluster_node.start()
-                HOST_SLOTS.shared = HostLeases(self.state.open_store, self.node)
-                SHARED_ROBOTS.store = self.state.open_store()
+                self._join_cluster()
             why = rebuild_reason(read_identity(self.state.path), wanted)
             if rebuild or why:
                 recovery.rebuild(self.state.path, self.store, why)
@@ -127,6 +124,27 @@ class Indexer:
         except BaseException:
             self.close()
             raise
+
+    def _join_cluster(self) -> None:
+        """Register this node, and give the process's politeness slots and robots.txt cache
+        their shared rows (host leases, verdicts), each on a store connection of its own."""
+        self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
+        self.cluster_node.start()
+        HOST_SLOTS.shared = HostLeases(self.state.open_store, self.node)
+        SHARED_ROBOTS.store = self.state.open_store()
+
+    def _leave_cluster(self) -> None:
+        """Undo :meth:`_join_cluster` (the node marked stopped, its leases handed back); safe
+        when not joined."""
+        if self.cluster_node is None:
+            return
+        leases, HOST_SLOTS.shared = HOST_SLOTS.shared, None
+        robots_store, SHARED_ROBOTS.store = SHARED_ROBOTS.store, None
+        for closable in (leases, robots_store):
+            if closable is not None:
+                closable.close()
+        node, self.cluster_node = self.cluster_node, None
+        node.stop()
 
     def index(self):
         """The index (:class:`~indexerd.index.base.SearchIndex` of the configured engine), opened
@@ -188,15 +206,7 @@ class Indexer:
                     busy = True
         finally:
             if not busy:
-                if self.cluster_node is not None:
-                    leases, HOST_SLOTS.shared = HOST_SLOTS.shared, None
-                    if leases is not None:
-                        leases.close()
-                    robots_store, SHARED_ROBOTS.store = SHARED_ROBOTS.store, None
-                    if robots_store is not None:
-                        robots_store.close()
-                    node, self.cluster_node = self.cluster_node, None
-                    node.stop()
+                self._leave_cluster()
                 if self._index is not None:
                     ix, self._index = self._index, None
                     ix.close()

@@ -49,12 +49,13 @@ def cluster_identity(wanted, index_settings) -> str:
     (``[index.postgresql]`` url without password, and schema)."""
     import json
 
-    from indexerd.core.pgaddress import strip_password
+    from indexerd.core.pgaddress import PgAddress, strip_password
 
     pg = getattr(index_settings, "postgresql", None)
     d = json.loads(wanted.as_json())
     if pg is not None:
-        d["where"] = f"{strip_password(str(pg.url)).replace('postgresql+psycopg://', 'postgresql://')} schema {pg.schema}"
+        address = PgAddress.from_settings(pg)
+        d["where"] = f"{strip_password(address.url)} schema {address.schema}"
     return json.dumps(d, sort_keys=True)
 
 

@@ -31,9 +31,6 @@ class PgStoreAddress(PgAddress):
     FILENAME: ClassVar[str] = "store-postgresql.json"
     APPLICATION: ClassVar[str] = "indexerd-store"
 
-    def __str__(self) -> str:
-        return self.shown
-
 
 def _placeholders(sql: str) -> str:
     """The row kinds' SQL with psycopg's placeholders (``?`` -> ``%s``, a literal ``%`` doubled)."""
