@@ -139,6 +139,11 @@ def _engine_fixtures(request):
     yield
 
 
+def fresh_schema(prefix: str = "st") -> str:
+    """A schema name no other test of this session (worker) has used."""
+    return f"{prefix}{next(_PG_SCHEMAS)}"
+
+
 def pg_store_address(schema: str | None = None):
     """A :class:`~indexerd.core.store.PgStoreAddress` on the session's server, in a new schema
     (needs the pg_index_server fixture)."""

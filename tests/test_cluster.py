@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from cluster import Node, SharedDb, overlaps_and_gaps, serve_tree, wait_for
-from conftest import _PG_INDEX, engine_toml, store_toml
+from conftest import _PG_INDEX, engine_toml, fresh_schema, store_toml
 from httpsite import Site
 
 pytestmark = pytest.mark.usefixtures("pg_index_server")
@@ -50,7 +50,7 @@ def cluster(tmp_path):
             for h, sub in trees:
                 urls |= {sites[h].url(p) for p in serve_tree(sites[h], sub, pages, f"w{h}{sub.strip('/')}",
                                                              PAGE_SECONDS)}
-        store_schema = f"cl{id(made) % 100000}"
+        store_schema = fresh_schema("cl")
         index = engine_toml("postgresql", fresh=True)
         index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
         common = f"{index}\n{store_toml(store_schema)}\n{web_toml(sites, pages)}"
@@ -213,7 +213,7 @@ def test_a_sql_queue_is_drained_once_in_order_with_a_node_killed_mid_drain(tmp_p
 
     queue_db = tmp_path / "app.db"
     make_queue(queue_db)
-    schema = f"sq{abs(hash(str(tmp_path))) % 100000}"
+    schema = fresh_schema("sq")
     index = engine_toml("postgresql", fresh=True)
     index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
     common = f"{index}\n{store_toml(schema)}\n{sql_toml(queue_db)}"

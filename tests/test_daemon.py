@@ -88,8 +88,10 @@ class DaemonUnderTest:
         lines = [f'state_dir = "{self.base / "state"}"', f'control_socket = "{self.sock}"',
                  'log_level = "info"', "", *engine_toml(engine).splitlines(), ""]
         if store:
-            self.store_schema = getattr(self, "store_schema", None) or f"st{id(self) % 1000000}"
-            lines += [*store_toml(self.store_schema).splitlines(), ""]
+            # one schema per daemon, for all its config rewrites; a fresh one for the next
+            # (id() of a freed object comes back, and with it an older test's store)
+            self.store_table = getattr(self, "store_table", None) or store_toml()
+            lines += [*self.store_table.splitlines(), ""]
         for name, root in sources.items():
             lines += ["[[sources.filesystem]]", f'name = "{name}"', f'path = "{root}"']
             if typo:
