@@ -21,6 +21,10 @@ pages, each page answering after 0.1 s, crawled with a politeness delay of ``--d
 web sources of hosts/12 hosts each; 1, 2 and 3 nodes (``indexerd run`` processes on the shared
 store and index) start together; wall time from the start until every source's pass is
 recorded complete in the shared store, requests/s from the servers' logs.
+
+**scale-site** -- the same hosts as *one* web source (a seed on each host, its pages linking
+across hosts): every node takes part in the one pass, host by host (the shared frontier); wall
+time until the pass is over for the cluster.
 """
 from __future__ import annotations
 
@@ -113,24 +117,37 @@ def cost(tree: str, reps: int, layouts: Layout, work: Path) -> dict:
     return out
 
 
-def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, node_counts=(1, 2, 3)) -> dict:
-    from cluster import Node, SharedDb, serve_tree
+def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, node_counts=(1, 2, 3),
+          one_site: bool = False) -> dict:
+    """The scale step; ``one_site``: one web source over every host instead of 12 (seeded on
+    each, its pages linking across hosts: the shared frontier, host by host)."""
+    from cluster import Node, SharedDb, serve_tree, serve_web
     from httpsite import Site
 
     results = {}
     for count in node_counts:
         sites = [Site(f"127.0.1.{10 + i}").start() for i in range(hosts)]
         try:
-            for i, s in enumerate(sites):
-                serve_tree(s, "/", pages, f"h{i}", 0.1)
             head = layouts.toml("pg+pg")
             store_schema = head.split('schema = "')[-1].split('"')[0]
-            groups = [sites[i::SOURCES] for i in range(SOURCES)]
             web = ""
-            for g, group in enumerate(groups):
-                seeds = ", ".join(f'"{s.url("/p0.html")}"' for s in group)
-                web += (f'[[sources.web]]\nname = "part{g}"\nseeds = [{seeds}]\ninterval = "1h"\nsitemaps = false\n'
-                        f'timeout = "10s"\n[sources.web.politeness]\nmin_delay = "{delay}s"\ngood_guy_factor = 2.0\n\n')
+            if one_site:
+                serve_web(sites, pages, "w", 0.1)
+                names = {"site"}
+                seeds = ", ".join(f'"{s.url("/p0.html")}"' for s in sites)
+                web = (f'[[sources.web]]\nname = "site"\nseeds = [{seeds}]\ninterval = "1h"\n'
+                       f'sitemaps = false\ntimeout = "10s"\nallowed_domains = {json.dumps([s.address for s in sites])}\n'
+                       f'allowed_ports = {json.dumps(sorted({s.port for s in sites}))}\n'
+                       f'[sources.web.politeness]\nmin_delay = "{delay}s"\ngood_guy_factor = 2.0\n\n')
+            else:
+                for i, s in enumerate(sites):
+                    serve_tree(s, "/", pages, f"h{i}", 0.1)
+                names = {f"part{g}" for g in range(SOURCES)}
+                for g, group in enumerate(sites[i::SOURCES] for i in range(SOURCES)):
+                    seeds = ", ".join(f'"{s.url("/p0.html")}"' for s in group)
+                    web += (f'[[sources.web]]\nname = "part{g}"\nseeds = [{seeds}]\ninterval = "1h"\n'
+                            f'sitemaps = false\ntimeout = "10s"\n[sources.web.politeness]\nmin_delay = "{delay}s"\n'
+                            'good_guy_factor = 2.0\n\n')
             base = work / f"scale-{count}"
             shutil.rmtree(base, ignore_errors=True)
             nodes = [Node(base, f"n{i + 1}", head + web) for i in range(count)]
@@ -138,10 +155,11 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
             t0 = time.monotonic()
             for n in nodes:
                 n.start()
-            names = {f"part{g}" for g in range(SOURCES)}
             while True:
                 runs = db.runs()
-                if set(runs) >= names and all(runs[n][0] and not runs[n][1] for n in names):
+                finished = not one_site or '"finished"' in str(db.rows("SELECT value FROM {s}.meta WHERE key = "
+                                                                      "'web:site:pass'"))
+                if finished and set(runs) >= names and all(runs[n][0] and not runs[n][1] for n in names):
                     break
                 if time.monotonic() - t0 > 1800:
                     raise RuntimeError("the crawl did not end within 30 min")
@@ -149,13 +167,17 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
             wall = time.monotonic() - t0
             requests = sum(len(s.log) for s in sites)
             by_node = {}
-            for name, (_, _, node) in runs.items():
+            if one_site:  # hosts per node
+                for _, node in db.rows("SELECT host, node FROM {s}.crawl_hosts"):
+                    by_node[node] = by_node.get(node, 0) + 1
+            for name, (_, _, node) in runs.items() if not one_site else ():
                 by_node[node] = by_node.get(node, 0) + 1
             for n in nodes:
                 n.stop()
             db.close()
             results[count] = {"wall": wall, "requests": requests, "rps": requests / wall, "sources_by_node": by_node}
-            log(f"{count} node(s): {wall:.1f} s, {requests} requests, {requests / wall:.1f}/s, sources {by_node}")
+            log(f"{count} node(s): {wall:.1f} s, {requests} requests, {requests / wall:.1f}/s, "
+                f"{'hosts' if one_site else 'sources'} {by_node}")
         finally:
             for s in sites:
                 s.close()
@@ -169,7 +191,7 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=24)
     ap.add_argument("--pages", type=int, default=12)
     ap.add_argument("--delay", type=float, default=0.5)
-    ap.add_argument("--only", choices=("cost", "scale"))
+    ap.add_argument("--only", choices=("cost", "scale", "scale-site"))
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
     from pg import PgServer
@@ -188,6 +210,8 @@ def main() -> int:
             out["cost"] = cost(args.tree, args.reps, layouts, work)
         if args.only in (None, "scale"):
             out["scale"] = scale(args.hosts, args.pages, args.delay, layouts, work)
+        if args.only in (None, "scale-site"):
+            out["scale-site"] = scale(args.hosts, args.pages, args.delay, layouts, work, one_site=True)
     finally:
         server.stop()
     print(json.dumps(out, indent=1))
@@ -197,11 +221,13 @@ def main() -> int:
         for step, row in out["cost"].items():
             base = row["sqlite+whoosh"]
             print(f"| {step} | " + " | ".join(f"{row[k]:.2f} s" for k in LAYOUTS) + f" | {row['pg+pg'] / base:.2f}x |")
-    if "scale" in out:
-        print("\n| nodes | wall | requests | requests/s | speed-up | sources per node |")
+    for step, unit in (("scale", "sources"), ("scale-site", "hosts")):
+        if step not in out:
+            continue
+        print(f"\n{step}\n| nodes | wall | requests | requests/s | speed-up | {unit} per node |")
         print("| ---: | ---: | ---: | ---: | ---: | --- |")
-        one = out["scale"][1]["wall"]
-        for n, r in out["scale"].items():
+        one = out[step][1]["wall"]
+        for n, r in out[step].items():
             print(f"| {n} | {r['wall']:.1f} s | {r['requests']} | {r['rps']:.1f} | {one / r['wall']:.2f}x | "
                   f"{r['sources_by_node']} |")
     return 0

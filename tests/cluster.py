@@ -139,6 +139,27 @@ def serve_tree(site: Site, prefix: str, pages: int, word: str, seconds: float) -
     return paths
 
 
+def serve_web(sites: list[Site], pages: int, word: str, seconds: float) -> list[str]:
+    """``pages`` HTML pages on each of ``sites`` (one web of many hosts): page j of site i links
+    to pages 2j+1, 2j+2 and 0 of its site and to page j of the next site, each answering after
+    ``seconds``; returns their URLs."""
+    urls = []
+    for i, site in enumerate(sites):
+        nxt = sites[(i + 1) % len(sites)]
+        for j in range(pages):
+            links = [site.url(f"/p{k}.html") for k in (2 * j + 1, 2 * j + 2, 0) if k < pages]
+            body = page_html(f"{word} {i} {j}", f"{word}{i}x{j}", links + [nxt.url(f"/p{j}.html")])
+
+            def handler(hit: Hit, body=body):
+                time.sleep(seconds)
+                return 200, {"Content-Type": "text/html; charset=utf-8"}, body
+
+            site.add(f"/p{j}.html", handler=handler)
+            urls.append(site.url(f"/p{j}.html"))
+        site.add("/robots.txt", body=b"User-agent: *\nAllow: /\n", headers={"Content-Type": "text/plain"})
+    return urls
+
+
 def overlaps_and_gaps(sites: list[Site]) -> tuple[list[str], float]:
     """From the servers' logs: the overlapping requests to one host (described), and the
     smallest gap (seconds) between the end of one response and the next request to its host."""

@@ -127,6 +127,28 @@ def pg_index_server():
         server.stop()
 
 
+#: The state stores (and index) a web test built on ``test_web.Crawl`` runs on: the SQLite
+#: default, and a one-node cluster (the store and the index on PostgreSQL: every pass then runs
+#: through the shared frontier, :mod:`indexerd.sources.web.sharedfrontier`).
+CRAWL_STORES = ("sqlite", "postgresql+store")
+_CRAWL_STORE = {"kind": "sqlite"}
+
+
+def pytest_generate_tests(metafunc):
+    """Every test that builds a ``Crawl`` runs on each of :data:`CRAWL_STORES`."""
+    import inspect
+
+    if metafunc.function is not None and "Crawl(" in inspect.getsource(metafunc.function):
+        metafunc.parametrize("_crawl_store", CRAWL_STORES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _crawl_store(request):
+    _CRAWL_STORE["kind"] = getattr(request, "param", "sqlite")
+    yield
+    _CRAWL_STORE["kind"] = "sqlite"
+
+
 @pytest.fixture(autouse=True)
 def _engine_fixtures(request):
     """A test parametrised with the postgresql engine (``postgresql``, ``postgresql+store``)

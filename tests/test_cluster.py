@@ -9,13 +9,15 @@ PostgreSQL binaries fail these tests (tests/pg.py), never skip them.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
 
-from cluster import Node, SharedDb, overlaps_and_gaps, serve_tree, wait_for
+from cluster import Node, SharedDb, overlaps_and_gaps, serve_tree, serve_web, wait_for
 from conftest import _PG_INDEX, engine_toml, fresh_schema, store_toml
 from httpsite import Site
+from indexerd.sources.web.crawltable import WRITE_EVERY_SECONDS
 
 pytestmark = pytest.mark.usefixtures("pg_index_server")
 
@@ -124,37 +126,132 @@ def test_three_nodes_crawl_each_page_once_and_never_hammer_a_host(cluster) -> No
     assert db.rows("SELECT count(*) FROM {s}.host_leases WHERE node IS NOT NULL") == [(0,)]
 
 
-def test_a_node_killed_mid_pass_is_taken_over_and_rejoins(cluster) -> None:
-    nodes, sites, db, urls = cluster(pages=14)
+# -- one site of many hosts, crawled by every node at once -------------------------------------
+#: the hosts of the one web source (127.0.0.21-29); its seed is on the first
+WEB_HOSTS = tuple(range(21, 30))
+
+
+@pytest.fixture
+def one_site(tmp_path):
+    """``make(pages)`` -> (nodes, sites, db, expected URLs) for one web source over
+    :data:`WEB_HOSTS`, its pages linking across hosts (:func:`serve_web`); stopped at the end."""
+    made = {"nodes": [], "sites": [], "db": None}
+
+    def make(pages: int, names=("n1", "n2", "n3")):
+        sites = [Site(f"127.0.0.{h}").start() for h in WEB_HOSTS]
+        made["sites"] = sites
+        urls = set(serve_web(sites, pages, "web", PAGE_SECONDS))
+        restrict = "|".join(f"^{s.base}/" for s in sites)
+        web = "\n".join(["[[sources.web]]", 'name = "site"', f'seeds = ["{sites[0].url("/p0.html")}"]',
+                         'interval = "1h"', f'restrict = ["{restrict}"]', "sitemaps = false", 'timeout = "5s"',
+                         f"allowed_domains = {json.dumps([s.address for s in sites])}",
+                         f"allowed_ports = {json.dumps(sorted({s.port for s in sites}))}",
+                         "workers = 4", "[sources.web.politeness]", f'min_delay = "{MIN_DELAY}s"',
+                         "good_guy_factor = 2.0", ""])
+        store_schema = fresh_schema("cl")
+        index = engine_toml("postgresql", fresh=True)
+        index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
+        nodes = [Node(tmp_path, n, f"{index}\n{store_toml(store_schema)}\n{web}") for n in names]
+        made["nodes"] = nodes
+        made["db"] = SharedDb(_PG_INDEX["url"], store_schema, index_schema)
+        return nodes, sites, made["db"], urls
+
+    yield make
+    for n in made["nodes"]:
+        if n.alive():
+            n.stop()
+    for s in made["sites"]:
+        s.close()
+    if made["db"] is not None:
+        made["db"].close()
+
+
+def site_pass_done(db: SharedDb) -> bool:
+    """The cluster's pass of ``site`` is over: its pass state says finished and a node recorded it."""
+    meta = db.rows("SELECT value FROM {s}.meta WHERE key = 'web:site:pass'")
+    run = db.runs().get("site")
+    return bool(meta) and '"finished"' in meta[0][0] and run is not None and run[0] is not None and not run[1]
+
+
+def host_claims(db: SharedDb) -> dict[str, str | None]:
+    """``{host: node}`` of the site's pass (``crawl_hosts``)."""
+    return dict(db.rows("SELECT host, node FROM {s}.crawl_hosts WHERE source = 'site'"))
+
+
+def test_three_nodes_crawl_one_site_together_host_by_host(one_site) -> None:
+    nodes, sites, db, urls = one_site(pages=10)
+    for n in nodes:
+        n.start()
+    wait_for("the cluster's pass of the site", lambda: site_pass_done(db), 120, nodes)
+
+    gets = page_gets(sites)
+    assert set(gets) == urls, f"pages never fetched: {sorted(urls - set(gets))[:5]}"
+    assert [u for u, c in gets.items() if c != 1] == [], "a page was fetched twice in one pass of the cluster"
+    overlaps, smallest = overlaps_and_gaps(sites)
+    assert overlaps == []
+    assert smallest >= MIN_DELAY - 0.005, f"a gap of {smallest:.3f} s < the delay {MIN_DELAY} s"
+    # every host was crawled by one node, and the work was spread: no node crawled them all
+    claims = host_claims(db)
+    assert set(claims) == {s.base for s in sites}
+    crawlers = Counter(claims.values())
+    assert None not in crawlers and len(crawlers) >= 2, crawlers
+    assert max(crawlers.values()) <= len(sites) - 2, crawlers
+    # ctl status on any node shows the shared frontier per host, and which node crawls it
+    st = wait_for("a status", nodes[1].status, 30, nodes)
+    frontier = {f["host"]: f for f in st["cluster"]["frontier"] if f["source"] == "site"}
+    assert {h: (f["queued"], f["done"], f["node"]) for h, f in frontier.items()} == \
+        {h: (0, 10, n) for h, n in claims.items()}
+    text = nodes[1].ctl("status").stdout
+    assert f"frontier site {sites[0].base}: queued 0, done 10, crawled by {claims[sites[0].base]}" in text, text
+
+    keys = {r[0] for r in db.rows("SELECT key FROM {s}.documents WHERE status = 'indexed'")}
+    assert keys == urls
+    assert sorted(r[0] for r in db.rows("SELECT key FROM {i}.documents")) == sorted(urls)  # each once
+    for n in nodes:
+        assert {h["key"] for h in n.search("clusterpage", limit=500)} == urls, n.name
+    for n in nodes:
+        assert n.stop() is None
+    assert db.rows("SELECT count(*) FROM {s}.crawl_hosts WHERE node IS NOT NULL") == [(0,)]
+
+
+def test_a_node_killed_mid_pass_leaves_its_hosts_to_the_others_and_rejoins(one_site) -> None:
+    nodes, sites, db, urls = one_site(pages=14)
     for n in nodes:
         n.start()
 
     def victim():
-        """A source whose pass runs and has fetched a few pages: (its node, the source)."""
-        for source, (completed, running, node) in db.runs().items():
-            done = db.rows("SELECT count(*) FROM {s}.crawl WHERE source = %s AND state = 'done'", (source,))
-            if running and node and done and done[0][0] >= 3:
-                return node, source
-        return None
+        """A node holding a host it works on, once the pass has fetched a few pages: (node, its hosts)."""
+        done = db.rows("SELECT count(*) FROM {s}.crawl WHERE source = 'site' AND state = 'done'")
+        if not done or done[0][0] < 20:
+            return None
+        busy = db.rows("SELECT node, host FROM {s}.crawl_hosts WHERE source = 'site' AND active AND node IS NOT NULL")
+        if not busy:
+            return None
+        node = busy[0][0]
+        return node, {h for n, h in busy if n == node}
 
-    name, source = wait_for("a pass under way", victim, 60, nodes, poll=0.05)
+    name, held = wait_for("a pass under way", victim, 60, nodes, poll=0.05)
     dead = next(n for n in nodes if n.name == name)
     dead.kill9()
-    wait_for("the other nodes to finish every pass", lambda: all_passes_done(db), 180, nodes)
-    runs = db.runs()
-    assert runs[source][2] != name, "the killed node's pass was not taken over"
+    rest = [n for n in nodes if n is not dead]
+    wait_for("the other nodes to finish the pass", lambda: site_pass_done(db), 180, rest)
+    claims = host_claims(db)
+    assert all(claims[h] not in (None, name) for h in held), (name, held, claims)
 
     gets = page_gets(sites)
     assert set(gets) == urls  # nothing lost
-    # what the dead node fetched but had not written back is fetched again; nothing else
+    # what the dead node fetched since it last wrote its crawl rows is fetched again; nothing else
     assert max(gets.values()) <= 2
+    since_write = int(WRITE_EVERY_SECONDS / MIN_DELAY) + 2  # requests to one host between two writes
+    assert sum(gets.values()) - len(urls) <= since_write * len(held), "more pages fetched twice than it did unwritten"
     overlaps, smallest = overlaps_and_gaps(sites)
     assert overlaps == []
     assert smallest >= MIN_DELAY - 0.005
     keys = {r[0] for r in db.rows("SELECT key FROM {s}.documents WHERE status = 'indexed'")}
-    assert keys == urls
-    index_keys = [r[0] for r in db.rows("SELECT key FROM {i}.documents")]
-    assert sorted(index_keys) == sorted(urls)  # nothing duplicated
+    lost = sorted(urls - keys)
+    assert keys == urls, (lost, db.rows("SELECT url, state, last_outcome, pass_id FROM {s}.crawl WHERE url = ANY(%s)", (lost,)),
+                          db.rows("SELECT key, status FROM {s}.documents WHERE key = ANY(%s)", (lost,)))
+    assert sorted(r[0] for r in db.rows("SELECT key FROM {i}.documents")) == sorted(urls)  # nothing duplicated
 
     dead.start()  # it rejoins under its name
     alive = wait_for("the restarted node to rejoin", lambda: (s := dead.status()) and s.get("cluster")

@@ -205,3 +205,87 @@ def test_a_node_whose_index_is_elsewhere_is_refused(address) -> None:
         with pytest.raises(ConfigError, match="search2"):
             check_cluster_identity(s, identity("postgresql://u@db/search2"), rebuild=False)
         assert "secret" not in s.get_meta("cluster:index_identity")
+
+
+# -- the shared frontier: URLs queued once per pass, hosts claimed by one node ------------------
+def offer_row(url: str, pass_id: int, via: str = "link") -> dict:
+    from indexerd.sources.web.urlstate import UrlState
+
+    return UrlState(url, pass_id=pass_id, state="spilled", hops=1, seed_depth=1, seq=0, via=via).as_row()
+
+
+def beating_node(address, name: str) -> PgStore:
+    s = PgStore(address, application_name=NODE_APPLICATION + name)
+    s.register_node(name, "host", 1, "0.1", ["site"])
+    return s
+
+
+def test_a_url_is_queued_once_per_pass_whichever_nodes_offer_it(address) -> None:
+    with PgStore(address) as a, PgStore(address) as b:
+        a.crawl_write("site", [dict(offer_row("http://h1/old", 1), state="done", last_status=200,
+                                    last_outcome="indexed:new", doc_key=None)])
+        a.frontier_offer("site", 2, [offer_row("http://h1/new", 2), offer_row("http://h1/old", 2)])
+        # b offers the same URLs with other hops in the same pass: the first offer stands
+        b.frontier_offer("site", 2, [dict(offer_row("http://h1/new", 2), hops=7), dict(offer_row("http://h1/old", 2), hops=7)])
+        rows = {r["url"]: r for r in a.frontier_take("site", "http://h1", 2, 10)}
+        assert {u: (r["state"], r["hops"]) for u, r in rows.items()} == {"http://h1/new": ("spilled", 1),
+                                                                           "http://h1/old": ("spilled", 1)}
+        assert a.frontier_take("site", "http://h1", 2, 10) == []  # taken once
+        # what the row knew of the URL (its last answer) is kept by the offer
+        assert rows["http://h1/old"]["last_status"] == 200
+        assert a.frontier_hosts() == [{"source": "site", "host": "http://h1", "pass_id": 2, "node": None,
+                                       "pending": True, "active": False}]
+        # the next pass queues it again
+        b.frontier_offer("site", 3, [dict(offer_row("http://h1/new", 3), hops=2)])
+        assert [(r["url"], r["hops"]) for r in a.frontier_take("site", "http://h1", 3, 1)] == [("http://h1/new", 2)]
+        # a host's rows are its own: a longer host name with the same start is not one of them
+        a.frontier_offer("site", 3, [offer_row("http://h10/x", 3), offer_row("http://h1:8080/y", 3)])
+        assert sorted(r["url"] for r in a.frontier_host_rows("site", "http://h1")) == ["http://h1/new", "http://h1/old"]
+
+
+def test_a_host_is_claimed_by_one_node_and_a_dead_nodes_hosts_are_taken_at_once(address) -> None:
+    n1, n2 = beating_node(address, "n1"), beating_node(address, "n2")
+    try:
+        n1.frontier_offer("site", 1, [offer_row(f"http://h{i}/p", 1) for i in range(4)])
+        assert n1.frontier_load("site", 1, "n1") == (4, 0)
+        got1 = n1.frontier_claim("site", 1, "n1", 3)
+        got2 = n2.frontier_claim("site", 1, "n2", 3)
+        assert len(got1) == 3 and len(got2) == 1 and not set(got1) & set(got2)
+        assert n1.frontier_load("site", 1, "n1") == (4, 3)
+        # the claimer reads its pending hosts once: a URL queued later marks the host pending again
+        assert sorted(n1.frontier_pending_hosts("site", "n1")) == sorted(got1)
+        assert n1.frontier_pending_hosts("site", "n1") == []
+        n2.frontier_offer("site", 1, [offer_row(f"{got1[0]}/later", 1)])
+        assert n1.frontier_pending_hosts("site", "n1") == [got1[0]]
+        assert not n1.frontier_over("site", 1)
+        # n1 is killed: its hosts are free at once (its heartbeat connection is gone), active or not
+        n1.close()
+        deadline = time.monotonic() + 5
+        while not (taken := n2.frontier_claim("site", 1, "n2", 10)):
+            assert time.monotonic() < deadline, "a dead node's hosts were not free"
+            time.sleep(0.05)
+        assert sorted(taken) == sorted(got1)
+        n2.frontier_pending_hosts("site", "n2")
+        assert not n2.frontier_over("site", 1)
+        n2.frontier_idle("site", "n2", got1 + got2)
+        assert n2.frontier_over("site", 1)
+        # a node stopped cleanly hands its hosts back
+        n2.node_stopped("n2")
+        assert {h["node"] for h in n2.frontier_hosts()} == {None}
+    finally:
+        n1.close()
+        n2.close()
+
+
+def test_a_node_whose_budget_is_spent_leaves_its_hosts_for_the_next_pass(address) -> None:
+    n1 = beating_node(address, "n1")
+    try:
+        n1.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
+        assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]
+        n1.frontier_pending_hosts("site", "n1")
+        n1.frontier_drop("site", "n1")
+        assert n1.frontier_over("site", 1)
+        n1.frontier_reset("site")  # the next pass begins
+        assert n1.frontier_hosts() == []
+    finally:
+        n1.close()

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CLI
+from conftest import _CRAWL_STORE, CLI, engine_toml, fresh_schema, pg_store_address, store_toml
 from httpsite import Site
 from httpsite import site as site_fixture
 
@@ -95,11 +95,16 @@ class Crawl:
         self.seeds = [s if "://" in s else site.url(s) for s in seeds]
         self.keys = keys
         self.counters: dict[str, int] = {}
+        self.pg = _CRAWL_STORE["kind"] != "sqlite"
+        self.store_schema = fresh_schema() if self.pg else None
+        self.tail = engine_toml("postgresql") + store_toml(self.store_schema) if self.pg else ""
 
     def config(self, **more) -> str:
-        return web_config(self.seeds, state_dir=self.state, **{**self.keys, **more})
+        return web_config(self.seeds, state_dir=self.state, **{**self.keys, **more}) + self.tail
 
     def run(self, **more) -> dict:
+        if self.pg:  # each run is a new process, which asks robots.txt again, as on one node
+            self.query("DELETE FROM robots")
         ix = Indexer(parse_config(self.config(**more)))
         ix.open("index")
         try:
@@ -123,6 +128,19 @@ class Crawl:
             ix.close()
 
     def query(self, sql: str, args=()) -> list[dict]:
+        if self.pg:
+            import psycopg
+            from psycopg.rows import dict_row
+
+            address = pg_store_address(self.store_schema)
+            with psycopg.connect(address.url, row_factory=dict_row, autocommit=True,
+                                 **address.connect_kwargs()) as con:
+                con.execute(f'SET search_path = "{self.store_schema}"')
+                try:
+                    cur = con.execute(sql.replace("?", "%s"), args)
+                except psycopg.errors.UndefinedTable:  # before the first run made the store
+                    return []
+                return list(cur) if cur.description else []
         con = sqlite3.connect(self.state / "state.sqlite3")
         con.row_factory = sqlite3.Row
         try:

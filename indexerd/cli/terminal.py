@@ -229,4 +229,5 @@ def print_cluster(c: dict) -> None:
         print(f"  host {safe(h['host'])}: {held}, next request in {h['next_in']:.1f} s, "
               f"{h['requests']} requests, failures {h['failures']}")
     for f in c["frontier"]:
-        print(f"  frontier {safe(f['source'])} {safe(f['host'] or '-')}: queued {f['queued']}, done {f['done']}")
+        by = f", crawled by {safe(f['node'])}" if f.get("node") else ""
+        print(f"  frontier {safe(f['source'])} {safe(f['host'] or '-')}: queued {f['queued']}, done {f['done']}{by}")

@@ -5,8 +5,11 @@
   names (the others do not even build it), else the node that ran its passes while that node
   is alive -- two nodes scanning "the same" path on two machines would each delete the other's
   documents as gone;
-- a **web** source's pass, and a **SQL** source's drain, run on one node at a time: the node
-  holding its :class:`~indexerd.core.store.cluster.SourceLock` (named by the kind's
+- a **web** source's pass is crawled by every live node together (a kind whose
+  ``pass_shared`` is set; the frontier is shared host by host,
+  :mod:`indexerd.sources.web.sharedfrontier`): a node joins a pass that runs; the node that
+  holds the source's lock begins a new one;
+- a **SQL** source's drain runs on one node at a time: the node holding its :class:`~indexerd.core.store.cluster.SourceLock` (named by the kind's
   ``lock_name``: a SQL queue's by its database and queue query, so two sources on one queue
   also exclude each other).  A node
   that finds the lock held stands by (the daemon asks again every :data:`STANDBY_SECONDS`), so
@@ -77,6 +80,8 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
             return Claim(False, f"this tree belongs to node {owner}, which is alive and runs its passes; "
                                 f"set `node` in the source to say which node has it", error=True)
         return Claim(True)
+    if k.pass_shared and src.pass_running(store):
+        return Claim(True)  # every node takes part in it
     lock = SourceLock(address, node, *k.cluster_lock(src))
     if not forced and SourceLock.held_here:
         alive = sum(1 for n in store.nodes() if n["alive"])
@@ -85,6 +90,8 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
             return Claim(False, f"this node runs its share ({share}) of the cluster's passes; "
                                 f"leaving it to another node for now", standby=True)
     if not lock.try_acquire():
+        if k.pass_shared and src.pass_running(store):
+            return Claim(True)  # the holder has just begun it: take part at once
         holder = lock.holder() or "another node"
         return Claim(False, f"its pass runs on node {holder}; standing by", standby=True)
     run = store.source_runs().get(src.name)  # read under the lock: the holder may have just finished

@@ -23,6 +23,7 @@ from indexerd.sources.base import Source, TreeSource, trees
 from indexerd.sources.web.hostleases import HostLeases
 from indexerd.sources.web.politeness import HOST_SLOTS
 from indexerd.sources.web.robots import SHARED as SHARED_ROBOTS
+from indexerd.sources.web.sharedfrontier import CLUSTER
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.registry import build_source, build_sources, kind
 
@@ -131,6 +132,7 @@ class Indexer:
         self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
         self.cluster_node.start()
         HOST_SLOTS.shared = HostLeases(self.state.open_store, self.node)
+        CLUSTER.node = self.node
         SHARED_ROBOTS.store = self.state.open_store()
 
     def _leave_cluster(self) -> None:
@@ -139,6 +141,7 @@ class Indexer:
         if self.cluster_node is None:
             return
         leases, HOST_SLOTS.shared = HOST_SLOTS.shared, None
+        CLUSTER.node = None
         robots_store, SHARED_ROBOTS.store = SHARED_ROBOTS.store, None
         for closable in (leases, robots_store):
             if closable is not None:

@@ -52,6 +52,10 @@ class Kind:
         node_owned: in a cluster, a source of the kind belongs to one node (a tree is on one
             machine); otherwise its passes run on one node at a time, under a lock
             (:mod:`indexerd.core.claims`).
+        pass_shared: in a cluster, every live node takes part in a pass of a source of the
+            kind (the web's frontier is shared, host by host:
+            :mod:`indexerd.sources.web.sharedfrontier`); its lock is for beginning a pass, and a
+            node joins a pass that runs (the source's ``pass_running(store)``).
         lock_name: ``module:function`` giving ``(lock kind, name)`` of the lock a pass of a
             source takes in a cluster (a SQL queue's is named by its database and query, so two
             sources on one queue exclude each other); None: ``("source", its name)``.
@@ -66,6 +70,7 @@ class Kind:
     reconcile_at_start: bool = False
     shared_status: str | None = None
     node_owned: bool = False
+    pass_shared: bool = False
     lock_name: str | None = None
 
     def cluster_lock(self, src) -> tuple[str, str]:
@@ -93,7 +98,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          lock_name="indexerd.sources.sql.feed:queue_lock_name"),
     Kind("web", WebSource, checks.check_web_source,
          "indexerd.sources.web.source:WebSource", verb="crawl", unit="pages",
-         shared_status="indexerd.sources.web.politeness:hosts_status"),
+         shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True),
 )}
 
 #: ``ctl`` verb -> kind name (``scan`` -> ``filesystem``)

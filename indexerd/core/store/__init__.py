@@ -31,6 +31,7 @@ from indexerd.core.store.crawl import CrawlRows
 from indexerd.core.store.documents import DocumentRecord, DocumentRows
 from indexerd.core.store.postgresql import PgConnection, PgStoreAddress
 from indexerd.core.store.runs import SourceRuns
+from indexerd.core.store.sharedfrontier import SharedFrontierRows
 from indexerd.core.store.sqlite import SqliteConnection
 from indexerd.core.store.values import from_db_time, to_db_time
 
@@ -73,7 +74,7 @@ class Store(DocumentRows, SourceRuns, CrawlRows, SqliteConnection):
     """
 
 
-class PgStore(DocumentRows, SourceRuns, CrawlRows, ClusterRows, PgConnection):
+class PgStore(DocumentRows, SourceRuns, CrawlRows, ClusterRows, SharedFrontierRows, PgConnection):
     """The state store in a schema of a PostgreSQL server, shared by every node of a cluster.
 
     One object per thread, as :class:`Store`.  ``close()`` is safe to call twice.

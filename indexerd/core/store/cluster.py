@@ -88,6 +88,7 @@ class ClusterRows(StoreConnection):
                         (name, host, pid, version, json.dumps(sorted(sources))))
                     # a lease this name held before a crash is not ours any more
                     conn.execute("UPDATE host_leases SET node = NULL WHERE node = %s", (name,))
+                    conn.execute("UPDATE crawl_hosts SET node = NULL WHERE node = %s", (name,))
             except StoreError:
                 raise
             except Exception as e:  # psycopg.Error
@@ -96,18 +97,25 @@ class ClusterRows(StoreConnection):
     def heartbeat(self, name: str, working_on: str, sources: list[str] | None = None) -> None:
         """Node ``name`` is alive, doing ``working_on`` (a short text for ``ctl status``), with
         ``sources`` configured (None: as before); the host leases it holds are renewed for
-        :data:`HOST_LEASE_SECONDS`."""
+        :data:`HOST_LEASE_SECONDS`, its claims on hosts of a shared crawl for
+        :data:`~indexerd.core.store.sharedfrontier.HOST_CLAIM_SECONDS`."""
+        from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS
+
         beat = ("UPDATE nodes SET heartbeat_at = now(), working_on = ?, sources = coalesce(?, sources) "
                 "WHERE name = ?", [(working_on, json.dumps(sorted(sources)) if sources is not None else None, name)])
         renew = ("UPDATE host_leases SET lease_until = now() + make_interval(secs => ?) "
                  "WHERE node = ? AND lease_until >= now()", [(HOST_LEASE_SECONDS, name)])
-        self._transaction([beat, renew])
+        claims = ("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
+                  "WHERE node = ? AND claim_until >= now()", [(HOST_CLAIM_SECONDS, name)])
+        self._transaction([beat, renew, claims])
 
     def node_stopped(self, name: str) -> None:
         """Node ``name`` stopped cleanly: it is dead at once and every host lease it holds is
-        handed back (the next request to those hosts keeps their politeness delay)."""
+        handed back (the next request to those hosts keeps their politeness delay), and so is
+        every host of a shared crawl it claimed."""
         self._transaction([("UPDATE nodes SET stopped_at = now(), working_on = '' WHERE name = ?", [(name,)]),
-                           ("UPDATE host_leases SET node = NULL WHERE node = ?", [(name,)])])
+                           ("UPDATE host_leases SET node = NULL WHERE node = ?", [(name,)]),
+                           ("UPDATE crawl_hosts SET node = NULL WHERE node = ?", [(name,)])])
 
     def nodes(self) -> list[dict]:
         """Every node ever registered, by name: ``{name, host, pid, version, started_at,
@@ -197,13 +205,18 @@ class ClusterRows(StoreConnection):
         return row[0], bytes(row[1]) if row[1] is not None else None, row[2], float(row[3])
 
     def frontier_by_host(self) -> list[dict]:
-        """The shared frontier per web source and host: ``{source, host, queued, done}`` (a
-        canonical URL always has a path, so its host is what its second slash and third enclose)."""
+        """The shared frontier per web source and host: ``{source, host, queued, done, node}``
+        (a canonical URL always has a path, so its host is what its second slash and third
+        enclose; ``node``: the node whose claim on the host holds in the source's current pass
+        (:mod:`indexerd.core.store.sharedfrontier`), None: nobody's)."""
         cur = self._db.execute(
-            "SELECT source, split_part(url, '/', 1) || '//' || split_part(url, '/', 3) AS host, "
+            "SELECT f.source, f.host, f.queued, f.done, CASE WHEN h.claim_until >= now() THEN h.node END AS node "
+            "FROM (SELECT source, split_part(url, '/', 1) || '//' || split_part(url, '/', 3) AS host, "
             "count(*) FILTER (WHERE state IN ('queued', 'spilled')) AS queued, "
-            "count(*) FILTER (WHERE state = 'done') AS done FROM crawl GROUP BY 1, 2 ORDER BY 1, 2")
-        return [{"source": r["source"], "host": r["host"], "queued": r["queued"], "done": r["done"]} for r in cur]
+            "count(*) FILTER (WHERE state = 'done') AS done FROM crawl GROUP BY 1, 2) f "
+            "LEFT JOIN crawl_hosts h ON h.source = f.source AND h.host = f.host ORDER BY 1, 2")
+        return [{"source": r["source"], "host": r["host"], "queued": r["queued"], "done": r["done"],
+                 "node": r["node"]} for r in cur]
 
 
 class SourceLock:

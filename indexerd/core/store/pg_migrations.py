@@ -122,6 +122,21 @@ PG_MIGRATIONS: tuple[str, ...] = (
         expires_at  timestamptz NOT NULL
     );
     """,
+    # 2 -> 3: the shared frontier's hosts: which node crawls which host of a web source's pass
+    # (indexerd.core.store.sharedfrontier), whether URLs wait for it (pending) or its node still
+    # works on it (active)
+    """
+    CREATE TABLE {s}.crawl_hosts (
+        source       text COLLATE "C" NOT NULL,
+        host         text COLLATE "C" NOT NULL,
+        pass_id      bigint NOT NULL,
+        node         text COLLATE "C",
+        claim_until  timestamptz,
+        pending      boolean NOT NULL DEFAULT true,
+        active       boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (source, host)
+    );
+    """,
 )
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -23,6 +23,11 @@ WRITE_EVERY_URLS = 200
 WRITE_EVERY_SECONDS = 2.0
 
 
+def pass_meta_key(source: str) -> str:
+    """The meta key of web source ``source``'s :class:`PassState`."""
+    return f"web:{source}:pass"
+
+
 class CrawlTable:
     """The ``crawl`` rows and pass state of source ``source`` in ``store``.
 
@@ -33,7 +38,7 @@ class CrawlTable:
     def __init__(self, store: Store, source: str) -> None:
         self.store = store
         self.source = source
-        self.meta_key = f"web:{source}:pass"
+        self.meta_key = pass_meta_key(source)
         self.rows: dict[str, UrlState] = {}
         self._dirty: set[str] = set()
         self._links: dict[str, str | None] = {}  # outlinks parsed in this pass, not yet written
@@ -47,6 +52,15 @@ class CrawlTable:
             StoreError: the store cannot be read.
         """
         self.rows = {url: UrlState.from_row(r) for url, r in self.store.crawl_rows(self.source).items()}
+        return PassState.from_json(self.store.get_meta(self.meta_key))
+
+    def load_pass_state(self) -> PassState:
+        """The source's pass state alone (a node joining a pass the cluster crawls together
+        reads the rows of each host it claims instead of every row).
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
         return PassState.from_json(self.store.get_meta(self.meta_key))
 
     def get(self, url: str) -> UrlState | None:

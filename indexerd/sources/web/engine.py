@@ -33,7 +33,9 @@ from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.mirror import PassMirror
 from indexerd.sources.web.scheduler import Scheduler
+from indexerd.core.store.cluster import SourceLock, lock_key
 from indexerd.sources.web.seeding import Seeder
+from indexerd.sources.web.sharedfrontier import CLUSTER, SharedFrontier
 from indexerd.sources.web.workers import FetchWorkers
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,7 @@ class CrawlPass:
         self.seeder = Seeder(self.sched, self.answers.out_of_scope)
         self.done_pages = 0
         self.unreachable: set[str] = set()  # hosts whose robots.txt could not be read this pass
+        self._lock = None  # the source's lock, when this pass took it itself (a shared pass)
 
     def run(self) -> None:
         """Seed (or resume), run the workers until the frontier is exhausted or the stop, and
@@ -84,13 +87,21 @@ class CrawlPass:
             StoreError: the state store cannot be written.
         """
         fetcher = self.src.fetcher()
-        state = self.table.load()
-        if self.only is not None:
-            self.seeder.start_only(state)
-        elif state.running and not self.sched.forced:
-            self.seeder.resume(state)
+        if CLUSTER.node is not None and self.only is None:
+            try:
+                if not self._begin_shared():
+                    return
+            except BaseException:
+                self._release_lock()
+                raise
         else:
-            self.seeder.start(state)
+            state = self.table.load()
+            if self.only is not None:
+                self.seeder.start_only(state)
+            elif state.running and not self.sched.forced:
+                self.seeder.resume(state)
+            else:
+                self.seeder.start(state)
         frontier = self.sched.frontier
         crew = FetchWorkers(self.src, frontier, self.results, fetcher, self.counters, self.cancel)
         workers = [threading.Thread(target=crew.run, daemon=True, name=f"crawl:{self.src.name}:{i}")
@@ -108,9 +119,54 @@ class CrawlPass:
             self._stop(workers)
             self.pipeline.flush()
             self.sched.persist(finished=finished)
+            if self.sched.shared is not None:
+                self.sched.shared.leave(finished)
+            self._release_lock()
         log.info("%s: crawl %s after %d requests (%d still queued)", self.src.name,
                  "finished" if finished else "interrupted", frontier.requests, frontier.queued())
         self.mirror.report()
+
+    def _begin_shared(self) -> bool:
+        """In a cluster: join the pass the nodes crawl together, or begin one when this node
+        holds the source's lock (:func:`~indexerd.core.claims.claim_pass`); False when there is
+        nothing to do (the pass this node was to join ended meanwhile)."""
+        s = self.sched
+        state = self.table.load_pass_state()
+        if not state.running and not self._begin_lock():
+            state = self.table.load_pass_state()  # another node holds the lock: it may have begun one
+            if not state.running:
+                return False
+        shared = SharedFrontier(s, self.pipeline.store, CLUSTER.node, self.answers.out_of_scope)
+        if state.running:
+            s.pass_id, s.forced = state.id, state.forced
+            if state.started is not None:
+                s.pass_start = state.started
+            log.info("%s: node %s joins crawl pass %d", self.src.name, CLUSTER.node, s.pass_id)
+        else:
+            self.table.load()
+            self.pipeline.store.frontier_reset(self.src.name)
+            self.seeder.start(state)   # every URL goes to the shared store: no host is ours yet
+            self.table.rows.clear()    # a host's rows are read again when it is claimed
+            log.info("%s: node %s began crawl pass %d for the cluster", self.src.name, CLUSTER.node, s.pass_id)
+        s.frontier.hold()
+        shared.tick(now=True)
+        return True
+
+    def _begin_lock(self) -> bool:
+        """Whether this node may begin a pass: it holds the source's lock (taken by the claim,
+        :func:`~indexerd.core.claims.claim_pass`, or now, for this pass, when a caller did not)."""
+        if lock_key("source", self.src.name) in SourceLock.held_here:
+            return True
+        lock = SourceLock(self.pipeline.store.address, CLUSTER.node, "source", self.src.name)
+        if not lock.try_acquire():
+            return False
+        self._lock = lock
+        return True
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     def _stopped(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
@@ -121,6 +177,7 @@ class CrawlPass:
             try:
                 task, resp = self.results.get(timeout=0.5)
             except queue.Empty:
+                self.sched.refill()  # a shared pass: a round with the cluster
                 self.sched.persist_maybe()
                 continue
             if task is None:

@@ -58,7 +58,10 @@ class Frontier:
             must not call the frontier.
 
     A URL taken by :meth:`take` stays *outstanding* until the coordinator calls :meth:`finish`,
-    so workers do not stop while a result that may add URLs is being processed.
+    so workers do not stop while a result that may add URLs is being processed.  In a pass the
+    cluster crawls together (:mod:`indexerd.sources.web.sharedfrontier`) the frontier is
+    *held* (:meth:`hold`): an empty frontier does not end the pass until :meth:`let_go`, since
+    other nodes may still queue URLs for this node's hosts.
     """
 
     def __init__(self, order: str, slots: HostSlots, robots: RobotsCache, budget: int,
@@ -76,6 +79,8 @@ class Frontier:
         self._counter = itertools.count()
         self._cond = threading.Condition()
         self._outstanding = 0
+        self._busy: dict[str, int] = {}  # host -> tasks taken and not finished
+        self._held = False
         self._stopped = False
 
     def _priority(self, t: Task) -> tuple:
@@ -110,6 +115,28 @@ class Frontier:
         with self._cond:
             self._cond.notify_all()
 
+    def hold(self) -> None:
+        """An empty frontier does not end the pass until :meth:`let_go` (a shared pass)."""
+        with self._cond:
+            self._held = True
+
+    def let_go(self) -> None:
+        """The shared pass is over: an empty frontier ends it again."""
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+    def outstanding(self) -> int:
+        """Tasks taken and not finished yet."""
+        with self._cond:
+            return self._outstanding
+
+    def host_idle(self, host: str) -> bool:
+        """Nothing of ``host`` (a :func:`~indexerd.sources.web.urls.host_key`) waits or is in
+        flight."""
+        with self._cond:
+            return not self._queues.get(host) and not self._busy.get(host)
+
     def stop(self) -> None:
         """Make every :meth:`take` return None (cancel, or the coordinator failed)."""
         with self._cond:
@@ -120,6 +147,11 @@ class Frontier:
         """The coordinator is done with a task :meth:`take` gave out."""
         with self._cond:
             self._outstanding -= 1
+            left = self._busy.get(task.host, 0) - 1
+            if left > 0:
+                self._busy[task.host] = left
+            else:
+                self._busy.pop(task.host, None)
             if task.kind == "robots":
                 self._robots_pending.discard(task.host)
             self._cond.notify_all()
@@ -127,7 +159,7 @@ class Frontier:
     def take(self, cancel: threading.Event | None = None) -> Task | None:
         """The next task whose host is ready, its slot acquired (unless ``task.skip`` is set);
         blocks while nothing is ready; None when the pass is over (nothing queued and nothing
-        outstanding, the budget spent, or stopped)."""
+        outstanding and not held, the budget spent, or stopped)."""
         with self._cond:
             while True:
                 if self._stopped or (cancel is not None and cancel.is_set()):
@@ -135,8 +167,9 @@ class Frontier:
                 task, wait = self._pick()
                 if task is not None:
                     self._outstanding += 1
+                    self._busy[task.host] = self._busy.get(task.host, 0) + 1
                     return task
-                if wait is None and self._outstanding == 0:
+                if wait is None and self._outstanding == 0 and not self._held:
                     return None  # nothing left anywhere: the pass is over
                 self._cond.wait(timeout=min(wait if wait is not None else 0.5, 0.5))
 

@@ -8,7 +8,9 @@ frontier drains), and every URL's :class:`~indexerd.sources.web.urlstate.UrlStat
 :class:`~indexerd.sources.web.crawltable.CrawlTable`.  One scope gate applies when a URL is
 queued and again just before it is fetched.  Adaptive recrawl (:mod:`indexerd.sources.web.recrawl`)
 decides which known URLs are due.  Used by the thread that runs the pass only (the frontier
-itself is thread-safe).
+itself is thread-safe).  In a pass the cluster crawls together, ``shared`` (a
+:class:`~indexerd.sources.web.sharedfrontier.SharedFrontier`) takes the URLs of hosts other nodes
+crawl, and brings this node the URLs queued for its own.
 """
 
 from __future__ import annotations
@@ -72,11 +74,14 @@ class Scheduler:
         self.pass_start: datetime = src.clock()  # adaptive recrawl schedules from here
         self.min_interval = float(cfg.interval)
         self.max_interval = float(cfg.max_recrawl_interval)
+        self.shared = None  # a SharedFrontier in a pass the cluster crawls together
 
     # -- URL states -----------------------------------------------------------------------
     def state(self, url: str) -> UrlState:
         """The state of ``url`` (a new one in this pass if unknown), marked to be written."""
         st = self.table.get(url)
+        if st is None and self.shared is not None and not self.shared.owns(url):
+            st = self.shared.row(url)  # a redirect's origin on a host another node crawls
         if st is None:
             st = UrlState(url, pass_id=self.pass_id, seq=next(self.seq))
         return self.table.put(st)
@@ -176,7 +181,8 @@ class Scheduler:
         sitemap waits on disk.  True when queued (or spilled)."""
         if url in self.seen:
             return False
-        spill = via in ("link", "sitemap") and url not in self.table and self._frontier_full()
+        spill = via in ("link", "sitemap") and url not in self.table and self._frontier_full() \
+            and self.shared is None  # a shared pass keeps its hosts' URLs in memory
         if spill and self.spilled >= SPILL_WINDOWS * self.cfg.max_queued:
             self.counters.inc("web.drop.frontier-full")
             return False
@@ -185,6 +191,11 @@ class Scheduler:
             self.counters.inc(f"web.drop.{reason}")
             return False
         self.seen.add(url)
+        if self.shared is not None and (not self.shared.owns(url) or self._frontier_full()):
+            # another node's host, or the window is full: the URL waits in the shared store
+            self.shared.offer(UrlState(url, pass_id=self.pass_id, hops=hops, seed_depth=seed_depth,
+                                       seq=next(self.seq), via=via, origin=origin, redirects=redirects))
+            return True
         if spill:  # a new URL beyond the window: on disk only, taken back by refill
             self.table.spill(UrlState(url, pass_id=self.pass_id, state="spilled", hops=hops,
                                       seed_depth=seed_depth, seq=next(self.seq), via=via))
@@ -211,6 +222,9 @@ class Scheduler:
                 return
             self.sitemap_files += 1
             self.seen.add(url)
+            if self.shared is not None and not self.shared.owns(url):
+                self.shared.offer(UrlState(url, pass_id=self.pass_id, seq=next(self.seq), via="sitemapfile"))
+                return
             st = self.table.get(url) or UrlState(url)
             st.pass_id, st.state, st.seq, st.via = self.pass_id, "queued", next(self.seq), "sitemapfile"
             self.table.put(st)
@@ -241,7 +255,11 @@ class Scheduler:
         """Take spilled URLs back from the store once the in-memory frontier is half empty.
 
         Called while the task being processed is still outstanding, so the workers never see
-        an empty frontier while URLs wait on disk."""
+        an empty frontier while URLs wait on disk.  In a shared pass: a round with the cluster
+        (:meth:`SharedFrontier.tick`) instead."""
+        if self.shared is not None:
+            self.shared.tick()
+            return
         if not self.spill_left or self.frontier.queued() > self.cfg.max_queued // 2:
             return
         states = self.table.take_spilled(self.pass_id, max(1, self.cfg.max_queued // 2))
@@ -268,4 +286,6 @@ class Scheduler:
         self.table.write_maybe(self.pass_state())
 
     def persist(self, finished: bool) -> None:
+        if self.shared is not None:
+            self.shared.flush()  # the URLs queued for other nodes first: the pass state may say running
         self.table.write(self.pass_state(finished), finished=finished)

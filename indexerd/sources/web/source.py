@@ -137,6 +137,18 @@ class WebSource:
         """
         CrawlPass(self, pipeline, counts, progress, forced, cancel).run()
 
+    def pass_running(self, store) -> bool:
+        """Whether a pass of this source is under way in ``store`` (begun, not finished: in a
+        cluster, a node joins it).
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        from indexerd.sources.web.crawltable import pass_meta_key
+        from indexerd.sources.web.urlstate import PassState
+
+        return PassState.from_json(store.get_meta(pass_meta_key(self.name))).running
+
     def owns(self, url: str) -> bool:
         """True when the canonical ``url`` is in this source's scope as a page one hop from a
         seed of its host (what ``ctl reindex URL`` may fetch for a URL it has no row for); a

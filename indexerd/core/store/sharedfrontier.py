@@ -1,0 +1,169 @@
+"""The shared crawl frontier of a cluster (PostgreSQL only): a web source's pass crawled by every
+live node at once, each host of it by one node at a time.
+
+The ``crawl`` rows are the frontier and the seen set: a URL is queued for pass ``P`` by setting
+its row's ``pass_id`` to ``P`` and its state to ``queued`` -- an upsert that changes nothing when
+the row is at ``P`` already, so a URL is queued once per pass whichever nodes find it
+(:meth:`SharedFrontierRows.frontier_offer`).  The ``crawl_hosts`` rows shard the pass by host
+(Nutch's and StormCrawler's partition by host): a host is *claimed* by one node
+(:meth:`~SharedFrontierRows.frontier_claim`, ``FOR UPDATE SKIP LOCKED``), which fetches every
+URL of it in the pass; the claim lasts :data:`HOST_CLAIM_SECONDS`, renewed by its node's
+heartbeat, and a host whose node died is free to claim at once (its heartbeat connection is
+gone).  Two flags say whether a host still has work: ``pending`` (URLs were queued for it that
+its node has not read yet) and ``active`` (its node has URLs of it in memory or in flight).  The
+pass is over for the cluster when no host of it is pending or active
+(:meth:`~SharedFrontierRows.frontier_over`).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from indexerd.core.store.cluster import _ALIVE
+from indexerd.core.store.connection import StoreConnection
+from indexerd.core.store.values import prefix_range
+
+__all__ = ["HOST_CLAIM_SECONDS", "SharedFrontierRows", "url_origin"]
+
+#: Seconds a node's claim on a host of a pass lasts without renewal (its heartbeat renews it).
+HOST_CLAIM_SECONDS = 20.0
+#: The columns an offer sets; the rest of a known URL's row (validators' record, schedule) stays.
+_OFFER_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via", "origin", "redirects")
+#: SQL: the claim of crawl host row ``c`` may be taken (nobody's, run out, or its node is dead).
+_FREE = (f"(c.node IS NULL OR c.claim_until < now() OR NOT EXISTS "
+         f"(SELECT 1 FROM nodes WHERE nodes.name = c.node AND {_ALIVE}))")
+
+
+class SharedFrontierRows(StoreConnection):
+    """The ``crawl_hosts`` table and the shared use of the ``crawl`` rows (see the module docstring)."""
+
+    def frontier_reset(self, source: str) -> None:
+        """A new pass of ``source`` begins: forget the host claims of the last one."""
+        self._exec_many("DELETE FROM crawl_hosts WHERE source = ?", [(source,)])
+
+    def frontier_offer(self, source: str, pass_id: int, rows: Iterable[dict]) -> None:
+        """Queue URLs for pass ``pass_id`` in the store: each of ``rows`` (``{column: value}``
+        with at least the offer's columns: url, pass_id, state -- ``spilled``, in no node's
+        memory --, hops, seed_depth, seq, via, origin, redirects) is inserted, or updated when
+        its stored row belongs to an earlier pass (a URL seen in this pass already, by any node,
+        is left as it is); their hosts are marked pending.  One transaction.
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        rows = list(rows)
+        if not rows:
+            return
+        cols = ("source",) + _OFFER_COLUMNS
+        sets = ", ".join(f"{c} = excluded.{c}" for c in _OFFER_COLUMNS if c != "url")
+        upsert = (f"INSERT INTO crawl AS c ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+                  f"ON CONFLICT (source, url) DO UPDATE SET {sets} WHERE c.pass_id < excluded.pass_id")
+        hosts = sorted({url_origin(r["url"]) for r in rows})
+        pending = ("INSERT INTO crawl_hosts AS h (source, host, pass_id, pending) VALUES (?, ?, ?, true) "
+                   "ON CONFLICT (source, host) DO UPDATE SET pending = true, pass_id = excluded.pass_id")
+        self._transaction([(upsert, [(source,) + tuple(r[c] for c in _OFFER_COLUMNS) for r in rows]),
+                           (pending, [(source, h, pass_id) for h in hosts])])
+
+    def frontier_claim(self, source: str, pass_id: int, node: str, limit: int) -> list[str]:
+        """Claim for ``node`` at most ``limit`` hosts of pass ``pass_id`` that have work (pending
+        or active) and no live node's claim, skipping rows other nodes are claiming now; returns
+        the hosts claimed (each marked pending, so that what waits for it is read after
+        :meth:`frontier_pending_hosts`)."""
+        if limit <= 0:
+            return []
+        cur = self._db.execute(
+            "UPDATE crawl_hosts AS h SET node = ?, claim_until = now() + make_interval(secs => ?), pending = true "
+            "WHERE (h.source, h.host) IN (SELECT c.source, c.host FROM crawl_hosts c WHERE c.source = ? AND "
+            f"c.pass_id = ? AND (c.pending OR c.active) AND c.node IS DISTINCT FROM ? AND {_FREE} "
+            "ORDER BY c.host LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING h.host",
+            (node, HOST_CLAIM_SECONDS, source, pass_id, node, limit))
+        return [r[0] for r in cur]
+
+    def frontier_load(self, source: str, pass_id: int, node: str) -> tuple[int, int]:
+        """``(hosts with work in pass pass_id, of them claimed by node)`` -- what a node's fair
+        share of the hosts is computed from."""
+        row = self._db.execute(
+            "SELECT count(*), count(*) FILTER (WHERE node = ? AND claim_until >= now()) FROM crawl_hosts "
+            "WHERE source = ? AND pass_id = ? AND (pending OR active)", (node, source, pass_id)).fetchone()
+        return int(row[0]), int(row[1])
+
+    def frontier_pending_hosts(self, source: str, node: str) -> list[str]:
+        """The hosts ``node`` holds that are pending, now marked not pending and active: the
+        caller reads what waits for them (:meth:`frontier_waiting`) right after; a URL queued
+        after this marks its host pending again."""
+        cur = self._db.execute("UPDATE crawl_hosts SET pending = false, active = true WHERE source = ? "
+                               "AND node = ? AND pending RETURNING host", (source, node))
+        return [r[0] for r in cur]
+
+    def frontier_host_rows(self, source: str, host: str) -> list[dict]:
+        """Every crawl row (:attr:`CRAWL_COLUMNS`) of ``host`` (``scheme://host[:port]``) in
+        ``source``."""
+        low, high = prefix_range(host + "/")
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? AND url >= ? "
+                               "AND url < ?", (source, low, high))
+        return [dict(r) for r in cur]
+
+    def frontier_take(self, source: str, host: str, pass_id: int, limit: int) -> list[dict]:
+        """Take at most ``limit`` crawl rows of ``host`` waiting in the store in pass ``pass_id``
+        (state ``spilled``: offered, in no node's memory), best first (fewest hops, then
+        discovery order): they are ``queued`` now (in the taker's memory), in the same statement
+        (``FOR UPDATE SKIP LOCKED``), so no one takes a row twice.  Returned in that order, as
+        they were before the take."""
+        low, high = prefix_range(host + "/")
+        cur = self._db.execute(
+            "UPDATE crawl AS c SET state = 'queued' WHERE (c.source, c.url) IN (SELECT source, url FROM crawl "
+            "WHERE source = ? AND url >= ? AND url < ? AND pass_id = ? AND state = 'spilled' "
+            "ORDER BY hops, seq LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING "
+            + ", ".join("c." + x for x in self.CRAWL_COLUMNS),
+            (source, low, high, pass_id, limit))
+        rows = [dict(zip(self.CRAWL_COLUMNS, r)) for r in cur]
+        for r in rows:
+            r["state"] = "spilled"
+        return sorted(rows, key=lambda r: (r["hops"], r["seq"]))
+
+    def frontier_pending_again(self, source: str, node: str, host: str) -> None:
+        """``node`` read only part of what waits for ``host``: its next round reads more."""
+        self._exec_many("UPDATE crawl_hosts SET pending = true WHERE source = ? AND host = ? AND node = ?",
+                        [(source, host, node)])
+
+    def frontier_row(self, source: str, url: str) -> dict | None:
+        """The crawl row (:attr:`CRAWL_COLUMNS`) of ``url`` in ``source``, or None."""
+        row = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? AND url = ?",
+                               (source, url)).fetchone()
+        return dict(row) if row is not None else None
+
+    def frontier_idle(self, source: str, node: str, hosts: Iterable[str]) -> None:
+        """``node`` has nothing more of ``hosts`` to do (its URLs were fetched and their rows
+        written): not active any more (still claimed: URLs queued later come to ``node``)."""
+        self._exec_many("UPDATE crawl_hosts SET active = false WHERE source = ? AND host = ? AND node = ?",
+                        [(source, h, node) for h in hosts])
+
+    def frontier_drop(self, source: str, node: str) -> None:
+        """``node`` stops crawling this pass with URLs left (its page budget is spent): its hosts
+        are neither pending nor active, their queued URLs wait for the next pass."""
+        self._exec_many("UPDATE crawl_hosts SET pending = false, active = false WHERE source = ? AND node = ?",
+                        [(source, node)])
+
+    def frontier_hand_back(self, source: str, node: str) -> None:
+        """``node`` leaves the pass before its end (stopped): its hosts are free to claim."""
+        self._exec_many("UPDATE crawl_hosts SET node = NULL WHERE source = ? AND node = ?", [(source, node)])
+
+    def frontier_over(self, source: str, pass_id: int) -> bool:
+        """Whether pass ``pass_id`` of ``source`` is over for the cluster: no host of it pending
+        or active."""
+        row = self._db.execute("SELECT NOT EXISTS (SELECT 1 FROM crawl_hosts WHERE source = ? AND pass_id = ? "
+                               "AND (pending OR active))", (source, pass_id)).fetchone()
+        return bool(row[0])
+
+    def frontier_hosts(self) -> list[dict]:
+        """Every host claim: ``{source, host, pass_id, node (None: free or run out), pending, active}``."""
+        cur = self._db.execute("SELECT source, host, pass_id, CASE WHEN claim_until >= now() THEN node END AS node, "
+                               "pending, active FROM crawl_hosts ORDER BY source, host")
+        return [dict(r) for r in cur]
+
+
+def url_origin(url: str) -> str:
+    """``scheme://host[:port]`` of a canonical URL as it is written (it always has a path; a
+    default port is not written): the prefix its host's URLs share, the ``crawl_hosts`` key."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"

@@ -1,0 +1,241 @@
+"""One node's part in a web pass the whole cluster crawls: the shared frontier, sharded by host.
+
+In a cluster (a state store on PostgreSQL) every live node takes part in a web source's pass.
+The ``crawl`` rows in the shared store are the frontier and the seen set, and each host of the
+pass is crawled by the one node that claimed it
+(:mod:`indexerd.core.store.sharedfrontier`; Nutch and StormCrawler partition the fetch work by
+host the same way).  For its own hosts a node keeps the URL states in memory as a single node
+does (the :class:`~indexerd.sources.web.scheduler.Scheduler`); a URL it finds on a host it does
+not hold is *offered*: queued in the shared store for that pass unless some node queued it
+already, and fetched by whichever node holds (or next claims) that host.
+
+The node's coordinator calls :meth:`SharedFrontier.tick` between results, at most every
+:data:`TICK_SECONDS`: it sends the offers, marks hosts whose work is done idle (after writing
+their rows), claims hosts (its fair share, ``ceil(hosts with work / live nodes)``, or one more
+when it has nothing to do -- so a host left by a dead node is taken over at once), reads the
+URLs queued for its hosts, and tells when the pass is over for the cluster.  Politeness needs
+nothing new: every request still takes its host's lease
+(:mod:`indexerd.sources.web.hostleases`), so a host changing hands keeps its delay.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from indexerd.core.store.sharedfrontier import url_origin
+from indexerd.sources.web.seeding import lost_with_the_process
+from indexerd.sources.web.urls import host_key
+from indexerd.sources.web.urlstate import UrlState
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CLUSTER", "SharedFrontier", "TICK_SECONDS"]
+
+#: Seconds between two rounds of a node with the shared store during a pass.
+TICK_SECONDS = 0.25
+#: Seconds a node's count of live nodes is reused before it is read again.
+NODES_SECONDS = 1.0
+#: Offers kept back before they are sent at once (between two ticks).
+OFFER_BATCH = 500
+
+
+class ClusterMembership:
+    """This process's node name in a cluster (None: not in one); set by the indexer when it
+    joins the cluster (:meth:`~indexerd.core.indexer.Indexer.open`)."""
+
+    node: str | None = None
+
+
+#: This process's membership.
+CLUSTER = ClusterMembership()
+
+
+class SharedFrontier:
+    """Node ``node``'s part in pass ``sched.pass_id`` of a web source (see the module docstring).
+
+    Args:
+        sched: the pass's scheduler; its ``shared`` is set to this object.
+        store: the pass's shared store connection (a :class:`~indexerd.core.store.PgStore`),
+            used from the coordinator thread only.
+        node: this node's name.
+        out_of_scope: ``out_of_scope(state, reason)`` forgets a known URL the config no longer
+            covers (as the :class:`~indexerd.sources.web.seeding.Seeder`'s).
+    """
+
+    def __init__(self, sched, store, node: str, out_of_scope) -> None:
+        self.sched = sched
+        self.out_of_scope = out_of_scope
+        self.store = store
+        self.node = node
+        self.source = sched.src.name
+        self.owned: set[str] = set()   # origins (``scheme://host[:port]``) this node claimed
+        self.active: set[str] = set()  # of them, those with URLs in memory or in flight
+        self.offers: list[dict] = []
+        self.dropped = False           # the page budget is spent: no more hosts
+        self.over = False
+        self._next_tick = 0.0
+        self._alive = (0.0, 1)
+        sched.shared = self
+
+    # -- what the scheduler asks -----------------------------------------------------------
+    def owns(self, url: str) -> bool:
+        """Whether this node crawls ``url``'s host in this pass."""
+        return url_origin(url) in self.owned
+
+    def offer(self, st: UrlState) -> None:
+        """Queue ``st`` (a URL state of this pass) in the store, for whichever node holds its
+        host (this one too, when its frontier's window is full): sent at the next tick (or once
+        :data:`OFFER_BATCH` wait), as state ``spilled`` (in no node's memory)."""
+        st.state = "spilled"
+        self.sched.counters.inc("web.frontier.spilled")
+        self.offers.append(st.as_row())
+        if len(self.offers) >= OFFER_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the offers kept back (StoreError: the store cannot be written)."""
+        if self.offers:
+            offers, self.offers = self.offers, []
+            self.store.frontier_offer(self.source, self.sched.pass_id, offers)
+
+    def row(self, url: str) -> UrlState | None:
+        """The stored state of ``url`` (a host this node does not hold), or None."""
+        r = self.store.frontier_row(self.source, url)
+        return UrlState.from_row(r) if r is not None else None
+
+    # -- the rounds ------------------------------------------------------------------------
+    def tick(self, now: bool = False) -> bool:
+        """One round with the shared store (at most every :data:`TICK_SECONDS` unless ``now``);
+        True once the pass is over for the cluster (the frontier's hold is then let go, so the
+        workers end).
+
+        Raises:
+            StoreError: the shared store cannot be read or written.
+        """
+        if self.over:
+            return True
+        t = time.monotonic()
+        if not now and t < self._next_tick:
+            return False
+        self._next_tick = t + TICK_SECONDS
+        s, frontier = self.sched, self.sched.frontier
+        self.flush()
+        idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")))
+        if idle:
+            s.persist(finished=False)  # the rows of what was done, before anyone may read them
+            self.store.frontier_idle(self.source, self.node, idle)
+            self.active.difference_update(idle)
+        if not self.dropped and frontier.requests >= frontier.budget:
+            self.dropped = True  # what is still queued waits for the next pass, as on one node
+            s.persist(finished=False)
+            self.store.frontier_drop(self.source, self.node)
+            self.active.clear()
+            log.info("%s: page budget of this node spent (%d requests); its hosts are left for the "
+                     "next pass", self.source, frontier.requests)
+        if not self.dropped:
+            self._claim(idle_now=not self.active and frontier.outstanding() == 0 and frontier.queued() == 0)
+            for origin in self.store.frontier_pending_hosts(self.source, self.node):
+                self.owned.add(origin)
+                self.active.add(origin)
+                self._take_waiting(origin)
+        if frontier.outstanding() == 0 and (frontier.queued() == 0 or self.dropped) and not self.active:
+            if self.store.frontier_over(self.source, s.pass_id):
+                self.over = True
+                frontier.let_go()
+        return self.over
+
+    def _claim(self, idle_now: bool) -> None:
+        total, mine = self.store.frontier_load(self.source, self.sched.pass_id, self.node)
+        share = -(-total // self._live_nodes()) if total else 0
+        limit = share - mine
+        if limit <= 0 and idle_now:
+            limit = 1  # nothing to do here: take a host nobody works on (a dead node's)
+        for origin in self.store.frontier_claim(self.source, self.sched.pass_id, self.node, limit):
+            self.owned.add(origin)
+            self._take_host(origin)
+            log.info("%s: node %s crawls %s in pass %d", self.source, self.node, origin, self.sched.pass_id)
+
+    def _live_nodes(self) -> int:
+        at, n = self._alive
+        if time.monotonic() - at > NODES_SECONDS:
+            n = max(1, sum(1 for x in self.store.nodes() if x["alive"]))
+            self._alive = (time.monotonic(), n)
+        return n
+
+    def _take_host(self, origin: str) -> None:
+        """A host claimed: what the store knows of its URLs replaces what this node had in
+        memory; what the node that held it before had queued in memory (it died, or stopped) is
+        queued here, and so is a page of this pass it fetched but did not store."""
+        s = self.sched
+        for r in self.store.frontier_host_rows(self.source, origin):
+            st = UrlState.from_row(r)
+            if st.pass_id == s.pass_id and st.state == "spilled":
+                continue  # read by _take_waiting, right after
+            s.table.rows[st.url] = st
+            if st.pass_id != s.pass_id:
+                if st.asked_before and not s.due(st):  # as the node that began the pass decided
+                    s.seen.add(st.url)
+                    s.not_due.add(st.url)
+                continue
+            s.seen.add(st.url)
+            if lost_with_the_process(st, s.stored):
+                st.state = "queued"
+                s.table.put(st)
+                s.counters.inc("web.resume.requeued")
+            if st.state == "queued":
+                self._queue(st, offered=False)
+
+    def _take_waiting(self, origin: str) -> None:
+        """Take into this node's frontier what waits in the store for ``origin`` in this pass,
+        as much as its window (``max_queued``) has room for (the rest at the next rounds); a
+        known URL that a link offered but that is not due is left for its schedule."""
+        s = self.sched
+        room = max(0, s.cfg.max_queued - s.frontier.queued())
+        if room == 0:
+            self.store.frontier_pending_again(self.source, self.node, origin)
+            return
+        rows = self.store.frontier_take(self.source, origin, s.pass_id, room)
+        if len(rows) == room:
+            self.store.frontier_pending_again(self.source, self.node, origin)  # maybe more
+        if rows:
+            s.counters.inc("web.frontier.refilled", len(rows))
+        for r in rows:
+            st = UrlState.from_row(r)
+            mine = s.table.get(st.url)
+            if mine is not None and mine.pass_id == s.pass_id:
+                s.table.put(mine)  # queued here already, or done: this node's row stands
+                continue
+            s.seen.add(st.url)
+            st.state = "queued"  # in this node's memory now (and so in the store)
+            s.table.rows[st.url] = st
+            self._queue(st, offered=True)
+
+    def _queue(self, st: UrlState, offered: bool) -> None:
+        """Put ``st`` (a queued state of this pass, of a host this node holds) in the frontier,
+        unless the config no longer covers it, or (``offered``: taken from the store, not from
+        another node's memory or its lost work) it is a known URL a link offered that is not
+        due (links to it wait for its schedule, as on one node)."""
+        s = self.sched
+        if st.via == "sitemapfile":
+            s.put_sitemap(st.url, count=False)
+            return
+        reason = s.scope_reason(st.url, st.hops, st.seed_depth)
+        if reason is not None:
+            self.out_of_scope(st, reason)
+            return
+        if offered and st.asked_before and st.via in ("link", "sitemap") and not s.due(st):
+            st.state = "done"
+            s.table.put(st)
+            s.not_due.add(st.url)
+            s.counters.inc("web.recrawl.not-due")
+            return
+        s.queue(st)
+
+    # -- the end ---------------------------------------------------------------------------
+    def leave(self, finished: bool) -> None:
+        """The pass ends on this node: offers sent; stopped before the end (``finished``
+        False), its hosts are handed back so that the other nodes take them over at once."""
+        self.flush()
+        if not finished:
+            self.store.frontier_hand_back(self.source, self.node)
