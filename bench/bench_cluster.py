@@ -2,7 +2,7 @@
 """What going multi-node costs on one machine, and what several nodes buy on many slow hosts.
 
   bench/bench_cluster.py [TREE] [--reps 3] [--hosts 24] [--pages 12] [--delay 0.5]
-                         [--only cost|scale]
+                         [--page-seconds 0.1] [--only cost|scale|scale-site]
 
 Starts a throw-away PostgreSQL server (tests/pg.py, Unix socket; ``fsync = on`` and
 ``synchronous_commit = off`` set for the run: durable on a crash of the server, like the SQLite
@@ -17,7 +17,7 @@ of TREE's python-docs served by nginx on loopback, politeness off) and ``web-noc
 re-crawl: conditional GETs).  Wall time, median; ratios against ``sqlite+whoosh``.
 
 **scale** -- ``--hosts`` loopback hosts (127.0.1.N, one Python server each) of ``--pages``
-pages, each page answering after 0.1 s, crawled with a politeness delay of ``--delay`` s, as 12
+pages, each page answering after ``--page-seconds`` (0.1 s), crawled with a politeness delay of ``--delay`` s, as 12
 web sources of hosts/12 hosts each; 1, 2 and 3 nodes (``indexerd run`` processes on the shared
 store and index) start together; wall time from the start until every source's pass is
 recorded complete in the shared store, requests/s from the servers' logs.
@@ -29,6 +29,7 @@ time until the pass is over for the cluster.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import json
 import os
 import shutil
@@ -118,7 +119,7 @@ def cost(tree: str, reps: int, layouts: Layout, work: Path) -> dict:
 
 
 def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, node_counts=(1, 2, 3),
-          one_site: bool = False) -> dict:
+          one_site: bool = False, page_seconds: float = 0.1) -> dict:
     """The scale step; ``one_site``: one web source over every host instead of 12 (seeded on
     each, its pages linking across hosts: the shared frontier, host by host)."""
     from cluster import Node, SharedDb, serve_tree, serve_web
@@ -132,7 +133,7 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
             store_schema = head.split('schema = "')[-1].split('"')[0]
             web = ""
             if one_site:
-                serve_web(sites, pages, "w", 0.1)
+                serve_web(sites, pages, "w", page_seconds)
                 names = {"site"}
                 seeds = ", ".join(f'"{s.url("/p0.html")}"' for s in sites)
                 web = (f'[[sources.web]]\nname = "site"\nseeds = [{seeds}]\ninterval = "1h"\n'
@@ -141,7 +142,7 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
                        f'[sources.web.politeness]\nmin_delay = "{delay}s"\ngood_guy_factor = 2.0\n\n')
             else:
                 for i, s in enumerate(sites):
-                    serve_tree(s, "/", pages, f"h{i}", 0.1)
+                    serve_tree(s, "/", pages, f"h{i}", page_seconds)
                 names = {f"part{g}" for g in range(SOURCES)}
                 for g, group in enumerate(sites[i::SOURCES] for i in range(SOURCES)):
                     seeds = ", ".join(f'"{s.url("/p0.html")}"' for s in group)
@@ -166,6 +167,10 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
                 time.sleep(0.2)
             wall = time.monotonic() - t0
             requests = sum(len(s.log) for s in sites)
+            asked = Counter(f"{h.method} {s.base}{h.path}" for s in sites for h in s.log)
+            twice = sorted(u for u, c in asked.items() if c > 1)
+            if twice:
+                log(f"{count} node(s): asked more than once: {twice[:10]}")
             by_node = {}
             if one_site:  # hosts per node
                 for _, node in db.rows("SELECT host, node FROM {s}.crawl_hosts"):
@@ -175,7 +180,8 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
             for n in nodes:
                 n.stop()
             db.close()
-            results[count] = {"wall": wall, "requests": requests, "rps": requests / wall, "sources_by_node": by_node}
+            results[count] = {"wall": wall, "requests": requests, "rps": requests / wall, "sources_by_node": by_node,
+                              "asked_twice": len(twice)}
             log(f"{count} node(s): {wall:.1f} s, {requests} requests, {requests / wall:.1f}/s, "
                 f"{'hosts' if one_site else 'sources'} {by_node}")
         finally:
@@ -191,12 +197,15 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=24)
     ap.add_argument("--pages", type=int, default=12)
     ap.add_argument("--delay", type=float, default=0.5)
+    ap.add_argument("--page-seconds", type=float, default=0.1, help="how long each page takes to answer")
     ap.add_argument("--only", choices=("cost", "scale", "scale-site"))
     ap.add_argument("--work", default=None)
+    ap.add_argument("--nodes", default="1,2,3", help="node counts of the scale steps")
     args = ap.parse_args()
     from pg import PgServer
 
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-cluster-"))
+    counts = tuple(int(n) for n in args.nodes.split(","))
     server = PgServer.start()
     try:
         server.wait_ready()
@@ -209,9 +218,10 @@ def main() -> int:
         if args.only in (None, "cost"):
             out["cost"] = cost(args.tree, args.reps, layouts, work)
         if args.only in (None, "scale"):
-            out["scale"] = scale(args.hosts, args.pages, args.delay, layouts, work)
+            out["scale"] = scale(args.hosts, args.pages, args.delay, layouts, work, counts, page_seconds=args.page_seconds)
         if args.only in (None, "scale-site"):
-            out["scale-site"] = scale(args.hosts, args.pages, args.delay, layouts, work, one_site=True)
+            out["scale-site"] = scale(args.hosts, args.pages, args.delay, layouts, work, counts, one_site=True,
+                                      page_seconds=args.page_seconds)
     finally:
         server.stop()
     print(json.dumps(out, indent=1))
@@ -226,7 +236,7 @@ def main() -> int:
             continue
         print(f"\n{step}\n| nodes | wall | requests | requests/s | speed-up | {unit} per node |")
         print("| ---: | ---: | ---: | ---: | ---: | --- |")
-        one = out[step][1]["wall"]
+        one = next(iter(out[step].values()))["wall"]
         for n, r in out[step].items():
             print(f"| {n} | {r['wall']:.1f} s | {r['requests']} | {r['rps']:.1f} | {one / r['wall']:.2f}x | "
                   f"{r['sources_by_node']} |")

@@ -276,6 +276,21 @@ def test_check_config_with_malformed_meta_map_exits_2(cli, tmp_path) -> None:
     assert p.returncode == 2 and f"{metamap}:3" in p.stderr
 
 
+@pytest.mark.parametrize("table", ["store", "index.postgresql"])
+def test_check_config_names_an_unset_password_variable_of_the_servers(cli, tmp_path, table) -> None:
+    # a trial: check-config said OK, and the daemon failed at start
+    url = "postgresql://indexerd@db.example.com/search"
+    store_pw = ' password_env = "INDEXERD_TEST_UNSET_PW"' if table == "store" else ""
+    index_pw = ' password_env = "INDEXERD_TEST_UNSET_PW"' if table == "index.postgresql" else ""
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(f'[store]\nurl = "{url}"\n{store_pw.strip()}\n[index]\nengine = "postgresql"\n'
+                   f'[index.postgresql]\nurl = "{url}"\n{index_pw.strip()}\n' + src(path=str(tmp_path)))
+    p = cli.run("check-config", "-c", str(cfg), check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert f"{table}: environment variable INDEXERD_TEST_UNSET_PW is not set" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
 @pytest.mark.skipif(Path(config_mod.DEFAULT_CONFIG_PATH).exists(), reason="a system config exists here")
 def test_check_config_without_config_exits_2(cli) -> None:
     p = cli.run("check-config", check=False)

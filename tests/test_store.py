@@ -318,3 +318,20 @@ def test_stat_map_reads_one_covering_index(store, tmp_path) -> None:
     db.close()
     assert "USING COVERING INDEX documents_source" in plan[0][3], plan
     assert store.stat_map("docs") == {f"file:///t/{i}": (i, i, i, i, "new") for i in range(3)}
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "not JSON"), ("[1, 2]", "not a JSON object"), ('{"schema": "s"}', "no 'url'"),
+    ('{"url": 5, "schema": "s"}', "'url' is 5, not a string"),
+    ('{"url": "postgresql://h/db", "schema": "s", "timeout_seconds": "soon"}', "'timeout_seconds' is \"soon\", not a number"),
+    (b"\xff\xfe{", "not JSON"),
+])
+def test_a_garbage_store_address_file_is_named_in_plain_words(tmp_path, text, says) -> None:
+    # a trial: a damaged store-postgresql.json gave Python's own words ("list indices must be integers")
+    from indexerd.core.store import PgStoreAddress
+
+    f = tmp_path / PgStoreAddress.FILENAME
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(StoreError) as e:
+        PgStoreAddress.from_file(tmp_path)
+    assert str(e.value).startswith(f"{f}: cannot read the ") and says in str(e.value), str(e.value)

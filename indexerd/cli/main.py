@@ -125,6 +125,7 @@ def cmd_check_config(args) -> int:
 
     cfg = _load(args, required=True)
     build_sources(cfg, check_files=True)  # meta maps, SQL passwords and SQLite files too
+    _check_server_passwords(cfg)
     for name, path in _missing_roots(cfg):  # not an error: a disk may be mounted later
         print(f"indexerd: warning: source {name}: path {path} does not exist (or is not a "
               f"directory) now; its passes will report an error and delete nothing", file=sys.stderr)
@@ -137,6 +138,25 @@ def cmd_check_config(args) -> int:
     print(f"# effective control_socket = {resolve_control_socket(cfg)}")
     print(to_toml(cfg), end="")
     return 0
+
+
+def _check_server_passwords(cfg) -> None:
+    """The passwords of the PostgreSQL state store and index the config names can be read now
+    (their variable is set, their file readable), as a SQL source's are.
+
+    Raises:
+        ConfigError: naming the table and the variable or file.
+    """
+    from indexerd.core.store import store_address
+
+    address = store_address(cfg)
+    if address is not None:
+        address.connect_kwargs()
+    pg = getattr(cfg.index, "postgresql", None)
+    if cfg.index.engine == "postgresql" and pg is not None:
+        from indexerd.index.postgresql.connect import PgTarget
+
+        PgTarget.from_settings(pg).connect_kwargs()
 
 
 def cmd_run(args) -> int:

@@ -167,7 +167,9 @@ def print_status(r: dict) -> None:
     """``ctl status``: the daemon, the index, the last reload, then each source."""
     print(f"indexerd pid {r['pid']}, up {r['uptime_seconds']:.0f} s, state dir {safe(r['state_dir'])}")
     ix = r["index"]
-    print(f"index: {ix['documents']} documents, {ix['segments']} segments, "
+    segments = f"{ix['segments']} segments, " if ix.get("segments") is not None else ""  # a server's index has none
+    engine = f" ({safe(ix['engine'])})" if ix.get("engine") else ""
+    print(f"index{engine}: {ix['documents']} documents, {segments}"
           f"{(ix['size_bytes'] or 0) / 1e6:.1f} MB; last commit {r['writer']['last_commit'] or '-'}; "
           f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
     if ix.get("error"):

@@ -32,6 +32,8 @@ __all__ = ["Claim", "STANDBY_SECONDS", "claim_pass"]
 UTC = timezone.utc
 #: Seconds between two tries of a node standing by for a source another node runs.
 STANDBY_SECONDS = 5.0
+#: Seconds before a node asks again to join a web pass another node is beginning.
+JOIN_SECONDS = 0.5
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Claim:
     lock: SourceLock | None = None
     standby: bool = False
     error: bool = False
+    retry_in: float = STANDBY_SECONDS
 
     def release(self) -> None:
         if self.lock is not None:
@@ -83,7 +86,7 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
     if k.pass_shared and src.pass_running(store):
         return Claim(True)  # every node takes part in it
     lock = SourceLock(address, node, *k.cluster_lock(src))
-    if not forced and SourceLock.held_here:
+    if not forced and not k.pass_shared and SourceLock.held_here:
         alive = sum(1 for n in store.nodes() if n["alive"])
         share = fair_share(shared_sources, alive)
         if alive > 1 and len(SourceLock.held_here) >= share:
@@ -93,6 +96,9 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
         if k.pass_shared and src.pass_running(store):
             return Claim(True)  # the holder has just begun it: take part at once
         holder = lock.holder() or "another node"
+        if k.pass_shared:  # the holder is beginning a pass (seeding it): join it in a moment
+            return Claim(False, f"node {holder} is beginning its pass; joining it", standby=True,
+                         retry_in=JOIN_SECONDS)
         return Claim(False, f"its pass runs on node {holder}; standing by", standby=True)
     run = store.source_runs().get(src.name)  # read under the lock: the holder may have just finished
     if not forced and run and run["running_since"] is None and run["completed_at"] is not None:

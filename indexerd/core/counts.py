@@ -37,6 +37,9 @@ class PassCounts:
     failed: str | None = field(default=None, compare=False)
     #: the message of the pass's latest error (a document's or the whole pass's), for status
     last_error: str | None = field(default=None, compare=False)
+    #: in a cluster, this node's part in a web pass the nodes crawl together ended while the
+    #: pass goes on on other nodes (nothing was left for this node): not a pass that ended
+    left_to_others: bool = field(default=False, compare=False)
 
     def record(self, verdict: Verdict | str, n: int = 1, *, message: str | None = None) -> None:
         """Count ``n`` items with ``verdict``: a document verdict also counts them as seen;

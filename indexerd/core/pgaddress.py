@@ -94,14 +94,26 @@ class PgAddress:
             ERROR: the file exists but cannot be read or parsed.
         """
         f = Path(directory) / cls.FILENAME
+        where = f"{f}: cannot read the {cls.WHAT}'s address"
         try:
             d = json.loads(f.read_text(encoding="utf-8"))
-            return cls(url=str(d["url"]), schema=str(d["schema"]), password_env=d.get("password_env"),
-                       password_file=d.get("password_file"), timeout_seconds=float(d.get("timeout_seconds", 30.0)))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise cls.ERROR(f"{f}: cannot read the {cls.WHAT}'s address: {e}") from None
+        except OSError as e:
+            raise cls.ERROR(f"{where}: {e.strerror}") from None
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+            raise cls.ERROR(f"{where}: not JSON ({e})") from None
+        if not isinstance(d, dict):
+            raise cls.ERROR(f"{where}: not a JSON object")
+        for key, types in (("url", str), ("schema", str), ("password_env", (str, type(None))),
+                           ("password_file", (str, type(None))), ("timeout_seconds", (int, float))):
+            if key in ("url", "schema") and key not in d:
+                raise cls.ERROR(f"{where}: no {key!r}")
+            if key in d and (not isinstance(d[key], types) or isinstance(d[key], bool)):
+                raise cls.ERROR(f"{where}: {key!r} is {json.dumps(d[key])[:60]}, not a "
+                                f"{'number' if key == 'timeout_seconds' else 'string'}")
+        return cls(url=d["url"], schema=d["schema"], password_env=d.get("password_env"),
+                   password_file=d.get("password_file"), timeout_seconds=float(d.get("timeout_seconds", 30.0)))
 
     def record(self, directory: Path) -> None:
         """Write :attr:`FILENAME` in ``directory`` (atomically; the URL without its password)."""

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from indexerd.daemon.main import Daemon
 
 log = logging.getLogger(__name__)
+#: Passes one daemon runs at once.
+PASS_THREADS = 4
+#: In a cluster, at most this many more threads for the web passes every node takes part in.
+MAX_SHARED_PASS_THREADS = 28
 UTC = timezone.utc
 
 
@@ -38,14 +42,23 @@ class Jobs:
         self._last_failure = 0.0
 
     def start(self) -> None:
-        """Start the scheduler's pool (four threads: passes of different sources run at once)."""
+        """Start the scheduler's pool: :data:`PASS_THREADS` threads (passes of different sources
+        run at once); in a cluster one more for each web source configured at start, since
+        every node takes part in every web pass (:mod:`indexerd.sources.web.sharedfrontier`)
+        and a pass waits for its hosts' politeness delays most of its time."""
         from apscheduler.schedulers.background import BackgroundScheduler
+        from indexerd.sources.registry import KINDS
+
+        threads = PASS_THREADS
+        if self.d.indexer.state.shared:
+            shared = sum(len(getattr(self.d.cfg.sources, k.name, None) or ()) for k in KINDS.values() if k.pass_shared)
+            threads += min(MAX_SHARED_PASS_THREADS, shared)
 
         # APScheduler logs every job run at INFO; ours says what a pass did. Its warnings
         # (skipped or missed runs) still show.
         logging.getLogger("apscheduler").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
         self.scheduler = BackgroundScheduler(
-            timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": 4}},
+            timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": threads}},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600})
         self.scheduler.start()
 

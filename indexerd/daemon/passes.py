@@ -87,7 +87,7 @@ class Passes:
         if not d.indexer.state.shared:
             return Claim(True)
         try:
-            shared = sum(1 for s in d.sources.values() if not kind(s.kind).node_owned)
+            shared = sum(1 for s in d.sources.values() if not (kind(s.kind).node_owned or kind(s.kind).pass_shared))
             claim = claim_pass(d.indexer.store, d.indexer.state.store_address, d.indexer.node, src,
                                forced=forced or asked, shared_sources=shared)
         except IndexerdError as e:
@@ -98,7 +98,7 @@ class Passes:
         if not claim.run and changed:
             (log.warning if claim.error else log.info)("%s: not run on this node: %s", name, claim.reason)
         if claim.standby and not d.stop_event.is_set():
-            d.jobs.run_later(name, STANDBY_SECONDS, asked=asked)
+            d.jobs.run_later(name, claim.retry_in, asked=asked)
         return claim
 
     def _run_claimed(self, name: str, src, st: SourceState, forced: bool, start: str | None,
@@ -126,7 +126,12 @@ class Passes:
             pass_error = f"{type(e).__name__}: {e}"
             log.exception("%s: reconcile failed", name)
         finally:
-            self._ended(name, src, st, counts, pass_error or counts.failed, claim)  # raised, or the source says so
+            if counts.left_to_others and not pass_error:
+                self._left(name, st, claim)
+            else:
+                self._ended(name, src, st, counts, pass_error or counts.failed, claim)  # raised, or the source says so
+        if counts.left_to_others and not pass_error:
+            return None
         if st.removed:
             log.info("%s: pass cancelled, the source was removed (%s)", name, st.last_counts)
             return st.last_counts
@@ -168,6 +173,24 @@ class Passes:
         if rerun and not d.stop_event.is_set() and not st.removed:
             log.info("%s: another reconcile was requested during this one; running it now", name)
             d.jobs.run_soon({name})
+
+    def _left(self, name: str, st: SourceState, claim: Claim | None) -> None:
+        """This node's part in a web pass the cluster crawls together ended while the pass goes
+        on elsewhere (nothing was left for it): no pass ended here, so no run record, status or
+        metric changes; the node comes back in :data:`~indexerd.core.claims.STANDBY_SECONDS` for
+        what the pass may have for it then."""
+        d = self.d
+        with d.lock:
+            st.running, st.current = False, None
+            rerun, st.rerun = st.rerun, False
+        if claim is not None:
+            claim.release()
+        st.lock.release()
+        if not d.stop_event.is_set() and not st.removed:
+            if rerun:
+                d.jobs.run_soon({name})
+            else:
+                d.jobs.run_later(name, STANDBY_SECONDS)
 
     def forget_after_pass(self, name: str) -> None:
         """Forget source ``name``, removed by a reload while its pass ran longer than

@@ -144,6 +144,12 @@ class SharedFrontierRows(StoreConnection):
         self._exec_many("UPDATE crawl_hosts SET pending = false, active = false WHERE source = ? AND node = ?",
                         [(source, node)])
 
+    def frontier_release(self, source: str, node: str, host: str) -> None:
+        """``node`` gives ``host`` up in the pass (it holds more than its share, and its waiting
+        URLs are back in the store): pending, for another node to claim."""
+        self._exec_many("UPDATE crawl_hosts SET node = NULL, pending = true, active = false "
+                        "WHERE source = ? AND host = ? AND node = ?", [(source, host, node)])
+
     def frontier_hand_back(self, source: str, node: str) -> None:
         """``node`` leaves the pass before its end (stopped): its hosts are free to claim."""
         self._exec_many("UPDATE crawl_hosts SET node = NULL WHERE source = ? AND node = ?", [(source, node)])

@@ -111,7 +111,7 @@ class CrawlPass:
         finished = False
         try:
             self._coordinate(len(workers))
-            finished = not self._stopped()
+            finished = not self._stopped() and not (self.sched.shared is not None and self.sched.shared.left)
             seeds = self.src.seed_hosts
             if finished and seeds and seeds <= self.unreachable:
                 self.counts.failed = f"no seed host answered: {', '.join(sorted(self.unreachable))}"
@@ -122,6 +122,12 @@ class CrawlPass:
             if self.sched.shared is not None:
                 self.sched.shared.leave(finished)
             self._release_lock()
+        if self.sched.shared is not None and self.sched.shared.left:
+            self.counts.left_to_others = True
+            (log.info if frontier.requests else log.debug)(
+                "%s: node %s leaves crawl pass %d to the nodes still working, after %d requests",
+                self.src.name, CLUSTER.node, self.sched.pass_id, frontier.requests)
+            return
         log.info("%s: crawl %s after %d requests (%d still queued)", self.src.name,
                  "finished" if finished else "interrupted", frontier.requests, frontier.queued())
         self.mirror.report()

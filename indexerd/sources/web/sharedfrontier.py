@@ -38,6 +38,9 @@ TICK_SECONDS = 0.25
 NODES_SECONDS = 1.0
 #: Offers kept back before they are sent at once (between two ticks).
 OFFER_BATCH = 500
+#: Seconds a node with nothing to do and nothing to claim stays in a pass before it leaves it to
+#: the nodes still working (it comes back in a few seconds: :data:`~indexerd.core.claims.STANDBY_SECONDS`).
+LEAVE_SECONDS = 1.0
 
 
 class ClusterMembership:
@@ -74,6 +77,8 @@ class SharedFrontier:
         self.offers: list[dict] = []
         self.dropped = False           # the page budget is spent: no more hosts
         self.over = False
+        self.left = False              # nothing to do here while the pass goes on elsewhere
+        self._idle_since: float | None = None
         self._next_tick = 0.0
         self._alive = (0.0, 1)
         sched.shared = self
@@ -107,13 +112,14 @@ class SharedFrontier:
     # -- the rounds ------------------------------------------------------------------------
     def tick(self, now: bool = False) -> bool:
         """One round with the shared store (at most every :data:`TICK_SECONDS` unless ``now``);
-        True once the pass is over for the cluster (the frontier's hold is then let go, so the
-        workers end).
+        True once the pass is over for the cluster, or this node has had nothing to do and
+        nothing to claim for :data:`LEAVE_SECONDS` (``left``: the others go on) -- the
+        frontier's hold is then let go, so the workers end.
 
         Raises:
             StoreError: the shared store cannot be read or written.
         """
-        if self.over:
+        if self.over or self.left:
             return True
         t = time.monotonic()
         if not now and t < self._next_tick:
@@ -143,11 +149,20 @@ class SharedFrontier:
             if self.store.frontier_over(self.source, s.pass_id):
                 self.over = True
                 frontier.let_go()
-        return self.over
+            elif self._idle_since is None:
+                self._idle_since = t
+            elif t - self._idle_since >= LEAVE_SECONDS:
+                self.left = True  # the nodes still working end the pass; this one comes back
+                frontier.let_go()
+        else:
+            self._idle_since = None
+        return self.over or self.left
 
     def _claim(self, idle_now: bool) -> None:
         total, mine = self.store.frontier_load(self.source, self.sched.pass_id, self.node)
         share = -(-total // self._live_nodes()) if total else 0
+        if mine > share + 1:
+            mine -= self._shed(mine - share)
         limit = share - mine
         if limit <= 0 and idle_now:
             limit = 1  # nothing to do here: take a host nobody works on (a dead node's)
@@ -155,6 +170,39 @@ class SharedFrontier:
             self.owned.add(origin)
             self._take_host(origin)
             log.info("%s: node %s crawls %s in pass %d", self.source, self.node, origin, self.sched.pass_id)
+
+    def _shed(self, excess: int) -> int:
+        """Give up to ``excess`` hosts back (this node holds more than its share of the hosts
+        with work: more nodes are alive than when they were claimed, or the others finished
+        theirs): hosts with nothing in flight, their waiting URLs put back in the store (state
+        ``spilled``) before the host is released; returns how many were given back."""
+        s, given = self.sched, []
+        for origin in sorted(self.active):
+            if len(given) >= excess:
+                break
+            tasks = s.frontier.take_back(host_key(origin + "/"))
+            if tasks is None:
+                continue
+            for t in tasks:
+                st = s.table.get(t.url)
+                if st is not None:
+                    st.state = "spilled"
+                    s.table.put(st)
+                s.seen.discard(t.url)
+            given.append(origin)
+        if not given:
+            return 0
+        s.persist(finished=False)  # the rows back in the store before anyone may claim the host
+        gone = set(given)
+        for url in [u for u in s.table.rows if url_origin(u) in gone]:
+            del s.table.rows[url]  # the next holder's now: never written from here
+        for origin in given:
+            self.store.frontier_release(self.source, self.node, origin)
+            self.owned.discard(origin)
+            self.active.discard(origin)
+        log.info("%s: node %s gives %s back, to spread the pass's hosts with work over the live nodes",
+                 self.source, self.node, ", ".join(given))
+        return len(given)
 
     def _live_nodes(self) -> int:
         at, n = self._alive
