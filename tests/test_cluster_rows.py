@@ -285,6 +285,7 @@ def test_a_node_whose_budget_is_spent_leaves_its_hosts_for_the_next_pass(address
         n1.frontier_pending_hosts("site", "n1")
         n1.frontier_drop("site", "n1")
         assert n1.frontier_over("site", 1)
+        assert [h["node"] for h in n1.frontier_hosts()] == [None]  # a URL queued later goes to another node
         n1.frontier_reset("site")  # the next pass begins
         assert n1.frontier_hosts() == []
     finally:

@@ -322,3 +322,35 @@ def test_dropped_connections_readers_retry_a_writer_gets_oserror_and_the_last_co
     s.update(doc("c", "new words"))
     s.commit(merge=False)
     assert keys_of(ix.search("words")) == ["a", "c"]
+
+
+def test_a_search_on_a_server_that_is_down_says_so_within_seconds(tmp_path, engine) -> None:
+    # a trial: with the server stopped, `ctl search` said "the query took longer than 5 s;
+    # narrow it" (the pool waited for a connection for the whole connect timeout)
+    import time
+
+    from pg import PgServer
+
+    from indexerd.index.postgresql.engine import READ_CONNECT_SECONDS
+
+    server = PgServer.start()
+    try:
+        server.wait_ready()
+        url = server.create_database("downix")
+        settings = parse_config(f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{url}"\n'
+                                'schema = "down"\ntimeout = "30s"\n', "<test>").index
+        index = open_index(tmp_path, settings)
+        try:
+            s = index.session()
+            s.update(doc("a", "reachable words"))
+            s.commit(merge=False)
+            assert keys_of(index.search("reachable")) == ["a"]
+            server.stop()
+            t0 = time.monotonic()
+            with pytest.raises(IndexUnavailable, match="the server does not answer .*is it running"):
+                index.search("reachable")
+            assert time.monotonic() - t0 < READ_CONNECT_SECONDS + 2
+        finally:
+            index.close()
+    finally:
+        server.stop()

@@ -140,9 +140,11 @@ class SharedFrontierRows(StoreConnection):
 
     def frontier_drop(self, source: str, node: str) -> None:
         """``node`` stops crawling this pass with URLs left (its page budget is spent): its hosts
-        are neither pending nor active, their queued URLs wait for the next pass."""
-        self._exec_many("UPDATE crawl_hosts SET pending = false, active = false WHERE source = ? AND node = ?",
-                        [(source, node)])
+        are handed back, neither pending nor active -- the URLs it had queued for them wait for
+        the next pass, unless more are queued for a host meanwhile (another node then claims
+        it)."""
+        self._exec_many("UPDATE crawl_hosts SET node = NULL, pending = false, active = false "
+                        "WHERE source = ? AND node = ?", [(source, node)])
 
     def frontier_release(self, source: str, node: str, host: str) -> None:
         """``node`` gives ``host`` up in the pass (it holds more than its share, and its waiting

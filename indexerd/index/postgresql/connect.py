@@ -15,6 +15,8 @@ session has a connection of its own for its transaction.
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -62,6 +64,9 @@ class PgTarget(PgAddress):
         """A readers' pool of autocommit connections (opened lazily, at most :data:`POOL_MAX`)."""
         from psycopg_pool import ConnectionPool
 
+        # the pool logs every failed attempt of its background reconnects (a line a second while
+        # the server is down); a read that cannot get a connection says so itself (IndexUnavailable)
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         kwargs = dict(self.connect_kwargs(), autocommit=True)
         return ConnectionPool(self.url, min_size=0, max_size=POOL_MAX, kwargs=kwargs, open=True,
                               timeout=self.timeout_seconds, name="indexerd-index")

@@ -68,6 +68,11 @@ def wanted_marks(format_version: int, fold_diacritics: bool = True) -> dict[str,
     return marks
 
 
+#: Seconds a read (a search, a count) waits for a pooled connection: a server that is down is
+#: reported within the daemon's query bound instead of after the connect timeout.
+READ_CONNECT_SECONDS = 3.0
+
+
 class PgIndex:
     """The full-text index in ``target``'s schema; ``path`` the local index directory.
 
@@ -128,13 +133,16 @@ class PgIndex:
 
         for attempt in (1, 2):
             try:
-                with self._pool.connection() as conn:
+                with self._pool.connection(timeout=READ_CONNECT_SECONDS) as conn:
                     cur = conn.execute(query, params)
                     return cur.fetchone() if one else cur.fetchall()
+            except PoolTimeout:  # (an OperationalError too) no connection at all: not retried
+                raise IndexUnavailable(f"{self.where}: the server does not answer (no connection within "
+                                       f"{READ_CONNECT_SECONDS:g} s); is it running?") from None
             except psycopg.OperationalError as e:  # a pooled connection the server dropped
                 if attempt == 2:
                     raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
-            except (psycopg.Error, PoolTimeout) as e:
+            except psycopg.Error as e:
                 raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
 
     # -- writing ---------------------------------------------------------------------------
