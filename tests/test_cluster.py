@@ -378,3 +378,41 @@ def test_a_sql_queue_is_drained_once_in_order_with_a_node_killed_mid_drain(tmp_p
             if n.alive():
                 n.stop()
         db.close()
+
+
+# -- the shared store unreachable for a while ---------------------------------------------------
+def test_a_live_edit_made_while_the_store_is_unreachable_is_indexed_once_it_answers(tmp_path, pg_index_server) -> None:
+    # a trial: a file edited while the database was down was only indexed at the tree's next
+    # scheduled reconcile (an hour later): the live change failed, was logged, and forgotten
+    pg_index_server.create_database("liveout")
+    pg_index_server.create_role("liveout_r", "pw", "liveout")
+    pg_index_server.admin("ALTER DATABASE liveout OWNER TO liveout_r")
+    url = pg_index_server.url("liveout", "liveout_r")
+    (tmp_path / "pw").write_text("pw\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("firstword here\n")
+    pw = f'password_file = "{tmp_path / "pw"}"\n'
+    common = (f'[store]\nurl = "{url}"\n{pw}[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{url}"\n'
+              f'{pw}schema = "ix"\n[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\nnode = "solo"\n')
+    node = Node(tmp_path, "solo", common)
+
+    def found(word: str) -> list[str]:
+        p = node.ctl("search", word, "--json")  # fails while the daemon starts or the server refuses
+        return [h["key"] for h in json.loads(p.stdout)] if p.returncode == 0 else []
+
+    node.start()
+    try:
+        wait_for("the first pass", lambda: found("firstword"), 60, [node])
+        pg_index_server.admin("ALTER ROLE liveout_r NOLOGIN")  # the server refuses indexerd's connections
+        pg_index_server.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'liveout_r'")
+        (tree / "a.txt").write_text("secondword here\n")
+        wait_for("the live change to fail", lambda: "its tree is reconciled again shortly" in node.log(), 30, [node])
+        pg_index_server.admin("ALTER ROLE liveout_r LOGIN")
+        assert wait_for("the edit to be searchable", lambda: found("secondword"), 60, [node]) == [(tree / "a.txt").as_uri()]
+        assert found("firstword") == []
+        assert "Traceback" not in node.log()
+    finally:
+        pg_index_server.admin("ALTER ROLE liveout_r LOGIN")
+        stopped = node.stop()
+    assert stopped is None, stopped

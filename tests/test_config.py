@@ -291,6 +291,18 @@ def test_check_config_names_an_unset_password_variable_of_the_servers(cli, tmp_p
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("table", ["store", "index.postgresql"])
+def test_a_password_in_a_server_url_is_refused(tmp_path, table) -> None:
+    # the state dir records the address without its password: a restarted daemon's crash
+    # reconcile could not connect ("no password supplied") and the daemon exited
+    good, bad = "postgresql://indexerd@db.example.com/search", "postgresql://indexerd:s3cret@db.example.com/search"
+    text = (f'[store]\nurl = "{bad if table == "store" else good}"\n[index]\nengine = "postgresql"\n'
+            f'[index.postgresql]\nurl = "{bad if table != "store" else good}"\n')
+    with pytest.raises(ConfigError, match=rf"{table}.url: the URL holds a password.*password_env or password_file") as e:
+        parse_config(text, "<test>")
+    assert "s3cret" not in str(e.value)
+
+
 @pytest.mark.skipif(Path(config_mod.DEFAULT_CONFIG_PATH).exists(), reason="a system config exists here")
 def test_check_config_without_config_exits_2(cli) -> None:
     p = cli.run("check-config", check=False)

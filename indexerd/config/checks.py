@@ -140,6 +140,8 @@ def check_semantics(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: index.postgresql.url: required when index.engine = 'postgresql'")
     if pg is not None and pg.password_env and pg.password_file:
         raise ConfigError(f"{origin}: index.postgresql: set password_env or password_file, not both")
+    if pg is not None:
+        _no_password_in_url(pg.url, "index.postgresql.url", origin)
     if cfg.index.engine != "whoosh":  # the default is a dependency; another needs its extra
         from indexerd.index.base import load_engine
 
@@ -149,6 +151,21 @@ def check_semantics(cfg: Config, origin: str) -> None:
             raise ConfigError(f"{origin}: {e}") from None
     _check_cluster(cfg, origin)
     _check_http(cfg.http, origin)
+
+
+def _no_password_in_url(url: str, key: str, origin: str) -> None:
+    """A server URL the state dir records (for ``ctl`` and the crash reconcile, without its
+    password) must not carry the password: it goes in ``password_env`` or ``password_file``."""
+    from urllib.parse import urlsplit
+
+    try:
+        has = urlsplit(url).password is not None
+    except ValueError:
+        has = False
+    if has:
+        raise ConfigError(f"{origin}: {key}: the URL holds a password, which indexerd never writes to disk "
+                          f"(ctl and the crash reconcile read the address the state dir records); "
+                          f"give it with password_env or password_file instead")
 
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
@@ -170,6 +187,7 @@ def _check_cluster(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: store.url: expected a postgresql:// URL, got {mask_url(st.url)!r}")
     if st.password_env and st.password_file:
         raise ConfigError(f"{origin}: store: set password_env or password_file, not both")
+    _no_password_in_url(st.url, "store.url", origin)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", st.schema):
         raise ConfigError(f"{origin}: store.schema: expected a plain SQL name (letters, digits, _), got {st.schema!r}")
     if cfg.index.engine != "postgresql":

@@ -133,8 +133,9 @@ class Jobs:
                                misfire_grace_time=None)
 
     def writer_failed(self, sources: set[str] | None) -> None:
-        """The writer dropped changes (disk full, read-only state dir): reconcile their sources
-        again after 2, 4, 8 ... 256 s (the streak restarts after 10 quiet minutes), so they are
+        """The writer dropped changes (disk full, read-only state dir), or a change or pass
+        found the store or the index unreachable: reconcile their sources again after 2, 4, 8
+        ... 256 s (the streak restarts after 10 quiet minutes), so they are
         indexed once the disk has room again without waiting for the interval.  ``sources``
         None: every source."""
         import time
@@ -151,7 +152,7 @@ class Jobs:
             self._last_failure = now
             delay = 2.0 ** min(self._failure_streak, 8)
         if self.scheduler is not None and not d.stop_event.is_set():
-            log.warning("index writes failed; reconciling %s in %.0f s",
+            log.warning("changes could not be written (the index or the store failed); reconciling %s in %.0f s",
                         ", ".join(sorted(self._failed_sources)) or "the sources", delay)
             self.scheduler.add_job(self._retry_failed, "date", run_date=datetime.now(UTC) + timedelta(seconds=delay),
                                    id="retry-failed-writes", replace_existing=True, misfire_grace_time=None)

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from indexerd.core.errors import IndexerdError
+from indexerd.core.errors import IndexerdError, IndexUnavailable, RetryLater, StoreError
 from indexerd.core.pipeline import PassCounts, Pipeline
 from indexerd.daemon import notify
 from indexerd.sources.base import TreeSource, as_tree, trees
@@ -165,6 +165,11 @@ class LivePath:
                             with d.lock:
                                 self._edits.append((time.monotonic(), ch.first))
                                 del self._edits[:-10_000]  # commits failing: keep the newest
+                    except (StoreError, IndexUnavailable, RetryLater) as e:
+                        # the store or the index cannot be reached now: the tree is reconciled
+                        # again (2, 4, 8 ... s), so the change is made good once they answer
+                        log.error("%s: %s; its tree is reconciled again shortly", display_path(ch.path), e)
+                        d.jobs.writer_failed({ch.source})
                     except IndexerdError as e:
                         log.error("%s: %s", display_path(ch.path), e)
                     except Exception:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from indexerd.core.claims import STANDBY_SECONDS, Claim, claim_pass
-from indexerd.core.errors import IndexerdError, RetryLater
+from indexerd.core.errors import IndexerdError, IndexUnavailable, RetryLater, StoreError
 from indexerd.core.indexer import mark_pass_started
 from indexerd.core.pipeline import PassCounts, Pipeline
 from indexerd.core.progress import Progress
@@ -122,6 +122,10 @@ class Passes:
         except RetryLater as e:
             pass_error = f"index commit failed: {e}"
             log.error("%s: %s; what was not committed is retried", name, pass_error)
+        except (StoreError, IndexUnavailable) as e:  # unreachable now: tried again (2, 4, 8 ... s)
+            pass_error = str(e)
+            log.error("%s: pass failed: %s; it is run again shortly", name, e)
+            d.jobs.writer_failed({name})
         except Exception as e:
             pass_error = f"{type(e).__name__}: {e}"
             log.exception("%s: reconcile failed", name)
