@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 
 import pytest
@@ -416,3 +417,37 @@ def test_a_live_edit_made_while_the_store_is_unreachable_is_indexed_once_it_answ
         pg_index_server.admin("ALTER ROLE liveout_r LOGIN")
         stopped = node.stop()
     assert stopped is None, stopped
+
+
+def test_a_tree_another_live_node_owns_is_neither_scanned_nor_watched_here(tmp_path) -> None:
+    # a trial: a filesystem source without `node`, listed on two nodes (a tree of the same name
+    # on each machine): the second node's passes were refused, but its live changes were applied
+    store = store_toml(fresh_schema("own"))
+    index = engine_toml("postgresql", fresh=True)
+    trees = {n: tmp_path / f"tree-{n}" for n in ("n1", "n2")}
+    for n, t in trees.items():
+        t.mkdir()
+        (t / "start.txt").write_text(f"startword on {n}\n")
+    db_nodes = {n: Node(tmp_path, n, f'{index}\n{store}\n[[sources.filesystem]]\nname = "home"\n'
+                                     f'path = "{trees[n]}"\ninterval = "1h"\n') for n in trees}
+    n1, n2 = db_nodes["n1"], db_nodes["n2"]
+
+    def found(node, word: str) -> list[str]:
+        p = node.ctl("search", word, "--json")
+        return sorted(h["key"] for h in json.loads(p.stdout)) if p.returncode == 0 else []
+
+    n1.start()
+    try:
+        wait_for("n1's pass", lambda: found(n1, "startword"), 60, [n1])
+        n2.start()
+        wait_for("n2 to refuse the tree", lambda: "this tree belongs to node n1" in n2.log(), 60, [n1, n2])
+        (trees["n2"] / "late.txt").write_text("lateword on n2\n")
+        (trees["n1"] / "late.txt").write_text("lateword on n1\n")
+        assert wait_for("n1's live change", lambda: found(n1, "lateword"), 30, [n1, n2]) == \
+            [(trees["n1"] / "late.txt").as_uri()]
+        time.sleep(2)  # n2's watch would have applied its change by now
+        assert found(n2, "lateword") == [(trees["n1"] / "late.txt").as_uri()]
+        assert found(n2, "startword") == [(trees["n1"] / "start.txt").as_uri()]
+    finally:
+        stops = [n.stop() for n in (n2, n1)]
+    assert stops == [None, None]

@@ -177,9 +177,14 @@ class LivePath:
 
     def apply_change(self, pipeline: Pipeline, name: str, path: str, was_dir: bool) -> PassCounts | None:
         """Process one path from the change queue (:meth:`TreeSource.apply_change`); None when
-        source ``name`` is no longer a tree source (removed by a reload)."""
+        source ``name`` is no longer a tree source (removed by a reload), or in a cluster another
+        live node owns it (its pass was refused here)."""
         src = as_tree(self.d.sources.get(name))
         if src is None:
+            return None
+        st = self.d.states.get(name)
+        if st is not None and st.owned_elsewhere:  # another node's tree: its changes are its own
+            log.debug("%s: %s not applied: the tree belongs to another node", name, display_path(path))
             return None
         counts = PassCounts()
         src.apply_change(pipeline, path, was_dir, counts, cancel=self.d.stop_event)

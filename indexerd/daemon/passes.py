@@ -95,6 +95,7 @@ class Passes:
         with d.lock:
             changed = st.cluster_note != (claim.reason or None)
             st.cluster_note = claim.reason or None
+            st.owned_elsewhere = not claim.run and claim.error and kind(src.kind).node_owned
         if not claim.run and changed:
             (log.warning if claim.error else log.info)("%s: not run on this node: %s", name, claim.reason)
         if claim.standby and not d.stop_event.is_set():

@@ -47,6 +47,9 @@ class SourceState:
         #: in a cluster: why this node did not run the source's last scheduled pass (another node
         #: runs it, or ran it lately), None when it did
         self.cluster_note: str | None = None
+        #: in a cluster: another live node owns this tree (its claim was refused), so this node
+        #: applies no live change of it either
+        self.owned_elsewhere = False
 
 
 def first_run_time(kind_name: str, interval_seconds: float, run: dict | None, now: datetime) -> datetime:
