@@ -82,6 +82,11 @@ class Pipeline:
         if self._writer is not None:
             self._writer.flush(timeout, since=self._failures_before)
 
+    def write_pending(self, key: str) -> bool:
+        """True when a write (or removal) of ``key`` is queued in the writer and not yet
+        committed to the index and the store."""
+        return self._writer is not None and self._writer.pending_record(key)[0]
+
     def removal_queued(self, key: str) -> bool:
         """True when the removal of ``key`` is queued in the writer and not yet committed."""
         if self._writer is not None:

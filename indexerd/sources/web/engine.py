@@ -142,7 +142,8 @@ class CrawlPass:
             state = self.table.load_pass_state()  # another node holds the lock: it may have begun one
             if not state.running:
                 return False
-        shared = SharedFrontier(s, self.pipeline.store, CLUSTER.node, self.answers.out_of_scope)
+        shared = SharedFrontier(s, self.pipeline.store, CLUSTER.node, self.answers.out_of_scope,
+                                self.pipeline.write_pending)
         if state.running:
             s.pass_id, s.forced = state.id, state.forced
             if state.started is not None:

@@ -64,11 +64,16 @@ class SharedFrontier:
         node: this node's name.
         out_of_scope: ``out_of_scope(state, reason)`` forgets a known URL the config no longer
             covers (as the :class:`~indexerd.sources.web.seeding.Seeder`'s).
+        write_pending: ``write_pending(key)`` -> whether the writer still holds a document of
+            ``key`` not committed (:meth:`~indexerd.core.pipeline.Pipeline.write_pending`): a
+            host is idle only once every page of it is in the store, so that a node dying after
+            it leaves no page the next holder would not know to ask again.
     """
 
-    def __init__(self, sched, store, node: str, out_of_scope) -> None:
+    def __init__(self, sched, store, node: str, out_of_scope, write_pending=lambda key: False) -> None:
         self.sched = sched
         self.out_of_scope = out_of_scope
+        self.write_pending = write_pending
         self.store = store
         self.node = node
         self.source = sched.src.name
@@ -127,7 +132,7 @@ class SharedFrontier:
         self._next_tick = t + TICK_SECONDS
         s, frontier = self.sched, self.sched.frontier
         self.flush()
-        idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")))
+        idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")) and not self._writing(o))
         if idle:
             s.persist(finished=False)  # the rows of what was done, before anyone may read them
             self.store.frontier_idle(self.source, self.node, idle)
@@ -158,6 +163,12 @@ class SharedFrontier:
             self._idle_since = None
         return self.over or self.left
 
+    def _writing(self, origin: str) -> bool:
+        """Whether a page of ``origin`` fetched in this pass still waits in the writer."""
+        s = self.sched
+        return any(st.pass_id == s.pass_id and self.write_pending(st.key)
+                   for u, st in s.table.rows.items() if url_origin(u) == origin)
+
     def _claim(self, idle_now: bool) -> None:
         total, mine = self.store.frontier_load(self.source, self.sched.pass_id, self.node)
         share = -(-total // self._live_nodes()) if total else 0
@@ -180,6 +191,8 @@ class SharedFrontier:
         for origin in sorted(self.active):
             if len(given) >= excess:
                 break
+            if self._writing(origin):  # its next holder would take those pages for lost
+                continue
             tasks = s.frontier.take_back(host_key(origin + "/"))
             if tasks is None:
                 continue
