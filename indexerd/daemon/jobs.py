@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from indexerd.daemon.main import Daemon
 
 log = logging.getLogger(__name__)
+#: In a cluster, seconds between two looks for web passes other nodes began.
+JOIN_POLL_SECONDS = 5.0
 #: Passes one daemon runs at once.
 PASS_THREADS = 4
 #: In a cluster, at most this many more threads for the web passes every node takes part in.
@@ -61,6 +63,28 @@ class Jobs:
             timezone="UTC", executors={"default": {"type": "threadpool", "max_workers": threads}},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600})
         self.scheduler.start()
+        if self.d.indexer.state.shared:
+            self.scheduler.add_job(self._join_shared_passes, "interval", seconds=JOIN_POLL_SECONDS,
+                                   id="cluster-join", replace_existing=True, max_instances=1, coalesce=True)
+
+    def _join_shared_passes(self) -> None:
+        """In a cluster: a web pass another node began (``ctl crawl`` there, or a node that
+        stopped left it to the others) is joined here within :data:`JOIN_POLL_SECONDS`, not at
+        this node's own next schedule."""
+        from indexerd.core.errors import IndexerdError
+        from indexerd.sources.registry import kind
+
+        d = self.d
+        for name, src in list(d.sources.items()):
+            st = d.states.get(name)
+            if st is None or st.running or not kind(src.kind).pass_shared:
+                continue
+            try:
+                running = src.pass_running(d.indexer.store)
+            except IndexerdError:
+                return  # the store is unreachable: the passes' own retries cover it
+            if running:
+                self.run_later(name, 0.0)
 
     def shutdown(self) -> None:
         """Stop starting jobs; running ones are not waited for (the stop sequence does that)."""

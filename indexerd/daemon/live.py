@@ -166,8 +166,11 @@ class LivePath:
                                 self._edits.append((time.monotonic(), ch.first))
                                 del self._edits[:-10_000]  # commits failing: keep the newest
                     except (StoreError, IndexUnavailable, RetryLater) as e:
-                        # the store or the index cannot be reached now: the tree is reconciled
-                        # again (2, 4, 8 ... s), so the change is made good once they answer
+                        if not d.indexer.state.shared:
+                            log.error("%s: %s", display_path(ch.path), e)
+                            continue
+                        # the cluster's server cannot be reached now: the tree is reconciled
+                        # again (2, 4, 8 ... s), so the change is made good once it answers
                         log.error("%s: %s; its tree is reconciled again shortly", display_path(ch.path), e)
                         d.jobs.writer_failed({ch.source})
                     except IndexerdError as e:

@@ -123,10 +123,13 @@ class Passes:
         except RetryLater as e:
             pass_error = f"index commit failed: {e}"
             log.error("%s: %s; what was not committed is retried", name, pass_error)
-        except (StoreError, IndexUnavailable) as e:  # unreachable now: tried again (2, 4, 8 ... s)
-            pass_error = str(e)
-            log.error("%s: pass failed: %s; it is run again shortly", name, e)
-            d.jobs.writer_failed({name})
+        except (StoreError, IndexUnavailable) as e:
+            pass_error = f"{type(e).__name__}: {e}"
+            if d.indexer.state.shared:  # the cluster's server unreachable now: tried again (2, 4, 8 ... s)
+                log.error("%s: pass failed: %s; it is run again shortly", name, e)
+                d.jobs.writer_failed({name})
+            else:
+                log.exception("%s: reconcile failed", name)
         except Exception as e:
             pass_error = f"{type(e).__name__}: {e}"
             log.exception("%s: reconcile failed", name)

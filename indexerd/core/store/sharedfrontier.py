@@ -74,7 +74,8 @@ class SharedFrontierRows(StoreConnection):
         cur = self._db.execute(
             "UPDATE crawl_hosts AS h SET node = ?, claim_until = now() + make_interval(secs => ?), pending = true "
             "WHERE (h.source, h.host) IN (SELECT c.source, c.host FROM crawl_hosts c WHERE c.source = ? AND "
-            f"c.pass_id = ? AND (c.pending OR c.active) AND c.node IS DISTINCT FROM ? AND {_FREE} "
+            "c.pass_id = ? AND (c.pending OR c.active) AND (c.node IS DISTINCT FROM ? OR c.claim_until < now()) "
+            f"AND {_FREE} "
             "ORDER BY c.host LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING h.host",
             (node, HOST_CLAIM_SECONDS, source, pass_id, node, limit))
         return [r[0] for r in cur]
@@ -86,6 +87,12 @@ class SharedFrontierRows(StoreConnection):
             "SELECT count(*), count(*) FILTER (WHERE node = ? AND claim_until >= now()) FROM crawl_hosts "
             "WHERE source = ? AND pass_id = ? AND (pending OR active)", (node, source, pass_id)).fetchone()
         return int(row[0]), int(row[1])
+
+    def frontier_held(self, source: str, node: str) -> set[str]:
+        """The hosts of ``source`` whose claim ``node`` still holds (not run out)."""
+        cur = self._db.execute("SELECT host FROM crawl_hosts WHERE source = ? AND node = ? AND claim_until >= now()",
+                               (source, node))
+        return {r[0] for r in cur}
 
     def frontier_pending_hosts(self, source: str, node: str) -> list[str]:
         """The hosts ``node`` holds that are pending, now marked not pending and active: the

@@ -142,6 +142,10 @@ class PgIndex:
             except psycopg.OperationalError as e:  # a pooled connection the server dropped
                 if attempt == 2:
                     raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
+                try:  # a server restart ended every pooled connection: drop them all, not one
+                    self._pool.check()
+                except Exception:
+                    pass
             except psycopg.Error as e:
                 raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
 

@@ -75,6 +75,12 @@ class CrawlTable:
         self._dirty.add(state.url)
         return state
 
+    def forget_unwritten(self, url: str) -> None:
+        """Drop ``url``'s state from memory without writing anything of it (another node's now)."""
+        self.rows.pop(url, None)
+        self._dirty.discard(url)
+        self._links.pop(url, None)
+
     def remove(self, url: str) -> None:
         """Forget ``url``: its row is deleted at the next write."""
         self.rows.pop(url, None)

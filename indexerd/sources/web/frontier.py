@@ -137,12 +137,13 @@ class Frontier:
         with self._cond:
             return not self._queues.get(host) and not self._busy.get(host)
 
-    def take_back(self, host: str) -> list[Task] | None:
+    def take_back(self, host: str, force: bool = False) -> list[Task] | None:
         """Take every waiting task of ``host`` out of the frontier (the host goes to another
         node); None, and nothing taken, while a task of it is in flight or its robots.txt is
-        being read."""
+        being read, unless ``force`` (the host is another node's already: what is in flight
+        ends as it may)."""
         with self._cond:
-            if self._busy.get(host) or host in self._robots_pending:
+            if not force and (self._busy.get(host) or host in self._robots_pending):
                 return None
             q = self._queues.pop(host, [])
             self._gated.pop(host, None)

@@ -132,6 +132,8 @@ class SharedFrontier:
         self._next_tick = t + TICK_SECONDS
         s, frontier = self.sched, self.sched.frontier
         self.flush()
+        if self.owned:
+            self._drop_lost(self.owned - self.store.frontier_held(self.source, self.node))
         idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")) and not self._writing(o))
         if idle:
             s.persist(finished=False)  # the rows of what was done, before anyone may read them
@@ -162,6 +164,22 @@ class SharedFrontier:
         else:
             self._idle_since = None
         return self.over or self.left
+
+    def _drop_lost(self, lost: set[str]) -> None:
+        """Hosts whose claim this node lost (its heartbeat could not renew it while the store
+        was unreachable, and another node may hold them now): their waiting URLs leave this
+        node's frontier and its memory, unwritten -- the store's rows are the next holder's."""
+        if not lost:
+            return
+        s = self.sched
+        for origin in lost:
+            s.frontier.take_back(host_key(origin + "/"), force=True)
+        for url in [u for u in s.table.rows if url_origin(u) in lost]:
+            s.table.forget_unwritten(url)
+        self.owned.difference_update(lost)
+        self.active.difference_update(lost)
+        log.warning("%s: node %s lost its claim on %s (the store was unreachable); another node crawls "
+                    "them now", self.source, self.node, ", ".join(sorted(lost)))
 
     def _writing(self, origin: str) -> bool:
         """Whether a page of ``origin`` fetched in this pass still waits in the writer."""
