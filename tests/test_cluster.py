@@ -456,3 +456,22 @@ def test_a_tree_another_live_node_owns_is_neither_scanned_nor_watched_here(tmp_p
     finally:
         stops = [n.stop() for n in (n2, n1)]
     assert stops == [None, None]
+
+
+def test_a_pass_begun_by_hand_on_one_node_is_joined_by_the_others(one_site) -> None:
+    # a trial: `ctl crawl` / `ctl reindex --source` on one node crawled alone; the others joined
+    # only at their own next schedule (an hour later)
+    nodes, sites, db, urls = one_site(pages=4, names=("n1", "n2"))
+    for n in nodes:
+        n.start()
+    wait_for("the first pass", lambda: site_pass_done(db), 120, nodes)
+    for s in sites:
+        s.log.clear()
+    p = nodes[0].ctl("reindex", "--source", "site")
+    assert p.returncode == 0, p.stderr
+    wait_for("n2 to join the pass n1 began", lambda: "site: node n2 joins crawl pass 2" in nodes[1].log(), 30, nodes)
+    wait_for("the second pass", lambda: site_pass_done(db) and sum(len(s.log) for s in sites) >= len(urls), 120, nodes)
+    gets = page_gets(sites)
+    assert set(gets) == urls and max(gets.values()) == 1
+    for n in nodes:
+        assert n.stop() is None
