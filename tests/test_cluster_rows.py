@@ -305,3 +305,32 @@ def test_a_claim_that_ran_out_while_the_store_was_down_is_lost_and_may_be_claime
         assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]  # and may take it again
     finally:
         n1.close()
+
+
+def test_a_tree_stays_with_its_stopped_owner_until_the_config_moves_it(address) -> None:
+    # a trial: `indexerd index` on a second node took over a stopped node's tree (a directory of
+    # the same path on its own machine), whose pass would delete the owner's documents as gone
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from indexerd.core.claims import claim_pass
+
+    n1 = PgStore(address, application_name=NODE_APPLICATION + "n1")  # its heartbeat connection
+    store = PgStore(address)
+    try:
+        n1.register_node("n1", "host-1", 101, "test", ["home"])
+        n1.pass_started("home", "filesystem", datetime.now(timezone.utc), "n1")
+        home = SimpleNamespace(name="home", kind="filesystem", cfg=SimpleNamespace(node=None))
+        alive = claim_pass(store, address, "n2", home, forced=True)
+        assert (alive.run, alive.error) == (False, True) and "which is alive" in alive.reason
+        n1.node_stopped("n1")
+        n1.close()
+        stopped = claim_pass(store, address, "n2", home, forced=True)
+        assert (stopped.run, stopped.error) == (False, True), stopped
+        assert "node n1 (not running now" in stopped.reason and 'node = "n2"' in stopped.reason
+        assert claim_pass(store, address, "n1", home, forced=True).run  # the owner itself
+        moved = SimpleNamespace(name="home", kind="filesystem", cfg=SimpleNamespace(node="n2"))
+        assert claim_pass(store, address, "n2", moved, forced=True).run
+    finally:
+        n1.close()
+        store.close()

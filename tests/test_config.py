@@ -420,3 +420,38 @@ def test_a_filesystem_source_of_another_node_is_not_built() -> None:
                        '[[sources.filesystem]]\nname = "theirs"\npath = "/tmp"\nnode = "b"\n'
                        '[[sources.filesystem]]\nname = "anyone"\npath = "/tmp"\n', "<test>")
     assert sorted(build_sources(cfg)) == ["anyone", "mine"]
+
+
+@pytest.mark.parametrize("table", ["store", "index.postgresql"])
+def test_check_config_tries_the_login_of_the_servers(cli, tmp_path, pg_index_server, table) -> None:
+    # a trial: check-config said OK with a wrong password, and the daemon failed at start
+    pg_index_server.create_database("ccpw")
+    pg_index_server.create_role("ccpw_r", "right", "ccpw")
+    url = pg_index_server.url("ccpw", "ccpw_r")
+    (tmp_path / "right").write_text("right\n")
+    (tmp_path / "wrong").write_text("wrong\n")
+    store_pw = tmp_path / ("wrong" if table == "store" else "right")
+    index_pw = tmp_path / ("wrong" if table != "store" else "right")
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(f'[store]\nurl = "{url}"\npassword_file = "{store_pw}"\n[index]\nengine = "postgresql"\n'
+                   f'[index.postgresql]\nurl = "{url}"\npassword_file = "{index_pw}"\nschema = "ix"\n'
+                   + src(path=str(tmp_path)))
+    p = cli.run("check-config", "-c", str(cfg), check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert f"[{table}]: " in p.stderr and "password authentication failed" in p.stderr, p.stderr
+    assert "OK" not in p.stdout and "Traceback" not in p.stderr
+    store_pw.write_text("right\n")
+    index_pw.write_text("right\n")
+    p = cli.run("check-config", "-c", str(cfg), check=False)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stderr
+
+
+def test_check_config_warns_of_a_server_that_does_not_answer(cli, tmp_path) -> None:
+    cfg = tmp_path / "indexerd.toml"
+    url = f"postgresql://indexerd@/search?host={tmp_path}&port=1"  # no server on that socket
+    cfg.write_text(f'[store]\nurl = "{url}"\n[index]\nengine = "postgresql"\n'
+                   f'[index.postgresql]\nurl = "{url}"\nschema = "ix"\n' + src(path=str(tmp_path)))
+    p = cli.run("check-config", "-c", str(cfg), check=False)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stderr
+    assert "warning: [store]: " in p.stderr and "cannot connect" in p.stderr, p.stderr
+    assert "warning: [index.postgresql]: " in p.stderr

@@ -702,3 +702,20 @@ def test_search_sort_date_gives_newest_first_with_and_without_the_daemon(tree):
         d.stop()
     down = json.loads(cli(*query).stdout)
     assert [h["path"].rsplit("/", 1)[-1] for h in down] == newest_first, down
+
+
+def test_status_of_an_index_not_readable_now_says_so(capsys) -> None:
+    # a trial: during a database outage `ctl status` printed "index (postgresql): None documents"
+    from indexerd.cli.terminal import print_status
+
+    doc = {"pid": 1, "uptime_seconds": 5, "state_dir": "/s", "change_queue": 0, "sources": {},
+           "writer": {"queue": 0, "last_commit": None, "last_error": None},
+           "index": {"engine": "postgresql", "documents": None, "size_bytes": None, "segments": None,
+                     "error": "PostgreSQL index: the server does not answer"}}
+    print_status(doc)
+    out = capsys.readouterr().out
+    assert "index (postgresql): not readable now; last commit -" in out
+    assert "index error: PostgreSQL index: the server does not answer" in out and "None" not in out
+    doc["index"] = {"documents": None, "size_bytes": None, "segments": None}
+    print_status(doc)
+    assert "index: not open yet;" in capsys.readouterr().out

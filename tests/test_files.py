@@ -427,7 +427,7 @@ def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_pa
     step = next(i for i, m in enumerate(MIGRATIONS) if "ADD COLUMN ino" in m)
     # the later migrations add columns only: undo them too, so the store is a real version `step`
     later = [c for m in MIGRATIONS[step + 1:] for c in re.findall(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", m)]
-    # ... and the later index changes: the stat_map covering index goes back to (source, key)
+    # ... and the later index changes: the stat_rows covering index goes back to (source, key)
     reindexed = [n for m in MIGRATIONS[step + 1:] for n in re.findall(r"CREATE INDEX (\w+)", m)]
     assert len(later) == sum(m.count("ALTER TABLE") for m in MIGRATIONS[step + 1:]) and \
         reindexed in ([], ["documents_source"]), "a later migration is not undone here: rewrite this"

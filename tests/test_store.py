@@ -98,8 +98,8 @@ def test_write_batch_round_trip(store) -> None:
     assert store.get("file:///b") == b
     assert store.get_meta("index_generation") == "7"
     assert store.keys() == {"file:///a", "file:///b"}
-    assert store.stat_map("docs") == {"file:///a": (1_000_000_000_123, 10, None, None, "new"),
-                                      "file:///b": (1_000_000_000_123, 10, None, None, "new")}
+    assert list(store.stat_rows("docs")) == [("file:///a", 1_000_000_000_123, 10, None, None, "new"),
+                                             ("file:///b", 1_000_000_000_123, 10, None, None, "new")]
 
     # upsert replaces every column, including with None
     store.write_batch([rec("file:///a", status="skipped", reason="too-large", last_modified=None,
@@ -305,19 +305,25 @@ def test_version_3_store_migrates_keeping_its_documents_and_crawl_rows(tmp_path)
         assert (row["pass_id"], row["recrawl_seconds"], row["due_at"]) == (7, None, None)
 
 
-def test_stat_map_reads_one_covering_index(store, tmp_path) -> None:
-    """The scan's change test reads every row of a tree: from the covering index, not by a row
-    lookup per document (SQLite chose the content-hash index and looked each row up)."""
+def test_stat_rows_read_one_covering_index(store, tmp_path) -> None:
+    """The scan's change test reads every row of a tree, a chunk at a time in key order: from
+    the covering index, not by a row lookup per document (SQLite chose the content-hash index
+    and looked each row up), and with no sort."""
     now = datetime.now(timezone.utc)
     store.write_batch([DocumentRecord(key=f"file:///t/{i}", source="docs", status="indexed", mtime_ns=i,
                                       size=i, ctime_ns=i, ino=i, reason="new", indexed_at=now)
                        for i in range(3)])
     db = sqlite3.connect(tmp_path / "state.sqlite3")
     plan = db.execute("EXPLAIN QUERY PLAN SELECT key, mtime_ns, size, ctime_ns, ino, reason FROM documents "
-                      "WHERE source = ?", ("docs",)).fetchall()
+                      "WHERE source = ? AND key > ? ORDER BY key LIMIT ?", ("docs", "", 2)).fetchall()
     db.close()
     assert "USING COVERING INDEX documents_source" in plan[0][3], plan
-    assert store.stat_map("docs") == {f"file:///t/{i}": (i, i, i, i, "new") for i in range(3)}
+    assert not any("TEMP B-TREE" in p[3] for p in plan), plan
+    # chunks of 2 rows: every row once, in key order, across the chunk boundary
+    assert list(store.stat_rows("docs", chunk=2)) == [(f"file:///t/{i}", i, i, i, i, "new") for i in range(3)]
+    assert list(store.stat_rows("docs", "file:///t/1", chunk=2)) == [("file:///t/1", 1, 1, 1, 1, "new")]
+    assert list(store.iter_keys("docs", chunk=1)) == [f"file:///t/{i}" for i in range(3)]
+    assert list(store.iter_keys(status="gone", chunk=1)) == []
 
 
 @pytest.mark.parametrize("text, says", [

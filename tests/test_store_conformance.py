@@ -60,7 +60,13 @@ def test_reads_by_source_status_prefix_hash_and_date(open_any_store) -> None:
     assert [r.key for r in s.iter_records(order="last_modified")][0] == "w"
     assert s.counts_by_source() == {"docs": {"indexed": 3, "error": 1}, "web": {"indexed": 1}}
     assert s.media_types() == ["text/plain"]
-    assert s.stat_map("docs")["file:///d/a"] == (1_700_000_000_123_456_789, 10, 5, 7, "new")
+    assert next(s.stat_rows("docs")) == ("file:///d/a", 1_700_000_000_123_456_789, 10, 5, 7, "new")
+    # chunked reads in code-point order on both, across chunk boundaries, by prefix
+    assert [r[0] for r in s.stat_rows("docs", chunk=1)] == ["file:///d/a", "file:///d/b", "file:///d0/c",
+                                                            "file:///dé/x"]
+    assert [r[0] for r in s.stat_rows("docs", "file:///d/", chunk=1)] == ["file:///d/a", "file:///d/b"]
+    assert list(s.iter_keys(chunk=2)) == sorted(s.keys())
+    assert list(s.iter_keys("docs", "error", chunk=1)) == sorted(s.keys("docs", "error"))
 
 
 def test_naive_time_is_refused_before_anything_is_written(open_any_store) -> None:

@@ -142,21 +142,50 @@ def cmd_check_config(args) -> int:
 
 def _check_server_passwords(cfg) -> None:
     """The passwords of the PostgreSQL state store and index the config names can be read now
-    (their variable is set, their file readable), as a SQL source's are.
+    (their variable is set, their file readable), as a SQL source's are, and the servers
+    accept the login (:func:`_check_login`).
 
     Raises:
         ConfigError: naming the table and the variable or file.
     """
     from indexerd.core.store import store_address
 
+    addresses = []
     address = store_address(cfg)
     if address is not None:
-        address.connect_kwargs()
+        addresses.append(("[store]", address))
     pg = getattr(cfg.index, "postgresql", None)
     if cfg.index.engine == "postgresql" and pg is not None:
         from indexerd.index.postgresql.connect import PgTarget
 
-        PgTarget.from_settings(pg).connect_kwargs()
+        addresses.append(("[index.postgresql]", PgTarget.from_settings(pg)))
+    for table, addr in addresses:
+        addr.connect_kwargs()  # ConfigError: the password cannot be read
+        _check_login(table, addr)
+
+
+#: What a server says when it refuses a login the config gives (libpq's messages): the config
+#: is wrong, not the server down.
+_LOGIN_REFUSED = ("password authentication failed", "no password supplied", "does not exist",
+                  "no pg_hba.conf entry", "authentication failed")
+
+
+def _check_login(table: str, address) -> None:
+    """Log in to the server ``address`` names, once: a refused login (a wrong password, role
+    or database) is a config error; a server that does not answer now only a warning (it may
+    be started later, as a disk may be mounted later).
+
+    Raises:
+        ConfigError: naming the table and the server's answer.
+    """
+    from indexerd.core.errors import ConfigError, IndexerdError
+
+    try:
+        address.connect(autocommit=True).close()
+    except IndexerdError as e:
+        if any(s in str(e) for s in _LOGIN_REFUSED):
+            raise ConfigError(f"{table}: {e}") from None
+        print(f"indexerd: warning: {table}: {e}; the daemon retries until it answers", file=sys.stderr)
 
 
 def cmd_run(args) -> int:

@@ -169,8 +169,10 @@ def print_status(r: dict) -> None:
     ix = r["index"]
     segments = f"{ix['segments']} segments, " if ix.get("segments") is not None else ""  # a server's index has none
     engine = f" ({safe(ix['engine'])})" if ix.get("engine") else ""
-    print(f"index{engine}: {ix['documents']} documents, {segments}"
-          f"{(ix['size_bytes'] or 0) / 1e6:.1f} MB; last commit {r['writer']['last_commit'] or '-'}; "
+    # None: the index could not be read just now (its error follows), or is not open yet
+    figures = (f"{ix['documents']} documents, {segments}{(ix['size_bytes'] or 0) / 1e6:.1f} MB"
+               if ix.get("documents") is not None else "not readable now" if ix.get("error") else "not open yet")
+    print(f"index{engine}: {figures}; last commit {r['writer']['last_commit'] or '-'}; "
           f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
     if ix.get("error"):
         print(f"index error: {safe(ix['error'])}")

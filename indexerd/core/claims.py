@@ -2,9 +2,9 @@
 
 - a **filesystem** source (a kind whose ``node_owned`` is set, :mod:`indexerd.sources.registry`)
   belongs to the node that has the tree: the one its ``node`` key
-  names (the others do not even build it), else the node that ran its passes while that node
-  is alive -- two nodes scanning "the same" path on two machines would each delete the other's
-  documents as gone;
+  names (the others do not even build it), else the node that ran its passes, alive or not
+  -- two nodes scanning "the same" path on two machines would each delete the other's
+  documents as gone; a tree moves to another node when its ``node`` key names that node;
 - a **web** source's pass is crawled by every live node together (a kind whose
   ``pass_shared`` is set; the frontier is shared host by host,
   :mod:`indexerd.sources.web.sharedfrontier`): a node joins a pass that runs; the node that
@@ -79,10 +79,17 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
     if k.node_owned:
         run = store.source_runs().get(src.name)
         owner = run["node"] if run else None
-        if owner not in (None, node) and any(n["name"] == owner and n["alive"] for n in store.nodes()):
+        if owner in (None, node) or getattr(src.cfg, "node", None) == node:
+            return Claim(True)  # nobody's yet, ours, or moved here by the config's `node`
+        alive = any(n["name"] == owner and n["alive"] for n in store.nodes())
+        if alive:
             return Claim(False, f"this tree belongs to node {owner}, which is alive and runs its passes; "
                                 f"set `node` in the source to say which node has it", error=True)
-        return Claim(True)
+        # a stopped owner keeps its tree: this machine's directory of the same path may hold
+        # other files, whose pass would delete the owner's documents as gone
+        return Claim(False, f"this tree belongs to node {owner} (not running now; its documents stay "
+                            f"as they are until it runs again); to move the tree to this node, set "
+                            f'`node = "{node}"` in the source', error=True)
     if k.pass_shared and src.pass_running(store):
         return Claim(True)  # every node takes part in it
     lock = SourceLock(address, node, *k.cluster_lock(src))

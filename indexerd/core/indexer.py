@@ -276,16 +276,26 @@ class Indexer:
         pipeline = pipeline or self.pipeline
         done: dict[str, int] = {}
         for name in names:
-            keys = sorted(pipeline.store.keys(source=name))
-            for i in range(0, len(keys), FORGET_BATCH):
-                if cancel is not None and cancel.is_set():
-                    log.info("removal of source %s interrupted; it resumes at the next start", name)
-                    return done
-                pipeline.writer.submit_remove_many(keys[i:i + FORGET_BATCH], urgent=False)
+            deleted = 0
+            batch: list[str] = []
+            keys = pipeline.store.iter_keys(source=name)  # in key order, a chunk at a time
+            while True:
+                key = next(keys, None)
+                if key is not None:
+                    batch.append(key)
+                if batch and (key is None or len(batch) == FORGET_BATCH):
+                    if cancel is not None and cancel.is_set():
+                        log.info("removal of source %s interrupted; it resumes at the next start", name)
+                        return done
+                    pipeline.writer.submit_remove_many(batch, urgent=False)
+                    deleted += len(batch)
+                    batch = []
+                if key is None:
+                    break
             pipeline.flush()
             pipeline.store.forget_source(name)
-            done[name] = len(keys)
-            log.info("removed source %s: %d documents deleted, its state forgotten", name, len(keys))
+            done[name] = deleted
+            log.info("removed source %s: %d documents deleted, its state forgotten", name, deleted)
         return done
 
     # -- passes ---------------------------------------------------------------------------

@@ -27,17 +27,16 @@ def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
     from indexerd.index import index_dir
 
     ix_dir = index_dir(state_path)
-    keys = store.keys()
     if why is not None:
         log.warning("%s: rebuilding the index from the sources; the %d documents the state store "
-                    "knows are read again by the next pass of each source", why, len(keys))
+                    "knows are read again by the next pass of each source", why, store.count_documents())
         if ix_dir.exists():
             shutil.rmtree(ix_dir)
     elif ix_dir.exists():
         aside = state_path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
         shutil.move(str(ix_dir), str(aside))
         log.warning("moved the old index to %s", aside)
-    store.reset_stats(keys)
+    store.reset_every_stat()
     store.write_batch([], meta={"index_generation": ""})
 
 #: The shared store's meta key holding the identity of the cluster's index.
@@ -98,20 +97,23 @@ def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], Se
 
     on_disk = on_disk_token(state_path)
     recorded = store.get_meta("index_generation")
-    if on_disk is None and not store.keys(status="indexed"):
+    if on_disk is None and next(store.iter_keys(status="indexed", chunk=1), None) is None:
         return
     if recorded and on_disk is not None and recorded == on_disk:
         return
     started = time.monotonic()
-    stored_indexed = store.keys(status="indexed")
-    known = store.keys()
-    missing = set(stored_indexed)
+    missing = set(store.iter_keys(status="indexed"))  # the one whole set: the index's keys come in no order
     orphans = []
     if on_disk is not None:
+        unmatched: dict[str, str] = {}  # in the index, not indexed in the store: known at all?
         for k, src in index().keys():
-            missing.discard(k)
-            if k not in known:
-                orphans.append(DocumentRecord(key=k, source=src, status="stale", reason="reconcile"))
+            if k in missing:
+                missing.discard(k)
+            else:
+                unmatched[k] = src
+        known = store.existing_keys(unmatched)
+        orphans = [DocumentRecord(key=k, source=src, status="stale", reason="reconcile")
+                   for k, src in unmatched.items() if k not in known]
     if missing:
         store.reset_stats(missing)
     token = index().commit_token() if on_disk is not None else ""

@@ -13,7 +13,10 @@ from typing import Iterable, Iterator
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
 from indexerd.core.store.values import db_text, from_db_time, prefix_range, to_db_time
 
-__all__ = ["DocumentRecord", "DocumentRows"]
+__all__ = ["DocumentRecord", "DocumentRows", "STAT_CHUNK"]
+
+#: Rows read per query by the chunked reads (:meth:`DocumentRows.stat_rows`, :meth:`DocumentRows.iter_keys`).
+STAT_CHUNK = 2000
 
 
 @dataclass
@@ -71,14 +74,51 @@ class DocumentRows(StoreConnection):
         row = self._db.execute("SELECT * FROM documents WHERE key = ?", (key,)).fetchone()
         return _row_to_record(row) if row else None
 
-    def stat_map(self, source: str) -> dict[str, tuple[int | None, int | None, int | None, int | None, str | None]]:
-        """``{key: (mtime_ns, size, ctime_ns, ino, reason)}`` for every document of ``source``:
-        the scan's change test (:meth:`indexerd.sources.files.scan.FileSource.unchanged`).  ``ctime_ns`` and
+    def stat_rows(self, source: str, prefix: str | None = None, *,
+                  chunk: int | None = None) -> Iterator[tuple[str, int | None, int | None, int | None, int | None, str | None]]:
+        """``(key, mtime_ns, size, ctime_ns, ino, reason)`` of every document of ``source`` (whose
+        key starts with ``prefix`` when given) in ascending key order, read ``chunk`` rows at a
+        time by key (keyset pagination on the ``(source, key, ...)`` index: each chunk is one
+        whole query, so no cursor stays open and the connection is free between chunks).  The
+        reconcile merges them with the walk (:meth:`indexerd.sources.files.scan.FileSource.scan`):
+        its change test (:func:`indexerd.sources.files.change.unchanged`).  ``ctime_ns`` and
         ``ino`` are None on rows written before schema 5 (and ``ctime_ns`` 0 when the stat was
-        taken too close to a change to be trusted)."""
-        cur = self._db.execute("SELECT key, mtime_ns, size, ctime_ns, ino, reason FROM documents "
-                               "WHERE source = ?", (source,))
-        return {k: (m, s, c, i, r) for k, m, s, c, i, r in cur}
+        taken too close to a change to be trusted).  A row written behind the last key read is
+        not seen; one written ahead of it is."""
+        chunk = chunk or STAT_CHUNK
+        lo, hi = prefix_range(prefix) if prefix else ("", None)
+        op = ">="
+        while True:
+            sql = ("SELECT key, mtime_ns, size, ctime_ns, ino, reason FROM documents "
+                   f"WHERE source = ? AND key {op} ?" + (" AND key < ?" if hi is not None else "") +
+                   " ORDER BY key LIMIT ?")
+            args = (source, lo) + ((hi,) if hi is not None else ()) + (chunk,)
+            rows = [tuple(r) for r in self._db.execute(sql, args).fetchall()]
+            yield from rows
+            if len(rows) < chunk:
+                return
+            lo, op = rows[-1][0], ">"
+
+    def iter_keys(self, source: str | None = None, status: str | None = None, *,
+                  chunk: int | None = None) -> Iterator[str]:
+        """Every key (of one source / with one status when given) in ascending order, read
+        ``chunk`` at a time by key as :meth:`stat_rows`: the streamed form of :meth:`keys`."""
+        chunk = chunk or STAT_CHUNK
+        where, args = "", []
+        if source is not None:
+            where += " AND source = ?"
+            args.append(source)
+        if status is not None:
+            where += " AND status = ?"
+            args.append(status)
+        last, op = "", ">="
+        while True:
+            rows = self._db.execute(f"SELECT key FROM documents WHERE key {op} ?{where} ORDER BY key LIMIT ?",
+                                    [last, *args, chunk]).fetchall()
+            yield from (r[0] for r in rows)
+            if len(rows) < chunk:
+                return
+            last, op = rows[-1][0], ">"
 
     def set_stat_baseline(self, rows: Iterable[tuple[int, int, str, int, int]]) -> None:
         """Record ``(ctime_ns, ino, key, mtime_ns, size)`` on rows that have no ctime yet (written
@@ -97,6 +137,20 @@ class DocumentRows(StoreConnection):
             sql += " AND status = ?"
             args.append(status)
         return {r[0] for r in self._db.execute(sql, args)}
+
+    def existing_keys(self, keys: Iterable[str], *, chunk: int = 500) -> set[str]:
+        """Those of ``keys`` that have a row, looked up ``chunk`` at a time."""
+        keys = list(keys)
+        found: set[str] = set()
+        for i in range(0, len(keys), chunk):
+            part = keys[i:i + chunk]
+            sql = f"SELECT key FROM documents WHERE key IN ({', '.join('?' * len(part))})"
+            found.update(r[0] for r in self._db.execute(sql, part).fetchall())
+        return found
+
+    def count_documents(self) -> int:
+        """How many rows the store holds (every source, every status)."""
+        return self._db.execute("SELECT count(*) FROM documents").fetchone()[0]
 
     def indexed_with_hash(self, source: str, content_hash: str) -> list[str]:
         """Keys of the indexed documents of ``source`` whose content hash is ``content_hash``."""
@@ -155,6 +209,11 @@ class DocumentRows(StoreConnection):
         self._transaction([(_INSERT_NEW if only_new else _UPSERT, rows),
                            ("DELETE FROM documents WHERE key = ?", [(k,) for k in deletes]),
                            (META_UPSERT, list((meta or {}).items()))])
+
+    def reset_every_stat(self) -> None:
+        """:meth:`reset_stats` of every row in one statement: every document is read and
+        indexed again by the next pass of its source (the index is rebuilt)."""
+        self._exec_many("UPDATE documents SET mtime_ns = NULL, content_hash = NULL, status = 'stale'", [()])
 
     def reset_stats(self, keys: Iterable[str]) -> None:
         """Forget the stored stat and hash of ``keys`` so the next pass reads and re-indexes them."""

@@ -112,7 +112,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE source_runs ADD COLUMN running_since TEXT;
     UPDATE source_runs SET completed_at = finished_at;
     """,
-    # 7 -> 8: the scan's change test reads every row of a tree (stat_map) from one covering index
+    # 7 -> 8: the scan's change test reads every row of a tree (stat_rows) from one covering index
     # instead of a row lookup per document; it still serves key ranges by source (its prefix is
     # the index it replaces)
     """

@@ -9,7 +9,7 @@ import os
 def unchanged(stored: tuple, st: os.stat_result, max_size_bytes: int) -> bool:
     """The change test: may this file's last verdict stand without reading it?
 
-    ``stored`` is ``(mtime_ns, size, ctime_ns, ino, reason)`` from :meth:`Store.stat_map`.
+    ``stored`` is ``(mtime_ns, size, ctime_ns, ino, reason)`` from :meth:`Store.stat_rows` (without the key).
     Unchanged when mtime (ns), size, ctime (ns) and inode number all equal the stored ones,
     except a ``too-large`` skip that now fits under a raised ``max_size`` (``max_size_bytes``).  The ctime is
     what catches a rewrite that keeps size and mtime (``cp -p``, ``rsync -t``,

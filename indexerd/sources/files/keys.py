@@ -47,7 +47,7 @@ def trusted_ctime_ns(ctime_ns: int, read_at_ns: int) -> int:
 
 
 def stat_of(rec) -> tuple:
-    """A stored record's ``(mtime_ns, size, ctime_ns, ino, reason)``, as :meth:`Store.stat_map`."""
+    """A stored record's ``(mtime_ns, size, ctime_ns, ino, reason)``, as :meth:`Store.stat_rows` (without the key)."""
     return (rec.mtime_ns, rec.size, rec.ctime_ns, rec.ino, rec.reason)
 
 

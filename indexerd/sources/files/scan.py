@@ -19,12 +19,13 @@ import logging
 import os
 import stat as stat_mod
 from datetime import timezone
+from typing import Iterator
 
 from indexerd.sources.files import confined, live, mailboxes
 from indexerd.sources.files.change import unchanged
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.readfile import read_file
-from indexerd.sources.files.walk import WalkResult, walk
+from indexerd.sources.files.walk import Unlisted, WalkedFile, walk
 from indexerd.sources.files.keys import (display_path, key_to_path, path_to_key, stat_of, too_large_stands)
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.metamap import MetaMap
@@ -68,8 +69,8 @@ class FileSource:
     def relpath(self, path: str) -> str:
         return os.path.relpath(path, self.root).replace(os.sep, "/")
 
-    def walk(self, start: str | None = None, on_file=None) -> WalkResult:
-        """The files of the tree (or the subtree ``start``): :func:`indexerd.sources.files.walk.walk`."""
+    def walk(self, start: str | None = None, on_file=None) -> Iterator[WalkedFile | Unlisted]:
+        """The files of the tree (or the subtree ``start``) in key order: :func:`indexerd.sources.files.walk.walk`."""
         return walk(self.root, self.matcher, follow_symlinks=self.cfg.follow_symlinks, start=start,
                     on_file=on_file)
 
@@ -195,17 +196,22 @@ class FileSource:
         if not os.path.isdir(top):
             self._root_failed(top, "is missing or not a directory", counts, pipeline)
             return
-        stored = pipeline.store.stat_map(self.name)
-        found = self.walk(top, on_file=progress.tick_walk if progress else None)
-        if top in found.unlisted_dirs:  # an unreadable root is not an empty tree
-            self._root_failed(top, "cannot be listed", counts, pipeline)
-            return
+        prefix = path_to_key(top).rstrip("/") + "/"
+        # the stored rows in key order, a chunk at a time, merged with the walk (also in key
+        # order): neither the tree nor the store is held in memory, only what changed
+        stored = pipeline.store.stat_rows(self.name, prefix if start is not None else None)
+        row = next(stored, None)
         todo: list[tuple[str, os.stat_result]] = []
         baseline: list[tuple[int, int, str, int, int]] = []  # old rows: record ctime and inode
         unchanged = self.unchanged
-        for key, (path, st) in found.files.items():
+        protected: list[str] = []  # key prefixes of directories that could not be listed
+        missing: list[str] = []  # stored, not walked: gone unless protected or reached by a link
+        linked: dict[str, tuple[str, os.stat_result]] = {}  # reached through a symlink: any key
+        walked: set[str] | None = set() if self.cfg.follow_symlinks else None  # links may repeat a file
+        last_file = ""  # the last file walked in order: its mailbox's messages follow it
+
+        def check(key: str, path: str, st: os.stat_result, sv) -> None:
             if not forced:
-                sv = stored.get(key)
                 if sv is not None and (
                         # the common case of unchanged() inline: the same stat, not a too-large skip
                         (sv[0] == st.st_mtime_ns and sv[1] == st.st_size and sv[2] == st.st_ctime_ns
@@ -213,13 +219,51 @@ class FileSource:
                     pipeline.unchanged(counts)
                     if sv[2] is None:
                         baseline.append((st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns, st.st_size))
-                    continue
+                    return
                 # the store may lag: a queued write (the watcher's) may already cover this stat
                 rec = pipeline.stored(key)
                 if rec is not None and (unchanged(stat_of(rec), st) or self.same_limit_skip(rec, st)):
                     pipeline.unchanged(counts)
-                    continue
+                    return
             todo.append((path, st))
+
+        def not_walked(key: str) -> None:
+            if "#" in key and key.partition("#")[0] == last_file:
+                return  # a message of a mailbox still there (mailboxes.py keeps those)
+            if any(key.startswith(p) for p in protected):
+                return
+            missing.append(key)
+
+        for item in self.walk(top, on_file=progress.tick_walk if progress else None):
+            if isinstance(item, Unlisted):
+                if item.path == top:  # an unreadable root is not an empty tree
+                    self._root_failed(top, "cannot be listed", counts, pipeline)
+                    return
+                protected.append(item.prefix)
+                continue
+            key = item.key
+            if not item.in_order:
+                linked.setdefault(key, (item.path, item.stat))
+                continue
+            while row is not None and row[0] < key:
+                not_walked(row[0])
+                row = next(stored, None)
+            sv = None
+            if row is not None and row[0] == key:
+                sv = row[1:]
+                row = next(stored, None)
+            last_file = key
+            if walked is not None:
+                walked.add(key)
+            check(key, item.path, item.stat, sv)
+        while row is not None:
+            not_walked(row[0])
+            row = next(stored, None)
+        for key, (path, st) in linked.items():  # reached through a link: its row looked up alone
+            if walked is not None and key in walked:
+                continue
+            rec = pipeline.store.get(key)
+            check(key, path, st, stat_of(rec) if rec is not None else None)
         if baseline:
             pipeline.writer.submit_stat_baseline(baseline)
         if progress:
@@ -240,15 +284,9 @@ class FileSource:
                 progress.tick_work(path)
         if cancel is not None and cancel.is_set():
             return
-        prefix = path_to_key(top).rstrip("/") + "/"
-        protected = [path_to_key(d).rstrip("/") + "/" for d in found.unlisted_dirs]
         gone = []
-        for key in stored.keys() - found.files.keys():
-            if start is not None and not key.startswith(prefix):
-                continue
-            if "#" in key and key.partition("#")[0] in found.files:
-                continue  # a message of a mailbox still there (mailboxes.py keeps those)
-            if any(key.startswith(p) for p in protected):
+        for key in missing:
+            if key in linked or ("#" in key and key.partition("#")[0] in linked):
                 continue
             if pipeline.removal_queued(key):
                 continue  # its removal is already queued

@@ -1,8 +1,16 @@
-"""The walk of a tree: every selected file with its stat, one ``os.scandir`` per directory.
+"""The walk of a tree: every selected file with its stat, one ``os.scandir`` per directory, in
+the order of the files' keys.
+
+The walk yields each file as it is found, depth first, the entries of each directory sorted by
+the key each will have (a directory's name with ``/`` after it: everything below it comes
+there), so the files arrive in ascending key order -- the order of the store's key index -- and
+the reconcile (:meth:`indexerd.sources.files.scan.FileSource.scan`) merges them with the stored
+rows read in chunks, holding neither list in memory (only the directories on the current path
+and the files that changed).
 
 Symlinks are not followed unless asked; when they are, each directory is entered once per
 (st_dev, st_ino), so a loop ends at once, and a file reached through a link is keyed by its real
-path.
+path -- a key anywhere in the order, so such a file is yielded with ``in_order`` False.
 """
 
 from __future__ import annotations
@@ -10,58 +18,78 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from typing import Iterator, NamedTuple
+from urllib.parse import quote_from_bytes
 
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.keys import URI_SAFE, display_path, path_to_key
 
 log = logging.getLogger("indexerd.sources.files.scan")  # the scan's logger, as before the split
 
+__all__ = ["Unlisted", "WalkedFile", "walk"]
 
-@dataclass
-class WalkResult:
-    """Files found by a walk: ``{key: (path, stat)}`` plus the directories that could not be read."""
 
-    files: dict[str, tuple[str, os.stat_result]]
-    unlisted_dirs: list[str]
+class WalkedFile(NamedTuple):
+    """One selected file: its key, path and stat; ``in_order`` False when it was reached
+    through a symlink (keyed by its real path, out of the walk's key order)."""
+
+    key: str
+    path: str
+    stat: os.stat_result
+    in_order: bool
+
+
+@dataclass(frozen=True)
+class Unlisted:
+    """A directory that could not be listed: nothing below ``prefix`` (its key and ``/``) may
+    be deleted this pass."""
+
+    path: str
+    prefix: str
+
+
+def _key_name(name: str) -> str:
+    """A directory entry's name as its key spells it (percent-encoded as :func:`path_to_key`)."""
+    return name if URI_SAFE.fullmatch(name) else quote_from_bytes(os.fsencode(name))
 
 
 def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str | None = None,
-         on_file=None) -> WalkResult:
+         on_file=None) -> Iterator[WalkedFile | Unlisted]:
     """Walk the tree (or the subtree ``start``) with ``os.scandir``; nothing is read.
 
-    ``on_file(n)`` is called after each directory with the number of files it added (progress).  Unreadable directories are logged
-    and listed in ``unlisted_dirs`` (their documents must not be deleted).
+    Yields :class:`WalkedFile` in ascending key order (those with ``in_order`` False aside) and
+    an :class:`Unlisted` where a directory could not be listed (logged; first of all when the
+    top itself cannot be).  ``on_file(n)`` is called after each directory with the number of
+    files it holds (progress).
     """
-    files: dict[str, tuple[str, os.stat_result]] = {}
-    unlisted: list[str] = []
     follow = follow_symlinks
     top = start or root
     visited: set[tuple[int, int]] = set()
-    # (directory, path relative to root, reached through a symlink?): a start reached
-    # through a link (``ln -s . again``) keys its files by their real paths, as every
-    # other file reached through a link
-    through_link = follow and os.path.realpath(top) != top
-    stack: list[tuple[str, str, bool]] = [(top, "" if top == root else os.path.relpath(top, root).replace(os.sep, "/"), through_link)]
     try:
         st_top = os.stat(top)
         visited.add((st_top.st_dev, st_top.st_ino))
     except OSError:
         pass
+    # a start reached through a link (``ln -s . again``) keys its files by their real paths,
+    # as every other file reached through a link
+    through_link = follow and os.path.realpath(top) != top
+    top_rel = "" if top == root else os.path.relpath(top, root).replace(os.sep, "/")
     # hot loop: bind what it calls; build the relative path only when a pattern needs it
     needs_rel = matcher.needs_rel
     exc_name = matcher.exc_file_name_match
     inc_all = matcher.include_all
     safe = URI_SAFE.fullmatch
-    while stack:
-        dirpath, rel, via_link = stack.pop()
+
+    def listing(dirpath: str, rel: str, via_link: bool):
+        """The selected entries of one directory sorted by key: ``(sort name, file or None,
+        subdirectory or None)``; None when it cannot be listed."""
         try:
             it = os.scandir(dirpath)
         except OSError as e:
             log.warning("cannot list directory %s: %s", display_path(dirpath), e.strerror)
-            unlisted.append(dirpath)
-            continue
-        subdirs = []
-        n_before = len(files)
+            return None
+        entries = []
+        n_files = 0
         with it:
             for entry in it:
                 name = entry.name
@@ -81,7 +109,7 @@ def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str |
                                           display_path(entry.path))
                                 continue
                             visited.add(ident)
-                        subdirs.append((entry.path, erel, via_link or is_link))
+                        entries.append((_key_name(name) + "/", None, (entry.path, erel, via_link or is_link)))
                         continue
                     if exc_name is not None and exc_name(name):
                         continue
@@ -92,11 +120,33 @@ def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str |
                 except OSError as e:  # vanished between listing and stat, or a dangling link
                     log.debug("cannot stat %s: %s", display_path(entry.path), e.strerror)
                     continue
-                path = os.path.realpath(entry.path) if is_link or via_link else entry.path
+                linked = is_link or via_link
+                path = os.path.realpath(entry.path) if linked else entry.path
                 key = "file://" + path if safe(path) else path_to_key(path)
-                if key not in files:
-                    files[key] = (path, st)
-        if on_file is not None and len(files) > n_before:
-            on_file(len(files) - n_before)
-        stack.extend(reversed(subdirs))
-    return WalkResult(files, unlisted)
+                entries.append((name if safe(name) else _key_name(name), WalkedFile(key, path, st, not linked), None))
+                n_files += 1
+        entries.sort(key=lambda e: e[0])
+        if on_file is not None and n_files:
+            on_file(n_files)
+        return entries
+
+    first = listing(top, top_rel, through_link)
+    if first is None:
+        yield Unlisted(top, path_to_key(top).rstrip("/") + "/")
+        return
+    stack = [iter(first)]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
+        _, walked, subdir = entry
+        if walked is not None:
+            yield walked
+            continue
+        dirpath, rel, via_link = subdir
+        below = listing(dirpath, rel, via_link)
+        if below is None:
+            yield Unlisted(dirpath, path_to_key(dirpath).rstrip("/") + "/")
+        else:
+            stack.append(iter(below))

@@ -216,8 +216,8 @@ class SqlFeed:
                         seen.add(key)
                     if progress:
                         progress.tick_walk()
-        for key in pipeline.store.keys(source=self.name) - seen:
-            if not pipeline.removal_queued(key):
+        for key in pipeline.store.iter_keys(source=self.name):  # a chunk at a time
+            if key not in seen and not pipeline.removal_queued(key):
                 pipeline.gone(key, counts, "not in the full load")
         pipeline.flush()
         pipeline.store.write_batch([], meta={self._meta_key(): started.isoformat()})

@@ -1,0 +1,151 @@
+"""The reconcile of a tree as a merge: the walk yields files in key order, the store's rows are
+read in chunks in the same order, and neither is held whole in memory (issue 16).
+
+Names are chosen around the places where key order differs from name order: ``/`` after a
+directory's name, percent-encoded bytes, a mailbox's messages (``#``) right after the mailbox.
+"""
+
+from __future__ import annotations
+
+import mailbox
+import os
+import tracemalloc
+from pathlib import Path
+
+from indexerd.config import parse_config
+from indexerd.core.indexer import Indexer
+from indexerd.core.store import DocumentRecord
+import indexerd.core.store.documents as documents
+from indexerd.sources.files.globs import PathMatcher
+from indexerd.sources.files.keys import path_to_key
+from indexerd.sources.files.walk import Unlisted, walk
+
+#: names whose keys sort differently from the names: "a/" (a directory) after "a-b" and "a.txt"
+#: but before "a0"; a space and "é" percent-encoded; an undecodable byte; upper case before lower
+NAMES = ["a", "a-b", "a.txt", "a0", "A", "_x", "~y", "b c.txt", "é.txt", os.fsdecode(b"\xff.txt"),
+         "%41.txt", "z"]
+
+
+def make_tree(root: Path) -> set[str]:
+    rels = [n + ".f" if n in ("a", "z") else n for n in NAMES]  # "a" and "z" also directories below
+    rels += ["a/inner.txt", "a/b c/deep.txt", "z/last.txt", "a-dir/x.txt"]
+    for i, rel in enumerate(rels):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"words of file {i}\n")
+    return {path_to_key(str(root / r)) for r in rels}
+
+
+def test_walk_yields_every_file_in_key_order(tmp_path) -> None:
+    root = tmp_path / "root"
+    expected = make_tree(root)
+    got = [w.key for w in walk(str(root), PathMatcher(["*"], []), follow_symlinks=False)]
+    assert got == sorted(expected)  # the store's order: code points of the ASCII keys
+
+
+def test_walk_reports_an_unlisted_directory_in_its_place(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "root"
+    make_tree(root)
+    real_scandir = os.scandir
+
+    def scandir(path="."):  # the listing fails as EACCES would (root reads any mode)
+        if os.fspath(path) == str(root / "a"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    items = list(walk(str(root), PathMatcher(["*"], []), follow_symlinks=False))
+    where = next(i for i, x in enumerate(items) if isinstance(x, Unlisted))
+    assert items[where].prefix == path_to_key(str(root / "a")) + "/"
+    before, after = items[where - 1].key, items[where + 1].key
+    assert before < items[where].prefix < after
+
+
+def indexer(tmp_path: Path, root: Path) -> Indexer:
+    cfg = parse_config(f'state_dir = "{tmp_path / "state"}"\n'
+                       f'[[sources.filesystem]]\nname = "tree"\npath = "{root}"\n', "<test>")
+    return Indexer(cfg)
+
+
+def one_pass(tmp_path: Path, root: Path) -> tuple[dict, set[str]]:
+    ix = indexer(tmp_path, root)
+    ix.open("index")
+    try:
+        d = ix.run_pass(progress=False).as_dict()
+        return d, ix.store.keys()
+    finally:
+        ix.close()
+
+
+def test_reconcile_across_chunk_boundaries(tmp_path, monkeypatch) -> None:
+    """Three rows per chunk: every boundary falls somewhere among the awkward names; an unchanged
+    pass reads nothing and deletes nothing, and a deletion removes exactly what went."""
+    monkeypatch.setattr(documents, "STAT_CHUNK", 3)
+    root = tmp_path / "root"
+    files = make_tree(root)
+    box = mailbox.mbox(str(root / "inbox"))
+    for n in range(3):
+        box.add(f"From: a@example.org\nMessage-ID: <m{n}@example.org>\nSubject: note {n}\n\nbody {n}\n")
+    box.close()
+    for sibling in ("inbox-2.txt", "inbox.bak", "inbox.d/x.txt"):  # keys right after the messages'
+        (root / sibling).parent.mkdir(exist_ok=True)
+        (root / sibling).write_text("sibling\n")
+    d, keys = one_pass(tmp_path, root)
+    messages = {k for k in keys if "#" in k}
+    assert len(messages) == 3 and d["errors"] == 0
+    d, again = one_pass(tmp_path, root)
+    assert again == keys
+    assert (d["indexed"], d["deleted"], d["unchanged"]) == (0, 0, d["seen"]), d
+
+    (root / "b c.txt").unlink()
+    (root / os.fsdecode(b"\xff.txt")).unlink()
+    (root / "a" / "b c" / "deep.txt").unlink()
+    (root / "inbox.bak").unlink()
+    d, after = one_pass(tmp_path, root)
+    went = {path_to_key(str(root / r)) for r in ("b c.txt", os.fsdecode(b"\xff.txt"), "a/b c/deep.txt", "inbox.bak")}
+    assert went <= files | {path_to_key(str(root / "inbox.bak"))}
+    assert after == keys - went
+    assert d["deleted"] == 4 and d["indexed"] == 0, d
+
+
+def fill_store(ix: Indexer, root: Path) -> int:
+    """The rows an earlier pass would have left for every file of ``root`` (read nowhere)."""
+    recs = []
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            st = os.stat(os.path.join(dirpath, name))
+            recs.append(DocumentRecord(key=path_to_key(os.path.join(dirpath, name)), source="tree",
+                                       status="indexed", reason="new", mtime_ns=st.st_mtime_ns,
+                                       size=st.st_size, ctime_ns=st.st_ctime_ns, ino=st.st_ino))
+    ix.store.write_batch(recs)
+    return len(recs)
+
+
+def unchanged_pass_peak(tmp_path: Path, n: int) -> int:
+    root = tmp_path / f"t{n}"
+    for i in range(n):
+        d = root / f"d{i // 100:04d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"file-{i:06d}.txt").write_bytes(b"")
+    ix = indexer(tmp_path / f"s{n}", root)
+    ix.open("index")
+    try:
+        assert fill_store(ix, root) == n
+        tracemalloc.start()
+        try:
+            d = ix.run_pass(progress=False).as_dict()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    finally:
+        ix.close()
+    assert (d["seen"], d["unchanged"], d["deleted"]) == (n, n, 0), d
+    return peak
+
+
+def test_unchanged_reconcile_memory_does_not_grow_with_the_tree(tmp_path) -> None:
+    """Ten times the files, about the same peak: the pass holds a chunk of rows and the
+    directories on its path, not a map of the tree (which cost about 1.5 KB per file)."""
+    small = unchanged_pass_peak(tmp_path, 500)
+    large = unchanged_pass_peak(tmp_path, 5000)
+    assert large - small < 1_500_000, (small, large)
