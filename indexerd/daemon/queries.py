@@ -129,7 +129,7 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False) -> SearchR
     started = time.perf_counter()
     if exact:
         hits = ix.search(req.query, limit=req.limit, since=req.since, until=req.until,
-                         snippet_chars=req.snippet_chars)
+                         snippet_chars=req.snippet_chars, sort=req.sort)
         total = len(hits)
     else:
         query = filtered_query(req)
