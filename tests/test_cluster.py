@@ -475,3 +475,45 @@ def test_a_pass_begun_by_hand_on_one_node_is_joined_by_the_others(one_site) -> N
     assert set(gets) == urls and max(gets.values()) == 1
     for n in nodes:
         assert n.stop() is None
+
+
+def test_a_node_sent_to_join_a_pass_that_ended_meanwhile_begins_none(tmp_path, monkeypatch) -> None:
+    # a trial (a pass begun by hand, under load): a node that had left pass 1 was sent to join
+    # it again, the pass ended before the node began, and the node began pass 2 on its own --
+    # unscheduled, an hour early, every page fetched again
+    from indexerd.config import parse_config
+    from indexerd.core.indexer import Indexer
+    from indexerd.sources.web.source import WebSource
+    from test_web import web_config
+
+    from conftest import pg_store_address
+    from indexerd.core.store import PgStore
+    from indexerd.sources.web.crawltable import pass_meta_key
+    from indexerd.sources.web.urlstate import PassState
+
+    schema = fresh_schema("jn")
+    with Site() as site:
+        site.add("/", body=b"<html><body><p>joinword</p></body></html>",
+                 headers={"Content-Type": "text/html; charset=utf-8"})
+        cfg = ('node = "n1"\n' + web_config([site.url("/")], state_dir=tmp_path / "state")
+               + engine_toml("postgresql", fresh=True) + store_toml(schema))
+
+        def one_pass() -> dict:
+            ix = Indexer(parse_config(cfg))
+            ix.open("index")
+            try:
+                return ix.run_pass(progress=False).as_dict()
+            finally:
+                ix.close()
+
+        assert one_pass()["indexed"] == 1  # pass 1, finished
+        site.log.clear()
+        # the claim reads pass 1 as running (a join, no lock taken); by the time the crawl reads
+        # the pass state it has ended
+        monkeypatch.setattr(WebSource, "pass_running", lambda self, store: True)
+        summary = one_pass()
+        assert [h.path for h in site.log] == []
+        assert summary["seen"] == 0
+    with PgStore(pg_store_address(schema)) as store:
+        state = PassState.from_json(store.get_meta(pass_meta_key("site")))
+    assert (state.id, state.running) == (1, False)  # no pass 2 begun

@@ -334,3 +334,41 @@ def test_a_tree_stays_with_its_stopped_owner_until_the_config_moves_it(address) 
     finally:
         n1.close()
         store.close()
+
+
+def test_a_web_pass_just_completed_is_not_begun_again_for_a_node_that_joined_as_it_ended(address) -> None:
+    # a trial: a node joined pass 1 as it ended (its running mark landed after the finisher's
+    # run record), or claimed between the finisher's pass state and its run record, and began
+    # pass 2 at once -- every page fetched again an hour early
+    from datetime import datetime, timedelta, timezone
+    from types import SimpleNamespace
+
+    from indexerd.core.claims import claim_pass
+    from indexerd.sources.web.source import WebSource
+    from indexerd.sources.web.urlstate import PassState
+
+    now = datetime.now(timezone.utc)
+    site = SimpleNamespace(name="site", kind="web", cfg=SimpleNamespace(interval=3600.0),
+                           pass_running=lambda store: WebSource.pass_running(site, store),
+                           pass_begun_at=lambda store: WebSource.pass_begun_at(site, store))
+    with PgStore(address) as store:
+        store.crawl_write("site", [], meta={"web:site:pass": PassState(1, running=False,
+                                                                     started=now - timedelta(seconds=30)).to_json()})
+        store.record_run("site", "web", now - timedelta(seconds=30), now - timedelta(seconds=2), {}, completed=True)
+        store.pass_started("site", "web", now - timedelta(seconds=1), "n1")  # the late joiner's mark
+        claim = claim_pass(store, address, "n1", site, forced=False)
+        assert (claim.run, claim.lock) == (False, None), claim
+        assert "began 30 s ago and is over" in claim.reason
+        # the first pass, between the finisher's pass state (finished) and its run record
+        first = SimpleNamespace(name="first", kind="web", cfg=SimpleNamespace(interval=3600.0),
+                                pass_running=lambda store: WebSource.pass_running(first, store),
+                                pass_begun_at=lambda store: WebSource.pass_begun_at(first, store))
+        store.pass_started("first", "web", now - timedelta(seconds=20), "n2")
+        store.crawl_write("first", [], meta={"web:first:pass": PassState(1, running=False,
+                                                                       started=now - timedelta(seconds=20)).to_json()})
+        claim = claim_pass(store, address, "n1", first, forced=False)
+        assert (claim.run, claim.lock) == (False, None), claim
+        assert "began 20 s ago" in claim.reason
+        asked = claim_pass(store, address, "n1", site, forced=True)
+        assert asked.run and asked.lock is not None  # a request still runs it
+        asked.release()

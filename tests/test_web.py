@@ -33,7 +33,6 @@ from indexerd.core.errors import ConfigError
 from indexerd.index import open_index
 from indexerd.core.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
-from indexerd.core.counts import PassCounts
 
 #: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
 pytestmark = pytest.mark.alone
@@ -997,8 +996,7 @@ def test_resume_after_cancel_in_process(tmp_path, site) -> None:
     ix.open("index")
     cancel = threading.Event()
     try:
-        src = ix.sources["site"]
-        t = threading.Thread(target=src.run_pass, args=(ix.pipeline, PassCounts()), kwargs={"cancel": cancel})
+        t = threading.Thread(target=ix.run_pass, kwargs={"progress": False, "cancel": cancel})
         t.start()
         _wait_for(lambda: site.hits("/p3.html"))
         cancel.set()  # cuts the request in flight at once (issue 17): the pass ends before p3 answers

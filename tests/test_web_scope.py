@@ -49,14 +49,12 @@ def _cancelled_pass(crawl: Crawl, site, path: str, gate) -> None:
 
     from indexerd.config import parse_config
     from indexerd.core.indexer import Indexer
-    from indexerd.core.counts import PassCounts
 
     ix = Indexer(parse_config(crawl.config()))
     ix.open("index")
     cancel = threading.Event()
     try:
-        t = threading.Thread(target=ix.sources["site"].run_pass, args=(ix.pipeline, PassCounts()),
-                             kwargs={"cancel": cancel})
+        t = threading.Thread(target=ix.run_pass, kwargs={"progress": False, "cancel": cancel})
         t.start()
         deadline = time.monotonic() + 20
         while not site.hits(path) and time.monotonic() < deadline:

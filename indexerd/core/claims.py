@@ -16,7 +16,9 @@
   when the holder dies -- its lock goes with its connection -- another node takes the pass
   over at once, from the crawl rows and run mark the dead node left in the shared store.
   A pass that another node completed less than ``0.9 x interval`` ago is not run again (a pass
-  ends once for the cluster), unless forced (``ctl scan``, ``indexerd index``).
+  ends once for the cluster), nor a web pass that began that long ago and is over (its pass
+  state says so before the finishing node's run record does), unless forced (``ctl scan``,
+  ``indexerd index``).
 """
 
 from __future__ import annotations
@@ -107,8 +109,18 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
             return Claim(False, f"node {holder} is beginning its pass; joining it", standby=True,
                          retry_in=JOIN_SECONDS)
         return Claim(False, f"its pass runs on node {holder}; standing by", standby=True)
+    if not forced and k.pass_shared:  # the pass state is written before the run record: read it first
+        begun = src.pass_begun_at(store)
+        age = (now - begun).total_seconds() if begun is not None else None
+        if age is not None and age < 0.9 * float(src.cfg.interval):
+            lock.release()
+            return Claim(False, f"its pass began {age:.0f} s ago and is over; next one due in "
+                                f"{float(src.cfg.interval) - age:.0f} s")
     run = store.source_runs().get(src.name)  # read under the lock: the holder may have just finished
-    if not forced and run and run["running_since"] is None and run["completed_at"] is not None:
+    # a shared pass's own state says it is over (else it was joined above): a running mark left
+    # by a node that joined as it ended does not make the pass due again
+    ended = run is not None and (k.pass_shared or run["running_since"] is None)
+    if not forced and ended and run["completed_at"] is not None:
         age = (now - run["completed_at"]).total_seconds()
         if age < 0.9 * float(src.cfg.interval):
             lock.release()

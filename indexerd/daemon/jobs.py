@@ -153,7 +153,8 @@ class Jobs:
         if self.scheduler is None or name not in self.d.sources:
             return
         self.scheduler.add_job(self.d.passes.run, "date", run_date=datetime.now(UTC) + timedelta(seconds=seconds),
-                               args=[name], kwargs={"asked": asked}, id=f"standby:{name}", replace_existing=True,
+                               args=[name], kwargs={"asked": asked, "standby": True}, id=f"standby:{name}",
+                               replace_existing=True,
                                misfire_grace_time=None)
 
     def writer_failed(self, sources: set[str] | None) -> None:

@@ -51,18 +51,23 @@ class Passes:
         finally:
             store.close()
 
-    def run(self, name: str, forced: bool = False, start: str | None = None, asked: bool = False) -> dict | None:
+    def run(self, name: str, forced: bool = False, start: str | None = None, asked: bool = False,
+            standby: bool = False) -> dict | None:
         """One pass of source ``name`` (the scheduled job, ``ctl scan``, overflow); returns its
         counts (:meth:`PassCounts.as_dict`), or None when the source is gone or another pass of
-        it holds the lock (that one then runs again when it ends) or, in a cluster, another
-        node runs it (``asked``: a request, not the schedule -- it runs even when another node
-        completed a pass lately)."""
+        it holds the lock (that one then runs again when it ends, unless this is a ``standby``
+        call: a node asking again for a cluster pass, which the running one covers) or, in a
+        cluster, another node runs it (``asked``: a request, not the schedule -- it runs even
+        when another node completed a pass lately)."""
         d = self.d
         src = d.sources.get(name)
         st = d.states.get(name)
         if src is None or st is None:
             return None
         if not st.lock.acquire(timeout=0.1 if not forced else 30):
+            if standby and not asked:
+                log.debug("%s: a pass is running here; the standby call is dropped", name)
+                return None
             with d.lock:
                 st.rerun = True  # the running pass starts another when it ends
             log.info("%s: a pass is already running; another will follow it", name)

@@ -7,7 +7,7 @@ Written only by the one pass of its web source (and ``ctl forget``'s schedule ch
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
 
@@ -25,10 +25,32 @@ class CrawlRows(StoreConnection):
 
     def crawl_rows(self, source: str) -> dict[str, dict]:
         """Every crawl row of ``source`` as ``{url: {column: value}}`` (without ``links``),
-        except the frontier's overflow on disk (state ``spilled``: :meth:`crawl_spilled`)."""
+        except the frontier's overflow on disk (state ``spilled``: :meth:`crawl_spilled`): the
+        whole source at once, for tests and inspection; a pass reads :meth:`crawl_state_row`
+        and :meth:`crawl_rows_chunked`."""
         cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
                                "AND state != 'spilled'", (source,))
         return {r["url"]: dict(r) for r in cur}
+
+    def crawl_state_row(self, source: str, url: str) -> dict | None:
+        """The crawl row of ``url`` in ``source`` (without ``links``), or None when it has none
+        or only a place in the frontier's overflow (state ``spilled``)."""
+        row = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               "AND url = ? AND state != 'spilled'", (source, url)).fetchone()
+        return dict(row) if row is not None else None
+
+    def crawl_rows_chunked(self, source: str, *, chunk: int = 2000) -> Iterator[dict]:
+        """The rows of :meth:`crawl_rows` in URL order, read ``chunk`` at a time by URL (keyset
+        pagination on the primary key: each chunk one whole query, no cursor left open)."""
+        last, op = "", ">="
+        while True:
+            rows = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                                    f"AND url {op} ? AND state != 'spilled' ORDER BY url LIMIT ?",
+                                    (source, last, chunk)).fetchall()
+            yield from (dict(r) for r in rows)
+            if len(rows) < chunk:
+                return
+            last, op = rows[-1]["url"], ">"
 
     def crawl_spilled(self, source: str, pass_id: int, limit: int) -> list[dict]:
         """At most ``limit`` rows of the frontier's overflow on disk (state ``spilled``) of pass

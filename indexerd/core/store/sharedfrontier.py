@@ -17,7 +17,7 @@ pass is over for the cluster when no host of it is pending or active
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from indexerd.core.store.cluster import _ALIVE
 from indexerd.core.store.connection import StoreConnection
@@ -102,13 +102,20 @@ class SharedFrontierRows(StoreConnection):
                                "AND node = ? AND pending RETURNING host", (source, node))
         return [r[0] for r in cur]
 
-    def frontier_host_rows(self, source: str, host: str) -> list[dict]:
+    def frontier_host_rows(self, source: str, host: str, *, chunk: int = 2000) -> Iterator[dict]:
         """Every crawl row (:attr:`CRAWL_COLUMNS`) of ``host`` (``scheme://host[:port]``) in
-        ``source``."""
+        ``source``, in URL order, read ``chunk`` at a time by URL (keyset pagination: each
+        chunk one whole query)."""
         low, high = prefix_range(host + "/")
-        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? AND url >= ? "
-                               "AND url < ?", (source, low, high))
-        return [dict(r) for r in cur]
+        op = ">="
+        while True:
+            rows = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                                    f"AND url {op} ? AND url < ? ORDER BY url LIMIT ?",
+                                    (source, low, high, chunk)).fetchall()
+            yield from (dict(r) for r in rows)
+            if len(rows) < chunk:
+                return
+            low, op = rows[-1]["url"], ">"
 
     def frontier_take(self, source: str, host: str, pass_id: int, limit: int) -> list[dict]:
         """Take at most ``limit`` crawl rows of ``host`` waiting in the store in pass ``pass_id``

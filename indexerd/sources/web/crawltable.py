@@ -1,17 +1,26 @@
 """The crawl's persistence: one source's URL states and pass state in the state store.
 
-During a pass the :class:`CrawlTable` holds every :class:`~indexerd.sources.web.urlstate.UrlState`
-of the source in memory (the seen set's history and the frontier's queued rows) except the
-frontier's overflow, which waits on disk (state ``spilled``) until taken back.  Changed states are
-written back in batches (:meth:`CrawlTable.write_maybe`: every 200 changed URLs or 2 seconds) with
-the pass state and the outlinks parsed, in one store transaction, so a daemon stopped mid-crawl
-resumes the pass.  Only the thread that runs the pass uses a table (not thread-safe).
+During a pass the :class:`CrawlTable` holds in memory only the working set: the states of the
+URLs queued in the frontier and those changed since the last write, plus a bounded cache of
+states read back (:data:`CACHE_STATES`).  Any other URL's state is read from the store when the
+pass asks for it (:meth:`CrawlTable.get`), and a new pass reads the source's states a chunk at
+a time (:meth:`CrawlTable.stored_states`), so a pass's memory grows with what it queues, not
+with every URL the source ever knew.  The frontier's overflow waits on disk (state ``spilled``)
+until taken back.  Changed states are written back in batches (:meth:`CrawlTable.write_maybe`:
+every 200 changed URLs or 2 seconds) with the pass state and the outlinks parsed, in one store
+transaction, so a daemon stopped mid-crawl resumes the pass.  In a pass the cluster crawls
+together (:meth:`CrawlTable.share`) the table holds this pass's states of the hosts this node
+claimed, which the shared frontier (:mod:`indexerd.sources.web.sharedfrontier`) puts there, and
+reads the other states of those hosts from the store as they are asked for.
+Only the thread that runs the pass uses a table (not thread-safe).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
+from typing import Callable, Iterator
 
 from indexerd.core.store import Store
 from indexerd.sources.web.urlstate import PassState, UrlState
@@ -21,6 +30,10 @@ SPILL_BATCH = 1000
 #: Changed URLs, or seconds since the last write, after which :meth:`CrawlTable.write_maybe` writes.
 WRITE_EVERY_URLS = 200
 WRITE_EVERY_SECONDS = 2.0
+#: URL states read back from the store kept in memory (least recently asked dropped first).
+CACHE_STATES = 10_000
+#: Crawl rows read per query by :meth:`CrawlTable.stored_states`.
+STATE_CHUNK = 2_000
 
 
 def pass_meta_key(source: str) -> str:
@@ -32,58 +45,115 @@ class CrawlTable:
     """The ``crawl`` rows and pass state of source ``source`` in ``store``.
 
     Attributes:
-        rows: ``{url: UrlState}`` of the source, without the spilled overflow.
+        rows: ``{url: UrlState}``: the working set (queued, or changed since the last write).
+        lazy: a URL not in ``rows`` is looked up in the store (in a shared pass only one of
+            a host this node claimed: :meth:`share`).
     """
 
-    def __init__(self, store: Store, source: str) -> None:
+    def __init__(self, store: Store, source: str, *, lazy: bool = True) -> None:
         self.store = store
         self.source = source
+        self.lazy = lazy
+        self.readable: Callable[[str], bool] | None = None  # a shared pass: see :meth:`share`
         self.meta_key = pass_meta_key(source)
         self.rows: dict[str, UrlState] = {}
+        self._cache: OrderedDict[str, UrlState | None] = OrderedDict()  # read back; None: no row
         self._dirty: set[str] = set()
         self._links: dict[str, str | None] = {}  # outlinks parsed in this pass, not yet written
         self._spill_buffer: list[UrlState] = []  # spilled states not written yet
         self._last_write = time.monotonic()
 
     def load(self) -> PassState:
-        """Read every state of the source (not the spilled ones) and return its pass state.
+        """The source's pass state (URL states are read as they are asked for).
 
         Raises:
             StoreError: the store cannot be read.
         """
-        self.rows = {url: UrlState.from_row(r) for url, r in self.store.crawl_rows(self.source).items()}
         return PassState.from_json(self.store.get_meta(self.meta_key))
 
     def load_pass_state(self) -> PassState:
         """The source's pass state alone (a node joining a pass the cluster crawls together
-        reads the rows of each host it claims instead of every row).
+        reads the rows of each host it claims).
 
         Raises:
             StoreError: the store cannot be read.
         """
         return PassState.from_json(self.store.get_meta(self.meta_key))
 
+    def stored_states(self) -> Iterator[UrlState]:
+        """Every stored state of the source (not the spilled ones), in URL order, read
+        :data:`STATE_CHUNK` rows at a time; none is kept (a new or resumed pass goes through
+        them once).  States changed in memory and not yet written are not reflected.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        for row in self.store.crawl_rows_chunked(self.source, chunk=STATE_CHUNK):
+            yield UrlState.from_row(row)
+
+    def share(self, readable: Callable[[str], bool]) -> None:
+        """A pass the cluster crawls together: a URL's stored state is read (:meth:`get`) only
+        when ``readable(url)`` (a URL not due in this pass, of a host this node claimed: the
+        only states the claim of a host leaves in the store), and this pass's states stay in
+        memory once written (the shared frontier hands a host over from them)."""
+        self.lazy, self.readable = True, readable
+        self._cache.clear()
+
+    def drop_cached(self, readable: Callable[[str], bool]) -> None:
+        """Forget the states read back whose URL ``readable(url)`` (a host claimed again: the
+        node that held it meanwhile may have changed them)."""
+        for url in [u for u in self._cache if readable(u)]:
+            del self._cache[url]
+
     def get(self, url: str) -> UrlState | None:
-        return self.rows.get(url)
+        """``url``'s state: in memory, else (``lazy``, and in a shared pass for a host this node
+        holds) from the store, or None."""
+        st = self.rows.get(url)
+        if st is not None or not self.lazy or url in self._dirty:  # dirty, not in rows: removed
+            return st
+        if self.readable is not None and not self.readable(url):
+            return None
+        if url in self._cache:
+            self._cache.move_to_end(url)
+            return self._cache[url]
+        row = self.store.crawl_state_row(self.source, url)
+        st = UrlState.from_row(row) if row is not None else None
+        self._remember(url, st)
+        return st
+
+    def _remember(self, url: str, st: UrlState | None) -> None:
+        self._cache[url] = st
+        self._cache.move_to_end(url)
+        while len(self._cache) > CACHE_STATES:
+            self._cache.popitem(last=False)
 
     def __contains__(self, url: str) -> bool:
-        return url in self.rows
+        return self.get(url) is not None
+
+    def keep(self, state: UrlState) -> None:
+        """Hold ``state`` (read from :meth:`stored_states`) in memory, unchanged, so the pass
+        finds it without a read (it leaves memory at the next write unless queued)."""
+        self.rows[state.url] = state
+        self._cache.pop(state.url, None)
 
     def put(self, state: UrlState) -> UrlState:
         """Keep ``state`` (new or changed) and mark it to be written."""
         self.rows[state.url] = state
+        self._cache.pop(state.url, None)
         self._dirty.add(state.url)
         return state
 
     def forget_unwritten(self, url: str) -> None:
         """Drop ``url``'s state from memory without writing anything of it (another node's now)."""
         self.rows.pop(url, None)
+        self._cache.pop(url, None)
         self._dirty.discard(url)
         self._links.pop(url, None)
 
     def remove(self, url: str) -> None:
         """Forget ``url``: its row is deleted at the next write."""
         self.rows.pop(url, None)
+        self._cache.pop(url, None)
         self._dirty.add(url)
 
     # -- outlinks -------------------------------------------------------------------------
@@ -152,3 +222,6 @@ class CrawlTable:
         self._dirty.clear()
         self._links.clear()  # kilobytes per page: read back from the store when a 304 needs them
         self._last_write = time.monotonic()
+        if self.lazy and self.readable is None:  # written and not queued: into the cache
+            for url in [u for u, st in self.rows.items() if st.state != "queued"]:
+                self._remember(url, self.rows.pop(url))

@@ -76,7 +76,6 @@ class CrawlPass:
         self.seeder = Seeder(self.sched, self.answers.out_of_scope)
         self.done_pages = 0
         self.unreachable: set[str] = set()  # hosts whose robots.txt could not be read this pass
-        self._lock = None  # the source's lock, when this pass took it itself (a shared pass)
 
     def run(self) -> None:
         """Seed (or resume), run the workers until the frontier is exhausted or the stop, and
@@ -88,12 +87,8 @@ class CrawlPass:
         """
         fetcher = self.src.fetcher()
         if CLUSTER.node is not None and self.only is None:
-            try:
-                if not self._begin_shared():
-                    return
-            except BaseException:
-                self._release_lock()
-                raise
+            if not self._begin_shared():
+                return
         else:
             state = self.table.load()
             if self.only is not None:
@@ -121,7 +116,6 @@ class CrawlPass:
             self.sched.persist(finished=finished)
             if self.sched.shared is not None:
                 self.sched.shared.leave(finished)
-            self._release_lock()
         if self.sched.shared is not None and self.sched.shared.left:
             self.counts.left_to_others = True
             (log.info if frontier.requests else log.debug)(
@@ -134,23 +128,27 @@ class CrawlPass:
 
     def _begin_shared(self) -> bool:
         """In a cluster: join the pass the nodes crawl together, or begin one when this node
-        holds the source's lock (:func:`~indexerd.core.claims.claim_pass`); False when there is
-        nothing to do (the pass this node was to join ended meanwhile)."""
+        holds the source's lock (taken by the claim, :func:`~indexerd.core.claims.claim_pass`);
+        False when there is nothing to do (the pass this node was to join ended meanwhile: the
+        pass counts as left to the others, so the daemon asks the claim again shortly)."""
         s = self.sched
         state = self.table.load_pass_state()
-        if not state.running and not self._begin_lock():
-            state = self.table.load_pass_state()  # another node holds the lock: it may have begun one
-            if not state.running:
-                return False
+        if not state.running and lock_key("source", self.src.name) not in SourceLock.held_here:
+            # the claim found a pass running and took no lock; it ended since: that pass is
+            # done, and whether another is due is the claim's to say (asked again shortly)
+            log.debug("%s: the crawl pass node %s was to join has ended", self.src.name, CLUSTER.node)
+            self.counts.left_to_others = True
+            return False
         shared = SharedFrontier(s, self.pipeline.store, CLUSTER.node, self.answers.out_of_scope,
                                 self.pipeline.write_pending)
+        # this node's rows are those of the hosts it claims; it holds all but the not-due ones
+        self.table.share(lambda url: url in s.not_due and shared.owns(url))
         if state.running:
             s.pass_id, s.forced = state.id, state.forced
             if state.started is not None:
                 s.pass_start = state.started
             log.info("%s: node %s joins crawl pass %d", self.src.name, CLUSTER.node, s.pass_id)
         else:
-            self.table.load()
             self.pipeline.store.frontier_reset(self.src.name)
             self.seeder.start(state)   # every URL goes to the shared store: no host is ours yet
             self.table.rows.clear()    # a host's rows are read again when it is claimed
@@ -158,22 +156,6 @@ class CrawlPass:
         s.frontier.hold()
         shared.tick(now=True)
         return True
-
-    def _begin_lock(self) -> bool:
-        """Whether this node may begin a pass: it holds the source's lock (taken by the claim,
-        :func:`~indexerd.core.claims.claim_pass`, or now, for this pass, when a caller did not)."""
-        if lock_key("source", self.src.name) in SourceLock.held_here:
-            return True
-        lock = SourceLock(self.pipeline.store.address, CLUSTER.node, "source", self.src.name)
-        if not lock.try_acquire():
-            return False
-        self._lock = lock
-        return True
-
-    def _release_lock(self) -> None:
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            lock.release()
 
     def _stopped(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()

@@ -181,8 +181,8 @@ class Scheduler:
         sitemap waits on disk.  True when queued (or spilled)."""
         if url in self.seen:
             return False
-        spill = via in ("link", "sitemap") and url not in self.table and self._frontier_full() \
-            and self.shared is None  # a shared pass keeps its hosts' URLs in memory
+        spill = via in ("link", "sitemap") and self.shared is None and self._frontier_full() \
+            and url not in self.table  # a shared pass keeps its hosts' URLs in memory; a store read last
         if spill and self.spilled >= SPILL_WINDOWS * self.cfg.max_queued:
             self.counters.inc("web.drop.frontier-full")
             return False

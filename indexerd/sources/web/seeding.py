@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
 from indexerd.core.dates import parse_date
 from indexerd.sources.web.httpresponse import Response
@@ -27,6 +28,15 @@ log = logging.getLogger(__name__)
 
 #: Entries read from one sitemap file (the protocol allows 50,000; the rest is not parsed).
 MAX_SITEMAP_URLS = 10_000
+
+
+class _Due(NamedTuple):
+    """What queueing a known URL needs (a shared pass's start keeps no whole state)."""
+
+    hops: int
+    seq: int
+    url: str
+    seed_depth: int
 
 
 def lost_with_the_process(st, stored) -> bool:
@@ -65,11 +75,17 @@ class Seeder:
         for seed in self.cfg.seeds:
             url = canonicalize(seed)
             s.enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
-        known = sorted((st for st in s.table.rows.values() if st.pass_id < s.pass_id and st.asked_before),
-                       key=lambda st: (st.hops, st.seq))
-        for st in known:
-            if st.url in s.seen:  # a seed
+        # the stored states a chunk at a time; only the due ones are kept, to be queued in
+        # discovery order (fewest hops, then seq): in a shared pass only what queueing needs,
+        # since they go to the shared store and this node keeps none of them
+        due: list = []
+        for st in s.table.stored_states():
+            if st.pass_id >= s.pass_id or st.url in s.seen:  # a seed
                 continue
+            if not st.asked_before:
+                if st.state == "queued" and st.last_status is None and st.via != "sitemapfile" and not st.doc_key:
+                    s.table.remove(st.url)  # queued by an interrupted pass, never asked: forgotten
+                continue                    # as a finished pass forgets it (found again if linked)
             reason = self.src.scope.check(st.url, hops=st.hops, seed_depth=st.seed_depth)
             if reason is not None:
                 self.out_of_scope(st, reason)
@@ -77,6 +93,11 @@ class Seeder:
             if not s.due(st):
                 s.defer(st.url)
                 continue
+            due.append(st if s.table.readable is None else _Due(st.hops, st.seq, st.url, st.seed_depth))
+        due.sort(key=lambda st: (st.hops, st.seq))
+        for st in due:
+            if isinstance(st, UrlState):
+                s.table.keep(st)
             s.enqueue(st.url, hops=st.hops, seed_depth=st.seed_depth, via="recheck")
         s.persist(finished=False)
 
@@ -101,7 +122,8 @@ class Seeder:
         if state.started is not None:
             s.pass_start = state.started
         last = requeued = 0
-        for st in sorted(s.table.rows.values(), key=lambda st: st.seq):
+        queued: list[UrlState] = []  # this pass's queued states, in discovery order below
+        for st in s.table.stored_states():  # a chunk at a time
             if st.pass_id != s.pass_id:
                 if st.asked_before and not s.due(st):
                     s.defer(st.url)
@@ -113,14 +135,18 @@ class Seeder:
                 s.table.put(st)
                 requeued += 1
             if st.state == "queued":
-                if st.via == "sitemapfile":
-                    s.put_sitemap(st.url, count=False)
-                    continue
-                reason = s.scope_reason(st.url, st.hops, st.seed_depth)
-                if reason is not None:  # queued by an older indexerd, or the config changed
-                    self.out_of_scope(st, reason)
-                    continue
-                s.queue(st)
+                queued.append(st)
+        for st in sorted(queued, key=lambda st: st.seq):
+            if st.url not in s.table.rows:
+                s.table.keep(st)
+            if st.via == "sitemapfile":
+                s.put_sitemap(st.url, count=False)
+                continue
+            reason = s.scope_reason(st.url, st.hops, st.seed_depth)
+            if reason is not None:  # queued by an older indexerd, or the config changed
+                self.out_of_scope(st, reason)
+                continue
+            s.queue(st)
         s.seq = itertools.count(last + 1)
         if requeued:
             s.counters.inc("web.resume.requeued", requeued)
@@ -192,11 +218,13 @@ class Seeder:
             if url in s.not_due and self._changed_since_checked(url, entry.lastmod):
                 s.undefer(url)  # the sitemap says it changed: due now
                 page = s.table.get(url)
-                s.enqueue(url, hops=page.hops, seed_depth=page.seed_depth, via="recheck")
+                s.enqueue(url, hops=page.hops if page else hops, seed_depth=page.seed_depth if page else seed_depth,
+                          via="recheck")
             elif s.enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
                 s.counters.inc("web.sitemap.urls")
 
     def _changed_since_checked(self, url: str, lastmod: str | None) -> bool:
         """A sitemap ``<lastmod>`` later than the URL's last check (both real times, UTC)."""
-        changed, checked = parse_date(lastmod), self.sched.table.get(url).checked_at
+        known = self.sched.table.get(url)  # None: another node's host, in a shared pass
+        changed, checked = parse_date(lastmod), known.checked_at if known is not None else None
         return changed is not None and checked is not None and changed > checked

@@ -247,16 +247,19 @@ class SharedFrontier:
         memory; what the node that held it before had queued in memory (it died, or stopped) is
         queued here, and so is a page of this pass it fetched but did not store."""
         s = self.sched
-        for r in self.store.frontier_host_rows(self.source, origin):
+        s.table.drop_cached(lambda u: url_origin(u) == origin)
+        for r in self.store.frontier_host_rows(self.source, origin):  # a chunk at a time
             st = UrlState.from_row(r)
             if st.pass_id == s.pass_id and st.state == "spilled":
                 continue  # read by _take_waiting, right after
-            s.table.rows[st.url] = st
             if st.pass_id != s.pass_id:
                 if st.asked_before and not s.due(st):  # as the node that began the pass decided
                     s.seen.add(st.url)
                     s.not_due.add(st.url)
+                    continue  # read back from the store if the pass asks for it
+                s.table.rows[st.url] = st
                 continue
+            s.table.rows[st.url] = st
             s.seen.add(st.url)
             if lost_with_the_process(st, s.stored):
                 st.state = "queued"
@@ -281,7 +284,7 @@ class SharedFrontier:
             s.counters.inc("web.frontier.refilled", len(rows))
         for r in rows:
             st = UrlState.from_row(r)
-            mine = s.table.get(st.url)
+            mine = s.table.rows.get(st.url)  # this pass's states of a host held here are all in memory
             if mine is not None and mine.pass_id == s.pass_id:
                 s.table.put(mine)  # queued here already, or done: this node's row stands
                 continue

@@ -149,6 +149,17 @@ class WebSource:
 
         return PassState.from_json(store.get_meta(pass_meta_key(self.name))).running
 
+    def pass_begun_at(self, store) -> datetime | None:
+        """When the source's latest pass began (aware UTC; running or not), or None before any.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        from indexerd.sources.web.crawltable import pass_meta_key
+        from indexerd.sources.web.urlstate import PassState
+
+        return PassState.from_json(store.get_meta(pass_meta_key(self.name))).started
+
     def owns(self, url: str) -> bool:
         """True when the canonical ``url`` is in this source's scope as a page one hop from a
         seed of its host (what ``ctl reindex URL`` may fetch for a URL it has no row for); a
