@@ -12,6 +12,8 @@ import os
 import tracemalloc
 from pathlib import Path
 
+import pytest
+
 from indexerd.config import parse_config
 from indexerd.core.indexer import Indexer
 from indexerd.core.store import DocumentRecord
@@ -143,6 +145,7 @@ def unchanged_pass_peak(tmp_path: Path, n: int) -> int:
     return peak
 
 
+@pytest.mark.alone  # a memory bound: its writer's batches grow when the other worker loads the machine
 def test_unchanged_reconcile_memory_does_not_grow_with_the_tree(tmp_path) -> None:
     """Ten times the files, about the same peak: the pass holds a chunk of rows and the
     directories on its path, not a map of the tree (which cost about 1.5 KB per file)."""

@@ -5,6 +5,8 @@ URLs, in the seen set).  Judged with tracemalloc over a whole pass, on each stat
 from __future__ import annotations
 
 import tracemalloc
+
+import pytest
 from datetime import datetime, timedelta, timezone
 
 from conftest import pg_store_address
@@ -42,6 +44,7 @@ def peak_of_a_pass(crawl: Crawl) -> tuple[int, dict]:
         tracemalloc.stop()
 
 
+@pytest.mark.alone  # a memory bound
 def test_a_pass_over_many_known_pages_not_due_holds_none_of_their_states(tmp_path, site) -> None:
     site.add("/", body=b'<html><body><p>memoryword</p><a href="/b.html">b</a></body></html>',
              headers={"Content-Type": "text/html; charset=utf-8"})
