@@ -39,9 +39,14 @@ class CountingStore:
         self._store = store
         self.reads: list[str] = []
 
-    def crawl_state_row(self, source, url):
+    def crawl_state_row(self, source, url, *, spilled=False):
         self.reads.append(url)
-        return self._store.crawl_state_row(source, url)
+        return self._store.crawl_state_row(source, url, spilled=spilled)
+
+    def crawl_state_rows(self, source, urls, *, spilled=False):
+        urls = list(urls)
+        self.reads.append(tuple(urls))
+        return self._store.crawl_state_rows(source, urls, spilled=spilled)
 
     def __getattr__(self, name):
         return getattr(self._store, name)
@@ -120,3 +125,34 @@ def test_a_table_that_is_not_lazy_never_reads_a_state(store) -> None:
     table = CrawlTable(counting, "site", lazy=False)
     assert table.get(done(1).url) is None
     assert counting.reads == []
+
+
+def test_a_pages_links_are_read_in_one_query_and_what_has_no_row_is_not_asked_again(store, monkeypatch) -> None:
+    monkeypatch.setattr(type(store), "STATE_ROWS_CHUNK", 4)
+    stored(store, [done(i) for i in range(6)])
+    counting = CountingStore(store)
+    table = CrawlTable(counting, "site")
+    table.load()
+    table.put(UrlState(f"{BASE}/queued.html", pass_id=2))  # in memory: not asked
+    links = [done(i).url for i in range(6)] + [f"{BASE}/new{i}.html" for i in range(3)] + [f"{BASE}/queued.html"]
+    table.prefetch(links + links[:2])  # the same link twice on a page: asked once
+    assert counting.reads == [tuple(links[:9])]  # one call (4 URLs a query inside the store)
+    assert sorted(store.crawl_state_rows("site", links)) == sorted(links[:6])  # across the chunks
+    counting.reads.clear()
+    assert [table.get(u) is not None for u in links] == [True] * 6 + [False] * 3 + [True]
+    assert table.get(links[3]).seq == 3
+    assert counting.reads == []  # every answer, "no row" too, came from the prefetch
+    table.prefetch(links)
+    assert counting.reads == []  # all cached
+
+
+def test_a_shared_pass_reads_the_rows_waiting_in_the_store_only_for_its_own_hosts(store) -> None:
+    mine, theirs = f"{BASE}/offered.html", "http://127.0.0.2:9/offered.html"
+    store.crawl_write("site", [UrlState(u, pass_id=2, state="spilled", seq=7).as_row() for u in (mine, theirs)])
+    single = CrawlTable(store, "site")
+    assert single.get(mine) is None  # one node: the overflow is taken back by the scheduler's refill
+    shared = CrawlTable(store, "site")
+    shared.share(lambda url: url.startswith(BASE))
+    shared.prefetch([mine, theirs])
+    assert (shared.get(mine).state, shared.get(mine).seq) == ("spilled", 7)  # offered, not taken yet
+    assert shared.get(theirs) is None  # another node's host: never read here

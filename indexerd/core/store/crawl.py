@@ -32,12 +32,29 @@ class CrawlRows(StoreConnection):
                                "AND state != 'spilled'", (source,))
         return {r["url"]: dict(r) for r in cur}
 
-    def crawl_state_row(self, source: str, url: str) -> dict | None:
+    def crawl_state_row(self, source: str, url: str, *, spilled: bool = False) -> dict | None:
         """The crawl row of ``url`` in ``source`` (without ``links``), or None when it has none
-        or only a place in the frontier's overflow (state ``spilled``)."""
-        row = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
-                               "AND url = ? AND state != 'spilled'", (source, url)).fetchone()
-        return dict(row) if row is not None else None
+        or (unless ``spilled``) only a place in the frontier's overflow (state ``spilled``)."""
+        found = self.crawl_state_rows(source, [url], spilled=spilled)
+        return found.get(url)
+
+    #: URLs asked in one query by :meth:`crawl_state_rows`.
+    STATE_ROWS_CHUNK = 500
+
+    def crawl_state_rows(self, source: str, urls: Iterable[str], *, spilled: bool = False) -> dict[str, dict]:
+        """The crawl rows of those of ``urls`` that have one in ``source``, as ``{url: {column:
+        value}}`` (without ``links``; a row in the frontier's overflow, state ``spilled``, only
+        when ``spilled``); :data:`STATE_ROWS_CHUNK` URLs a query."""
+        urls = list(dict.fromkeys(urls))
+        found: dict[str, dict] = {}
+        cols = ", ".join(self.CRAWL_COLUMNS)
+        only = "" if spilled else " AND state != 'spilled'"
+        for i in range(0, len(urls), self.STATE_ROWS_CHUNK):
+            part = urls[i:i + self.STATE_ROWS_CHUNK]
+            cur = self._db.execute(f"SELECT {cols} FROM crawl WHERE source = ? "
+                                   f"AND url IN ({', '.join('?' * len(part))}){only}", (source, *part))
+            found.update((r["url"], dict(r)) for r in cur)
+        return found
 
     def crawl_rows_chunked(self, source: str, *, chunk: int = 2000) -> Iterator[dict]:
         """The rows of :meth:`crawl_rows` in URL order, read ``chunk`` at a time by URL (keyset

@@ -55,6 +55,7 @@ class CrawlTable:
         self.source = source
         self.lazy = lazy
         self.readable: Callable[[str], bool] | None = None  # a shared pass: see :meth:`share`
+        self._with_spilled = False  # a shared pass: rows waiting in the store are read too
         self.meta_key = pass_meta_key(source)
         self.rows: dict[str, UrlState] = {}
         self._cache: OrderedDict[str, UrlState | None] = OrderedDict()  # read back; None: no row
@@ -93,10 +94,11 @@ class CrawlTable:
 
     def share(self, readable: Callable[[str], bool]) -> None:
         """A pass the cluster crawls together: a URL's stored state is read (:meth:`get`) only
-        when ``readable(url)`` (a URL not due in this pass, of a host this node claimed: the
-        only states the claim of a host leaves in the store), and this pass's states stay in
-        memory once written (the shared frontier hands a host over from them)."""
-        self.lazy, self.readable = True, readable
+        when ``readable(url)`` (a URL of a host this node claimed), a row waiting in the shared
+        store for this pass (state ``spilled``: offered by some node, not yet taken) included,
+        and this pass's states stay in memory once written (the shared frontier hands a host
+        over from them)."""
+        self.lazy, self.readable, self._with_spilled = True, readable, True
         self._cache.clear()
 
     def drop_cached(self, readable: Callable[[str], bool]) -> None:
@@ -109,17 +111,34 @@ class CrawlTable:
         """``url``'s state: in memory, else (``lazy``, and in a shared pass for a host this node
         holds) from the store, or None."""
         st = self.rows.get(url)
-        if st is not None or not self.lazy or url in self._dirty:  # dirty, not in rows: removed
+        if st is not None or not self._readable(url):
             return st
-        if self.readable is not None and not self.readable(url):
-            return None
         if url in self._cache:
             self._cache.move_to_end(url)
             return self._cache[url]
-        row = self.store.crawl_state_row(self.source, url)
+        row = self.store.crawl_state_row(self.source, url, spilled=self._with_spilled)
         st = UrlState.from_row(row) if row is not None else None
         self._remember(url, st)
         return st
+
+    def _readable(self, url: str) -> bool:
+        """Whether :meth:`get` would look ``url`` up in the store (not in memory, not removed)."""
+        return self.lazy and url not in self._dirty and (self.readable is None or self.readable(url))
+
+    def prefetch(self, urls: list[str]) -> None:
+        """Read the stored states of those of ``urls`` that :meth:`get` would read one by one, in
+        a few queries (the outlinks of a page), into the cache.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        ask = [u for u in dict.fromkeys(urls) if u not in self.rows and u not in self._cache and self._readable(u)]
+        if not ask:
+            return
+        found = self.store.crawl_state_rows(self.source, ask[-CACHE_STATES:], spilled=self._with_spilled)
+        for url in ask[-CACHE_STATES:]:
+            row = found.get(url)
+            self._remember(url, UrlState.from_row(row) if row is not None else None)
 
     def _remember(self, url: str, st: UrlState | None) -> None:
         self._cache[url] = st

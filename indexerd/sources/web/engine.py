@@ -141,8 +141,9 @@ class CrawlPass:
             return False
         shared = SharedFrontier(s, self.pipeline.store, CLUSTER.node, self.answers.out_of_scope,
                                 self.pipeline.write_pending)
-        # this node's rows are those of the hosts it claims; it holds all but the not-due ones
-        self.table.share(lambda url: url in s.not_due and shared.owns(url))
+        # this node's rows are those of the hosts it claims: this pass's in memory, the others
+        # (not due) read back when asked
+        self.table.share(shared.owns)
         if state.running:
             s.pass_id, s.forced = state.id, state.forced
             if state.started is not None:

@@ -2,7 +2,8 @@
 
 Like Scrapy's scheduler (``scrapy/core/scheduler.py``, https://github.com/scrapy/scrapy: a
 duplicate filter in front of memory and disk queues), it owns the pass's **seen set** (a URL is
-queued at most once per pass), the **frontier** (:class:`~indexerd.sources.web.frontier.Frontier`,
+queued at most once per pass; in memory, only the URLs this pass queued: a URL known from an
+earlier pass and not due is told from its state, :meth:`Scheduler.known`), the **frontier** (:class:`~indexerd.sources.web.frontier.Frontier`,
 in memory up to ``max_queued`` URLs) and its overflow on disk (``spilled`` rows, taken back as the
 frontier drains), and every URL's :class:`~indexerd.sources.web.urlstate.UrlState` through the
 :class:`~indexerd.sources.web.crawltable.CrawlTable`.  One scope gate applies when a URL is
@@ -36,6 +37,9 @@ UTC = timezone.utc
 SPILL_WINDOWS = 10
 #: Sitemap files fetched per pass (a sitemap index may name many).
 MAX_SITEMAP_FILES = 50
+#: How a URL queued whether or not adaptive recrawl would ask it: a seed (every pass starts
+#: there), a URL ``ctl reindex`` names, and one found due (:meth:`Scheduler.due`).
+ASKED_WHEN_DUE_OR_NOT = frozenset({"seed", "reindex", "recheck"})
 
 
 class Scheduler:
@@ -64,8 +68,7 @@ class Scheduler:
         self.frontier = Frontier(cfg.order, src.slots, src.robots, cfg.max_pages, gate=self._task_gate)
         self.links = LinkFilter(src.scope, counters, max_query_variants=cfg.max_query_variants,
                                 max_numbered_variants=cfg.max_numbered_variants)
-        self.seen: set[str] = set()
-        self.not_due: set[str] = set()  # known URLs this pass does not ask (in ``seen``)
+        self.seen: set[str] = set()  # URLs queued (or offered, spilled) in this pass: its work
         self.spilled = 0  # URLs this process spilled in this pass
         self.spill_left = False  # spilled rows may wait in the store
         self.sitemap_files = 0
@@ -109,15 +112,34 @@ class Scheduler:
             is_due(st.due_at, self.pass_start, self.min_interval)
 
     def defer(self, url: str) -> None:
-        """Adaptive recrawl: ``url`` is not due in this pass; links to it do not queue it."""
-        self.seen.add(url)
-        self.not_due.add(url)
+        """Adaptive recrawl: the known ``url`` is not due in this pass (counted).  Nothing is
+        kept: :meth:`known` tells it from its state, read back if links point at it."""
         self.counters.inc("web.recrawl.not-due")
 
-    def undefer(self, url: str) -> None:
-        """A URL deferred by :meth:`defer` turned out to be due (its sitemap says it changed)."""
-        self.not_due.discard(url)
-        self.seen.discard(url)
+    def deferred(self, st: UrlState | None) -> bool:
+        """Whether ``st`` (a URL's state, or None) is that of a known URL this pass does not ask:
+        requested in an earlier pass and not due in this one (:meth:`due`)."""
+        return st is not None and st.pass_id < self.pass_id and st.asked_before and not self.due(st)
+
+    def known(self, url: str) -> bool:
+        """Whether ``url`` needs no queueing in this pass: in the seen set (queued, spilled or
+        offered in this pass), waiting in the shared store for this pass (a pass the cluster
+        crawls together), or :meth:`deferred`.  The seen set holds this pass's work only; a
+        URL the source knew from earlier passes is told from its state, which the crawl table
+        reads back when asked (:meth:`CrawlTable.prefetch` reads a page's links at once), so a
+        pass's memory does not grow with every URL the source ever knew."""
+        if url in self.seen:
+            return True
+        st = self.table.get(url)
+        if st is not None and st.pass_id == self.pass_id and st.state == "spilled":
+            return True  # offered by some node, for the holder of its host to take
+        return self.deferred(st)
+
+    def undefer(self, st: UrlState) -> None:
+        """A known URL not due (:meth:`deferred`) turned out to be due now (its sitemap says it
+        changed): its schedule says so (due at this pass's start), then it is queued."""
+        st.due_at = self.pass_start
+        self.table.put(st)
         self.counters.inc("web.recrawl.sitemap-lastmod")
 
     def reschedule(self, st: UrlState, change: str) -> None:
@@ -176,10 +198,11 @@ class Scheduler:
 
     def enqueue(self, url: str, *, hops: int, seed_depth: int, via: Via, origin: str | None = None,
                 redirects: int = 0, front: bool = False) -> bool:
-        """Add ``url`` to the frontier unless it was seen in this pass or the scope gate drops it
+        """Add ``url`` to the frontier unless it was seen in this pass (or, found by a link, a
+        sitemap or a redirect, is :meth:`known`) or the scope gate drops it
         (counted ``web.drop.<reason>``); beyond ``max_queued`` a new URL found by a link or a
         sitemap waits on disk.  True when queued (or spilled)."""
-        if url in self.seen:
+        if url in self.seen or (via not in ASKED_WHEN_DUE_OR_NOT and self.known(url)):
             return False
         spill = via in ("link", "sitemap") and self.shared is None and self._frontier_full() \
             and url not in self.table  # a shared pass keeps its hosts' URLs in memory; a store read last
@@ -218,7 +241,7 @@ class Scheduler:
             self.counters.inc(f"web.drop.sitemap-{reason}")
             return
         if count:
-            if url in self.seen or self.sitemap_files >= MAX_SITEMAP_FILES:
+            if self.known(url) or self.sitemap_files >= MAX_SITEMAP_FILES:
                 return
             self.sitemap_files += 1
             self.seen.add(url)
@@ -238,8 +261,9 @@ class Scheduler:
             return 0
         hops = task.hops + 1
         new = 0
+        self.table.prefetch([link for link in links if link not in self.seen])
         for link in links:
-            if link in self.seen or self.links.dropped_before(link):
+            if self.known(link) or self.links.dropped_before(link):
                 continue
             if self.spill_full():  # before the costlier checks: a page of 10,000 links
                 self.counters.inc("web.drop.frontier-full")

@@ -215,16 +215,16 @@ class Seeder:
                 page = s.state(url)
                 page.sitemap_lastmod = entry.lastmod or page.sitemap_lastmod
                 page.changefreq = entry.changefreq or page.changefreq
-            if url in s.not_due and self._changed_since_checked(url, entry.lastmod):
-                s.undefer(url)  # the sitemap says it changed: due now
-                page = s.table.get(url)
-                s.enqueue(url, hops=page.hops if page else hops, seed_depth=page.seed_depth if page else seed_depth,
-                          via="recheck")
+            known = s.table.get(url)  # None: unknown, or another node's host in a shared pass
+            if s.deferred(known) and url not in s.seen and self._changed_since_checked(known, entry.lastmod):
+                s.undefer(known)  # the sitemap says it changed: due now
+                s.enqueue(url, hops=known.hops, seed_depth=known.seed_depth, via="recheck")
             elif s.enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):
                 s.counters.inc("web.sitemap.urls")
 
-    def _changed_since_checked(self, url: str, lastmod: str | None) -> bool:
-        """A sitemap ``<lastmod>`` later than the URL's last check (both real times, UTC)."""
-        known = self.sched.table.get(url)  # None: another node's host, in a shared pass
-        changed, checked = parse_date(lastmod), known.checked_at if known is not None else None
+    @staticmethod
+    def _changed_since_checked(known: UrlState, lastmod: str | None) -> bool:
+        """A sitemap ``<lastmod>`` later than the last check of the URL whose state is ``known``
+        (both real times, UTC)."""
+        changed, checked = parse_date(lastmod), known.checked_at
         return changed is not None and checked is not None and changed > checked

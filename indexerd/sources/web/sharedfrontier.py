@@ -253,9 +253,7 @@ class SharedFrontier:
             if st.pass_id == s.pass_id and st.state == "spilled":
                 continue  # read by _take_waiting, right after
             if st.pass_id != s.pass_id:
-                if st.asked_before and not s.due(st):  # as the node that began the pass decided
-                    s.seen.add(st.url)
-                    s.not_due.add(st.url)
+                if s.deferred(st):  # not due, as the node that began the pass decided
                     continue  # read back from the store if the pass asks for it
                 s.table.rows[st.url] = st
                 continue
@@ -285,7 +283,7 @@ class SharedFrontier:
         for r in rows:
             st = UrlState.from_row(r)
             mine = s.table.rows.get(st.url)  # this pass's states of a host held here are all in memory
-            if mine is not None and mine.pass_id == s.pass_id:
+            if mine is not None and mine.pass_id == s.pass_id and mine.state != "spilled":
                 s.table.put(mine)  # queued here already, or done: this node's row stands
                 continue
             s.seen.add(st.url)
@@ -307,9 +305,8 @@ class SharedFrontier:
             self.out_of_scope(st, reason)
             return
         if offered and st.asked_before and st.via in ("link", "sitemap") and not s.due(st):
-            st.state = "done"
+            st.state = "done"  # of this pass now, and in the seen set: links to it stop here
             s.table.put(st)
-            s.not_due.add(st.url)
             s.counters.inc("web.recrawl.not-due")
             return
         s.queue(st)
