@@ -135,11 +135,32 @@ _CRAWL_STORE = {"kind": "sqlite"}
 
 
 def pytest_generate_tests(metafunc):
-    """Every test that builds a ``Crawl`` runs on each of :data:`CRAWL_STORES`."""
+    """Every test that builds a ``Crawl``, or calls one of its module's ``EVERY_STORE_CALLS``
+    (the helpers that build an indexer from :func:`layout_toml`), runs on each of
+    :data:`CRAWL_STORES`; ``@pytest.mark.sqlite_store`` keeps a test on SQLite (it opens the
+    SQLite file itself)."""
     import inspect
 
-    if metafunc.function is not None and "Crawl(" in inspect.getsource(metafunc.function):
+    if metafunc.function is None or metafunc.definition.get_closest_marker("sqlite_store"):
+        return
+    calls = ("Crawl(",) + tuple(getattr(metafunc.module, "EVERY_STORE_CALLS", ()))
+    source = inspect.getsource(metafunc.function)
+    if any(call in source for call in calls):
         metafunc.parametrize("_crawl_store", CRAWL_STORES, indirect=True)
+
+
+_LAYOUT_SCHEMAS: dict[str, str] = {}
+
+
+def layout_toml(state_dir) -> str:
+    """The TOML tables that put the current test's state store and index where its
+    ``_crawl_store`` parameter says: nothing for SQLite (the embedded default), else ``[index]``
+    on the postgresql engine and ``[store]`` on the session's server, in a store schema of this
+    state dir's own (the same one at every call of the test)."""
+    if _CRAWL_STORE["kind"] == "sqlite":
+        return ""
+    schema = _LAYOUT_SCHEMAS.setdefault(str(state_dir), fresh_schema())
+    return "\n" + engine_toml("postgresql") + store_toml(schema)
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,8 @@
 """The file source, in process: keys, include/exclude globs, and what a pass may delete.
 
 Passes run through a real :class:`~indexerd.core.indexer.Indexer` built from a parsed config, on real
-temp trees, with the real store and Whoosh index in a temp state dir.
+temp trees, with the real store and index: the SQLite store and Whoosh index in a temp state dir,
+and (each test that builds an indexer) the store and the index on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from indexerd.core.errors import IndexUnavailable
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.keys import display_path, key_to_path, path_to_key
 from indexerd.core.indexer import Indexer
+from conftest import layout_toml
+
+#: The helpers whose tests run on every state store (conftest.pytest_generate_tests).
+EVERY_STORE_CALLS = ("make_indexer(", "run_pass(tmp_path", "search(tmp_path", "pass_with_reads(")
 
 
 # -- keys -----------------------------------------------------------------------------------------
@@ -134,7 +139,8 @@ def test_exclude_beats_include() -> None:
 # -- passes through a real Indexer ------------------------------------------------------------------
 def make_indexer(tmp_path: Path, root: Path, extra: str = "") -> Indexer:
     cfg = parse_config(f'state_dir = "{tmp_path / "state"}"\n'
-                       f'[[sources.filesystem]]\nname = "tree"\npath = "{root}"\n{extra}', "<test>")
+                       f'[[sources.filesystem]]\nname = "tree"\npath = "{root}"\n{extra}'
+                       f'{layout_toml(tmp_path / "state")}', "<test>")
     return Indexer(cfg)
 
 
@@ -409,6 +415,7 @@ def test_racy_stat_is_read_again_at_the_next_pass() -> None:
     assert trusted_ctime_ns(now + 5, now) == 0  # changed while read
 
 
+@pytest.mark.sqlite_store
 def test_old_state_dir_rows_without_ctime_read_nothing_and_get_a_baseline(tmp_path) -> None:
     """A store written before schema 5 (no ino column, ctime only on errors): opening it
     migrates, the next pass reads no file (judged on mtime and size), records each file's ctime

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ENGINE_NAMES, engine_toml
+from conftest import ENGINE_NAMES, engine_toml, fresh_schema, store_toml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +38,6 @@ from indexerd.config import parse_config
 from indexerd.core.errors import RetryLater, StoreError
 from indexerd.sources.files.keys import path_to_key
 from indexerd.core.indexer import Indexer
-from indexerd.core.store import Store
 
 
 NAMES = ("a.txt", "b.txt", "sub/c.txt", "sub/deeper/d.txt", "e.txt")
@@ -75,7 +74,11 @@ class Harness:
     def __init__(self, base: Path, engine: str = "whoosh") -> None:
         self.root = base / "root"
         self.root.mkdir()
-        self.cfg = parse_config(f'state_dir = "{base / "state"}"\n{engine_toml(engine, fresh=True)}'
+        # "postgresql+store": the index and the state store on PostgreSQL (a cluster's layout)
+        layout = engine_toml(engine.partition("+")[0], fresh=True)
+        if engine.endswith("+store"):
+            layout += store_toml(fresh_schema())
+        self.cfg = parse_config(f'state_dir = "{base / "state"}"\n{layout}'
                                 f'[[sources.filesystem]]\nname = "tree"\npath = "{self.root}"\n', "<property>")
         self.ix = Indexer(self.cfg)
         self.ix.open("index")
@@ -156,12 +159,13 @@ class Harness:
     def crash_pass(self) -> None:
         """A pass killed between each index commit and its store rows (the window the writer's
         durability order leaves open), then a restart: the start-up reconcile must repair it."""
-        real = Store.write_batch
+        store_class = type(self.ix.store)
+        own = store_class.__dict__.get("write_batch")  # None: inherited (the documents mixin's)
 
         def lost(store, upserts, deletes=(), meta=None):
-            raise StoreError(f"{store.path}: write failed: simulated crash before the store rows")
+            raise StoreError("write failed: simulated crash before the store rows")
 
-        Store.write_batch = lost
+        store_class.write_batch = lost
         try:
             try:
                 self.ix.run_pass(progress=False)
@@ -169,7 +173,10 @@ class Harness:
                 pass   # only when the pass wrote something
             self.ix.close()
         finally:
-            Store.write_batch = real
+            if own is None:
+                del store_class.write_batch
+            else:
+                store_class.write_batch = own
         self.ix = Indexer(self.cfg)
         self.ix.open("index")
         self.after_crash = True   # self.rows stays: the store kept its rows from before
@@ -242,10 +249,10 @@ def test_index_equals_disk_after_every_pass(ops) -> None:
 
 
 
-@pytest.mark.parametrize("engine", ENGINE_NAMES)
+@pytest.mark.parametrize("engine", ENGINE_NAMES + ["postgresql+store"])
 def test_index_equals_disk_after_crashes_between_index_and_store(engine) -> None:
-    """The start-up reconcile, on every engine (its commit token), after passes whose store rows
-    were lost."""
+    """The start-up reconcile, on every engine (its commit token) and on the PostgreSQL state
+    store, after passes whose store rows were lost."""
     @settings(max_examples=25 if engine == "whoosh" else 12, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @given(st.lists(crash_op_strategy, min_size=1, max_size=20))
@@ -256,7 +263,7 @@ def test_index_equals_disk_after_crashes_between_index_and_store(engine) -> None
     check()
 
 
-@pytest.mark.parametrize("engine", ENGINE_NAMES)
+@pytest.mark.parametrize("engine", ENGINE_NAMES + ["postgresql+store"])
 def test_orphan_document_emptied_while_down_leaves_the_index(engine) -> None:
     """The minimal case, spelled out: a.txt is committed to the index but its store row is lost
     (kill -9 in between); while indexerd is down a.txt is emptied; the next run must drop it."""

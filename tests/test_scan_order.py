@@ -21,6 +21,11 @@ import indexerd.core.store.documents as documents
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.keys import path_to_key
 from indexerd.sources.files.walk import Unlisted, walk
+from conftest import layout_toml
+
+#: The helpers whose tests run on every state store (conftest.pytest_generate_tests): the
+#: merge needs the store's key order to be the walk's on PostgreSQL too.
+EVERY_STORE_CALLS = ("one_pass(tmp_path",)
 
 #: names whose keys sort differently from the names: "a/" (a directory) after "a-b" and "a.txt"
 #: but before "a0"; a space and "é" percent-encoded; an undecodable byte; upper case before lower
@@ -65,7 +70,8 @@ def test_walk_reports_an_unlisted_directory_in_its_place(tmp_path, monkeypatch) 
 
 def indexer(tmp_path: Path, root: Path) -> Indexer:
     cfg = parse_config(f'state_dir = "{tmp_path / "state"}"\n'
-                       f'[[sources.filesystem]]\nname = "tree"\npath = "{root}"\n', "<test>")
+                       f'[[sources.filesystem]]\nname = "tree"\npath = "{root}"\n'
+                       f'{layout_toml(tmp_path / "state")}', "<test>")
     return Indexer(cfg)
 
 

@@ -37,7 +37,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from conftest import CLI, stop_daemon
+from conftest import CLI, engine_toml, fresh_schema, stop_daemon, store_toml
 from pg import PgServer, pg_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -217,11 +217,19 @@ def pgdb(request, tmp_path):
 
 # -- indexerd under test ---------------------------------------------------------------------
 class Feed:
-    """A state dir, a config file for one SQL source on ``db``, and the real CLI."""
+    """A state dir, a config file for one SQL source on ``db``, and the real CLI.
 
-    def __init__(self, db: Database, base: Path) -> None:
+    ``store``: where indexerd keeps its state and index -- ``sqlite`` (the embedded default)
+    or ``postgresql`` (the state store and the index on the session's PostgreSQL server, as a
+    cluster node has them); by default the kind of ``db``, so that every test of a queue runs
+    on both stores without running twice as many tests."""
+
+    def __init__(self, db: Database, base: Path, *, store: str | None = None) -> None:
         self.db = db
         self.base = base
+        self.layout = ""
+        if (store or db.kind) == "postgresql":
+            self.layout = "\n" + engine_toml("postgresql") + store_toml(fresh_schema())
         self.cfg = base / "indexerd.toml"
         self.sock = base / "s.sock"
         self.cli = CLI(base / "state", self.cfg)
@@ -232,7 +240,7 @@ class Feed:
         src = dict(BASE_SOURCE, url=self.db.url)
         src.update(overrides)
         lines = [f"state_dir = {toml_value(str(self.base / 'state'))}",
-                 f"control_socket = {toml_value(str(self.sock))}", 'log_level = "info"', "",
+                 f"control_socket = {toml_value(str(self.sock))}", 'log_level = "info"', self.layout,
                  "[[sources.sql]]"]
         lines += [f"{k} = {toml_value(v)}" for k, v in src.items() if v is not None]
         return "\n".join(lines) + "\n"
@@ -278,7 +286,7 @@ def feed(db, tmp_path) -> Feed:
 
 @pytest.fixture
 def pgfeed(pgdb, tmp_path) -> Feed:
-    return Feed(pgdb, tmp_path)
+    return Feed(pgdb, tmp_path, store="sqlite")
 
 
 #: five articles with distinct body words and a shared one; id 3 is dated with a +02:00 offset
@@ -643,11 +651,17 @@ def test_batch_size_bounds_a_pass(feed):
 
 # -- the index commit must come before post_update (in-process: make the commit fail) ------------
 def _in_process_pass(cfg_path: Path, fail_commits: int, monkeypatch) -> dict:
-    from indexerd.index.whoosh.session import WhooshSession
+    """One pass in this process whose first ``fail_commits`` index commits fail (a full disk),
+    on the engine the config names."""
     from indexerd.config import load_config
     from indexerd.core.indexer import Indexer
 
-    real_commit = WhooshSession.commit
+    cfg = load_config(str(cfg_path))
+    if cfg.index.engine == "postgresql":
+        from indexerd.index.postgresql.session import PgSession as Session
+    else:
+        from indexerd.index.whoosh.session import WhooshSession as Session
+    real_commit = Session.commit
     left = {"n": fail_commits}
 
     def commit(self, *, merge):
@@ -656,14 +670,14 @@ def _in_process_pass(cfg_path: Path, fail_commits: int, monkeypatch) -> dict:
             raise OSError(28, "No space left on device (injected)")
         return real_commit(self, merge=merge)
 
-    monkeypatch.setattr(WhooshSession, "commit", commit)
-    ix = Indexer(load_config(str(cfg_path)))
+    monkeypatch.setattr(Session, "commit", commit)
+    ix = Indexer(cfg)
     ix.open("index")
     try:
         return ix.run_pass(progress=False).sources[SOURCE].as_dict()
     finally:
         ix.close()
-        monkeypatch.setattr(WhooshSession, "commit", real_commit)
+        monkeypatch.setattr(Session, "commit", real_commit)
 
 
 def test_failed_index_commit_leaves_rows_for_the_next_pass(feed, monkeypatch):

@@ -1,5 +1,7 @@
-"""The SQLite state store on real files: migrations, refusal of a newer schema, round trips of
-records with aware datetimes, read-only opening, WAL, and a writer and a reader side by side."""
+"""The state store: migrations, refusal of a newer schema, read-only opening, WAL and a writer
+and a reader side by side on real SQLite files; round trips of records with aware datetimes,
+all-or-nothing batches, run records and a removed source's forgetting on each store (SQLite and
+PostgreSQL: the ``store`` fixture)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,14 @@ def rec(key: str, **kw) -> DocumentRecord:
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(open_any_store):
+    """A new store of each kind (conftest ``store_kind``: SQLite, PostgreSQL)."""
+    return open_any_store()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path):
+    """A new SQLite store in ``tmp_path`` (a test that opens its file itself)."""
     s = Store.in_dir(tmp_path)
     yield s
     s.close()
@@ -138,13 +147,12 @@ def test_naive_datetime_raises_value_error(store) -> None:
         store.write_batch([rec("naive", indexed_at=datetime(2024, 1, 1))])
 
 
-def test_failed_batch_writes_nothing_and_store_stays_usable(store, tmp_path) -> None:
+def test_failed_batch_writes_nothing_and_store_stays_usable(store, open_any_store) -> None:
     with pytest.raises(ValueError):
         store.write_batch([rec("good-first"), rec("naive", indexed_at=datetime(2024, 1, 1))])
     assert store.keys() == set()  # all or nothing
     store.write_batch([rec("after")])  # the connection still works
-    with Store.in_dir(tmp_path, readonly=True) as reader:
-        assert reader.keys() == {"after"}
+    assert open_any_store(readonly=True).keys() == {"after"}
 
 
 def test_readonly_open_of_missing_store(tmp_path) -> None:
@@ -167,7 +175,8 @@ def test_readonly_open_of_unmigrated_store(tmp_path) -> None:
         Store.in_dir(tmp_path, readonly=True)
 
 
-def test_wal_mode(tmp_path, store) -> None:
+def test_wal_mode(tmp_path, sqlite_store) -> None:
+    store = sqlite_store
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     con = sqlite3.connect(store.path)  # persistent: any other connection sees it too
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -187,10 +196,9 @@ def test_reset_stats_and_record_run(store) -> None:
                                             "node": None}}
 
 
-def test_a_pass_mark_and_its_completion() -> None:
+def test_a_pass_mark_and_its_completion(store) -> None:
     """The start-up rule's facts: a pass that never ended keeps ``running_since``; a failed pass
     does not move ``completed_at``."""
-    store = Store(":memory:")
     t3 = T2 + timedelta(hours=1)
     store.pass_started("site", "web", T1)
     assert store.source_runs()["site"]["running_since"] == T1
@@ -305,10 +313,11 @@ def test_version_3_store_migrates_keeping_its_documents_and_crawl_rows(tmp_path)
         assert (row["pass_id"], row["recrawl_seconds"], row["due_at"]) == (7, None, None)
 
 
-def test_stat_rows_read_one_covering_index(store, tmp_path) -> None:
+def test_stat_rows_read_one_covering_index(sqlite_store, tmp_path) -> None:
     """The scan's change test reads every row of a tree, a chunk at a time in key order: from
     the covering index, not by a row lookup per document (SQLite chose the content-hash index
     and looked each row up), and with no sort."""
+    store = sqlite_store
     now = datetime.now(timezone.utc)
     store.write_batch([DocumentRecord(key=f"file:///t/{i}", source="docs", status="indexed", mtime_ns=i,
                                       size=i, ctime_ns=i, ino=i, reason="new", indexed_at=now)
