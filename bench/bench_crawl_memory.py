@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -30,23 +29,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import measure  # noqa: E402
+from benchlib import PgForBench, index_run, layout_head  # noqa: E402
 
-ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 
 
 def config(work: Path, seed: str, layout: str, pg_url: str | None, tag: str) -> Path:
-    head = f'state_dir = "{work / tag / "state"}"\nlog_level = "warning"\n'
-    if layout == "pg":
-        head += (f'[store]\nurl = "{pg_url}"\nschema = "st_{tag}"\n'
-                 f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{pg_url}"\nschema = "ix_{tag}"\n')
-    else:
-        head += '[index]\nengine = "tantivy"\n'
     cfg = work / f"{tag}.toml"
-    cfg.write_text(head + f'[[sources.web]]\nname = "site"\nseeds = ["{seed}"]\ninterval = "1h"\n'
-                          'max_recrawl_interval = "30d"\nsitemaps = false\n'
-                          '[sources.web.politeness]\nmin_delay = "0s"\n')
+    cfg.write_text(layout_head(work / tag / "state", layout, pg_url, tag)
+                   + f'[[sources.web]]\nname = "site"\nseeds = ["{seed}"]\ninterval = "1h"\n'
+                   'max_recrawl_interval = "30d"\nsitemaps = false\n'
+                   '[sources.web.politeness]\nmin_delay = "0s"\n')
     return cfg
 
 
@@ -68,13 +61,6 @@ def known_urls(cfg: Path, base: str, n: int) -> None:
                                        for i in range(start, min(n, start + 5000))])
 
 
-def run(cfg: Path) -> dict:
-    m = measure([sys.executable, "-m", "indexerd.cli.main", "-c", str(cfg), "index"], env=ENV, cwd=REPO)
-    if m["rc"] != 0:
-        raise RuntimeError(f"indexerd index exited {m['rc']}: {m['stderr'][-2000:]}")
-    return m
-
-
 def main() -> None:
     from httpsite import Site
 
@@ -86,12 +72,12 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-crawlmem-"))
     layouts = args.layouts.split(",")
-    server = pg_url = None
-    if "pg" in layouts:
-        from pg import PgServer
-        server = PgServer.start()
-        server.wait_ready()
-        pg_url = server.create_database("bench")
+    with PgForBench(layouts) as pg_url:
+        out = measure_all(args, work, layouts, pg_url, Site)
+    report(out)
+
+
+def measure_all(args, work: Path, layouts: list[str], pg_url: str | None, Site) -> dict:
     site = Site().start()
     site.add("/", body=b'<html><body><p>benchword</p><a href="/b.html">b</a></body></html>', headers=HTML)
     site.add("/b.html", body=b"<html><body><p>second page</p></body></html>", headers=HTML)
@@ -102,17 +88,19 @@ def main() -> None:
                 tag = f"{layout}{n}"
                 shutil.rmtree(work / tag, ignore_errors=True)
                 cfg = config(work, site.url("/"), layout, pg_url, tag)
-                run(cfg)
+                index_run(cfg)
                 known_urls(cfg, site.base, n)
-                again = [run(cfg) for _ in range(args.reps)]
+                again = [index_run(cfg) for _ in range(args.reps)]
                 out.setdefault(layout, {})[n] = {
                     "peak_mb": round(statistics.median(m["peak_rss_mb"] for m in again), 1),
                     "wall_s": round(statistics.median(m["wall"] for m in again), 3)}
                 print(f"{layout:7} {n:>7} known URLs: {out[layout][n]}", file=sys.stderr, flush=True)
     finally:
         site.close()
-        if server is not None:
-            server.stop()
+    return out
+
+
+def report(out: dict) -> None:
     print(json.dumps(out, indent=1))
     print("\n| store | known URLs | pass, peak memory | per known URL above the floor | wall |")
     print("| --- | ---: | ---: | ---: | ---: |")

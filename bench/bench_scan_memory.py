@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -28,9 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import measure  # noqa: E402
+from benchlib import PgForBench, index_run, layout_head  # noqa: E402
 
-ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 
 
@@ -48,22 +46,10 @@ def make_tree(root: Path, n: int) -> None:
 
 
 def config(work: Path, tree: Path, layout: str, pg_url: str | None, tag: str) -> Path:
-    head = f'state_dir = "{work / tag / "state"}"\nlog_level = "warning"\n'
-    if layout == "pg":
-        head += (f'[store]\nurl = "{pg_url}"\nschema = "st_{tag}"\n'
-                 f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{pg_url}"\nschema = "ix_{tag}"\n')
-    else:
-        head += '[index]\nengine = "tantivy"\n'
     cfg = work / f"{tag}.toml"
-    cfg.write_text(head + f'[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\n')
+    cfg.write_text(layout_head(work / tag / "state", layout, pg_url, tag)
+                   + f'[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\n')
     return cfg
-
-
-def run(cfg: Path) -> dict:
-    m = measure([sys.executable, "-m", "indexerd.cli.main", "-c", str(cfg), "index"], env=ENV, cwd=REPO)
-    if m["rc"] != 0:
-        raise RuntimeError(f"indexerd index exited {m['rc']}: {m['stderr'][-2000:]}")
-    return m
 
 
 def main() -> None:
@@ -75,14 +61,8 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-scanmem-"))
     layouts = args.layouts.split(",")
-    server = pg_url = None
-    if "pg" in layouts:
-        from pg import PgServer
-        server = PgServer.start()
-        server.wait_ready()
-        pg_url = server.create_database("bench")
     out: dict = {}
-    try:
+    with PgForBench(layouts) as pg_url:
         sizes = [1] + [int(n) for n in args.files.split(",")]
         for n in sizes:
             tree = work / f"tree{n}"
@@ -91,16 +71,13 @@ def main() -> None:
                 tag = f"{layout}{n}"
                 shutil.rmtree(work / tag, ignore_errors=True)
                 cfg = config(work, tree, layout, pg_url, tag)
-                first = run(cfg)
-                again = [run(cfg) for _ in range(args.reps)]
+                first = index_run(cfg)
+                again = [index_run(cfg) for _ in range(args.reps)]
                 out.setdefault(layout, {})[n] = {
                     "first_wall_s": round(first["wall"], 2),
                     "unchanged_peak_mb": round(statistics.median(m["peak_rss_mb"] for m in again), 1),
                     "unchanged_wall_s": round(statistics.median(m["wall"] for m in again), 3)}
                 print(f"{layout:7} {n:>7} files: {out[layout][n]}", file=sys.stderr, flush=True)
-    finally:
-        if server is not None:
-            server.stop()
     print(json.dumps(out, indent=1))
     print("\n| store | files | unchanged pass, peak memory | per file above the floor | wall |")
     print("| --- | ---: | ---: | ---: | ---: |")

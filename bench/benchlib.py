@@ -75,6 +75,51 @@ def measure(cmd: list[str], env=None, cwd=None, poll=0.05) -> dict:
             "rc": p.returncode, "stdout": so, "stderr": se}
 
 
+def layout_head(state_dir: Path, layout: str, pg_url: str | None, tag: str) -> str:
+    """The head of a bench config: ``state_dir``, quiet logs, and where state and index live:
+    ``pg`` -- the store and the index on the server ``pg_url``, in schemas named after ``tag``;
+    otherwise the SQLite store and the tantivy index in the state dir."""
+    head = f'state_dir = "{state_dir}"\nlog_level = "warning"\n'
+    if layout == "pg":
+        return head + (f'[store]\nurl = "{pg_url}"\nschema = "st_{tag}"\n'
+                       f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{pg_url}"\n'
+                       f'schema = "ix_{tag}"\n')
+    return head + '[index]\nengine = "tantivy"\n'
+
+
+def index_run(cfg: Path) -> dict:
+    """``indexerd index`` with config ``cfg``, :func:`measure`d; RuntimeError with the end of its
+    stderr when it fails."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    m = measure([PY, "-m", "indexerd.cli.main", "-c", str(cfg), "index"], env=env, cwd=REPO)
+    if m["rc"] != 0:
+        raise RuntimeError(f"indexerd index exited {m['rc']}: {m['stderr'][-2000:]}")
+    return m
+
+
+class PgForBench:
+    """A throw-away PostgreSQL server (tests/pg.py) when ``"pg" in layouts``, else nothing;
+    a context manager whose value is the URL of its ``bench`` database (or None)."""
+
+    def __init__(self, layouts) -> None:
+        self.server = None
+        self.wanted = "pg" in layouts
+
+    def __enter__(self) -> str | None:
+        if not self.wanted:
+            return None
+        sys.path.insert(0, str(REPO / "tests"))
+        from pg import PgServer
+
+        self.server = PgServer.start()
+        self.server.wait_ready()
+        return self.server.create_database("bench")
+
+    def __exit__(self, *exc) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
 def timed(cmd, env=None, cwd=None) -> tuple[float, subprocess.CompletedProcess]:
     t = time.perf_counter()
     p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
