@@ -207,6 +207,44 @@ def test_a_node_whose_index_is_elsewhere_is_refused(address) -> None:
         assert "secret" not in s.get_meta("cluster:index_identity")
 
 
+def test_a_node_whose_store_is_not_the_clusters_is_refused_before_it_crawls_anything(tmp_path) -> None:
+    """A new-user trial: ``[store] schema`` mistyped on one node made it a cluster of its own,
+    sharing the index but not the host leases (every site crawled again beside the others).  A
+    new store whose index already holds documents is refused, every time, naming both."""
+    from conftest import engine_toml, fresh_schema, store_toml
+    from indexerd.config import parse_config
+    from indexerd.core.errors import ConfigError
+    from indexerd.core.indexer import Indexer
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("clusterword\n")
+    index, store = engine_toml("postgresql", fresh=True), fresh_schema()
+
+    def node(name: str, schema: str) -> Indexer:
+        return Indexer(parse_config(f'state_dir = "{tmp_path / name}"\nnode = "{name}"\n{index}{store_toml(schema)}'
+                                    f'[[sources.filesystem]]\nname = "tree"\npath = "{tree}"\nnode = "a"\n', "<t>"))
+
+    a = node("a", store)
+    a.open("index")
+    try:
+        assert a.run_pass(progress=False).as_dict()["indexed"] == 1
+    finally:
+        a.close()
+    typo = fresh_schema()
+    for _ in range(2):  # refused again at the next start: nothing was recorded
+        b = node("b", typo)
+        with pytest.raises(ConfigError, match=f"schema {typo}|{typo}") as e:
+            b.open("index")
+        assert "already holds 1 document," in str(e.value) and "same [store] url and schema" in str(e.value)
+    b = node("b", store)  # the cluster's store: joins
+    b.open("index")
+    try:
+        assert b.index().count() == 1
+    finally:
+        b.close()
+
+
 # -- the shared frontier: URLs queued once per pass, hosts claimed by one node ------------------
 def offer_row(url: str, pass_id: int, via: str = "link") -> dict:
     from indexerd.sources.web.urlstate import UrlState

@@ -110,7 +110,7 @@ class Indexer:
             wanted = wanted_identity(load_engine(self.cfg.index.engine), self.cfg.index.fold_diacritics)
             if self.state.shared:
                 recovery.check_cluster_identity(self.store, recovery.cluster_identity(wanted, self.cfg.index),
-                                                rebuild=rebuild)
+                                                rebuild=rebuild, index_documents=self._shared_index_documents)
                 self._join_cluster()
             why = rebuild_reason(read_identity(self.state.path), wanted)
             if rebuild or why:
@@ -125,6 +125,16 @@ class Indexer:
         except BaseException:
             self.close()
             raise
+
+    def _shared_index_documents(self) -> int:
+        """How many documents the configured (shared) index holds, opened for the count only."""
+        from indexerd.index import open_index
+
+        ix = open_index(self.state.path, self.cfg.index)
+        try:
+            return ix.count()
+        finally:
+            ix.close()
 
     def _join_cluster(self) -> None:
         """Register this node, and give the process's politeness slots and robots.txt cache

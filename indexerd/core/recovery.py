@@ -3,6 +3,7 @@ it is corrupt), and the store and the index made to agree after a crash."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -46,8 +47,6 @@ CLUSTER_IDENTITY_KEY = "cluster:index_identity"
 def cluster_identity(wanted, index_settings) -> str:
     """The JSON every node of a cluster must agree on: the index's identity and where it is
     (``[index.postgresql]`` url without password, and schema)."""
-    import json
-
     from indexerd.core.pgaddress import PgAddress, strip_password
 
     pg = getattr(index_settings, "postgresql", None)
@@ -58,7 +57,8 @@ def cluster_identity(wanted, index_settings) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def check_cluster_identity(store: Store, wanted: str, *, rebuild: bool) -> None:
+def check_cluster_identity(store: Store, wanted: str, *, rebuild: bool,
+                           index_documents: Callable[[], int] = lambda: 0) -> None:
     """A node joining a cluster must write the shared index as every other node does, in the
     same place (``wanted``: :func:`cluster_identity`; another server or schema would leave it
     searching an index of its own), and another engine or text analysis would make it empty the
@@ -67,8 +67,15 @@ def check_cluster_identity(store: Store, wanted: str, *, rebuild: bool) -> None:
     the identity (:data:`CLUSTER_IDENTITY_KEY`); ``indexerd index --rebuild`` on one node
     changes it for the whole cluster.
 
+    A store that records no identity yet is a new cluster's, and a new cluster's index is empty:
+    ``index_documents()`` (the documents the shared index holds) above 0 means another store
+    already fills that index -- most often a ``[store] schema`` or url that differs from the
+    other nodes' by a typo, which would make this node a cluster of its own, crawling every
+    site again beside the others with politeness leases of its own.
+
     Raises:
-        ConfigError: this node's ``[index]`` asks for another identity than the cluster's.
+        ConfigError: this node's ``[index]`` asks for another identity than the cluster's, or
+            its store is new and the index it names already holds documents.
     """
     from indexerd.core.errors import ConfigError
 
@@ -80,6 +87,16 @@ def check_cluster_identity(store: Store, wanted: str, *, rebuild: bool) -> None:
                           f"{wanted}: give every node the same [index] settings (or run "
                           f"`indexerd index --rebuild` on one node to change the cluster's index, which "
                           f"makes every node read its sources again)")
+    if recorded is None and not rebuild:
+        held = index_documents()
+        if held:
+            raise ConfigError(
+                f"{store.where}: this state store is new (no node has used it), but the index it is to share "
+                f"({json.loads(wanted).get('where', 'the configured index')}) already holds {held:,} document{'' if held == 1 else 's'}, "
+                f"written with another store: give every node the same [store] url and schema as the nodes "
+                f"already running; for a new cluster give it an index of its own ([index.postgresql] schema), "
+                f"or, to move the index to this store, stop the nodes of the other one and run "
+                f"`indexerd index --rebuild` here (every source is read again)")
     store.write_batch([], meta={CLUSTER_IDENTITY_KEY: wanted})
 
 
