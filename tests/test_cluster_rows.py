@@ -339,10 +339,54 @@ def test_a_claim_that_ran_out_while_the_store_was_down_is_lost_and_may_be_claime
         assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]
         assert n1.frontier_held("site", "n1") == {"http://h1"}
         n1._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])  # not renewed
-        assert n1.frontier_held("site", "n1") == set()  # the node drops it from its frontier
-        assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]  # and may take it again
+        assert n1.frontier_held("site", "n1") == {"http://h1"}  # nobody took it: renewed, kept
+        n1._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
+        n2 = beating_node(address, "n2")
+        try:
+            assert n2.frontier_claim("site", 1, "n2", 1) == ["http://h1"]  # another node took it
+            assert n1.frontier_held("site", "n1") == set()  # the node drops it from its frontier
+            n2.node_stopped("n2")
+            assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]  # and may take it again
+        finally:
+            n2.close()
     finally:
         n1.close()
+
+
+def test_a_database_restart_leaves_every_live_node_its_hosts(tmp_path) -> None:
+    """A new-user trial: after the server came back from a 30 s outage every node looked dead
+    (its heartbeat connection gone, its claims run out), the first to tick took the others'
+    hosts, and pages were fetched again for 4 s.  Nodes heard from shortly before the server
+    started keep their claims while their heartbeats reconnect; a node long silent does not."""
+    from pg import PgServer
+    from indexerd.core.store import PgStoreAddress
+
+    server = PgServer.start()
+    try:
+        server.wait_ready()
+        address = PgStoreAddress.from_settings(type("S", (), {
+            "url": server.create_database("restart"), "schema": "st", "password_env": None,
+            "password_file": None, "timeout": 30.0})())
+        PgStore(address).close()
+        n1, n2, n3 = (beating_node(address, n) for n in ("n1", "n2", "n3"))
+        try:
+            n1.frontier_offer("site", 1, [offer_row(f"http://h{i}/p", 1) for i in (1, 2, 3)])
+            assert n1.frontier_claim("site", 1, "n1", 1) == ["http://h1"]
+            assert n3.frontier_claim("site", 1, "n3", 1) == ["http://h2"]
+            n1._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])  # a long outage
+            n1._exec_many("UPDATE nodes SET heartbeat_at = now() - interval '1 hour' WHERE name = 'n3'", [()])
+            server.restart()
+            # n2 is back first (its next statement reconnects it); n1 and n3 have not beaten yet
+            alive = {n["name"]: n["alive"] for n in n2.nodes()}
+            assert alive == {"n1": True, "n2": True, "n3": False}, alive
+            assert sorted(n2.frontier_claim("site", 1, "n2", 3)) == ["http://h2", "http://h3"]  # not n1's h1
+            assert n1.frontier_held("site", "n1") == {"http://h1"}  # n1 back: its host, renewed
+            assert n3.frontier_held("site", "n3") == set()  # n3 was long silent: h2 went to n2
+        finally:
+            for n in (n1, n2, n3):
+                n.close()
+    finally:
+        server.stop()
 
 
 def test_a_tree_stays_with_its_stopped_owner_until_the_config_moves_it(address) -> None:

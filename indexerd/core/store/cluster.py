@@ -41,11 +41,27 @@ HOST_LEASE_SECONDS = 20.0
 #: ``application_name`` prefix of a node's heartbeat connection: a node whose connection is
 #: gone (``pg_stat_activity``) is dead at once, whatever its last heartbeat says.
 NODE_APPLICATION = "indexerd-node:"
-#: SQL: node ``nodes.name`` is alive (beating, not stopped, its heartbeat connection open --
-#: another than the asking one: a node registering again after a crash finds only its own).
-_ALIVE = ("(nodes.stopped_at IS NULL AND nodes.heartbeat_at > now() - make_interval(secs => {dead}) AND "
-          "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid() AND "
-          "a.application_name = '" + NODE_APPLICATION + "' || nodes.name))").format(dead=NODE_DEAD_SECONDS)
+#: Seconds before the database server's start within which a node's last heartbeat makes it
+#: one the restart cut off rather than a dead one (see :data:`_ALIVE`).
+RESTART_GRACE_SECONDS = 300.0
+#: SQL: node ``nodes.name`` is alive: not stopped, and either beating (its last heartbeat newer
+#: than :data:`NODE_DEAD_SECONDS`, its heartbeat connection open -- another than the asking one:
+#: a node registering again after a crash finds only its own), or cut off by a restart of the
+#: database server (every connection ended with it): not heard from since the server started,
+#: having beaten within :data:`RESTART_GRACE_SECONDS` before, and the server up for less than
+#: :data:`NODE_DEAD_SECONDS` -- the time its heartbeat has to reconnect.  Without that, every node
+#: looked dead the moment the server came back and the first to tick took the others' hosts.
+_BEATING = ("nodes.heartbeat_at > now() - make_interval(secs => {dead}) AND "
+            "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid() AND "
+            "a.application_name = '" + NODE_APPLICATION + "' || nodes.name)").format(dead=NODE_DEAD_SECONDS)
+_ALIVE = ("(nodes.stopped_at IS NULL AND CASE WHEN nodes.heartbeat_at < pg_postmaster_start_time() "
+          "THEN nodes.heartbeat_at > pg_postmaster_start_time() - make_interval(secs => {grace}) "
+          "AND pg_postmaster_start_time() > now() - make_interval(secs => {dead}) "
+          "ELSE {beating} END)").format(dead=NODE_DEAD_SECONDS, grace=RESTART_GRACE_SECONDS, beating=_BEATING)
+#: SQL: node ``nodes.name`` runs now (not stopped, beating, its connection open): a second
+#: process may not register under its name.  A node the server's restart cut off does not count.
+_RUNNING = f"(nodes.stopped_at IS NULL AND {_BEATING})"
+
 #: The first half of every source lock's key: indexerd's advisory locks, apart from anyone else's.
 LOCK_CLASS = 0x1DE8
 
@@ -73,7 +89,7 @@ class ClusterRows(StoreConnection):
                 conn = self._db.connection()
                 with conn.transaction():
                     row = conn.execute(
-                        f"SELECT host, pid FROM nodes WHERE name = %s AND {_ALIVE} FOR UPDATE",
+                        f"SELECT host, pid FROM nodes WHERE name = %s AND {_RUNNING} FOR UPDATE",
                         (name,)).fetchone()
                     if row is not None and (row[0], row[1]) != (host, pid):
                         raise StoreError(f"{self.where}: node {name!r} is already running (on {row[0]}, "

@@ -29,9 +29,12 @@ __all__ = ["HOST_CLAIM_SECONDS", "SharedFrontierRows", "url_origin"]
 HOST_CLAIM_SECONDS = 20.0
 #: The columns an offer sets; the rest of a known URL's row (validators' record, schedule) stays.
 _OFFER_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via", "origin", "redirects")
-#: SQL: the claim of crawl host row ``c`` may be taken (nobody's, run out, or its node is dead).
-_FREE = (f"(c.node IS NULL OR c.claim_until < now() OR NOT EXISTS "
-         f"(SELECT 1 FROM nodes WHERE nodes.name = c.node AND {_ALIVE}))")
+#: SQL: the claim of crawl host row ``c`` may be taken: nobody's, its node dead, or run out --
+#: but not the claim of a live node the database server's restart cut off (not heard from since
+#: the server started: it could not renew it, and renews it as soon as it reconnects,
+#: :meth:`SharedFrontierRows.frontier_held`).
+_FREE = (f"(c.node IS NULL OR NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.name = c.node AND {_ALIVE} "
+         f"AND (c.claim_until >= now() OR nodes.heartbeat_at < pg_postmaster_start_time())))")
 
 
 class SharedFrontierRows(StoreConnection):
@@ -89,9 +92,13 @@ class SharedFrontierRows(StoreConnection):
         return int(row[0]), int(row[1])
 
     def frontier_held(self, source: str, node: str) -> set[str]:
-        """The hosts of ``source`` whose claim ``node`` still holds (not run out)."""
-        cur = self._db.execute("SELECT host FROM crawl_hosts WHERE source = ? AND node = ? AND claim_until >= now()",
-                               (source, node))
+        """The hosts of ``source`` whose claim ``node`` holds.  A claim that ran out (the store
+        was unreachable and the heartbeat could not renew it) and that no other node took since
+        is renewed here: the host is still this node's, and nothing it fetched is fetched
+        again; a host another node claimed meanwhile is not in the answer."""
+        self._db.execute("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
+                         "WHERE source = ? AND node = ? AND claim_until < now()", (HOST_CLAIM_SECONDS, source, node))
+        cur = self._db.execute("SELECT host FROM crawl_hosts WHERE source = ? AND node = ?", (source, node))
         return {r[0] for r in cur}
 
     def frontier_pending_hosts(self, source: str, node: str) -> list[str]:
