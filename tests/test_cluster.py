@@ -477,6 +477,31 @@ def test_a_pass_begun_by_hand_on_one_node_is_joined_by_the_others(one_site) -> N
         assert n.stop() is None
 
 
+def test_ctl_crawl_wait_on_a_node_answers_its_part_of_the_new_pass(one_site) -> None:
+    # a trial: `ctl crawl site --wait` on a node printed that node's counts of the pass before
+    # (its part of the new pass ended when it left the rest to the others)
+    nodes, sites, db, urls = one_site(pages=4, names=("n1", "n2"))
+    for n in nodes:
+        n.start()
+    wait_for("the first pass", lambda: site_pass_done(db), 120, nodes)
+    p = nodes[1].ctl("reindex", "--source", "site")  # every page asked: both nodes take part
+    assert p.returncode == 0, p.stderr
+    counts = json.loads(p.stdout)
+    assert 1 <= counts["seen"] <= len(urls), counts  # n2's part (it may leave the rest to n1)
+    wait_for("the forced pass", lambda: site_pass_done(db) and '"id": 2' in db.rows(
+        "SELECT value FROM {s}.meta WHERE key = 'web:site:pass'")[0][0], 120, nodes)
+    p = nodes[1].ctl("crawl", "site", "--wait")
+    assert p.returncode == 0, p.stderr
+    counts = json.loads(p.stdout)
+    # a pass re-checks what is due (304: unchanged); the first two indexed every page
+    assert counts["indexed"] == 0 and 1 <= counts["seen"] <= len(urls), counts
+    assert counts["seen"] == counts["unchanged"] + counts["skipped"] + counts["errors"], counts
+    second = lambda: site_pass_done(db) and '"id": 3' in db.rows("SELECT value FROM {s}.meta WHERE key = 'web:site:pass'")[0][0]  # noqa: E731
+    wait_for("the second pass", second, 120, nodes)
+    for n in nodes:
+        assert n.stop() is None
+
+
 def test_a_node_sent_to_join_a_pass_that_ended_meanwhile_begins_none(tmp_path, monkeypatch) -> None:
     # a trial (a pass begun by hand, under load): a node that had left pass 1 was sent to join
     # it again, the pass ended before the node began, and the node began pass 2 on its own --

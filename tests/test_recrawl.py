@@ -242,3 +242,43 @@ def test_a_state_dir_from_before_adaptive_recrawl_reindexes_nothing(tmp_path, si
     assert (s["indexed"], s["unchanged"], s["errors"]) == (0, 3, 0), s
     assert sorted(h.status for h in site.log if h.path != "/robots.txt") == [304, 304, 304]
     assert all(r["due_at"] for r in crawl.crawl_rows().values() if r["last_status"] == 200 or r["last_status"] == 304)
+
+
+def test_a_page_whose_document_write_was_lost_is_asked_at_the_next_pass_whatever_its_schedule(tmp_path, site) -> None:
+    """A retrial of the cluster: a database restart made a commit fail after the crawl rows
+    were written (``done``, ``indexed:new``), so the page stayed out of the store and the index
+    until its schedule made it due again -- days, with adaptive recrawl.  A new pass asks every
+    page whose row says indexed and whose document the store lacks, without validators."""
+    import sqlite3
+
+    from indexerd.core.store import Store
+
+    site.static("/", html("Home", "start", ["/doc.html"]), etag='"h"')
+    site.static("/doc.html", html("Doc", "old text"), etag='"d1"')
+    crawl = Clocked(tmp_path, site)
+    crawl.run()
+    for n in range(1, 40):  # until /doc.html is due more than 2 h ahead
+        crawl.now = T0 + timedelta(hours=n)
+        crawl.run()
+        due = datetime.fromisoformat(crawl.crawl_rows()[site.url("/doc.html")]["due_at"].replace("Z", "+00:00"))
+        if due > crawl.now + timedelta(hours=2):
+            break
+    site.static("/doc.html", html("Doc", "ravenword new text"), etag='"d2"')
+    # its last fetch indexed a change, and that write was lost: the row says so, no document
+    with Store(crawl.state / "state.sqlite3") as store:
+        store.write_batch([], deletes=[site.url("/doc.html")])
+    con = sqlite3.connect(crawl.state / "state.sqlite3")
+    with con:
+        con.execute("UPDATE crawl SET last_outcome = 'indexed:changed' WHERE url = ?", (site.url("/doc.html"),))
+    con.close()
+    before = len(site.hits("/doc.html"))
+    crawl.now += timedelta(minutes=1)
+    crawl.run()
+    hits = site.hits("/doc.html")
+    assert len(hits) == before + 1, "not asked again"
+    assert "If-None-Match" not in hits[-1].headers  # nothing stored to compare with: a whole GET
+    assert crawl.search("ravenword") == [site.url("/doc.html")]
+    assert crawl.counters.get("web.recheck.unstored") == 1
+    crawl.now += timedelta(minutes=1)
+    crawl.run()
+    assert len(site.hits("/doc.html")) == before + 1  # stored now: back to its schedule

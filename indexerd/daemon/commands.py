@@ -94,7 +94,7 @@ def reindex(d: Daemon, req: dict) -> dict:
     if not targets:
         names = [name] if name else list(d.sources)
         for n in names:
-            c = d.passes.run(n, forced=True)
+            c = d.passes.wait(n, forced=True)  # in a cluster: this node's part of the pass
             if c:
                 counts.add(PassCounts(**c))
         gone = [n for n in names if n not in d.sources]

@@ -8,6 +8,7 @@ connection's thread (``ctl reindex``); each opens its own store connection (:met
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
+#: Seconds a ``--wait`` request waits, the source's lock free, for the pass it queued to start.
+RERUN_START_SECONDS = 10.0
 
 
 class PassFailed(IndexerdError):
@@ -140,7 +143,7 @@ class Passes:
             log.exception("%s: reconcile failed", name)
         finally:
             if counts.left_to_others and not pass_error:
-                self._left(name, st, claim)
+                self._left(name, st, claim, counts)
             else:
                 self._ended(name, src, st, counts, pass_error or counts.failed, claim)  # raised, or the source says so
         if counts.left_to_others and not pass_error:
@@ -160,7 +163,8 @@ class Passes:
         with d.lock:
             st.running, st.current = False, None
             st.last_started, st.last_finished = st.current_started, datetime.now(UTC)
-            st.last_counts = counts.as_dict()
+            st.last_counts = st.last_part = counts.as_dict()
+            st.pass_serial += 1
             st.last_error = pass_error
             st.last_interrupted = d.stop_event.is_set()
             st.last_message = pass_error or counts.last_error
@@ -187,14 +191,17 @@ class Passes:
             log.info("%s: another reconcile was requested during this one; running it now", name)
             d.jobs.run_soon({name})
 
-    def _left(self, name: str, st: SourceState, claim: Claim | None) -> None:
+    def _left(self, name: str, st: SourceState, claim: Claim | None, counts: PassCounts) -> None:
         """This node's part in a web pass the cluster crawls together ended while the pass goes
         on elsewhere (nothing was left for it): no pass ended here, so no run record, status or
-        metric changes; the node comes back in :data:`~indexerd.core.claims.STANDBY_SECONDS` for
-        what the pass may have for it then."""
+        metric changes (a ``--wait`` request gets ``counts``, this node's part); the node comes
+        back in :data:`~indexerd.core.claims.STANDBY_SECONDS` for what the pass may have for it
+        then."""
         d = self.d
         with d.lock:
             st.running, st.current = False, None
+            st.last_part = counts.as_dict()
+            st.pass_serial += 1
             rerun, st.rerun = st.rerun, False
         if claim is not None:
             claim.release()
@@ -216,18 +223,36 @@ class Passes:
         except IndexerdError as e:
             log.error("removing source %s: %s; the rest is done at the next start", name, e)
 
-    def wait(self, name: str) -> dict | None:
-        """Run a pass of ``name`` now and return its counts; when another pass of it holds the
-        lock, wait for that one and return its counts instead."""
-        counts = self.run(name, forced=False, asked=True)
-        st = self.d.states.get(name)
-        if counts is None and st is not None and st.cluster_note and self.d.indexer.state.shared:
+    def wait(self, name: str, forced: bool = False) -> dict | None:
+        """Run a pass of ``name`` now (``forced``: ``ctl reindex --source``) and return its
+        counts (in a cluster: this node's part of
+        the pass); when another pass of it holds the lock, wait for that one and return its
+        counts instead -- or, when what held the lock ran no pass (a cluster node's standby
+        call), for the pass the request queued behind it (never the counts of an older pass).
+
+        Raises:
+            PassFailed: in a cluster, this node was not to run it (another node runs it).
+        """
+        d = self.d
+        st = d.states.get(name)
+        serial = st.pass_serial if st is not None else 0
+        counts = self.run(name, forced=forced, asked=True)
+        st = d.states.get(name)
+        if counts is not None or st is None:
+            return counts
+        if st.pass_serial != serial:  # this node's part of a cluster pass, left to the others
+            return st.last_part
+        if st.cluster_note and d.indexer.state.shared:
             raise PassFailed(f"{name}: not run on this node: {st.cluster_note}")
-        if counts is None:  # another pass held the lock: wait for it instead
-            st.lock.acquire()
+        idle_since = time.monotonic()
+        while st.pass_serial == serial and time.monotonic() - idle_since < RERUN_START_SECONDS:
+            st.lock.acquire()  # another pass (or a standby call) holds the lock: wait for it
             st.lock.release()
-            counts = st.last_counts
-        return counts
+            if st.pass_serial == serial:
+                if st.running:
+                    idle_since = time.monotonic()
+                time.sleep(0.1)  # the pass the request queued (``rerun``) starts in a moment
+        return st.last_part if st.pass_serial != serial else st.last_counts
 
     def raise_if_failed(self, names) -> None:
         """A ``--wait`` reply must not claim what was not committed or not done: fail naming each

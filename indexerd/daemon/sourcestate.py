@@ -39,6 +39,10 @@ class SourceState:
         self.watched = False
         self.watch_error: str | None = None  # why a tree configured to be watched is not
         self.rerun = False  # a reconcile was asked for while one was running
+        #: passes (or, in a cluster, parts of a pass) this node ended, and the counts of the last
+        #: one: a ``--wait`` request tells from them whether a pass ran while it waited
+        self.pass_serial = 0
+        self.last_part: dict | None = None
         self.lock = threading.Lock()  # one pass of a source at a time
         #: set to end this source's running pass early: at a stop, or when a reload removes it
         self.cancel = threading.Event()

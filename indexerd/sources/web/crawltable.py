@@ -92,6 +92,17 @@ class CrawlTable:
         for row in self.store.crawl_rows_chunked(self.source, chunk=STATE_CHUNK):
             yield UrlState.from_row(row)
 
+    def stored_state_chunks(self) -> Iterator[list[UrlState]]:
+        """:meth:`stored_states`, a chunk (a list of up to :data:`STATE_CHUNK`) at a time."""
+        chunk: list[UrlState] = []
+        for st in self.stored_states():
+            chunk.append(st)
+            if len(chunk) >= STATE_CHUNK:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
     def share(self, readable: Callable[[str], bool]) -> None:
         """A pass the cluster crawls together: a URL's stored state is read (:meth:`get`) only
         when ``readable(url)`` (a URL of a host this node claimed), a row waiting in the shared
