@@ -454,3 +454,45 @@ def test_a_web_pass_just_completed_is_not_begun_again_for_a_node_that_joined_as_
         asked = claim_pass(store, address, "n1", site, forced=True)
         assert asked.run and asked.lock is not None  # a request still runs it
         asked.release()
+
+
+def test_a_node_takes_up_the_hosts_its_ended_part_of_a_pass_still_holds(tmp_path, monkeypatch) -> None:
+    """A retrial: after a database restart a node's part of a pass ended (the store gone) with
+    a host still claimed in its name; rejoining, it claimed others and nobody crawled that host
+    until the node left the pass (45 s).  A node joining a pass takes up the hosts the store
+    says it holds."""
+    import conftest
+    from httpsite import Site
+    from test_web import Crawl as OneNodeCluster, html
+    from indexerd.config import parse_config
+    from indexerd.config.paths import resolve_node_name
+    from indexerd.core.indexer import Indexer
+    from indexerd.sources.web.urls import canonicalize
+    from indexerd.sources.web.urlstate import PassState, UrlState
+
+    monkeypatch.setitem(conftest._CRAWL_STORE, "kind", "postgresql+store")
+    monkeypatch.setitem(conftest._PG_INDEX, "schema", conftest.fresh_schema("ix"))
+    site = Site().start()
+    try:
+        site.static("/", html("Home", "start", ["/a.html"]), etag='"h"')
+        site.static("/a.html", html("A", "takenupword"), etag='"a"')
+        crawl = OneNodeCluster(tmp_path, site)
+        cfg = parse_config(crawl.config())
+        node = resolve_node_name(cfg)
+        ix = Indexer(cfg)
+        ix.open("index")  # registered: the claims its name held before are cleared
+        try:
+            origin, page = site.base, canonicalize(site.url("/a.html"))
+            store = ix.store
+            store.crawl_write("site", [UrlState(page, pass_id=1, state="spilled", seq=1, hops=1).as_row()],
+                              meta={"web:site:pass": PassState(1, running=True).to_json()})
+            store._exec_many("INSERT INTO crawl_hosts (source, host, pass_id, node, claim_until, pending, active) "
+                             "VALUES ('site', ?, 1, ?, now() + interval '20 seconds', false, true)", [(origin, node)])
+            summary = ix.run_pass(progress=False).as_dict()
+        finally:
+            ix.close()
+        assert [h.path for h in site.log if h.path != "/robots.txt"] == ["/a.html"], summary
+        assert crawl.search("takenupword") == [page]
+        assert '"finished"' in crawl.query("SELECT value FROM meta WHERE key = 'web:site:pass'")[0]["value"]
+    finally:
+        site.close()

@@ -91,14 +91,18 @@ class SharedFrontierRows(StoreConnection):
             "WHERE source = ? AND pass_id = ? AND (pending OR active)", (node, source, pass_id)).fetchone()
         return int(row[0]), int(row[1])
 
-    def frontier_held(self, source: str, node: str) -> set[str]:
+    def frontier_held(self, source: str, node: str, pass_id: int | None = None) -> set[str]:
         """The hosts of ``source`` whose claim ``node`` holds.  A claim that ran out (the store
         was unreachable and the heartbeat could not renew it) and that no other node took since
         is renewed here: the host is still this node's, and nothing it fetched is fetched
-        again; a host another node claimed meanwhile is not in the answer."""
+        again; a host another node claimed meanwhile is not in the answer.  ``pass_id``: only
+        the hosts of that pass."""
+        this_pass, args = ("", ()) if pass_id is None else (" AND pass_id = ?", (pass_id,))
         self._db.execute("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
-                         "WHERE source = ? AND node = ? AND claim_until < now()", (HOST_CLAIM_SECONDS, source, node))
-        cur = self._db.execute("SELECT host FROM crawl_hosts WHERE source = ? AND node = ?", (source, node))
+                         f"WHERE source = ? AND node = ? AND claim_until < now(){this_pass}",
+                         (HOST_CLAIM_SECONDS, source, node, *args))
+        cur = self._db.execute(f"SELECT host FROM crawl_hosts WHERE source = ? AND node = ?{this_pass}",
+                               (source, node, *args))
         return {r[0] for r in cur}
 
     def frontier_pending_hosts(self, source: str, node: str) -> list[str]:

@@ -132,8 +132,10 @@ class SharedFrontier:
         self._next_tick = t + TICK_SECONDS
         s, frontier = self.sched, self.sched.frontier
         self.flush()
-        if self.owned:
-            self._drop_lost(self.owned - self.store.frontier_held(self.source, self.node))
+        if not self.dropped:
+            held = self.store.frontier_held(self.source, self.node, self.sched.pass_id)
+            self._drop_lost(self.owned - held)
+            self._adopt(held - self.owned)
         idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")) and not self._writing(o))
         if idle:
             s.persist(finished=False)  # the rows of what was done, before anyone may read them
@@ -180,6 +182,19 @@ class SharedFrontier:
         self.active.difference_update(lost)
         log.warning("%s: node %s lost its claim on %s (the store was unreachable); another node crawls "
                     "them now", self.source, self.node, ", ".join(sorted(lost)))
+
+    def _adopt(self, origins: set[str]) -> None:
+        """Hosts the store says this node holds that this frontier does not know: claimed by a
+        part of this node in the pass that ended without handing them back (the store was
+        unreachable: a database restart).  No other node may claim them while this one lives, so
+        they are taken up here, as a claim is (a retrial found such a host idle for 45 s)."""
+        for origin in sorted(origins):
+            self.owned.add(origin)
+            self.active.add(origin)
+            self._take_host(origin)
+            self._take_waiting(origin)
+            log.info("%s: node %s crawls %s in pass %d (its claim from before)", self.source, self.node,
+                     origin, self.sched.pass_id)
 
     def _writing(self, origin: str) -> bool:
         """Whether a page of ``origin`` fetched in this pass still waits in the writer."""
