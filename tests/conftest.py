@@ -77,16 +77,16 @@ _PG_INDEX = {"url": None, "schema": None}
 _PG_SCHEMAS = itertools.count(1)
 
 
-def engine_toml(engine: str, *, fresh: bool = False) -> str:
+def engine_toml(engine: str, *, fresh: bool = False, schema: str | None = None) -> str:
     """The ``[index]`` table choosing ``engine``; for postgresql with its ``[index.postgresql]``
     table on the session's server, in the current test's schema (``fresh``: a new schema, for a
-    test that builds several independent indexes)."""
+    test that builds several independent indexes; ``schema``: that one)."""
     text = f'[index]\nengine = "{engine}"\n'
     if engine != "postgresql":
         return text
     if _PG_INDEX["url"] is None:
         raise RuntimeError("the postgresql engine needs the pg_index_server fixture (see _engine_fixtures)")
-    schema = f"ix{next(_PG_SCHEMAS)}" if fresh else _PG_INDEX["schema"]
+    schema = schema or (f"ix{next(_PG_SCHEMAS)}" if fresh else _PG_INDEX["schema"])
     return text + f'[index.postgresql]\nurl = "{_PG_INDEX["url"]}"\nschema = "{schema}"\n'
 
 
@@ -149,18 +149,28 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("_crawl_store", CRAWL_STORES, indirect=True)
 
 
-_LAYOUT_SCHEMAS: dict[str, str] = {}
+_LAYOUT_SCHEMAS: dict[str, tuple[str, str]] = {}
+
+
+def state_schemas(state_dir) -> tuple[str, str]:
+    """``(store schema, index schema)`` of one state dir of this test on the session's server:
+    new ones the first time, the same ones after (two state dirs are two clusters, as two
+    SQLite state dirs are two stores and two indexes)."""
+    key = str(state_dir)
+    if key not in _LAYOUT_SCHEMAS:
+        _LAYOUT_SCHEMAS[key] = (fresh_schema(), fresh_schema("ix"))
+    return _LAYOUT_SCHEMAS[key]
 
 
 def layout_toml(state_dir) -> str:
     """The TOML tables that put the current test's state store and index where its
     ``_crawl_store`` parameter says: nothing for SQLite (the embedded default), else ``[index]``
-    on the postgresql engine and ``[store]`` on the session's server, in a store schema of this
-    state dir's own (the same one at every call of the test)."""
+    on the postgresql engine and ``[store]`` on the session's server, in schemas of this state
+    dir's own (:func:`state_schemas`)."""
     if _CRAWL_STORE["kind"] == "sqlite":
         return ""
-    schema = _LAYOUT_SCHEMAS.setdefault(str(state_dir), fresh_schema())
-    return "\n" + engine_toml("postgresql") + store_toml(schema)
+    store, index = state_schemas(state_dir)
+    return "\n" + engine_toml("postgresql", schema=index) + store_toml(store)
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import _CRAWL_STORE, CLI, engine_toml, fresh_schema, pg_store_address, store_toml
+from conftest import _CRAWL_STORE, CLI, engine_toml, pg_store_address, state_schemas, store_toml
 from httpsite import Site
 from httpsite import site as site_fixture
 
@@ -95,8 +95,8 @@ class Crawl:
         self.keys = keys
         self.counters: dict[str, int] = {}
         self.pg = _CRAWL_STORE["kind"] != "sqlite"
-        self.store_schema = fresh_schema() if self.pg else None
-        self.tail = engine_toml("postgresql") + store_toml(self.store_schema) if self.pg else ""
+        self.store_schema, index_schema = state_schemas(self.state) if self.pg else (None, None)
+        self.tail = engine_toml("postgresql", schema=index_schema) + store_toml(self.store_schema) if self.pg else ""
 
     def config(self, **more) -> str:
         return web_config(self.seeds, state_dir=self.state, **{**self.keys, **more}) + self.tail
