@@ -97,6 +97,17 @@ class Clocked(Crawl):
         return summary
 
 
+def run_until_due_later(crawl: Clocked, url: str, hours: float = 2) -> None:
+    """Passes an hour apart (from T0) until ``url`` is due more than ``hours`` ahead."""
+    for n in range(1, 40):
+        crawl.now = T0 + timedelta(hours=n)
+        crawl.run()
+        due = datetime.fromisoformat(crawl.crawl_rows()[url]["due_at"].replace("Z", "+00:00"))
+        if due > crawl.now + timedelta(hours=hours):
+            return
+    raise AssertionError(f"{url} never became due later than {hours} h ahead")
+
+
 def test_stable_pages_are_asked_less_and_changing_ones_every_pass(tmp_path, site) -> None:
     pages = [f"/p{i}.html" for i in range(5)]
     site.static("/", html("Home", "start", pages + ["/news.html"]), etag='"home"')
@@ -167,12 +178,7 @@ def test_sitemap_lastmod_makes_a_page_due_and_changefreq_sets_the_first_interval
     archive = crawl.crawl_rows()[site.url("/archive.html")]
     assert archive["recrawl_seconds"] == DAY  # changefreq never: the maximum
     assert archive["due_reason"] == "first fetch: sitemap changefreq never"
-    for n in range(1, 40):  # until /doc.html is due more than 2 h ahead
-        crawl.now = T0 + timedelta(hours=n)
-        crawl.run()
-        due = datetime.fromisoformat(crawl.crawl_rows()[site.url("/doc.html")]["due_at"].replace("Z", "+00:00"))
-        if due > crawl.now + timedelta(hours=2):
-            break
+    run_until_due_later(crawl, site.url("/doc.html"))
     assert len(site.hits("/archive.html")) == 1  # due after a day
     before = len(site.hits("/doc.html"))
     crawl.now += timedelta(hours=1)
@@ -257,12 +263,7 @@ def test_a_page_whose_document_write_was_lost_is_asked_at_the_next_pass_whatever
     site.static("/doc.html", html("Doc", "old text"), etag='"d1"')
     crawl = Clocked(tmp_path, site)
     crawl.run()
-    for n in range(1, 40):  # until /doc.html is due more than 2 h ahead
-        crawl.now = T0 + timedelta(hours=n)
-        crawl.run()
-        due = datetime.fromisoformat(crawl.crawl_rows()[site.url("/doc.html")]["due_at"].replace("Z", "+00:00"))
-        if due > crawl.now + timedelta(hours=2):
-            break
+    run_until_due_later(crawl, site.url("/doc.html"))
     site.static("/doc.html", html("Doc", "ravenword new text"), etag='"d2"')
     # its last fetch indexed a change, and that write was lost: the row says so, no document
     with Store(crawl.state / "state.sqlite3") as store:
