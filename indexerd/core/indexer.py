@@ -127,10 +127,19 @@ class Indexer:
             raise
 
     def _shared_index_documents(self) -> int:
-        """How many documents the configured (shared) index holds, opened for the count only."""
-        from indexerd.index import open_index
+        """How many documents the configured (shared) index holds, opened for the count only,
+        through its engine (the state dir's own index identity is not this check's: a local
+        index of another engine is rebuilt right after).
 
-        ix = open_index(self.state.path, self.cfg.index)
+        Raises:
+            IndexUnavailable: the index's server cannot be reached.
+        """
+        from indexerd.index import index_dir, load_engine
+        from indexerd.index.opening import engine_settings
+
+        name = self.cfg.index.engine
+        ix = load_engine(name).open(index_dir(self.state.path), engine_settings(self.cfg.index, name),
+                                    create=True, fold_diacritics=self.cfg.index.fold_diacritics)
         try:
             return ix.count()
         finally:
