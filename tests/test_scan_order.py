@@ -157,4 +157,6 @@ def test_unchanged_reconcile_memory_does_not_grow_with_the_tree(tmp_path) -> Non
     directories on its path, not a map of the tree (which cost about 1.5 KB per file)."""
     small = unchanged_pass_peak(tmp_path, 500)
     large = unchanged_pass_peak(tmp_path, 5000)
-    assert large - small < 1_500_000, (small, large)
+    # a map of the tree grew ~6.7 MB here; under load the writer's batches grow (1.96 MB seen
+    # twice in a full run, 0.3-0.5 MB alone), so the bound leaves room for that and no more
+    assert large - small < 3_000_000, (small, large)

@@ -106,9 +106,10 @@ def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], Se
 
     The writer records the index's commit token (opaque, defined by the engine) with every
     store batch (meta ``index_generation``); when the token on disk differs, documents the
-    store believes indexed but the index lacks are marked stale (re-read next pass), and
-    documents only the index knows get a stale row (re-indexed if they still exist, deleted
-    if not).
+    store believes indexed but the index lacks are marked stale (re-read next pass), so are
+    documents the index holds while the store says they are not indexed (skipped, an error:
+    the index's copy is newer than the row), and documents only the index knows get a stale
+    row (re-indexed if they still exist, deleted if not).
     """
     from indexerd.index import on_disk_token
 
@@ -131,6 +132,9 @@ def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], Se
         known = store.existing_keys(unmatched)
         orphans = [DocumentRecord(key=k, source=src, status="stale", reason="reconcile")
                    for k, src in unmatched.items() if k not in known]
+        # known, but not as indexed (skipped, an error): the index got a newer copy whose row
+        # was lost -- read again, so that the pass replaces or deletes that copy
+        missing.update(k for k in unmatched if k in known)
     if missing:
         store.reset_stats(missing)
     token = index().commit_token() if on_disk is not None else ""
