@@ -98,12 +98,13 @@ class SharedFrontierRows(StoreConnection):
         again; a host another node claimed meanwhile is not in the answer.  ``pass_id``: only
         the hosts of that pass."""
         this_pass, args = ("", ()) if pass_id is None else (" AND pass_id = ?", (pass_id,))
-        self._db.execute("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
-                         f"WHERE source = ? AND node = ? AND claim_until < now(){this_pass}",
-                         (HOST_CLAIM_SECONDS, source, node, *args))
-        cur = self._db.execute(f"SELECT host FROM crawl_hosts WHERE source = ? AND node = ?{this_pass}",
-                               (source, node, *args))
-        return {r[0] for r in cur}
+        rows = self._db.execute(f"SELECT host, claim_until < now() FROM crawl_hosts WHERE source = ? "
+                                f"AND node = ?{this_pass}", (source, node, *args)).fetchall()
+        if any(r[1] for r in rows):  # a write only after an outage, not at every tick
+            self._db.execute("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
+                             f"WHERE source = ? AND node = ? AND claim_until < now(){this_pass}",
+                             (HOST_CLAIM_SECONDS, source, node, *args))
+        return {r[0] for r in rows}
 
     def frontier_pending_hosts(self, source: str, node: str) -> list[str]:
         """The hosts ``node`` holds that are pending, now marked not pending and active: the

@@ -143,11 +143,12 @@ class CrawlTable:
         Raises:
             StoreError: the store cannot be read.
         """
-        ask = [u for u in dict.fromkeys(urls) if u not in self.rows and u not in self._cache and self._readable(u)]
+        ask = [u for u in dict.fromkeys(urls) if u not in self.rows and u not in self._cache
+               and self._readable(u)][-CACHE_STATES:]  # more would push each other out of the cache
         if not ask:
             return
-        found = self.store.crawl_state_rows(self.source, ask[-CACHE_STATES:], spilled=self._with_spilled)
-        for url in ask[-CACHE_STATES:]:
+        found = self.store.crawl_state_rows(self.source, ask, spilled=self._with_spilled)
+        for url in ask:
             row = found.get(url)
             self._remember(url, UrlState.from_row(row) if row is not None else None)
 

@@ -45,9 +45,13 @@ def lost_with_the_process(st, stored) -> bool:
     not committed the document yet, and the process died (``kill -9``, power loss).  Such a page
     is asked again in the resumed pass instead of waiting for the next one.  ``stored(key)`` is
     the store's record or None."""
+    return said_indexed(st) and stored(st.key) is None
+
+
+def said_indexed(st: UrlState) -> bool:
+    """Whether the crawl row ``st`` says its page was asked and indexed in its pass."""
     # "Verdict.INDEXED:" is how crawl rows written before this check spelt the verdict
-    return (st.state == "done" and (st.last_outcome or "").startswith(("indexed:", "Verdict.INDEXED:"))
-            and stored(st.key) is None)
+    return st.state == "done" and (st.last_outcome or "").startswith(("indexed:", "Verdict.INDEXED:"))
 
 
 def said_indexed_but_not_stored(states: list[UrlState], existing_keys) -> set[str]:
@@ -55,8 +59,7 @@ def said_indexed_but_not_stored(states: list[UrlState], existing_keys) -> set[st
     has no document under its key (``existing_keys(keys)`` -> the keys that have one): the
     crawl row was written, the document's write was lost (a failed commit, a database
     restart, ``kill -9`` before the commit).  One store query per 500 states."""
-    said = {st.key: st.url for st in states if st.state == "done"
-            and (st.last_outcome or "").startswith(("indexed:", "Verdict.INDEXED:"))}
+    said = {st.key: st.url for st in states if said_indexed(st)}
     if not said:
         return set()
     present = existing_keys(list(said))
