@@ -28,6 +28,7 @@ def docs(seed: int, n: int) -> list[IndexDoc]:
     out = []
     for i in range(n):
         words = [rng.choice(vocab[: rng.randint(10, len(vocab))]) for _ in range(rng.randint(0, 400))]
+        words.append("everywhere")  # one term in every document: posting lists of 3+ blocks
         key = f"file:///d/{rng.randint(0, n // 2)}.txt"  # keys repeat: updates inside a batch
         out.append(IndexDoc(key=key, source=rng.choice(["a", "b"]), url=key, path=f"/d/{i}",
                             title=" ".join(words[:5]), content=" ".join(words),
@@ -42,13 +43,14 @@ def build(state: Path, batches: list[list[IndexDoc]], *, ours: bool, limit: int,
     ix = opened(state, limit)
     for n, batch in enumerate(batches):
         s = ix.session()
-        if not ours:  # Whoosh's own pool, with the same limit
+        if not ours:  # Whoosh's own pool, with the same limit, and its own posting writer
             from whoosh.writing import PostingPool
             w = s._w
+            assert w.__dict__.pop("_flush_segment", None) is not None
             w.pool = PostingPool(w._tempstorage, w.newsegment, limitmb=max(1, limit // (1024 * 1024)))
             w.pool.limit = limit
         else:
-            assert isinstance(s._w.pool, TermPostingPool)
+            assert isinstance(s._w.pool, TermPostingPool) and "_flush_segment" in s._w.__dict__
         for d in batch:
             if d.size % 7 == 0:
                 s.delete(d.key)
@@ -65,7 +67,7 @@ def build(state: Path, batches: list[list[IndexDoc]], *, ours: bool, limit: int,
 
 @pytest.mark.parametrize("limit", [64 * 1024 * 1024, 200_000, 20_000])
 def test_same_segment_bytes_as_whooshs_pool(tmp_path: Path, limit: int) -> None:
-    batches = [docs(1, 150), docs(2, 120), docs(3, 90)]
+    batches = [docs(1, 420), docs(2, 120), docs(3, 90)]
     theirs = build(tmp_path / "theirs", batches, ours=False, limit=limit, merge_last=True)
     ours = build(tmp_path / "ours", batches, ours=True, limit=limit, merge_last=True)
     assert set(ours) == set(theirs) and "pst" in ours and "trm" in ours

@@ -13,6 +13,9 @@ memory:
 - **Field format** (per writer and new schema): text fields analysed by
   :class:`~indexerd.index.whoosh.analysis.FusedStemmingAnalyzer` get the
   :class:`~indexerd.index.whoosh.analysis.FusedPositions` format (same posting bytes).
+- **Posting lists written per term** (per writer): the segment's postings go from the pool to
+  the postings file a term at a time (:mod:`~indexerd.index.whoosh.postingwriter`), not through
+  ``FieldWriter.add_postings`` one posting at a time (same bytes).
 - **Writer lock** (per writer): the session takes ``MAIN_WRITELOCK`` itself and opens the writer
   with ``_lk=False``, so the lock is released even when Whoosh's commit or cancel fails before
   its own release (a read-only or full state dir left the lock's descriptor open for good).
@@ -106,6 +109,7 @@ def open_writer(ix, *, memory_bytes: int, timeout_seconds: float):
         w = ix.writer(limitmb=limitmb, compound=False, timeout=timeout_seconds, delay=0.1)
         patch_schema(w.schema)
         return w, None
+    from indexerd.index.whoosh import postingwriter
     from indexerd.index.whoosh.postingpool import TermPostingPool
 
     lock = ix.lock("WRITELOCK")
@@ -115,6 +119,7 @@ def open_writer(ix, *, memory_bytes: int, timeout_seconds: float):
         w = ix.writer(limitmb=limitmb, compound=False, _lk=False)
         patch_schema(w.schema)
         w.pool = TermPostingPool(w._tempstorage, limit_bytes=memory_bytes)
+        postingwriter.install_on(w)
     except BaseException:
         lock.release()
         raise

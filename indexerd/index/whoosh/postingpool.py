@@ -9,7 +9,7 @@ posting: about half of a first index of plain text (py-spy, 2,000 generated file
 
 This pool groups postings by term as they arrive (documents come in increasing ``docnum``, so
 each term's postings are already in order), sorts only the distinct terms, and spills and merges
-runs one record per *term*.  The postings it yields are exactly the sequence Whoosh's pool yields
+runs a chunk of terms per record.  The postings it yields are exactly the sequence Whoosh's pool yields
 (``tests/test_postingpool.py`` compares the segment files byte for byte), so the index format
 does not change.
 
@@ -30,6 +30,10 @@ _POSTING_BYTES = 130
 
 _TERM_BYTES = 200
 """Estimated memory of one pending distinct term: its ``bytes``, its list and the dict slot."""
+
+_RUN_CHUNK_TERMS = 256
+"""Terms per ``marshal`` record of a spilled run (one ``load`` per record: a load per term was
+a seventh of a first index; 256 terms hold a few hundred KB at most while merging)."""
 
 _CHECK_EVERY = 4096
 """Postings added between two memory checks (keeps ``add`` to a dict lookup and an append)."""
@@ -106,8 +110,14 @@ class TermPostingPool:
         f = self.tempstore.create_file(name).raw_file()
         try:
             dump = marshal.dump
+            chunk: list[tuple] = []
             for record in self._sorted_terms():
-                dump(record, f, 4)
+                chunk.append(record)
+                if len(chunk) >= _RUN_CHUNK_TERMS:
+                    dump(chunk, f, 4)
+                    chunk = []
+            if chunk:
+                dump(chunk, f, 4)
         finally:
             f.close()
         self._runs.append(name)
@@ -119,10 +129,11 @@ class TermPostingPool:
             load = marshal.load
             while True:
                 try:
-                    fieldname, tbytes, flat = load(f)
+                    chunk = load(f)
                 except EOFError:
                     return
-                yield fieldname, tbytes, order, flat
+                for fieldname, tbytes, flat in chunk:
+                    yield fieldname, tbytes, order, flat
         finally:
             f.close()
 
@@ -130,10 +141,16 @@ class TermPostingPool:
     def iter_postings(self) -> Iterator[tuple]:
         """Every posting added, as ``(fieldname, tbytes, docnum, weight, vbytes)``, sorted as
         Whoosh's ``PostingPool.items()`` sorts them (by the whole tuple)."""
+        for fieldname, tbytes, flat in self.iter_terms():
+            for i in range(0, len(flat), 3):
+                yield fieldname, tbytes, flat[i], flat[i + 1], flat[i + 2]
+
+    def iter_terms(self) -> Iterator[tuple[str, bytes, list]]:
+        """Every term added, as ``(fieldname, tbytes, flat)`` in (field, term) order, ``flat``
+        its postings ``[docnum, weight, vbytes, ...]`` in the order :meth:`iter_postings`
+        gives them (what :func:`indexerd.index.whoosh.postingwriter.write_postings` takes)."""
         if not self._runs:
-            for fieldname, tbytes, flat in self._sorted_terms():
-                for i in range(0, len(flat), 3):
-                    yield fieldname, tbytes, flat[i], flat[i + 1], flat[i + 2]
+            yield from self._sorted_terms()
             return
         if self._postings:
             self._spill()
@@ -145,11 +162,11 @@ class TermPostingPool:
             for fieldname, tbytes, _order, flat in merged:
                 if (fieldname, tbytes) != key:
                     if parts:
-                        yield from _postings_of(key, parts)
+                        yield (*key, _joined(parts))
                     key, parts = (fieldname, tbytes), []
                 parts.append(flat)
             if parts:
-                yield from _postings_of(key, parts)
+                yield (*key, _joined(parts))
         finally:
             for name in runs:
                 self._remove(name)
@@ -176,14 +193,12 @@ def _sort_flat(flat: list) -> list:
     return [x for posting in postings for x in posting]
 
 
-def _postings_of(key: tuple[str, bytes], parts: list[list]) -> Iterator[tuple]:
-    """The postings of one term from its runs (in run order), sorted when the runs overlap."""
-    fieldname, tbytes = key
+def _joined(parts: list[list]) -> list:
+    """One term's flat postings from its runs (in run order), sorted when the runs overlap."""
     flat = parts[0]
     for more in parts[1:]:
         if more[0] <= flat[-3]:
             flat = _sort_flat(flat + more)
         else:
             flat = flat + more
-    for i in range(0, len(flat), 3):
-        yield fieldname, tbytes, flat[i], flat[i + 1], flat[i + 2]
+    return flat
