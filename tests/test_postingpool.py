@@ -47,6 +47,7 @@ def build(state: Path, batches: list[list[IndexDoc]], *, ours: bool, limit: int,
             from whoosh.writing import PostingPool
             w = s._w
             assert w.__dict__.pop("_flush_segment", None) is not None
+            assert w.__dict__.pop("add_document", None) is not None
             w.pool = PostingPool(w._tempstorage, w.newsegment, limitmb=max(1, limit // (1024 * 1024)))
             w.pool.limit = limit
         else:
@@ -66,13 +67,55 @@ def build(state: Path, batches: list[list[IndexDoc]], *, ours: bool, limit: int,
 
 
 @pytest.mark.parametrize("limit", [64 * 1024 * 1024, 200_000, 20_000])
-def test_same_segment_bytes_as_whooshs_pool(tmp_path: Path, limit: int) -> None:
+def test_same_segment_bytes_as_whooshs_pool(tmp_path: Path, limit: int, monkeypatch) -> None:
+    """Our pool, posting writer and add_document write Whoosh's own bytes (with Whoosh's block
+    encoding: the faster one changes the blocks' bytes, see the next test)."""
+    from indexerd.index.whoosh import postingwriter
+
+    monkeypatch.setattr(postingwriter, "BLOCK_FORMAT", postingwriter.WHOOSHS_BLOCKS)
     batches = [docs(1, 420), docs(2, 120), docs(3, 90)]
     theirs = build(tmp_path / "theirs", batches, ours=False, limit=limit, merge_last=True)
     ours = build(tmp_path / "ours", batches, ours=True, limit=limit, merge_last=True)
     assert set(ours) == set(theirs) and "pst" in ours and "trm" in ours
     for suffix in theirs:
         assert ours[suffix] == theirs[suffix], suffix
+
+
+def postings_of(state: Path) -> dict:
+    """Every term of the index in ``state`` as Whoosh reads it: its statistics and its postings
+    ``(docnum, weight, value)``."""
+    from whoosh import index as windex
+
+    ix = windex.open_dir(str(state / "index"))
+    out = {}
+    with ix.reader() as r:
+        for fieldname, text in r.all_terms():
+            ti = r.term_info(fieldname, text)
+            m = r.postings(fieldname, text)
+            items = []
+            while m.is_active():
+                items.append((m.id(), m.weight(), m.value()))
+                m.next()
+            out[fieldname, text] = (ti.weight(), ti.doc_frequency(), ti.min_length(), ti.max_length(),
+                                    ti.max_weight(), ti.min_id(), ti.max_id(), items)
+    ix.close()
+    return out
+
+
+def test_faster_blocks_read_back_as_whooshs(tmp_path: Path) -> None:
+    """With the posting writer's own block encoding (pickle protocol 4, a small zlib window,
+    small blocks stored raw) the blocks differ in bytes, not in what Whoosh reads from them:
+    every term's statistics and postings equal stock Whoosh's."""
+    from indexerd.index.whoosh import postingwriter
+
+    assert postingwriter.BLOCK_FORMAT != postingwriter.WHOOSHS_BLOCKS
+    batches = [docs(1, 420), docs(2, 120)]
+    build(tmp_path / "theirs", batches, ours=False, limit=200_000, merge_last=True)
+    build(tmp_path / "ours", batches, ours=True, limit=200_000, merge_last=True)
+    theirs, ours = postings_of(tmp_path / "theirs"), postings_of(tmp_path / "ours")
+    assert len(ours) > 3000 and ours.keys() == theirs.keys()
+    assert max(len(v[-1]) for v in ours.values()) > 128  # a posting list of 2+ blocks
+    assert ours == theirs
 
 
 def test_spills_runs_and_cleans_up(tmp_path: Path) -> None:

@@ -30,11 +30,14 @@ class WhooshSettings(_Struct):
     """``[index.whoosh]``: the Whoosh engine's writer.
 
     ``writer_memory`` is the posting buffer of the writer before it spills a sorted run (bytes);
-    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only).
+    ``merge_idle`` is how long the writer must be idle before it merges segments (daemon only);
+    ``analysis_worker``: compute the postings of big batches in a worker process, on another
+    core (used only when the machine has more than one).
     """
 
     writer_memory: Bytes = Bytes(16 * 1024 * 1024)
     merge_idle: Seconds = Seconds(600.0)
+    analysis_worker: bool = True
 
 
 class TantivySettings(_Struct):

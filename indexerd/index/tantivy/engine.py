@@ -37,7 +37,7 @@ import tantivy
 from indexerd.core.errors import IndexUnavailable, RetryLater
 from indexerd.index.base import directory_bytes
 
-from .offload import BATCH_DOCS, AnalysisWorker, analyse_texts
+from .offload import BATCH_DOCS, TASK, AnalysisWorker, analyse_texts
 from .schema import build_schema, register_tokenizer, to_document
 from .search import TantivySearch
 from .token import read_token
@@ -199,7 +199,7 @@ class TantivyIndex(TantivySearch):
         self.writer_memory_bytes = int(getattr(settings, "writer_memory", DEFAULT_WRITER_MEMORY_BYTES))
         self.writer_threads = int(getattr(settings, "writer_threads", DEFAULT_WRITER_THREADS))
         offload = getattr(settings, "analysis_worker", True) and (os.cpu_count() or 1) > 1
-        self._worker = AnalysisWorker(self.fold_diacritics) if offload else None
+        self._worker = AnalysisWorker(TASK, self.fold_diacritics) if offload else None
 
     @classmethod
     def open(cls, path: str | Path, settings: Any | None = None, *, create: bool = True,

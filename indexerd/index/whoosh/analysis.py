@@ -31,6 +31,7 @@ from whoosh.lang.porter import stem
 
 from indexerd.index.analysis import Analyzer as _TextAnalyzer
 from indexerd.index.analysis import analyzer as _shared_analyzer
+from indexerd.index.whoosh.postingvalues import PostingValues
 
 _CACHE: dict[str, str] = {}
 _CACHE_MAX = 50_000
@@ -217,9 +218,15 @@ class TokenPositions(Positions):
     """Whoosh's ``Positions`` format for fields analysed by :class:`NeutralAnalyzer`: the same
     terms, frequencies, weights (``freq * field_boost``) and value bytes, with positions kept in
     ``array('I')`` while a document is indexed.  Any other analyzer or value goes through
-    ``Positions``.  Pickled by reference into each index's schema."""
+    ``Positions``.  A :class:`~indexerd.index.whoosh.postingvalues.PostingValues` value is
+    yielded as it is (its terms decoded).  Pickled by reference into each index's schema."""
 
     def word_values(self, value, analyzer, **kwargs):
+        if type(value) is PostingValues:  # computed by the session (postingvalues.field_postings)
+            fb = self.field_boost
+            for tbytes, freq, vbytes in zip(*value):
+                yield (tbytes.decode("utf-8"), freq, float(freq) * fb, vbytes)
+            return
         if type(analyzer) is not NeutralAnalyzer or kwargs.keys() - {"mode"} \
                 or not isinstance(value, (str, TokenList)):
             yield from super().word_values(value, analyzer, **kwargs)

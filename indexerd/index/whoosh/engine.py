@@ -32,7 +32,9 @@ from typing import Any
 
 from indexerd.core.errors import IndexUnavailable, QueryError, RetryLater
 from indexerd.index.base import Hit, Sort, check_sort, directory_bytes
+from indexerd.index.offload import AnalysisWorker
 from indexerd.index.whoosh import patches, searching
+from indexerd.index.whoosh.postingvalues import TASK as POSTINGS_TASK
 from indexerd.index.whoosh.schema import keep_old_names_importable, new_schema
 from indexerd.index.whoosh.searchers import SearcherPool
 from indexerd.index.whoosh.session import WhooshSession
@@ -85,19 +87,24 @@ class WhooshIndex:
     engine = "whoosh"
 
     def __init__(self, ix, path: Path, *, writer_memory_bytes: int, merge_idle_seconds: float,
-                 fold_diacritics: bool = True) -> None:
+                 fold_diacritics: bool = True, analysis_worker: bool = True) -> None:
         self._ix = ix
         self.fold_diacritics = fold_diacritics
         self._searchers = SearcherPool(ix)
         self.path = path
         self.writer_memory_bytes = writer_memory_bytes
         self.merge_idle_seconds = merge_idle_seconds
+        offload = analysis_worker and (os.cpu_count() or 1) > 1
+        self._worker = AnalysisWorker(POSTINGS_TASK, fold_diacritics) if offload else None
 
     @classmethod
     def open(cls, path: Path, settings: Any | None = None, *, create: bool = True,
              fold_diacritics: bool = True) -> "WhooshIndex":
         """Open (or, with ``create``, create) the index in directory ``path``; its text is
         analysed with accents folded or kept (``fold_diacritics``, :mod:`indexerd.index.analysis`).
+
+        ``settings``: the ``[index.whoosh]`` table (``writer_memory`` in bytes, ``merge_idle`` in
+        seconds, ``analysis_worker``; None or a missing attribute: the defaults).
 
         Raises:
             IndexUnavailable: no index (``create`` False), or the directory holds something
@@ -148,7 +155,8 @@ class WhooshIndex:
         return cls(ix, path,
                    writer_memory_bytes=int(memory) if memory is not None else DEFAULT_WRITER_MEMORY_BYTES,
                    merge_idle_seconds=float(idle) if idle is not None else DEFAULT_MERGE_IDLE_SECONDS,
-                   fold_diacritics=fold_diacritics)
+                   fold_diacritics=fold_diacritics,
+                   analysis_worker=bool(getattr(settings, "analysis_worker", True)))
 
     # -- writing ----------------------------------------------------------------------------
     def session(self, *, timeout_seconds: float = 10.0) -> WhooshSession:
@@ -166,7 +174,8 @@ class WhooshIndex:
             w = None
         if w is None:
             raise RetryLater(f"{self.path}: index writer lock is held by another process")
-        return WhooshSession(w, lock, fold_diacritics=self.fold_diacritics, on_commit=self._searchers.close_stale)
+        return WhooshSession(w, lock, fold_diacritics=self.fold_diacritics, on_commit=self._searchers.close_stale,
+                             worker=self._worker, path=self.path)
 
     def maintenance_delay(self, commits_since: int) -> float | None:
         """A merge after ``merge_idle`` seconds of idleness, or after 2 s once 16 live commits
@@ -299,6 +308,9 @@ class WhooshIndex:
         if ix is not None:
             self._searchers.close()
             ix.close()
+        worker = getattr(self, "_worker", None)
+        if worker is not None:
+            worker.close()
 
 
 class WhooshEngine:

@@ -16,6 +16,10 @@ memory:
 - **Posting lists written per term** (per writer): the segment's postings go from the pool to
   the postings file a term at a time (:mod:`~indexerd.index.whoosh.postingwriter`), not through
   ``FieldWriter.add_postings`` one posting at a time (same bytes).
+- **Documents with their postings** (per writer): ``add_document`` takes a field given as
+  :class:`~indexerd.index.whoosh.postingvalues.PostingValues` (the session's title and content)
+  in one call to the pool per field instead of a generator step, a tuple and a call per posting;
+  other fields as Whoosh does.
 - **Writer lock** (per writer): the session takes ``MAIN_WRITELOCK`` itself and opens the writer
   with ``_lk=False``, so the lock is released even when Whoosh's commit or cancel fails before
   its own release (a read-only or full state dir left the lock's descriptor open for good).
@@ -120,6 +124,7 @@ def open_writer(ix, *, memory_bytes: int, timeout_seconds: float):
         patch_schema(w.schema)
         w.pool = TermPostingPool(w._tempstorage, limit_bytes=memory_bytes)
         postingwriter.install_on(w)
+        _add_documents_fast(w)
     except BaseException:
         lock.release()
         raise
@@ -170,3 +175,90 @@ def _compact_hash_writer() -> None:
     ft.HashWriter.__init__ = __init__
     ft.HashWriter.add = add
     ft.HashWriter._write_hashes = _write_hashes
+
+
+def _add_documents_fast(writer) -> None:
+    """Give ``writer`` (a ``SegmentWriter`` with a ``TermPostingPool``) the ``add_document`` of
+    the module docstring: Whoosh 2.7.5's ``SegmentWriter.add_document`` (``whoosh/writing.py``)
+    with one branch added for :class:`~indexerd.index.whoosh.postingvalues.PostingValues` in a
+    field of the ``TokenPositions`` format; same postings, lengths and stored values."""
+    from whoosh.util.text import utf8encode
+
+    from indexerd.index.whoosh.analysis import TokenPositions
+    from indexerd.index.whoosh.postingvalues import PostingValues
+
+    pool = writer.pool
+    if not hasattr(pool, "add_many"):
+        return
+
+    def add_document(**fields):
+        self = writer
+        self._check_state()
+        perdocwriter = self.perdocwriter
+        schema = self.schema
+        docnum = self.docnum
+        add_post = self.pool.add
+
+        docboost = self._doc_boost(fields)
+        fieldnames = sorted([name for name in fields.keys() if not name.startswith("_")])
+        self._check_fields(schema, fieldnames)
+
+        perdocwriter.start_doc(docnum)
+        try:
+            for fieldname in fieldnames:
+                value = fields.get(fieldname)
+                if value is None:
+                    continue
+                field = schema[fieldname]
+
+                length = 0
+                fast = (type(value) is PostingValues and field.indexed and type(field.format) is TokenPositions
+                        and not field.separate_spelling() and not field.vector)
+                if fast:
+                    fieldboost = self._field_boost(fields, fieldname, docboost)
+                    terms, freqs, values = value
+                    fb = field.format.field_boost
+                    # Whoosh: weight = float(freq) * field_boost (word_values), then *= fieldboost
+                    pool.add_many(fieldname, docnum, terms, [float(f) * fb * fieldboost for f in freqs], values)
+                    if field.scorable:
+                        length = sum(freqs)
+                elif field.indexed:
+                    fieldboost = self._field_boost(fields, fieldname, docboost)
+                    items = field.index(value)
+                    scorable = field.scorable
+                    for tbytes, freq, weight, vbytes in items:
+                        weight *= fieldboost
+                        if scorable:
+                            length += freq
+                        add_post((fieldname, tbytes, docnum, weight, vbytes))
+
+                if not fast and field.separate_spelling():
+                    spellfield = field.spelling_fieldname(fieldname)
+                    for word in field.spellable_words(value):
+                        word = utf8encode(word)[0]
+                        add_post((spellfield, word, 0, 1, vbytes))
+
+                vformat = field.vector
+                if vformat:
+                    analyzer = field.analyzer
+                    vitems = vformat.word_values(value, analyzer, mode="index")
+                    vitems = sorted((text, weight, vbytes) for text, _, weight, vbytes in vitems)
+                    perdocwriter.add_vector_items(fieldname, field, vitems)
+
+                customval = fields.get("_stored_%s" % fieldname, value)
+                sv = customval if field.stored else None
+                perdocwriter.add_field(fieldname, field, sv, length)
+
+                column = field.column_type
+                if column and customval is not None:
+                    cv = field.to_column_value(customval)
+                    perdocwriter.add_column_value(fieldname, column, cv)
+        except Exception as ex:
+            perdocwriter.cancel_doc()
+            raise ex
+
+        perdocwriter.finish_doc()
+        self._added = True
+        self.docnum += 1
+
+    writer.add_document = add_document

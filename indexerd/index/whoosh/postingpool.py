@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import marshal
 import os
+import struct
 from collections.abc import Iterator
 
 _POSTING_BYTES = 130
@@ -34,6 +35,8 @@ _TERM_BYTES = 200
 _RUN_CHUNK_TERMS = 256
 """Terms per ``marshal`` record of a spilled run (one ``load`` per record: a load per term was
 a seventh of a first index; 256 terms hold a few hundred KB at most while merging)."""
+
+_CHUNK_LEN = struct.Struct("!I")
 
 _CHECK_EVERY = 4096
 """Postings added between two memory checks (keeps ``add`` to a dict lookup and an append)."""
@@ -86,6 +89,33 @@ class TermPostingPool:
             if self.pending_bytes() > self.limit_bytes:
                 self._spill()
 
+    def add_many(self, fieldname: str, docnum: int, terms: list[bytes], weights: list[float],
+                 values: list[bytes]) -> None:
+        """Add one document's postings of one field: ``add((fieldname, terms[i], docnum,
+        weights[i], values[i]))`` for each ``i``, in one call."""
+        fieldterms = self._fields.get(fieldname)
+        if fieldterms is None:
+            fieldterms = self._fields[fieldname] = {}
+            self.fieldnames.add(fieldname)
+        get = fieldterms.get
+        new = 0
+        for tbytes, weight, vbytes in zip(terms, weights, values):
+            flat = get(tbytes)
+            if flat is None:
+                fieldterms[tbytes] = [docnum, weight, vbytes]
+                new += 1
+            else:
+                if docnum <= flat[-3]:
+                    self._unordered.add((fieldname, tbytes))
+                flat += (docnum, weight, vbytes)
+        self._terms += new
+        self._postings += len(terms)
+        self._until_check -= len(terms)
+        if self._until_check <= 0:
+            self._until_check = _CHECK_EVERY
+            if self.pending_bytes() > self.limit_bytes:
+                self._spill()
+
     def pending_bytes(self) -> int:
         """Estimated memory of the postings not yet spilled (bytes)."""
         return self._postings * _POSTING_BYTES + self._terms * _TERM_BYTES
@@ -109,15 +139,14 @@ class TermPostingPool:
         name = f"{os.getpid()}-{id(self):x}-{len(self._runs)}.trun"
         f = self.tempstore.create_file(name).raw_file()
         try:
-            dump = marshal.dump
             chunk: list[tuple] = []
             for record in self._sorted_terms():
                 chunk.append(record)
                 if len(chunk) >= _RUN_CHUNK_TERMS:
-                    dump(chunk, f, 4)
+                    _write_chunk(f, chunk)
                     chunk = []
             if chunk:
-                dump(chunk, f, 4)
+                _write_chunk(f, chunk)
         finally:
             f.close()
         self._runs.append(name)
@@ -126,11 +155,9 @@ class TermPostingPool:
     def _read_run(self, name: str, order: int) -> Iterator[tuple]:
         f = self.tempstore.open_file(name).raw_file()
         try:
-            load = marshal.load
             while True:
-                try:
-                    chunk = load(f)
-                except EOFError:
+                chunk = _read_chunk(f)
+                if chunk is None:
                     return
                 for fieldname, tbytes, flat in chunk:
                     yield fieldname, tbytes, order, flat
@@ -185,6 +212,23 @@ class TermPostingPool:
             self.tempstore.delete_file(name)
         except OSError:
             pass
+
+
+def _write_chunk(f, chunk: list[tuple]) -> None:
+    """One record of a run: its length (4 bytes), then ``marshal.dumps(chunk)``."""
+    data = marshal.dumps(chunk, 4)
+    f.write(_CHUNK_LEN.pack(len(data)))
+    f.write(data)
+
+
+def _read_chunk(f) -> list[tuple] | None:
+    """The next record of a run (None at its end).  Read whole, then ``marshal.loads``:
+    ``marshal.load`` on a file calls its ``readinto`` for every object."""
+    head = f.read(_CHUNK_LEN.size)
+    if len(head) < _CHUNK_LEN.size:
+        return None
+    (n,) = _CHUNK_LEN.unpack(head)
+    return marshal.loads(f.read(n))
 
 
 def _sort_flat(flat: list) -> list:

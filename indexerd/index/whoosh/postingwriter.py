@@ -10,9 +10,11 @@ bench/RESULTS.md).
 :func:`write_postings` takes the postings grouped by term from
 :class:`~indexerd.index.whoosh.postingpool.TermPostingPool` (``(fieldname, tbytes, flat)`` with
 ``flat = [docnum, weight, vbytes, ...]``) and writes each block from list slices, the field
-lengths read once per field into a list.  The bytes written are exactly Whoosh 2.7.5's
-(``W3FieldWriter`` / ``W3PostingsWriter`` / ``W3TermInfo``, ``whoosh/codec/whoosh3.py``):
-``tests/test_postingpool.py`` compares every segment file with stock Whoosh's.  It is installed
+lengths read once per field into a list.  The files are Whoosh 2.7.5's format (``W3FieldWriter``
+/ ``W3PostingsWriter`` / ``W3TermInfo``, ``whoosh/codec/whoosh3.py``), each block's data
+encoded as :data:`BLOCK_FORMAT` says (faster and smaller than Whoosh's own, read by any Whoosh);
+with :data:`WHOOSHS_BLOCKS` they are Whoosh's bytes exactly: ``tests/test_postingpool.py``
+compares every segment file with stock Whoosh's, and what Whoosh reads from both formats.  It is installed
 by :func:`indexerd.index.whoosh.patches.open_writer` only on that version.
 """
 
@@ -22,11 +24,40 @@ import zlib
 from array import array
 from collections.abc import Iterable
 from pickle import dumps
+from typing import NamedTuple
 
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, WHOOSH3_HEADER_MAGIC, W3TermInfo, _lenfield
 from whoosh.filedb.filetables import _lengths
 from whoosh.system import pack_int, pack_ushort
 from whoosh.util.numeric import byte_to_length, length_to_byte
+
+
+class BlockFormat(NamedTuple):
+    """How a posting block's data is encoded; every choice is read by Whoosh's reader as it is
+    (``W3LeafMatcher._read_data``: ``zlib.decompress`` when the block header's compression
+    level is not 0, then ``pickle.loads``, which reads any protocol).
+
+    - ``pickle_protocol``: Whoosh pickles the ``(ids, weights, values)`` tuple with protocol 2,
+      which writes each value ``bytes`` as a call of ``_codecs.encode`` on a latin-1 ``str``:
+      ~10x slower to write and to read than protocol 4's plain bytes, and twice the size.
+    - ``zlib_window_bits``, ``zlib_memory_level``: Whoosh's ``zlib.compress(data, 3)`` (window
+      2**15, memory level 8) sets up and clears ~256 KB of zlib state per block of often ~100
+      bytes (~50 us, more than the rest of the block); a 4 KB window and level 4 take ~4 us.
+    - ``raw_below``: a block whose pickle is shorter (bytes) is stored uncompressed
+      (compression level 0 in its header), where zlib only adds its 6 bytes; Whoosh meant to do
+      this below 20 bytes and always compresses (``W3PostingsWriter._write_block``).
+    """
+
+    pickle_protocol: int
+    zlib_window_bits: int
+    zlib_memory_level: int
+    raw_below: int
+
+
+#: The blocks this writer writes (measured in bench/RESULTS.md).
+BLOCK_FORMAT = BlockFormat(pickle_protocol=4, zlib_window_bits=12, zlib_memory_level=4, raw_below=64)
+#: Whoosh 2.7.5's own blocks, byte for byte (tests/test_postingpool.py compares the files).
+WHOOSHS_BLOCKS = BlockFormat(pickle_protocol=2, zlib_window_bits=15, zlib_memory_level=8, raw_below=0)
 
 
 def install_on(writer) -> bool:
@@ -84,6 +115,8 @@ def write_postings(fieldwriter, schema, pdr, terms: Iterable[tuple[str, bytes, l
     postfile = fieldwriter._postfile.raw_file()
     write = postfile.write
     offset = postfile.tell()  # kept here: a buffered file's tell() is a system call
+    compressobj, deflated = zlib.compressobj, zlib.DEFLATED
+    protocol, wbits, memlevel, raw_below = BLOCK_FORMAT
     add_term = _term_adder(fieldwriter._tindex)
     fieldname_now = None
     fieldkey = b""
@@ -151,10 +184,12 @@ def write_postings(fieldwriter, schema, pdr, terms: Iterable[tuple[str, bytes, l
                 vmini = None
             else:
                 vmini = b"".join(vals)
-            databytes = dumps((tuple(deltas), wmini, vmini), 2)
-            if comp:
-                databytes = zlib.compress(databytes, comp)
-            infobytes = dumps((count, ids[-1], maxweight, comp, length_to_byte(minlen),
+            databytes = dumps((tuple(deltas), wmini, vmini), protocol)
+            blockcomp = comp if len(databytes) >= raw_below else 0
+            if blockcomp:
+                z = compressobj(blockcomp, deflated, wbits, memlevel)
+                databytes = z.compress(databytes) + z.flush()
+            infobytes = dumps((count, ids[-1], maxweight, blockcomp, length_to_byte(minlen),
                                length_to_byte(maxlen)), 2)
             blocklength = len(infobytes) + len(databytes)
             write(pack_int(-blocklength if end == n else blocklength))

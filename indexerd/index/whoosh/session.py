@@ -9,6 +9,12 @@ deletion set is saved with the segment at commit), so the last write wins.
 
 Deletes of committed documents are collected and applied at commit through one searcher
 (Whoosh's ``delete_by_term`` opens a searcher over every segment per call).
+
+A document's title and content reach Whoosh as their postings
+(:mod:`~indexerd.index.whoosh.postingvalues`).  Updates are queued in batches of
+:data:`~indexerd.index.offload.BATCH_DOCS`; a full batch has its postings computed by the
+index's analysis worker on another core, the rest here at :meth:`WhooshSession.commit`.
+Operations reach Whoosh strictly in the order they were made (deletes queue behind updates).
 """
 
 from __future__ import annotations
@@ -16,16 +22,20 @@ from __future__ import annotations
 import logging
 import os
 import re
-import zlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import timezone
+from pathlib import Path
 
-from indexerd.index.analysis import analyzer as shared_analyzer
-from indexerd.index.base import SNIPPET_TEXT_CAP_BYTES, IndexDoc
+from indexerd.index.base import IndexDoc
+from indexerd.index.offload import BATCH_DOCS, AnalysisWorker
+from indexerd.index.whoosh.postingvalues import PostingValues, posting_values
 from indexerd.index.whoosh.mergepolicy import drop_empty, reclaim_and_merge_small
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
+#: Batches a session lets the worker run ahead of Whoosh (bounds the memory held).
+MAX_BATCHES_IN_FLIGHT = 4
 #: the temp name Whoosh writes a TOC to before renaming it to ``_MAIN_<generation>.toc``
 _TEMP_TOC = re.compile(r"_MAIN_\d+\.toc\.[0-9.e+-]+")
 
@@ -49,16 +59,19 @@ class WhooshSession:
     """
 
     def __init__(self, writer, lock, *, fold_diacritics: bool = True,
-                 on_commit: Callable[[], None] | None = None) -> None:
+                 on_commit: Callable[[], None] | None = None, worker: AnalysisWorker | None = None,
+                 path: Path | None = None) -> None:
         self._w = writer
         self._on_commit = on_commit
-        self._analyzer = shared_analyzer(fold_diacritics=fold_diacritics)
-        from indexerd.index.whoosh.analysis import TokenList  # imports Whoosh: only once writing
-
-        self._token_list = TokenList
+        self._fold = fold_diacritics
+        self._worker = worker
+        self._path = path
         self._lock = lock
         self._added: dict[str, int] = {}   # key -> its document number in the new segment
         self._removals: set[str] = set()   # keys whose committed copies go at commit
+        self._open: list = []  # operations not yet queued: a document to update or a key to delete
+        self._open_docs = 0
+        self._queue: deque = deque()  # batches in order: (operations, texts, pending postings)
 
     def _release(self) -> None:
         if self._lock is not None and getattr(self._lock, "fd", None) is not None:
@@ -73,34 +86,76 @@ class WhooshSession:
             self._w.newsegment.delete_document(local)
 
     def update(self, doc: IndexDoc) -> None:
-        """Add ``doc``, replacing the committed copy and any copy added in this session.  Title
-        and content are analysed here, once (:mod:`indexerd.index.analysis`), and handed to
-        Whoosh as token lists; their whole identifiers go to ``ids``."""
-        shown = doc.content if doc.snippet_text is None else doc.snippet_text
-        text_bytes = shown.encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
-        title, content = self._analyzer.analyse(doc.title), self._analyzer.analyse(doc.content)
-        self._forget_added(doc.key)
-        local = self._w.docnum - self._w.docbase
-        self._w.update_document(
-            key=doc.key, source=doc.source, path=doc.path,
-            title=self._token_list(title.tokens), _stored_title=doc.title,
-            content=self._token_list(content.tokens),
-            ids=" ".join(title.ids + content.ids), text_z=zlib.compress(text_bytes, 6),
-            last_modified=naive_utc(doc.last_modified), date_source=doc.date_source,
-            media_type=doc.media_type, size=doc.size)
-        self._added[doc.key] = local
-        # update_document deleted the committed copies already
-        self._removals.discard(doc.key)
+        """Add ``doc``, replacing the committed copy and any copy added in this session.  Its
+        title and content are analysed once (:mod:`indexerd.index.analysis`) into their postings,
+        in the worker when a batch is full, else at :meth:`commit`; their whole identifiers go
+        to ``ids``.  A document Whoosh cannot take is reported by a later call of the session.
+
+        Raises:
+            OSError: Whoosh could not take a document of this session (named).
+        """
+        self._open.append(doc)
+        self._open_docs += 1
+        if self._open_docs >= BATCH_DOCS:
+            self._send(self._worker)
+            self._apply(block=len(self._queue) > MAX_BATCHES_IN_FLIGHT)
 
     def delete(self, key: str) -> None:
-        """Delete ``key``: its copy added in this session now, its committed copies at commit."""
-        self._forget_added(key)
-        self._removals.add(key)
+        """Delete ``key``: its copy added in this session, and its committed copies at commit."""
+        self._open.append(key)
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """:meth:`delete` for every key."""
-        for key in keys:
-            self.delete(key)
+        self._open.extend(keys)
+
+    def _send(self, worker: AnalysisWorker | None) -> None:
+        """Queue the open operations as one batch, its postings computed by ``worker`` (None:
+        here, when the batch is applied)."""
+        if self._open:
+            ops, self._open, self._open_docs = self._open, [], 0
+            texts = [(d.title, d.content, d.snippet_text) for d in ops if not isinstance(d, str)]
+            self._queue.append((ops, texts, worker.submit(texts) if worker and texts else None))
+
+    def _apply(self, *, block: bool) -> None:
+        """Give Whoosh the queued batches, in order, while their postings are ready (all of them
+        with ``block``)."""
+        queue = self._queue
+        while queue:
+            ops, texts, pending = queue[0]
+            if pending is not None and not block and not pending.ready():
+                return
+            if pending is not None:
+                computed = iter(self._worker.result(pending, texts))
+            else:
+                computed = iter(posting_values(texts, self._fold))
+            queue.popleft()
+            for op in ops:
+                if isinstance(op, str):
+                    self._forget_added(op)
+                    self._removals.add(op)
+                else:
+                    self._add(op, next(computed))
+            block = block or len(queue) > MAX_BATCHES_IN_FLIGHT
+
+    def _add(self, doc: IndexDoc, computed: tuple) -> None:
+        title, content, ids, text_z = computed
+        self._forget_added(doc.key)
+        local = self._w.docnum - self._w.docbase
+        try:
+            self._w.update_document(
+                key=doc.key, source=doc.source, path=doc.path,
+                title=PostingValues(title), _stored_title=doc.title,
+                content=PostingValues(content),
+                ids=ids, text_z=text_z,
+                last_modified=naive_utc(doc.last_modified), date_source=doc.date_source,
+                media_type=doc.media_type, size=doc.size)
+        except OSError:
+            raise
+        except Exception as e:  # the batch this document came in cannot be committed as it is
+            raise OSError(f"{self._path}: cannot add {doc.key}: {type(e).__name__}: {e}") from e
+        self._added[doc.key] = local
+        # update_document deleted the committed copies already
+        self._removals.discard(doc.key)
 
     def _apply_removals(self) -> int:
         """Delete the committed documents of the collected keys through one searcher."""
@@ -127,6 +182,8 @@ class WhooshSession:
         """Apply the deletes and commit; returns the new generation as the commit token.  With
         ``merge`` the idle merge policy runs, else only segments left empty are dropped."""
         try:
+            self._send(None)
+            self._apply(block=True)
             self._apply_removals()
             # both drop segments with no live document; only a merge rewrites (see mergepolicy)
             self._w.commit(mergetype=reclaim_and_merge_small if merge else drop_empty)
@@ -171,3 +228,6 @@ class WhooshSession:
             self._release()
             self._added.clear()
             self._removals.clear()
+            self._open.clear()
+            self._open_docs = 0
+            self._queue.clear()

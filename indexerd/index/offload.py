@@ -1,0 +1,219 @@
+"""Text analysis of a session's documents in a worker process, on another core.
+
+The engine-neutral analyzer (:mod:`indexerd.index.analysis`) and the Whoosh engine's posting
+values are pure Python: in one process they share one core with the index writer, while a first
+index leaves the machine's other cores idle (bench/RESULTS.md).  A session with many documents
+therefore sends them, :data:`BATCH_DOCS` at a time, to one worker process, which runs the
+engine's *task* on them: a module-level function ``task(texts, fold_diacritics) -> list`` named
+``"package.module:function"`` (the tantivy engine's
+:func:`~indexerd.index.tantivy.offload.analyse_texts`, the Whoosh engine's
+:func:`~indexerd.index.whoosh.postingvalues.posting_values`), one answer per ``(title, content)``
+pair.  The session applies its operations strictly in the order they were made, so deletes and
+updates of one key keep their meaning.  A small session (the daemon's live commits) never starts
+the worker.
+
+The worker is ``python -m indexerd.index.offload TASK FOLD`` (a fresh interpreter: no fork of a
+threaded daemon, no re-import of the caller's main module) speaking length-prefixed pickles on
+its stdin and stdout; it exits at the end of its stdin, so it never outlives indexerd.  A thread
+here reads its answers as they come (the worker never blocks writing them).  If the worker fails
+(killed, out of memory, too slow), the batch is analysed in this process and the worker is not
+used again: slower, same results.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+#: Documents sent to the worker per request (amortises the pipe and pickling per request).
+BATCH_DOCS = 32
+#: Seconds a batch may take in the worker before it is analysed here instead.
+BATCH_TIMEOUT_SECONDS = 300.0
+_LEN = struct.Struct("!I")
+
+
+def task_function(task: str) -> Callable[[list, bool], list]:
+    """The function named ``"package.module:function"``.
+
+    Raises:
+        ImportError, AttributeError, ValueError: no such module or function.
+    """
+    module, _, name = task.partition(":")
+    if not module or not name:
+        raise ValueError(f"an offload task is 'package.module:function', not {task!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def _read_frame(f) -> bytes | None:
+    head = f.read(_LEN.size)
+    if len(head) < _LEN.size:
+        return None
+    (n,) = _LEN.unpack(head)
+    body = f.read(n)
+    return body if len(body) == n else None
+
+
+def _write_frame(f, payload: bytes) -> None:
+    f.write(_LEN.pack(len(payload)))
+    f.write(payload)
+    f.flush()
+
+
+class Pending:
+    """One request in flight: :meth:`ready` without waiting, :meth:`wait` for the answer."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.value: list | None = None  # None after done: the worker failed
+
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+    def finish(self, value: list | None) -> None:
+        self.value = value
+        self._done.set()
+
+
+class AnalysisWorker:
+    """One worker process (started at the first batch) shared by every session of an index.
+
+    Thread safety: one session at a time submits (the writer thread); :meth:`close` may come
+    from another thread.
+    """
+
+    def __init__(self, task: str, fold_diacritics: bool) -> None:
+        self.task = task
+        self.fold_diacritics = fold_diacritics
+        self._proc: subprocess.Popen | None = None
+        self._pending: deque[Pending] = deque()
+        self._broken = False
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen | None:
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", __name__, self.task,
+                                     "fold" if self.fold_diacritics else "nofold"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except OSError as e:
+            log.warning("text analysis stays in this process: cannot start a worker: %s", e)
+            self._broken = True
+            return None
+        threading.Thread(target=self._read_answers, args=(proc,), name="analysis-worker-reader",
+                         daemon=True).start()
+        return proc
+
+    def _read_answers(self, proc: subprocess.Popen) -> None:
+        while True:
+            try:
+                body = _read_frame(proc.stdout)
+                value = None if body is None else pickle.loads(body)
+            except Exception:  # a broken pipe or a garbled answer: the worker is gone
+                body, value = None, None
+            with self._lock:
+                if body is None:
+                    self._broken = True
+                    pending, self._pending = list(self._pending), deque()
+                else:
+                    pending = [self._pending.popleft()] if self._pending else []
+            for p in pending:
+                p.finish(value)
+            if body is None:
+                return
+
+    def submit(self, texts: list[tuple[str, str]]) -> Pending | None:
+        """Send ``texts`` to the worker; returns the request for :meth:`result`, or None when
+        the worker is unavailable (the caller analyses in-process)."""
+        with self._lock:
+            if self._broken:
+                return None
+            if self._proc is None:
+                self._proc = self._start()
+                if self._proc is None:
+                    return None
+            proc = self._proc
+            p = Pending()
+            self._pending.append(p)
+        try:
+            _write_frame(proc.stdin, pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:  # the worker died: its reader fails every pending request
+            self._break()
+        return p
+
+    def result(self, pending: Pending | None, texts: list[tuple[str, str]]) -> list:
+        """The analysis of ``texts`` submitted as ``pending`` (None: analysed here now)."""
+        if pending is not None:
+            if pending.wait(BATCH_TIMEOUT_SECONDS) and pending.value is not None:
+                return pending.value
+            log.warning("text analysis worker failed (%s); analysing in this process from now on",
+                        "no answer in time" if not pending.ready() else "it ended")
+            self._break()
+        return task_function(self.task)(texts, self.fold_diacritics)
+
+    def _break(self) -> None:
+        with self._lock:
+            self._broken = True
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker process (safe to call twice)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(2.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def serve(task: Callable[[list, bool], list], fold_diacritics: bool) -> None:
+    """The worker's loop: a request on stdin, ``task``'s answer on stdout, until stdin ends."""
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        body = _read_frame(stdin)
+        if body is None:
+            return
+        _write_frame(stdout, pickle.dumps(task(pickle.loads(body), fold_diacritics),
+                                          protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def main(argv: list[str], task: Callable[[list, bool], list] | None = None) -> int:
+    """The worker process (``argv``: ``TASK FOLD``, or ``FOLD`` when ``task`` is given):
+    :func:`serve` until its stdin ends.  When indexerd is gone (killed
+    while a batch was in the worker: the answer meets a closed pipe) or interrupted (Ctrl-C
+    reaches the whole process group), it exits at once without a traceback in indexerd's log,
+    which is also this process's standard error."""
+    import os
+
+    if task is None:
+        task, argv = task_function(argv[0]), argv[1:]
+    try:
+        serve(task, argv[:1] != ["nofold"])
+    except (BrokenPipeError, KeyboardInterrupt):
+        # nothing left to flush to a closed pipe at exit (the standard library's recipe for
+        # SIGPIPE, docs.python.org/3/library/signal.html#note-on-sigpipe)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
