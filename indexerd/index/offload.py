@@ -36,9 +36,17 @@ log = logging.getLogger(__name__)
 
 #: Documents sent to the worker per request (amortises the pipe and pickling per request).
 BATCH_DOCS = 32
+#: Characters of text (title and content) after which a request is sent with fewer documents:
+#: with the requests a session lets run ahead, this bounds the text it holds (big documents).
+BATCH_CHARS = 4_000_000
 #: Seconds a batch may take in the worker before it is analysed here instead.
 BATCH_TIMEOUT_SECONDS = 300.0
 _LEN = struct.Struct("!I")
+
+
+def batch_full(docs: int, chars: int) -> bool:
+    """Whether ``docs`` documents of ``chars`` characters of text make a request."""
+    return docs >= BATCH_DOCS or chars >= BATCH_CHARS
 
 
 def task_function(task: str) -> Callable[[list, bool], list]:

@@ -37,7 +37,7 @@ import tantivy
 from indexerd.core.errors import IndexUnavailable, RetryLater
 from indexerd.index.base import directory_bytes
 
-from .offload import BATCH_DOCS, TASK, AnalysisWorker, analyse_texts
+from .offload import TASK, AnalysisWorker, analyse_texts, batch_full
 from .schema import build_schema, register_tokenizer, to_document
 from .search import TantivySearch
 from .token import read_token
@@ -61,8 +61,9 @@ class TantivySession:
     """A batch of writes on the single tantivy writer; nothing is visible until :meth:`commit`.
 
     Operations reach tantivy in the order they were made.  Updates are analysed in batches of
-    :data:`~.offload.BATCH_DOCS`, by the index's :class:`~.offload.AnalysisWorker` (another core)
-    once a batch is full, else here at :meth:`commit`; so a failure to write a document may be
+    :data:`~indexerd.index.offload.BATCH_DOCS` documents (fewer when they are big:
+    :func:`~indexerd.index.offload.batch_full`), by the index's
+    :class:`~indexerd.index.offload.AnalysisWorker` (another core) once a batch is full, else here at :meth:`commit`; so a failure to write a document may be
     raised by a later call of the session, :meth:`commit` included.  :meth:`commit` and
     :meth:`cancel` end the session and release the writer lock whatever happens.  Not
     thread-safe: one thread (the index writer) uses it.
@@ -74,6 +75,7 @@ class TantivySession:
         self._worker = worker
         self._open: list = []  # operations not yet queued: a document to update or a key to delete
         self._open_docs = 0
+        self._open_chars = 0
         self._queue: deque = deque()  # batches in order: (operations, texts, pending analysis)
 
     def _writer(self):
@@ -91,7 +93,8 @@ class TantivySession:
         self._writer()
         self._open.append(doc)
         self._open_docs += 1
-        if self._open_docs >= BATCH_DOCS:
+        self._open_chars += len(doc.title) + len(doc.content)
+        if batch_full(self._open_docs, self._open_chars):
             self._send(self._worker)
             self._apply(block=len(self._queue) > MAX_BATCHES_IN_FLIGHT)
 
@@ -109,7 +112,7 @@ class TantivySession:
         """Queue the open operations as one batch, its texts analysed by ``worker`` (None: here,
         when the batch is applied)."""
         if self._open:
-            ops, self._open, self._open_docs = self._open, [], 0
+            ops, self._open, self._open_docs, self._open_chars = self._open, [], 0, 0
             texts = [(d.title, d.content) for d in ops if not isinstance(d, str)]
             self._queue.append((ops, texts, worker.submit(texts) if worker and texts else None))
 
@@ -170,6 +173,7 @@ class TantivySession:
         """Drop everything written since the session began and release the writer."""
         self._open.clear()
         self._open_docs = 0
+        self._open_chars = 0
         self._queue.clear()
         w, self._w = self._w, None
         if w is None:

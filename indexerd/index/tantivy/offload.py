@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from indexerd.index.offload import BATCH_DOCS, AnalysisWorker  # noqa: F401  (the engine's names)
+from indexerd.index.offload import BATCH_DOCS, AnalysisWorker, batch_full  # noqa: F401  (the engine's names)
 
 #: :class:`~indexerd.index.offload.AnalysisWorker`'s task name of :func:`analyse_texts`.
 TASK = "indexerd.index.tantivy.offload:analyse_texts"

@@ -12,8 +12,9 @@ Deletes of committed documents are collected and applied at commit through one s
 
 A document's title and content reach Whoosh as their postings
 (:mod:`~indexerd.index.whoosh.postingvalues`).  Updates are queued in batches of
-:data:`~indexerd.index.offload.BATCH_DOCS`; a full batch has its postings computed by the
-index's analysis worker on another core, the rest here at :meth:`WhooshSession.commit`.
+:data:`~indexerd.index.offload.BATCH_DOCS` (fewer when they are big); a full batch has its
+postings computed by the index's analysis worker on another core, the rest here at
+:meth:`WhooshSession.commit`.
 Operations reach Whoosh strictly in the order they were made (deletes queue behind updates).
 """
 
@@ -28,7 +29,7 @@ from datetime import timezone
 from pathlib import Path
 
 from indexerd.index.base import IndexDoc
-from indexerd.index.offload import BATCH_DOCS, AnalysisWorker
+from indexerd.index.offload import AnalysisWorker, batch_full
 from indexerd.index.whoosh.postingvalues import PostingValues, posting_values
 from indexerd.index.whoosh.mergepolicy import drop_empty, reclaim_and_merge_small
 
@@ -71,6 +72,7 @@ class WhooshSession:
         self._removals: set[str] = set()   # keys whose committed copies go at commit
         self._open: list = []  # operations not yet queued: a document to update or a key to delete
         self._open_docs = 0
+        self._open_chars = 0
         self._queue: deque = deque()  # batches in order: (operations, texts, pending postings)
 
     def _release(self) -> None:
@@ -96,7 +98,8 @@ class WhooshSession:
         """
         self._open.append(doc)
         self._open_docs += 1
-        if self._open_docs >= BATCH_DOCS:
+        self._open_chars += len(doc.title) + len(doc.content)
+        if batch_full(self._open_docs, self._open_chars):
             self._send(self._worker)
             self._apply(block=len(self._queue) > MAX_BATCHES_IN_FLIGHT)
 
@@ -112,7 +115,7 @@ class WhooshSession:
         """Queue the open operations as one batch, its postings computed by ``worker`` (None:
         here, when the batch is applied)."""
         if self._open:
-            ops, self._open, self._open_docs = self._open, [], 0
+            ops, self._open, self._open_docs, self._open_chars = self._open, [], 0, 0
             texts = [(d.title, d.content, d.snippet_text) for d in ops if not isinstance(d, str)]
             self._queue.append((ops, texts, worker.submit(texts) if worker and texts else None))
 
@@ -229,5 +232,5 @@ class WhooshSession:
             self._added.clear()
             self._removals.clear()
             self._open.clear()
-            self._open_docs = 0
+            self._open_docs = self._open_chars = 0
             self._queue.clear()
