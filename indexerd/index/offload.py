@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 BATCH_DOCS = 32
 #: Characters of text (title and content) after which a request is sent with fewer documents:
 #: with the requests a session lets run ahead, this bounds the text it holds (big documents).
-BATCH_CHARS = 4_000_000
+BATCH_CHARS = 1_000_000
 #: Seconds a batch may take in the worker before it is analysed here instead.
 BATCH_TIMEOUT_SECONDS = 300.0
 _LEN = struct.Struct("!I")

@@ -36,7 +36,7 @@ from indexerd.index.whoosh.mergepolicy import drop_empty, reclaim_and_merge_smal
 log = logging.getLogger(__name__)
 UTC = timezone.utc
 #: Batches a session lets the worker run ahead of Whoosh (bounds the memory held).
-MAX_BATCHES_IN_FLIGHT = 4
+MAX_BATCHES_IN_FLIGHT = 2
 #: the temp name Whoosh writes a TOC to before renaming it to ``_MAIN_<generation>.toc``
 _TEMP_TOC = re.compile(r"_MAIN_\d+\.toc\.[0-9.e+-]+")
 
