@@ -1,16 +1,15 @@
 """Text analysis of a session's documents in a worker process, on another core.
 
-The engine-neutral analyzer (:mod:`indexerd.index.analysis`) and the Whoosh engine's posting
-values are pure Python: in one process they share one core with the index writer, while a first
+The engine-neutral analyzer (:mod:`indexerd.index.analysis`) and what an engine builds from its
+tokens are pure Python: in one process they share one core with the index writer, while a first
 index leaves the machine's other cores idle (bench/RESULTS.md).  A session with many documents
-therefore sends them, :data:`BATCH_DOCS` at a time, to one worker process, which runs the
-engine's *task* on them: a module-level function ``task(texts, fold_diacritics) -> list`` named
-``"package.module:function"`` (the tantivy engine's
-:func:`~indexerd.index.tantivy.offload.analyse_texts`, the Whoosh engine's
-:func:`~indexerd.index.whoosh.postingvalues.posting_values`), one answer per ``(title, content)``
-pair.  The session applies its operations strictly in the order they were made, so deletes and
-updates of one key keep their meaning.  A small session (the daemon's live commits) never starts
-the worker.
+therefore sends them, :data:`BATCH_DOCS` at a time (fewer when they are big), to one worker
+process, which runs the engine's *task* on them: a module-level function
+``task(texts, fold_diacritics) -> list`` named ``"package.module:function"`` (each engine's
+package names its own as ``TASK``), one answer per text tuple (title, content, ...).  The
+session applies its operations strictly in the order they were made, so deletes and updates of
+one key keep their meaning.  A small session (the daemon's live commits) never starts the
+worker.
 
 The worker is ``python -m indexerd.index.offload TASK FOLD`` (a fresh interpreter: no fork of a
 threaded daemon, no re-import of the caller's main module) speaking length-prefixed pickles on
