@@ -88,15 +88,10 @@ def test_big_documents_make_smaller_batches(ix) -> None:
     big = "word " * (BATCH_CHARS // 5 // 2 + 1)  # two of them fill a batch
     s = ix.session()
     s.update(doc("big0", big + "one"))
-    assert s._queue == deque_empty() and len(s._open) == 1
+    assert not s._batches._queue and len(s._batches._open) == 1
     s.update(doc("big1", big + "two"))
-    assert len(s._queue) == 1 and s._open == []  # sent after 2 documents, not BATCH_DOCS
+    assert len(s._batches._queue) == 1 and s._batches._open == []  # sent after 2 documents, not BATCH_DOCS
     s.update(doc("big2", big + "three"))
     s.commit(merge=False)
     assert ix.count() == 3 and keys(ix.search("two")) == ["big1"]
 
-
-def deque_empty():
-    from collections import deque
-
-    return deque()

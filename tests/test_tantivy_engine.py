@@ -274,39 +274,6 @@ def test_status_size_and_maintenance(corpus, tmp_path: Path) -> None:
     assert corpus.count() == 3
 
 
-def test_a_big_batch_is_analysed_by_the_worker_in_order(ix) -> None:
-    s = ix.session()
-    for n in range(100):
-        s.update(doc(f"k{n}", f"first word{n}"))
-        if n % 10 == 0:
-            s.delete(f"k{n}")  # deleted right after its update: gone
-        if n % 10 == 5:
-            s.update(doc(f"k{n}", f"second word{n} replaced"))  # updated twice: the last wins
-    proc = ix._worker._proc
-    assert proc is not None and proc.poll() is None  # a worker process analysed the full batches
-    s.commit(merge=True)
-    assert ix.count() == 90
-    assert ix.count("first") == 80 and ix.count("replaced") == 10
-    assert ix.search("word10") == [] and keys(ix.search("word15")) == ["k15"]
-    assert keys(ix.search('"second word15"')) == ["k15"]
-    ix.close()
-    assert proc.wait(5) == 0  # closing the index ends the worker
-
-
-def test_a_dead_worker_is_replaced_by_analysis_in_process(ix, caplog) -> None:
-    s = ix.session()
-    for n in range(40):
-        s.update(doc(f"a{n}", f"alpha{n}"))
-    ix._worker._proc.kill()
-    for n in range(80):
-        s.update(doc(f"b{n}", f"beta{n} pg_hba.conf"))
-    s.commit(merge=False)
-    assert ix.count() == 120
-    assert keys(ix.search("alpha39")) == ["a39"] and keys(ix.search("beta79")) == ["b79"]
-    assert ix.count("pg_hba.conf") == 80
-    assert any("analysing in this process" in r.getMessage() for r in caplog.records)
-
-
 def _worker() -> subprocess.Popen:
     # SIGINT as a shell gives it: an xdist worker runs with SIGINT ignored, which its children
     # would inherit (Python keeps an inherited SIG_IGN), and Ctrl-C would never reach the worker

@@ -30,6 +30,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,89 @@ def task_function(task: str) -> Callable[[list, bool], list]:
     if not module or not name:
         raise ValueError(f"an offload task is 'package.module:function', not {task!r}")
     return getattr(importlib.import_module(module), name)
+
+
+class OrderedBatches:
+    """A session's operations in the order they were made: updates (documents) and deletes
+    (keys), cut into batches (:func:`batch_full`); a full batch's texts go to ``worker`` at once,
+    the last one is computed in-process when the session applies everything.
+
+    Args:
+        worker: the index's worker, or None (everything in-process).
+        task: the engine's task (``texts, fold_diacritics -> answers``), run here when the
+            worker is not used or fails.
+        texts_of: a document -> its text tuple for ``task``.
+        fold_diacritics: the task's second argument.
+        ahead: batches the worker may run ahead before :meth:`update` waits for the oldest.
+
+    Not thread-safe: one session (the writer thread) uses it.
+    """
+
+    def __init__(self, worker: "AnalysisWorker | None", task: Callable[[list, bool], list],
+                 texts_of: Callable[[Any], tuple], fold_diacritics: bool, ahead: int) -> None:
+        self._worker = worker
+        self._task = task
+        self._texts_of = texts_of
+        self._fold = fold_diacritics
+        self._ahead = ahead
+        self._open: list = []  # operations not yet in a batch: a document, or a key (str)
+        self._open_docs = self._open_chars = 0
+        self._queue: deque = deque()  # batches in order: (operations, texts, pending answer)
+
+    def update(self, doc) -> bool:
+        """Queue ``doc`` (an object with ``title`` and ``content``); True when this filled a
+        batch (then :meth:`apply` with ``block=self.behind()``)."""
+        self._open.append(doc)
+        self._open_docs += 1
+        self._open_chars += len(doc.title) + len(doc.content)
+        if not batch_full(self._open_docs, self._open_chars):
+            return False
+        self._send(self._worker)
+        return True
+
+    def delete(self, key: str) -> None:
+        """Queue the delete of ``key``."""
+        self._open.append(key)
+
+    def behind(self) -> bool:
+        """Whether more batches wait than the worker may run ahead."""
+        return len(self._queue) > self._ahead
+
+    def _send(self, worker: "AnalysisWorker | None") -> None:
+        if self._open:
+            ops, self._open, self._open_docs, self._open_chars = self._open, [], 0, 0
+            texts = [self._texts_of(d) for d in ops if not isinstance(d, str)]
+            self._queue.append((ops, texts, worker.submit(texts) if worker and texts else None))
+
+    def apply(self, on_update: Callable[[Any, Any], None], on_delete: Callable[[str], None], *,
+              block: bool, last: bool = False) -> None:
+        """Hand the queued operations, in order, to ``on_update(doc, answer)`` and
+        ``on_delete(key)``, batch by batch while the answers are ready (all of them with
+        ``block``; with ``last`` the open operations too, computed here)."""
+        if last:
+            self._send(None)
+        queue = self._queue
+        while queue:
+            ops, texts, pending = queue[0]
+            if pending is not None and not block and not pending.ready():
+                return
+            if pending is not None:
+                answers = iter(self._worker.result(pending, texts))
+            else:
+                answers = iter(self._task(texts, self._fold))
+            queue.popleft()
+            for op in ops:
+                if isinstance(op, str):
+                    on_delete(op)
+                else:
+                    on_update(op, next(answers))
+            block = block or self.behind()
+
+    def clear(self) -> None:
+        """Forget every queued operation."""
+        self._open.clear()
+        self._open_docs = self._open_chars = 0
+        self._queue.clear()
 
 
 def _read_frame(f) -> bytes | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,8 +35,9 @@ import tantivy
 
 from indexerd.core.errors import IndexUnavailable, RetryLater
 from indexerd.index.base import directory_bytes
+from indexerd.index.offload import OrderedBatches
 
-from .offload import TASK, AnalysisWorker, analyse_texts, batch_full
+from .offload import TASK, AnalysisWorker, analyse_texts
 from .schema import build_schema, register_tokenizer, to_document
 from .search import TantivySearch
 from .token import read_token
@@ -57,6 +57,11 @@ DEFAULT_WRITER_THREADS = 1
 MAX_BATCHES_IN_FLIGHT = 4
 
 
+def _texts_of(doc) -> tuple[str, str]:
+    """What :func:`~.offload.analyse_texts` takes of a document."""
+    return doc.title, doc.content
+
+
 class TantivySession:
     """A batch of writes on the single tantivy writer; nothing is visible until :meth:`commit`.
 
@@ -73,10 +78,8 @@ class TantivySession:
         self._index = index
         self._w = writer
         self._worker = worker
-        self._open: list = []  # operations not yet queued: a document to update or a key to delete
-        self._open_docs = 0
-        self._open_chars = 0
-        self._queue: deque = deque()  # batches in order: (operations, texts, pending analysis)
+        self._batches = OrderedBatches(worker, analyse_texts, _texts_of, index.fold_diacritics,
+                                       MAX_BATCHES_IN_FLIGHT)
 
     def _writer(self):
         if self._w is None:
@@ -91,56 +94,33 @@ class TantivySession:
             OSError: tantivy could not take a document of this session.
         """
         self._writer()
-        self._open.append(doc)
-        self._open_docs += 1
-        self._open_chars += len(doc.title) + len(doc.content)
-        if batch_full(self._open_docs, self._open_chars):
-            self._send(self._worker)
-            self._apply(block=len(self._queue) > MAX_BATCHES_IN_FLIGHT)
+        if self._batches.update(doc):
+            self._apply(block=self._batches.behind())
 
     def delete(self, key: str) -> None:
         """Delete the document of ``key`` (committed or added earlier in this session)."""
         self._writer()
-        self._open.append(key)
+        self._batches.delete(key)
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """:meth:`delete` for every key (each is one term delete, applied in order)."""
         self._writer()
-        self._open.extend(keys)
+        for key in keys:
+            self._batches.delete(key)
 
-    def _send(self, worker: AnalysisWorker | None) -> None:
-        """Queue the open operations as one batch, its texts analysed by ``worker`` (None: here,
-        when the batch is applied)."""
-        if self._open:
-            ops, self._open, self._open_docs, self._open_chars = self._open, [], 0, 0
-            texts = [(d.title, d.content) for d in ops if not isinstance(d, str)]
-            self._queue.append((ops, texts, worker.submit(texts) if worker and texts else None))
-
-    def _apply(self, *, block: bool) -> None:
-        """Give tantivy the queued batches, in order, while their analysis is done (all of them
-        with ``block``)."""
+    def _apply(self, *, block: bool, last: bool = False) -> None:
+        """Give tantivy the queued operations in order (see :class:`OrderedBatches`)."""
         w = self._writer()
-        queue = self._queue
-        while queue:
-            ops, texts, pending = queue[0]
-            if pending is not None and not block and not pending.ready():
-                return
-            if pending is not None:
-                analysed = iter(self._worker.result(pending, texts))
-            else:
-                analysed = iter(analyse_texts(texts, self._index.fold_diacritics))
-            for op in ops:
-                if isinstance(op, str):
-                    w.delete_documents_by_term("key", op)
-                    continue
-                d = to_document(op, next(analysed))
-                w.delete_documents_by_term("key", op.key)
-                try:
-                    w.add_document(d)
-                except ValueError as e:
-                    raise OSError(f"{self._index.path}: cannot add {op.key}: {e}") from None
-            queue.popleft()
-            block = block or len(queue) > MAX_BATCHES_IN_FLIGHT
+
+        def add(op, analysed) -> None:
+            d = to_document(op, analysed)
+            w.delete_documents_by_term("key", op.key)
+            try:
+                w.add_document(d)
+            except ValueError as e:
+                raise OSError(f"{self._index.path}: cannot add {op.key}: {e}") from None
+
+        self._batches.apply(add, lambda key: w.delete_documents_by_term("key", key), block=block, last=last)
 
     def commit(self, *, merge: bool) -> str:
         """Make the batch visible and durable, end the session; returns the new commit token.
@@ -154,8 +134,7 @@ class TantivySession:
         """
         w = self._writer()
         try:
-            self._send(None)
-            self._apply(block=True)
+            self._apply(block=True, last=True)
         except BaseException:
             self.cancel()
             raise
@@ -171,10 +150,7 @@ class TantivySession:
 
     def cancel(self) -> None:
         """Drop everything written since the session began and release the writer."""
-        self._open.clear()
-        self._open_docs = 0
-        self._open_chars = 0
-        self._queue.clear()
+        self._batches.clear()
         w, self._w = self._w, None
         if w is None:
             return

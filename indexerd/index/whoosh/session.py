@@ -23,13 +23,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import timezone
 from pathlib import Path
 
 from indexerd.index.base import IndexDoc
-from indexerd.index.offload import AnalysisWorker, batch_full
+from indexerd.index.offload import AnalysisWorker, OrderedBatches
 from indexerd.index.whoosh.postingvalues import PostingValues, posting_values
 from indexerd.index.whoosh.mergepolicy import drop_empty, reclaim_and_merge_small
 
@@ -39,6 +38,11 @@ UTC = timezone.utc
 MAX_BATCHES_IN_FLIGHT = 2
 #: the temp name Whoosh writes a TOC to before renaming it to ``_MAIN_<generation>.toc``
 _TEMP_TOC = re.compile(r"_MAIN_\d+\.toc\.[0-9.e+-]+")
+
+
+def _texts_of(doc: IndexDoc) -> tuple[str, str, str | None]:
+    """What :func:`~indexerd.index.whoosh.postingvalues.posting_values` takes of a document."""
+    return doc.title, doc.content, doc.snippet_text
 
 
 def naive_utc(dt):
@@ -70,10 +74,8 @@ class WhooshSession:
         self._lock = lock
         self._added: dict[str, int] = {}   # key -> its document number in the new segment
         self._removals: set[str] = set()   # keys whose committed copies go at commit
-        self._open: list = []  # operations not yet queued: a document to update or a key to delete
-        self._open_docs = 0
-        self._open_chars = 0
-        self._queue: deque = deque()  # batches in order: (operations, texts, pending postings)
+        self._batches = OrderedBatches(worker, posting_values, _texts_of, fold_diacritics,
+                                       MAX_BATCHES_IN_FLIGHT)
 
     def _release(self) -> None:
         if self._lock is not None and getattr(self._lock, "fd", None) is not None:
@@ -96,49 +98,25 @@ class WhooshSession:
         Raises:
             OSError: Whoosh could not take a document of this session (named).
         """
-        self._open.append(doc)
-        self._open_docs += 1
-        self._open_chars += len(doc.title) + len(doc.content)
-        if batch_full(self._open_docs, self._open_chars):
-            self._send(self._worker)
-            self._apply(block=len(self._queue) > MAX_BATCHES_IN_FLIGHT)
+        if self._batches.update(doc):
+            self._apply(block=self._batches.behind())
 
     def delete(self, key: str) -> None:
         """Delete ``key``: its copy added in this session, and its committed copies at commit."""
-        self._open.append(key)
+        self._batches.delete(key)
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """:meth:`delete` for every key."""
-        self._open.extend(keys)
+        for key in keys:
+            self._batches.delete(key)
 
-    def _send(self, worker: AnalysisWorker | None) -> None:
-        """Queue the open operations as one batch, its postings computed by ``worker`` (None:
-        here, when the batch is applied)."""
-        if self._open:
-            ops, self._open, self._open_docs, self._open_chars = self._open, [], 0, 0
-            texts = [(d.title, d.content, d.snippet_text) for d in ops if not isinstance(d, str)]
-            self._queue.append((ops, texts, worker.submit(texts) if worker and texts else None))
+    def _apply(self, *, block: bool, last: bool = False) -> None:
+        """Give Whoosh the queued operations in order (see :class:`OrderedBatches`)."""
+        self._batches.apply(self._add, self._delete_now, block=block, last=last)
 
-    def _apply(self, *, block: bool) -> None:
-        """Give Whoosh the queued batches, in order, while their postings are ready (all of them
-        with ``block``)."""
-        queue = self._queue
-        while queue:
-            ops, texts, pending = queue[0]
-            if pending is not None and not block and not pending.ready():
-                return
-            if pending is not None:
-                computed = iter(self._worker.result(pending, texts))
-            else:
-                computed = iter(posting_values(texts, self._fold))
-            queue.popleft()
-            for op in ops:
-                if isinstance(op, str):
-                    self._forget_added(op)
-                    self._removals.add(op)
-                else:
-                    self._add(op, next(computed))
-            block = block or len(queue) > MAX_BATCHES_IN_FLIGHT
+    def _delete_now(self, key: str) -> None:
+        self._forget_added(key)
+        self._removals.add(key)
 
     def _add(self, doc: IndexDoc, computed: tuple) -> None:
         title, content, ids, text_z = computed
@@ -185,8 +163,7 @@ class WhooshSession:
         """Apply the deletes and commit; returns the new generation as the commit token.  With
         ``merge`` the idle merge policy runs, else only segments left empty are dropped."""
         try:
-            self._send(None)
-            self._apply(block=True)
+            self._apply(block=True, last=True)
             self._apply_removals()
             # both drop segments with no live document; only a merge rewrites (see mergepolicy)
             self._w.commit(mergetype=reclaim_and_merge_small if merge else drop_empty)
@@ -231,6 +208,4 @@ class WhooshSession:
             self._release()
             self._added.clear()
             self._removals.clear()
-            self._open.clear()
-            self._open_docs = self._open_chars = 0
-            self._queue.clear()
+            self._batches.clear()
