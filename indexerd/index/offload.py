@@ -287,12 +287,17 @@ def serve(task: Callable[[list, bool], list], fold_diacritics: bool) -> None:
 
 def main(argv: list[str], task: Callable[[list, bool], list] | None = None) -> int:
     """The worker process (``argv``: ``TASK FOLD``, or ``FOLD`` when ``task`` is given):
-    :func:`serve` until its stdin ends.  When indexerd is gone (killed
-    while a batch was in the worker: the answer meets a closed pipe) or interrupted (Ctrl-C
-    reaches the whole process group), it exits at once without a traceback in indexerd's log,
-    which is also this process's standard error."""
+    :func:`serve` until its stdin ends.  SIGINT is ignored: Ctrl-C reaches the whole process
+    group, and indexerd, interrupted, still commits what it read, which needs this worker's
+    answers to the batches in flight (when the worker ended there, indexerd computed them again
+    itself and logged a worker failure); the worker ends when indexerd closes its stdin or is
+    gone.  When indexerd is gone (killed while a batch was in the worker: the answer meets a
+    closed pipe) it exits at once without a traceback in indexerd's log, which is also this
+    process's standard error."""
     import os
+    import signal
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if task is None:
         task, argv = task_function(argv[0]), argv[1:]
     try:
