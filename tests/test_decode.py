@@ -78,3 +78,19 @@ def test_declaration_only_in_html() -> None:
     page = b'<meta charset="koi8-r"> ' + KOI8
     assert decode_text(page)[1] == "cp1252"
     assert decode_text(page, sniff_html=True)[1] == "koi8-r"
+
+
+def test_utf8_with_a_few_bad_bytes_stays_utf8() -> None:
+    """A UTF-8 file with a stray Latin-1 byte and a cut sequence was decoded as a Baltic/DOS code
+    page (title ``cafķ ■├(``: a new-user trial): each bad byte becomes U+FFFD, the rest stays."""
+    good = "hello café crème Straße Müller über 東京都に住む 北京大学 ".encode() * 20
+    data = good + b"caf\xe9 marker \xe2\x82 world " + good
+    text, codec = decode_text(data)
+    assert codec == "utf-8"
+    assert "café crème" in text and "東京都" in text and "caf\ufffd marker \ufffd world" in text
+
+
+def test_a_legacy_8bit_text_is_not_taken_for_utf8() -> None:
+    data = ("Le café était très animé ce soir-là; déjà vu, où est la crème brûlée? " * 40).encode("cp1252")
+    text, codec = decode_text(data)
+    assert codec != "utf-8" and "\ufffd" not in text  # left to the detector (its guess may vary)

@@ -92,7 +92,8 @@ def decode_text(
     non-text codec name is ignored); then, with ``sniff_html``, the document's own declaration
     in its first 4 KiB, before ``<body>`` and outside comments (``<meta charset>``, ``<meta
     http-equiv=content-type content=...charset=>``, ``<?xml ... encoding=...?>``; a declared
-    UTF-16 there means UTF-8, as in WHATWG); then strict UTF-8; then charset-normalizer for
+    UTF-16 there means UTF-8, as in WHATWG); then strict UTF-8, or UTF-8 with a few bad bytes
+    (at most one per four valid multi-byte sequences); then charset-normalizer for
     documents over 1 KiB; then cp1252. Labels are read by :func:`codec_for_label`: ``iso-8859-1``,
     ``latin1`` and ``us-ascii`` decode as cp1252, ``gbk`` as gb18030 (the WHATWG mapping).
 
@@ -121,11 +122,28 @@ def decode_document(data: bytes, declared: str | None, sniff_html: bool) -> tupl
         return data.decode("utf-8"), "utf-8", 0
     except UnicodeDecodeError:
         pass
+    text = _mostly_utf8(data)
+    if text is not None:
+        return text, "utf-8", 0
     if len(data) > _CHARDET_MIN_BYTES:
         codec = _detect_charset(data)
         if codec is not None:
             return to_unicode(data, codec), codec, 0
     return data.decode("cp1252", "replace"), "cp1252", 0
+
+
+def _mostly_utf8(data: bytes) -> str | None:
+    """``data`` decoded as UTF-8 with U+FFFD for its invalid bytes, when it is UTF-8 with a few
+    bad bytes: at least 4 valid multi-byte sequences and at most a quarter as many invalid ones.
+    A text in a legacy 8-bit charset has next to no valid multi-byte UTF-8 sequences (``Ã©``), so
+    it is left to the detector; a UTF-8 file with one stray Latin-1 byte was read as a wholly
+    different code page (every accent and CJK character wrong, none of its words findable)."""
+    text = data.decode("utf-8", "replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())
+    multibyte = sum(1 for ch in text if ch > "\x7f") - bad - data.count("\ufffd".encode())
+    if multibyte >= 4 and bad * 4 <= multibyte:
+        return text
+    return None
 
 
 def _detect_charset(data: bytes) -> str | None:
