@@ -139,8 +139,10 @@ def _mostly_utf8(data: bytes) -> str | None:
     it is left to the detector; a UTF-8 file with one stray Latin-1 byte was read as a wholly
     different code page (every accent and CJK character wrong, none of its words findable)."""
     text = data.decode("utf-8", "replace")
-    bad = text.count("\ufffd") - data.count("\ufffd".encode())
-    multibyte = sum(1 for ch in text if ch > "\x7f") - bad - data.count("\ufffd".encode())
+    replacements = text.count("\ufffd")
+    bad = replacements - data.count("\ufffd".encode())  # the file's own U+FFFD are valid
+    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
+    multibyte = non_ascii - replacements
     if multibyte >= 4 and bad * 4 <= multibyte:
         return text
     return None

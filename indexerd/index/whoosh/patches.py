@@ -197,7 +197,7 @@ def _add_documents_fast(writer) -> None:
         perdocwriter = self.perdocwriter
         schema = self.schema
         docnum = self.docnum
-        add_post = self.pool.add
+        add_post = pool.add
 
         docboost = self._doc_boost(fields)
         fieldnames = sorted([name for name in fields.keys() if not name.startswith("_")])

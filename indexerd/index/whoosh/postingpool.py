@@ -9,9 +9,9 @@ posting: about half of a first index of plain text (py-spy, 2,000 generated file
 
 This pool groups postings by term as they arrive (documents come in increasing ``docnum``, so
 each term's postings are already in order), sorts only the distinct terms, and spills and merges
-runs a chunk of terms per record.  The postings it yields are exactly the sequence Whoosh's pool yields
-(``tests/test_postingpool.py`` compares the segment files byte for byte), so the index format
-does not change.
+runs a chunk of terms per record.  The postings it yields are exactly the sequence Whoosh's
+pool yields (``tests/test_postingpool.py`` compares the segment files byte for byte), so the
+index format does not change.
 
 Interface (what ``whoosh.writing.SegmentWriter`` uses): ``add(item)``, ``iter_postings()``,
 ``cleanup()``, ``fieldnames``.  It imports nothing from Whoosh.
@@ -33,8 +33,9 @@ _TERM_BYTES = 200
 """Estimated memory of one pending distinct term: its ``bytes``, its list and the dict slot."""
 
 _RUN_CHUNK_TERMS = 256
-"""Terms per ``marshal`` record of a spilled run (one ``load`` per record: a load per term was
-a seventh of a first index; 256 terms hold a few hundred KB at most while merging)."""
+"""Terms per ``marshal`` record of a spilled run: a record is read whole and unmarshalled from
+bytes (``marshal.load`` on a file calls its ``readinto`` per object); 256 terms hold a few
+hundred KB at most while merging."""
 
 _CHUNK_LEN = struct.Struct("!I")
 
@@ -82,12 +83,7 @@ class TermPostingPool:
             if docnum <= flat[-3]:
                 self._unordered.add((fieldname, tbytes))
             flat += (docnum, weight, vbytes)
-        self._postings += 1
-        self._until_check -= 1
-        if self._until_check <= 0:
-            self._until_check = _CHECK_EVERY
-            if self.pending_bytes() > self.limit_bytes:
-                self._spill()
+        self._added(1)
 
     def add_many(self, fieldname: str, docnum: int, terms: list[bytes], weights: list[float],
                  values: list[bytes]) -> None:
@@ -109,8 +105,13 @@ class TermPostingPool:
                     self._unordered.add((fieldname, tbytes))
                 flat += (docnum, weight, vbytes)
         self._terms += new
-        self._postings += len(terms)
-        self._until_check -= len(terms)
+        self._added(len(terms))
+
+    def _added(self, postings: int) -> None:
+        """Count ``postings`` just added; spill a run when the estimate passes the limit (checked
+        every :data:`_CHECK_EVERY` postings)."""
+        self._postings += postings
+        self._until_check -= postings
         if self._until_check <= 0:
             self._until_check = _CHECK_EVERY
             if self.pending_bytes() > self.limit_bytes:
