@@ -26,7 +26,7 @@ class _Struct(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     pass
 
 
-class WhooshSettings(_Struct):
+class WhooshSettings(_Struct, frozen=True):
     """``[index.whoosh]``: the Whoosh engine's writer.
 
     ``writer_memory`` is the posting buffer of the writer before it spills a sorted run (bytes);
@@ -40,7 +40,7 @@ class WhooshSettings(_Struct):
     analysis_worker: bool = True
 
 
-class TantivySettings(_Struct):
+class TantivySettings(_Struct, frozen=True):
     """``[index.tantivy]``: the tantivy engine's writer.
 
     ``writer_memory`` is the memory budget of tantivy's writer, all threads together (bytes;
@@ -54,7 +54,7 @@ class TantivySettings(_Struct):
     analysis_worker: bool = True
 
 
-class PostgresqlSettings(_Struct):
+class PostgresqlSettings(_Struct, frozen=True):
     """``[index.postgresql]``: the shared index on a PostgreSQL server (``engine = "postgresql"``).
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``; ``postgresql+psycopg://`` is
@@ -70,7 +70,7 @@ class PostgresqlSettings(_Struct):
     timeout: Seconds = Seconds(30.0)
 
 
-class StoreSettings(_Struct):
+class StoreSettings(_Struct, frozen=True):
     """``[store]``: the state store on a PostgreSQL server instead of the state dir's SQLite
     file, so that several nodes share it (see README, "Running on several machines").
 
@@ -91,7 +91,7 @@ class StoreSettings(_Struct):
 _MOVED_INDEX_KEYS = ("writer_memory", "merge_idle")
 
 
-class IndexSettings(_Struct):
+class IndexSettings(_Struct, frozen=True):
     """``[index]``: which engine, and how the one writer batches and commits.
 
     ``engine`` is ``"whoosh"`` (the default), ``"tantivy"`` (``pip install 'indexerd[tantivy]'``)
@@ -120,7 +120,7 @@ class IndexSettings(_Struct):
     merge_idle: Seconds | None = None
 
 
-class HttpSettings(_Struct):
+class HttpSettings(_Struct, frozen=True):
     """``[http]``: the daemon's HTTP listener (search page, JSON API, ``/metrics``, ``/healthz``).
 
     Off unless ``listen`` is set (``"127.0.0.1:8080"``, ``"[::1]:8080"``, ``"0.0.0.0:8080"``).
@@ -151,7 +151,7 @@ class HttpSettings(_Struct):
         return host, int(port)
 
 
-class FilesystemSource(_Struct):
+class FilesystemSource(_Struct, frozen=True):
     """One ``[[sources.filesystem]]`` table: a local tree, scanned by stat and watched live."""
 
     name: str
@@ -169,7 +169,7 @@ class FilesystemSource(_Struct):
     node: str | None = None
 
 
-class SqlSource(_Struct):
+class SqlSource(_Struct, frozen=True):
     """One ``[[sources.sql]]`` table: a database change queue (the Aspire RDB connector model).
 
     ``url`` is an SQLAlchemy URL without the password; the password comes from
@@ -200,7 +200,7 @@ class SqlSource(_Struct):
     strict_dates: bool | None = None
 
 
-class Politeness(_Struct):
+class Politeness(_Struct, frozen=True):
     """``[sources.web.politeness]``: how hard one host may be asked (AltaVista Scooter's rule).
 
     The wait before the next request to a host is
@@ -221,7 +221,7 @@ class Politeness(_Struct):
     max_crawl_delay: Seconds = Seconds(120.0)
 
 
-class WebAuth(_Struct):
+class WebAuth(_Struct, frozen=True):
     """``[sources.web.auth]``: HTTP basic credentials, sent only to the source's allowed hosts.
 
     The password comes from ``password_env`` (an environment variable) or ``password_file``.
@@ -232,7 +232,7 @@ class WebAuth(_Struct):
     password_file: str | None = None
 
 
-class WebSource(_Struct):
+class WebSource(_Struct, frozen=True):
     """One ``[[sources.web]]`` table: a site crawled on an interval, optionally mirrored.
 
     ``max_hops`` is how many links may be followed from a seed (None: no limit); ``path_depth``
@@ -281,7 +281,7 @@ class WebSource(_Struct):
     strict_dates: bool | None = None
 
 
-class Sources(_Struct):
+class Sources(_Struct, frozen=True):
     """``[sources]``: every kind of source, each a list of tables."""
 
     filesystem: list[FilesystemSource] = []
@@ -289,7 +289,7 @@ class Sources(_Struct):
     web: list[WebSource] = []
 
 
-class ConfigFile(_Struct):
+class ConfigFile(_Struct, frozen=True):
     """The keys of the TOML file (see :class:`Config`, which adds where it came from)."""
 
     state_dir: str | None = None
@@ -306,7 +306,7 @@ class ConfigFile(_Struct):
     sources: Sources = Sources()
 
 
-class Config(ConfigFile):
+class Config(ConfigFile, frozen=True):
     """The whole validated configuration.  Build it with :func:`load_config`.
 
     ``state_dir`` / ``control_socket`` are ``None`` here when unset; use :func:`resolve_state_dir`

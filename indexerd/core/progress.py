@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class Progress:
         self.found = 0
         self.done = 0
         self.total = 0
-        self._bar = None
+        self._bar: Any = None  # a tqdm bar once drawn on a terminal
         self._last_log = time.monotonic()
         self._started = time.monotonic()
 

@@ -22,6 +22,7 @@ import selectors
 import socket
 import threading
 import time
+from typing import cast
 from collections.abc import Callable
 from pathlib import Path
 
@@ -129,8 +130,10 @@ class ControlServer:
             return
         self._stop.set()
         socketfile.unlink_own(self.path, self._inode)
+        wake = self._wake
         try:
-            self._wake.send(b"x")
+            if wake is not None:
+                wake.send(b"x")
         except OSError:
             pass
         deadline = time.monotonic() + STOP_JOIN_SECONDS
@@ -142,7 +145,8 @@ class ControlServer:
             conns = list(self._conns)
         for t in conns:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
-        self._wake.close()
+        if wake is not None:
+            wake.close()
         self._wake = None
         self._listener = None
         self._thread = None
@@ -171,7 +175,7 @@ class ControlServer:
                     if key.fileobj is listener:
                         self._accept(listener, sel, pending)
                     elif key.fileobj is not wake:
-                        self._read_some(key.fileobj, sel, pending)
+                        self._read_some(cast(socket.socket, key.fileobj), sel, pending)
         finally:
             for conn in list(pending):
                 self._drop(sel, pending, conn)

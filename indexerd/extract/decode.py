@@ -107,9 +107,9 @@ def decode_text(
 def decode_document(data: bytes, declared: str | None, sniff_html: bool) -> tuple[str, str, int]:
     """:func:`decode_text` plus the length in bytes of the BOM that was skipped (0 when none):
     ``(text, codec name, BOM bytes)``. Never raises."""
-    for bom, codec in BOMS:
+    for bom, bom_codec in BOMS:
         if data.startswith(bom):
-            return data[len(bom):].decode(codec, "replace"), codec, len(bom)
+            return data[len(bom):].decode(bom_codec, "replace"), bom_codec, len(bom)
     codec = codec_for_label(declared) if declared else None
     if codec is None and sniff_html:
         declared_in_page = html_body_declared_encoding(data[:_META_SCAN_BYTES])

@@ -109,9 +109,11 @@ class _Worker:
         import msgspec
 
         deadline = time.monotonic() + timeout_seconds
+        stdin = self.proc.stdin
+        assert stdin is not None  # Popen(stdin=PIPE)
         try:
-            self.proc.stdin.write(_HEADER.pack(len(request)) + request)
-            self.proc.stdin.flush()
+            stdin.write(_HEADER.pack(len(request)) + request)
+            stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise self._lost(label, f"cannot send: {exc}") from None
         header = self._read(_HEADER.size, deadline, timeout_seconds, label)
@@ -122,8 +124,10 @@ class _Worker:
         return msgspec.msgpack.decode(self._read(size, deadline, timeout_seconds, label))
 
     def _read(self, n: int, deadline: float, timeout_seconds: float, label: str) -> bytes:
+        assert self.proc.stdout is not None  # Popen(stdout=PIPE)
         fd = self.proc.stdout.fileno()
-        parts, got = [], 0
+        parts: list[bytes] = []
+        got = 0
         while got < n:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -161,14 +165,16 @@ class _Worker:
             log.warning("extraction worker %d did not end after SIGKILL", self.proc.pid)
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
-                stream.close()
+                if stream is not None:
+                    stream.close()
             except OSError:
                 pass
 
     def close(self) -> None:
         """End the worker: close its input (it exits), kill it if it lingers."""
         try:
-            self.proc.stdin.close()
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
         except OSError:
             pass
         try:

@@ -84,15 +84,14 @@ _patterns_with_marks: tuple[re.Pattern, re.Pattern] | None = None
 
 def _combining_marks() -> str:
     """The combining marks of the BMP (categories Mn, Mc, Me) as a character-class body."""
-    ranges, start, prev = [], None, None
-    for cp in range(0x300, 0x10000):
-        if unicodedata.category(chr(cp)) in ("Mn", "Mc", "Me"):
-            if start is None:
-                start = cp
-            elif cp != prev + 1:
-                ranges.append((start, prev))
-                start = cp
-            prev = cp
+    marks = [cp for cp in range(0x300, 0x10000) if unicodedata.category(chr(cp)) in ("Mn", "Mc", "Me")]
+    ranges: list[tuple[int, int]] = []
+    start = prev = marks[0]
+    for cp in marks[1:]:
+        if cp != prev + 1:
+            ranges.append((start, prev))
+            start = cp
+        prev = cp
     ranges.append((start, prev))
     return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
                    for a, b in ranges)
@@ -164,7 +163,7 @@ class Analyzer:
 
     def __init__(self, *, fold_diacritics: bool = True) -> None:
         self.fold_diacritics = fold_diacritics
-        self._cache: dict[str, object] = {}
+        self._cache: dict[str, Any] = {}
         self._stemmer = Stemmer.Stemmer("porter")
         self._stem_lock = threading.Lock()
 

@@ -126,6 +126,7 @@ class OrderedBatches:
             if pending is not None and not block and not pending.ready():
                 return
             if pending is not None:
+                assert self._worker is not None  # a pending batch was sent to it
                 answers = iter(self._worker.result(pending, texts))
             else:
                 answers = iter(self._task(texts, self._fold))
@@ -264,7 +265,8 @@ class AnalysisWorker:
         if proc is None:
             return
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
         except OSError:
             pass
         try:

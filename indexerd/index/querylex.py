@@ -45,7 +45,8 @@ class Lexer:
 
     def tokens(self) -> list[Token]:
         """Every token of the query, then one ``END``."""
-        text, i, out = self.text, 0, []
+        text, i = self.text, 0
+        out: list[Token] = []
         after_field = False
         while i < len(text):
             c = text[i]
@@ -80,8 +81,8 @@ class Lexer:
                     i = m.end()
                     after_field = True
                     continue
-                end = _WORD_END.search(text, i)
-                end = len(text) if end is None else end.start()
+                word_end = _WORD_END.search(text, i)
+                end = len(text) if word_end is None else word_end.start()
                 word = text[i:end]
                 kind = word if word in ("AND", "OR", "NOT") and not after_field else "WORD"
                 out.append(Token(kind, word, i))

@@ -123,7 +123,7 @@ def _lower(node, analyzer: Analyzer):
         return None if child is None else Not(child)
     if isinstance(node, (And, Or)):
         kind = type(node)
-        children = []
+        children: list = []
         for c in node.children:
             low = _lower(c, analyzer)
             if low is None:

@@ -32,7 +32,8 @@ def snippet_of_chunks(chunks: Iterable[str], rx: re.Pattern | None, chars: int) 
     :data:`LONGEST_WORD_CHARS` characters (then other matches may be chosen)."""
     half = chars // 4
     need = half + 1 + LONGEST_WORD_CHARS      # text past a match's end that settles its window
-    text, pos, spans = "", 0, []
+    text, pos = "", 0
+    spans: list[tuple[int, int]] = []
     it = iter(chunks)
     complete = False
     while not complete:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bz2
 import lzma
 import zlib
+from typing import Any, Callable
 
 from indexerd.core.errors import SkipDocument
 from indexerd.extract.formats import MEDIA_BZIP2, MEDIA_GZIP, MEDIA_XZ, MEDIA_ZSTD
@@ -146,6 +147,6 @@ class _Zstd:
         return self._z.unused_data + self._tail if self._z.eof else b""
 
 
-_DECOMPRESSORS = {MEDIA_GZIP: _Gzip, MEDIA_BZIP2: bz2.BZ2Decompressor,
+_DECOMPRESSORS: dict[str, Callable[[], Any]] = {MEDIA_GZIP: _Gzip, MEDIA_BZIP2: bz2.BZ2Decompressor,
                   MEDIA_XZ: lambda: lzma.LZMADecompressor(format=lzma.FORMAT_AUTO),
                   MEDIA_ZSTD: _Zstd}

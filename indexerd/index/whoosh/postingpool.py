@@ -185,15 +185,15 @@ class TermPostingPool:
         runs, self._runs = self._runs, []
         try:
             merged = heapq.merge(*(self._read_run(name, n) for n, name in enumerate(runs)))
-            key = None
+            key: tuple[str, bytes] | None = None
             parts: list[list] = []
             for fieldname, tbytes, _order, flat in merged:
                 if (fieldname, tbytes) != key:
-                    if parts:
+                    if key is not None:
                         yield (*key, _joined(parts))
                     key, parts = (fieldname, tbytes), []
                 parts.append(flat)
-            if parts:
+            if key is not None:
                 yield (*key, _joined(parts))
         finally:
             for name in runs:

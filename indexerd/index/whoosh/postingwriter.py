@@ -142,7 +142,7 @@ def write_postings(fieldwriter, schema, pdr, terms: Iterable[tuple[str, bytes, l
         write(WHOOSH3_HEADER_MAGIC)
         offset += len(WHOOSH3_HEADER_MAGIC)
         tweight = 0.0
-        tminlen = None
+        tminlen: int | None = None
         tmaxlen = 0
         tmaxweight = 0
         for start in range(0, n, blocklimit):
@@ -162,7 +162,8 @@ def write_postings(fieldwriter, schema, pdr, terms: Iterable[tuple[str, bytes, l
                 minlen, maxlen = (min(present), max(present)) if present else (None, 0)
             # the term's statistics (W3TermInfo.add_block)
             tweight += sum(w32)
-            tminlen = minlen if tminlen is None else min(tminlen, minlen)
+            if minlen is not None:
+                tminlen = minlen if tminlen is None else min(tminlen, minlen)
             if maxlen > tmaxlen:
                 tmaxlen = maxlen
             if maxweight > tmaxweight:
@@ -178,6 +179,7 @@ def write_postings(fieldwriter, schema, pdr, terms: Iterable[tuple[str, bytes, l
                 wmini = tuple(w32)
             if not all(vals):  # Whoosh keeps only non-empty values
                 vals = [v for v in vals if v]
+            vmini: tuple | bytes | None
             if fixedsize is None or fixedsize < 0:
                 vmini = tuple(vals)
             elif fixedsize == 0:

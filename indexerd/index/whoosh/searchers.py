@@ -79,7 +79,8 @@ class SearcherPool:
         each commit); one whose generation cannot be checked is closed too."""
         with self._lock:
             idle, self._idle = self._idle, []
-        kept, stale = [], []
+        kept: list = []
+        stale: list = []
         for s in idle:
             try:
                 (kept if s.up_to_date() else stale).append(s)

@@ -88,7 +88,7 @@ def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str |
         except OSError as e:
             log.warning("cannot list directory %s: %s", display_path(dirpath), e.strerror)
             return None
-        entries = []
+        entries: list[tuple[str, WalkedFile | None, tuple[str, str, bool] | None]] = []
         n_files = 0
         with it:
             for entry in it:

@@ -187,7 +187,7 @@ class TreeWatcher:
         #: why a source's tree is not watched (set by watch() and check(); cleared by watch())
         self.errors: dict[str, str] = {}
         self._thread_errors: dict[str, str] = {}  # thread name -> its uncaught exception
-        self._prev_excepthook = None
+        self._prev_excepthook: Callable[[threading.ExceptHookArgs], object] | None = None
         self._lock = threading.Lock()
         self._hook = _OverflowHook(on_overflow)
         self._started = False
@@ -278,7 +278,7 @@ class TreeWatcher:
             emitter = emitters.get(watch)
             if emitter is not None and emitter.is_alive():
                 continue
-            why = self._describe(self._thread_errors.pop(emitter.name if emitter is not None else "", None)
+            why = self._describe(self._thread_errors.pop(emitter.name if emitter is not None else "", "")
                                  or "the watch thread stopped")
             dead[source] = why
             self.errors[source] = why

@@ -83,10 +83,11 @@ def next_schedule(interval_seconds: float | None, change: str, checked_at: datet
     if seed:
         return Schedule(min_interval, checked_at + timedelta(seconds=min_interval), "seed: asked every pass")
     if interval_seconds is None:
-        hint = CHANGEFREQ_SECONDS.get((changefreq or "").strip().lower())
+        freq = (changefreq or "").strip().lower()
+        hint = CHANGEFREQ_SECONDS.get(freq)
         if hint is not None:
             interval = _bounded(hint, min_interval, max_interval)
-            why = f"first fetch: sitemap changefreq {changefreq.strip().lower()}"
+            why = f"first fetch: sitemap changefreq {freq}"
         else:
             interval = min_interval
             why = "first fetch: the site's interval"

@@ -134,7 +134,7 @@ def parse_sitemap(data: bytes, *, max_entries: int = 50_000, max_bytes: int = 50
             state[local] = "".join(state["text"]).strip() or None
             state["text"] = None
         elif depth == 1 and ns == state["ns"] and local == _ROOTS[state["root"]]:
-            if state["loc"]:
+            if state["loc"] and out is not None:
                 out.append(SitemapEntry(state["loc"], state["lastmod"], state["changefreq"]))
                 if len(out) >= max_entries:
                     raise _Stop
