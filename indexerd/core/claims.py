@@ -83,8 +83,7 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
         owner = run["node"] if run else None
         if owner in (None, node) or getattr(src.cfg, "node", None) == node:
             return Claim(True)  # nobody's yet, ours, or moved here by the config's `node`
-        alive = any(n["name"] == owner and n["alive"] for n in store.nodes())
-        if alive:
+        if any(n["name"] == owner and n["alive"] for n in store.nodes()):
             return Claim(False, f"this tree belongs to node {owner}, which is alive and runs its passes; "
                                 f"set `node` in the source to say which node has it", error=True)
         # a stopped owner keeps its tree: this machine's directory of the same path may hold

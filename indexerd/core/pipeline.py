@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from indexerd.core import decide as decide_mod
 from indexerd.core.counts import Counters, PassCounts
@@ -259,7 +259,7 @@ class Pipeline:
                               decide_mod.NewFacts(resolved.value, resolved.source, chash, forced=forced),
                               now, policy.settings)
         self.counters.inc(f"decide.{d.reason}")
-        common = dict(key=f.key, source=f.source, size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns,
+        common: dict[str, Any] = dict(key=f.key, source=f.source, size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns,
                       ino=f.ino, etag=f.etag,
                       last_modified_header=f.last_modified_header, media_type=ex.media_type,
                       checked_at=now, decided_at=now, reason=d.reason)

@@ -91,7 +91,7 @@ class PendingWrites:
         if op.record is not None or op.kind == "remove":
             with self._lock:
                 self._records[op.key] = op.record
-        elif op.kind == "remove_many":
+        elif op.kind == "remove_many" and op.rows is not None:
             with self._lock:
                 for k in op.rows:
                     self._records[k] = None

@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import Stemmer
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:  # the config imports this module: its start stays light
     from indexerd.core.pipeline import PassCounts, Pipeline
@@ -150,7 +150,7 @@ def as_tree(src: Source | None) -> TreeSource | None:
     ok = _TREE_CLASSES.get(cls)
     if ok is None:
         ok = _TREE_CLASSES[cls] = isinstance(src, TreeSource)
-    return src if ok else None
+    return cast(TreeSource, src) if ok else None
 
 
 def trees(sources) -> list[TreeSource]:

@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from indexerd.config import checks
 from indexerd.config.policy import source_policy
@@ -63,7 +63,7 @@ class Kind:
 
     name: str
     table: type
-    check: Callable[[object, str, str], None]
+    check: Callable[[Any, str, str], None]
     implementation: str
     verb: str
     unit: str

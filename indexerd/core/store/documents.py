@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
 from indexerd.core.store.values import db_text, from_db_time, prefix_range, to_db_time
@@ -56,7 +56,7 @@ _INSERT_NEW = (f"INSERT INTO documents ({', '.join(_COLUMNS)}) VALUES ({', '.joi
 
 
 def _row_to_record(row) -> DocumentRecord:
-    values = {c: (from_db_time(row[c]) if c in _TIME_COLUMNS else row[c]) for c in _COLUMNS}
+    values: dict[str, Any] = {c: (from_db_time(row[c]) if c in _TIME_COLUMNS else row[c]) for c in _COLUMNS}
     return DocumentRecord(**values)
 
 
@@ -167,7 +167,8 @@ class DocumentRows(StoreConnection):
     def iter_records(self, *, source: str | None = None, lm_from: datetime | None = None,
                      lm_to: datetime | None = None, order: str = "key") -> Iterator[DocumentRecord]:
         """Records, optionally of one source and with ``lm_from <= last_modified < lm_to``."""
-        sql, args = "SELECT * FROM documents WHERE 1=1", []
+        sql = "SELECT * FROM documents WHERE 1=1"
+        args: list[str | None] = []
         if source is not None:
             sql += " AND source = ?"
             args.append(source)

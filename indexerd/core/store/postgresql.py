@@ -40,6 +40,8 @@ def _placeholders(sql: str) -> str:
 class _Row(tuple):
     """A result row read by position or by column name, like :class:`sqlite3.Row`."""
 
+    _names: dict[str, int]
+
     def __new__(cls, values, names: dict[str, int]):
         row = super().__new__(cls, values)
         row._names = names

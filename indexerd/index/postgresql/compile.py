@@ -62,10 +62,11 @@ def _text(node) -> str | None:
         merged = _both_fields(node)
         if merged is not None:
             return _text(merged)
-        parts = [_text(c) for c in node.children]
-        return None if None in parts else "(" + " | ".join(parts) + ")"
+        alternatives = [_text(c) for c in node.children]
+        texts = [t for t in alternatives if t is not None]
+        return None if len(texts) < len(alternatives) else "(" + " | ".join(texts) + ")"
     if isinstance(node, And):
-        parts = []
+        parts: list[str] = []
         for c in node.children:
             inner = _text(c.child if isinstance(c, Not) else c)
             if inner is None:

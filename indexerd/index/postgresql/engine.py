@@ -207,6 +207,7 @@ class PgIndex:
             return []
         where = self._with_range(where, since, until)
         rank_q = rank_tsquery(tree) if sort == "relevance" else None
+        score: sql.Composable
         if rank_q is not None:
             score = sql.SQL("ts_rank_cd({}, tsv, %s::tsquery, {})").format(
                 sql.Literal(RANK_WEIGHTS), sql.Literal(RANK_NORMALISATION))

@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from indexerd.core.errors import IndexUnavailable
+from indexerd.index.base import IndexDoc
 from indexerd.core.pgaddress import first_line as _first_line
 
 from .documents import key_hash, row
@@ -57,7 +58,7 @@ class PgSession:
     def __init__(self, index, conn: psycopg.Connection) -> None:
         self._index = index
         self._conn: psycopg.Connection | None = conn
-        self._pending: dict[str, object] = {}  # key -> IndexDoc, or None for a delete
+        self._pending: dict[str, IndexDoc | None] = {}  # key -> the document, or None for a delete
         self._pending_chars = 0
         self._delta = 0        # live documents added minus removed by the flushes so far
         self._wrote = False
@@ -107,7 +108,8 @@ class PgSession:
         deletes = sorted(key_hash(k) for k, d in pending.items() if d is None)
         docs = [d for d in pending.values() if d is not None]
         a = self._index.analyzer
-        rows, truncated = [], 0
+        rows: list[tuple] = []
+        truncated = 0
         for d in docs:
             values, cut = row(d, (a.analyse(d.title), a.analyse(d.content)))
             rows.append(values)
@@ -144,7 +146,9 @@ class PgSession:
                 return self._index.commit_token()
             q = sql.SQL("UPDATE {}.commits SET n = n + 1, documents = documents + %s, "
                         "committed_at = now() RETURNING n").format(sql.Identifier(self._index.target.schema))
-            n = conn.execute(q, (self._delta,)).fetchone()[0]
+            counted = conn.execute(q, (self._delta,)).fetchone()
+            assert counted is not None  # UPDATE ... RETURNING of the one commits row
+            n = counted[0]
             conn.commit()
             return str(n)
         except psycopg.Error as e:

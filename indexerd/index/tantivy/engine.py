@@ -226,9 +226,12 @@ class TantivyIndex(TantivySearch):
         threads = max(0, self.writer_threads)  # 0: tantivy's choice, fewer if the memory is short
         heap = max(self.writer_memory_bytes, MIN_HEAP_BYTES_PER_THREAD * max(1, threads))
         deadline = time.monotonic() + timeout_seconds
+        ix = self._ix
+        if ix is None:
+            raise IndexUnavailable(f"{self.path}: the index is closed")
         while True:
             try:
-                return TantivySession(self, self._ix.writer(heap_size=heap, num_threads=threads), self._worker)
+                return TantivySession(self, ix.writer(heap_size=heap, num_threads=threads), self._worker)
             except ValueError as e:
                 if "LockBusy" not in str(e):
                     raise IndexUnavailable(f"{self.path}: cannot open the index writer: {e}") from None
@@ -269,7 +272,7 @@ class TantivyIndex(TantivySearch):
         for offset in range(0, s.num_docs, page):
             for _score, addr in s.search(everything, limit=page, offset=offset, count=False).hits:
                 d = s.doc(addr)
-                yield d.get_first("key"), d.get_first("source")
+                yield d.get_first("key") or "", d.get_first("source") or ""
 
     def size_bytes(self) -> int:
         """Bytes on disk (files a concurrent commit removes meanwhile are not counted)."""

@@ -36,7 +36,7 @@ class TantivySearch:
     process.  Thread-safe: each call takes its own searcher."""
 
     def __init__(self, ix: tantivy.Index, path: Path, *, fold_diacritics: bool = True) -> None:
-        self._ix = ix
+        self._ix: tantivy.Index | None = ix  # None once closed
         self.path = path
         self.schema = ix.schema
         self.fold_diacritics = fold_diacritics
@@ -122,4 +122,4 @@ class TantivySearch:
         s = self.searcher()
         if query is None and since is None and until is None:
             return s.num_docs
-        return s.search(q, limit=1, count=True).count
+        return s.search(q, limit=1, count=True).count  # type: ignore[attr-defined]  # not in tantivy's stubs

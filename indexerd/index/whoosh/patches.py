@@ -86,7 +86,7 @@ def patch_schema(schema) -> None:
     on = install()
     for _name, field in schema.items():
         fmt = getattr(field, "format", None)
-        if on and type(fmt) is Positions and type(getattr(field, "analyzer", None)) is FusedStemmingAnalyzer:
+        if on and fmt is not None and type(fmt) is Positions and type(getattr(field, "analyzer", None)) is FusedStemmingAnalyzer:
             field.format = FusedPositions(field_boost=fmt.field_boost, **fmt.options)
         elif not on and type(fmt) is FusedPositions:
             field.format = Positions(field_boost=fmt.field_boost, **fmt.options)

@@ -6,7 +6,7 @@ import os
 import stat as stat_mod
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from indexerd.core.pipeline import Fetched, PassCounts, Pipeline
 from indexerd.extract.sniff import SNIFF_BYTES
@@ -32,7 +32,7 @@ def read_file(src: FileSource, path: str, st: os.stat_result, pipeline: Pipeline
     max_size = src.policy.max_size_bytes
     name = os.path.basename(path)
     title = display_path(name)
-    stat_facts = dict(mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, ino=st.st_ino)
+    stat_facts: dict[str, Any] = dict(mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, ino=st.st_ino)
     if not stat_mod.S_ISREG(st.st_mode):
         return pipeline.skip(key, src.name, "not-a-file", f"{display_path(path)} is not a regular file",
                              counts, size=st.st_size, title=title, **stat_facts).verdict

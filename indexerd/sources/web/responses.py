@@ -88,6 +88,7 @@ def status_verdict(task: Task, resp: Response) -> StatusVerdict:
     if resp.is_redirect:
         return StatusVerdict("redirect", f"redirect-{resp.status}")
     status = resp.status
+    assert status is not None  # a response without an error has a status
     if task.method == "HEAD" and status in (405, 501):
         return StatusVerdict("get", f"http-{status}", replace(task, method="GET", front=True))
     if status in (404, 410):
@@ -151,7 +152,7 @@ def redirect_verdict(task: Task, location: str, *, permanent: bool, origin_key: 
     retire: tuple[str, ...] = ()
     if permanent:
         old = origin_key if origin != task.url else None
-        retire = tuple(sorted({task.url, old} - {None, target}))
+        retire = tuple(sorted(u for u in {task.url, old} if u is not None and u != target))
     return RedirectVerdict(target, None, retire)
 
 
