@@ -63,7 +63,7 @@ class WriterThread:
     def run(self) -> None:
         """Take operations until a ``stop`` (committing what is pending) or an exception (kept
         in :attr:`failure` and logged); the session is cancelled and the store closed at the end."""
-        self.store = open_store(self.store_location)
+        store = self.store = open_store(self.store_location)
         try:
             while True:
                 op = self._next_op()
@@ -83,7 +83,12 @@ class WriterThread:
                     self.session.cancel()
                 except Exception:
                     pass
-            self.store.close()
+            store.close()
+
+    def _open_store(self) -> StateStore:
+        """The state store, which :meth:`run` opened before the first operation."""
+        assert self.store is not None
+        return self.store
 
     def _next_op(self) -> WriteOp | None:
         """The next operation; None after waiting until a commit or the idle maintenance was due
@@ -114,11 +119,12 @@ class WriterThread:
             if self.failed_since_barrier:
                 op.error = "; ".join(dict.fromkeys(self.failed_since_barrier))
                 self.failed_since_barrier.clear()
-            op.event.set()
+            if op.event is not None:
+                op.event.set()
             return
         if op.kind == "baseline":
             try:
-                self.store.set_stat_baseline(op.rows)
+                self._open_store().set_stat_baseline(op.rows or [])
             except IndexerdError as e:  # the next scan records them again
                 log.warning("%s", e)
             return
@@ -142,13 +148,14 @@ class WriterThread:
         """Delete many keys from the index in one batch, never split by a live commit."""
         b = self.batch
         b.begin(op.urgent)
-        self._need_session().delete_many(op.rows)
-        for key in op.rows:
+        keys = op.rows or []
+        self._need_session().delete_many(keys)
+        for key in keys:
             b.keys[key] = None
             b.delete_row(key)
-        b.docs += len(op.rows)
-        b.removes += len(op.rows)
-        self.writer.stats.docs_deleted += len(op.rows)
+        b.docs += len(keys)
+        b.removes += len(keys)
+        self.writer.stats.docs_deleted += len(keys)
         if b.removes >= max(self.writer.commit_batch, 20_000):
             self.commit()
         elif self.writer.live and b.urgent and self.ops.empty():
@@ -159,6 +166,7 @@ class WriterThread:
         stats, b = self.writer.stats, self.batch
         try:
             if op.kind == "index":
+                assert op.doc is not None and op.record is not None  # submit_index gives both
                 self._need_session().update(op.doc)
                 b.docs += 1
                 stats.docs_written += 1
@@ -172,7 +180,7 @@ class WriterThread:
                     b.delete_row(op.key)
                 else:
                     b.store_row(op.key, op.record)
-            elif op.kind == "record":
+            elif op.kind == "record" and op.record is not None:
                 b.store_row(op.key, op.record)
         except Exception as e:
             # one bad document must not take the writer down; but an unwritable index
@@ -241,7 +249,7 @@ class WriterThread:
             try:
                 if token is None:
                     token = w.index.commit_token()
-                self.store.write_batch(list(b.upserts.values()), b.deletes, meta={"index_generation": token})
+                self._open_store().write_batch(list(b.upserts.values()), b.deletes, meta={"index_generation": token})
                 self.episode.recovered()
             except IndexerdError as e:
                 stats.commit_errors += 1
