@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 from indexerd import __version__
 from indexerd.cli import ctl as ctlcmd
@@ -150,7 +151,7 @@ def _check_server_passwords(cfg) -> None:
     """
     from indexerd.core.store import store_address
 
-    addresses = []
+    addresses: list[tuple[str, Any]] = []  # (table, a PgStoreAddress or a PgTarget)
     address = store_address(cfg)
     if address is not None:
         addresses.append(("[store]", address))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 #: as in indexerd.config.load, indexerd.cli.locate and systemd/indexerd.service
 DEFAULT_CONFIG_PATH = "/etc/indexerd/indexerd.toml"
@@ -54,7 +55,7 @@ def parse(argv: list[str]) -> dict:
     Returns ``{"config": str | None, "query": str, "limit": int, "since": str | None,
     "sort": str, "json": bool}``.
     """
-    out = {"config": None, "query": None, "limit": 10, "since": None, "sort": "relevance", "json": False}
+    out: dict[str, Any] = {"config": None, "query": None, "limit": 10, "since": None, "sort": "relevance", "json": False}
     words: list[str] = []
     it = iter(argv)
     for a in it:
@@ -71,9 +72,10 @@ def parse(argv: list[str]) -> dict:
         elif a in ("--limit", "--since", "--sort") or a.startswith(("--limit=", "--since=", "--sort=")):
             name, eq, value = a.partition("=")
             if not eq:
-                value = next(it, None)
-                if value is None or value.startswith("-"):
+                following = next(it, None)
+                if following is None or following.startswith("-"):
                     raise _NotHere
+                value = following
             out[name[2:]] = value
         elif a == "--json":
             out["json"] = True

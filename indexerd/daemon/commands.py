@@ -36,7 +36,7 @@ def handle(d: Daemon, req: dict) -> dict:
     Raises:
         ConfigError: an unknown command, or what its handler raises.
     """
-    handler = COMMANDS.get(req.get("cmd"))
+    handler = COMMANDS.get(str(req.get("cmd")))
     if handler is None:
         raise ConfigError(f"unknown control command {req.get('cmd')!r}")
     return handler(d, req)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from indexerd.daemon.sourcestate import first_run_time
 
@@ -38,7 +38,7 @@ class Jobs:
 
     def __init__(self, daemon: Daemon) -> None:
         self.d = daemon
-        self.scheduler = None
+        self.scheduler: Any = None  # APScheduler's BackgroundScheduler (untyped) once started
         self._failed_sources: set[str] = set()
         self._failure_streak = 0
         self._last_failure = 0.0

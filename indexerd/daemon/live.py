@@ -78,13 +78,15 @@ class LivePath:
         """Watch every tree source that wants live changes (after a start or a reload) and
         record in its state whether it is watched, or why not."""
         d = self.d
-        self.watcher.unwatch_all()
+        watcher = self.watcher
+        assert watcher is not None, "watch_all after start()"
+        watcher.unwatch_all()
         for name, src in d.sources.items():
             st = d.states[name]
             tree = as_tree(src)
             st.watched = (tree is not None and tree.watches and os.path.isdir(tree.root)
-                          and self.watcher.watch(name, tree.root))
-            st.watch_error = self.watcher.errors.get(name) if tree is not None else None
+                          and watcher.watch(name, tree.root))
+            st.watch_error = watcher.errors.get(name) if tree is not None else None
             if st.watch_error:
                 log.warning("%s: not watched (%s): kept current by scheduled reconciles every %s s",
                             name, st.watch_error, src.cfg.interval)

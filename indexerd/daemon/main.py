@@ -25,6 +25,7 @@ import signal
 import threading
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from indexerd.config import Config, load_config, resolve_control_socket
 from indexerd.core.indexer import Indexer
@@ -36,6 +37,10 @@ from indexerd.daemon.reload import Reloader
 from indexerd.daemon.sourcestate import SourceState
 from indexerd.daemon.stop import shutdown
 from indexerd.sources.base import Source
+
+if TYPE_CHECKING:
+    from indexerd.daemon.control_server import ControlServer
+    from indexerd.daemon.http.server import HttpListener
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -70,8 +75,8 @@ class Daemon:
         self.jobs = Jobs(self)
         self.live = LivePath(self)
         self.reloader = Reloader(self)
-        self.control = None
-        self.http = None  # the HTTP listener, when [http] listen is set
+        self.control: ControlServer | None = None
+        self.http: HttpListener | None = None  # the HTTP listener, when [http] listen is set
         self.pinger: notify.WatchdogPinger | None = None
         #: what a stop left running (source names, ``change-worker``); see :func:`shutdown`
         self.abandoned: list[str] = []
@@ -106,8 +111,8 @@ class Daemon:
             from indexerd.daemon.control_server import ControlServer
 
             sock = resolve_control_socket(self.cfg)
-            self.control = ControlServer(sock, self.handle_request)
-            self.control.start()
+            control = self.control = ControlServer(sock, self.handle_request)
+            control.start()
             writer = self.indexer.writer()
             writer.on_failure = self.jobs.writer_failed  # runs from the start
             writer.on_commit = self.live.committed

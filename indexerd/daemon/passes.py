@@ -94,9 +94,11 @@ class Passes:
         d = self.d
         if not d.indexer.state.shared:
             return Claim(True)
+        node = d.indexer.node
+        assert node is not None  # a shared store is opened with a node name
         try:
             shared = sum(1 for s in d.sources.values() if not (kind(s.kind).node_owned or kind(s.kind).pass_shared))
-            claim = claim_pass(d.indexer.store, d.indexer.state.store_address, d.indexer.node, src,
+            claim = claim_pass(d.indexer.store, d.indexer.state.store_address, node, src,
                                forced=forced or asked, shared_sources=shared)
         except IndexerdError as e:
             claim = Claim(False, f"cannot reach the cluster's store: {e}", standby=True, error=True)
@@ -160,9 +162,11 @@ class Passes:
         """Record the pass that ended (status, run record, metrics), release the source's lock,
         then forget a source removed meanwhile or start the pass asked for meanwhile."""
         d = self.d
+        started, finished = st.current_started, datetime.now(UTC)
+        assert started is not None  # set when the pass began
         with d.lock:
             st.running, st.current = False, None
-            st.last_started, st.last_finished = st.current_started, datetime.now(UTC)
+            st.last_started, st.last_finished = started, finished
             st.last_counts = st.last_part = counts.as_dict()
             st.pass_serial += 1
             st.last_error = pass_error
@@ -178,8 +182,8 @@ class Passes:
                                      completed=not pass_error)
         except IndexerdError as e:
             log.error("%s", e)
-        d.metrics.observe_pass(name, src.kind, (st.last_finished - st.last_started).total_seconds(),
-                               ok=not pass_error, ended_at=st.last_finished.timestamp())
+        d.metrics.observe_pass(name, src.kind, (finished - started).total_seconds(),
+                               ok=not pass_error, ended_at=finished.timestamp())
         if claim is not None:
             claim.release()  # the run record is written: another node may take the source now
         st.lock.release()

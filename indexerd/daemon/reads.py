@@ -87,7 +87,7 @@ def _text(req: dict, name: str) -> str:
 
 
 def _rows(rows) -> dict:
-    out = []
+    out: list = []
     for row in rows:
         if len(out) >= MAX_ROWS:
             return {"too_many": True}

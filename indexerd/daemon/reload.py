@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from indexerd.config import load_config
 from indexerd.core.errors import ConfigError, IndexerdError
@@ -55,7 +55,8 @@ class Reloader:
             IndexerdError: no outcome within :data:`RELOAD_WAIT_SECONDS`, or the daemon is stopping.
         """
         d = self.d
-        done, slot = threading.Event(), {}
+        done = threading.Event()
+        slot: dict[str, Any] = {}
         with d.lock:
             self._waiters.append((done, slot))
         d.reload_event.set()
