@@ -4,16 +4,18 @@ process that is then killed, node names and heartbeats."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import pg_store_address
 from indexerd.core.errors import StoreError
 from indexerd.core.store import PgStore
-from indexerd.core.store.cluster import NODE_APPLICATION, SourceLock, lock_key
+from indexerd.core.store.cluster import SourceLock, lock_key, node_application
 from indexerd.sources.web import hostleases
 from indexerd.sources.web.hostleases import HostLeases
 from indexerd.sources.web.politeness import HostSlots, PolitenessSettings, next_delay
@@ -115,15 +117,22 @@ def test_a_source_lock_goes_with_its_killed_holder(address) -> None:
 
 
 def test_lock_keys_are_stable_signed_32_bit() -> None:
-    assert lock_key("source", "web1") == lock_key("source", "web1")
-    assert lock_key("source", "web1") != lock_key("queue", "web1")
-    assert all(-(2 ** 31) <= lock_key("source", str(i)) < 2 ** 31 for i in range(1000))
+    assert lock_key("source", "web1", "st") == lock_key("source", "web1", "st")
+    assert lock_key("source", "web1", "st") != lock_key("queue", "web1", "st")
+    assert lock_key("source", "web1", "a_state") != lock_key("source", "web1", "b_state")
+    assert all(-(2 ** 31) <= lock_key("source", str(i), "st") < 2 ** 31 for i in range(1000))
+
+
+def test_a_node_application_name_is_cut_as_postgresql_cuts_it() -> None:
+    assert node_application("st", "n1") == "indexerd-node:" + hashlib.md5(b"st").hexdigest()[:8] + ":n1"
+    long = node_application("st", "x" + "é" * 40)
+    assert len(long.encode("utf-8")) == 62 and long.endswith("é")  # 63 bytes would cut an é in two
 
 
 def test_two_live_nodes_may_not_share_a_name(address) -> None:
-    first = PgStore(address, application_name=NODE_APPLICATION + "n1")
+    first = PgStore(address, application_name=node_application(address.schema, "n1"))
     first.register_node("n1", "host-a", 100, "0.1", ["docs"])
-    second = PgStore(address, application_name=NODE_APPLICATION + "n1")
+    second = PgStore(address, application_name=node_application(address.schema, "n1"))
     with pytest.raises(StoreError, match="node 'n1' is already running .*host-a, pid 100"):
         second.register_node("n1", "host-b", 200, "0.1", [])
     second.close()  # as Node.start does when refused
@@ -135,7 +144,7 @@ def test_two_live_nodes_may_not_share_a_name(address) -> None:
         while {n["name"]: n for n in reader.nodes()}["n1"]["alive"]:
             assert time.monotonic() < deadline, "a node whose connection closed still counts as alive"
             time.sleep(0.02)
-    second = PgStore(address, application_name=NODE_APPLICATION + "n1")
+    second = PgStore(address, application_name=node_application(address.schema, "n1"))
     second.register_node("n1", "host-b", 200, "0.1", [])  # the name is free again
     second.heartbeat("n1", "passes of docs", ["docs", "web"])
     with PgStore(address) as reader:
@@ -253,7 +262,7 @@ def offer_row(url: str, pass_id: int, via: str = "link") -> dict:
 
 
 def beating_node(address, name: str) -> PgStore:
-    s = PgStore(address, application_name=NODE_APPLICATION + name)
+    s = PgStore(address, application_name=node_application(address.schema, name))
     s.register_node(name, "host", 1, "0.1", ["site"])
     return s
 
@@ -397,7 +406,7 @@ def test_a_tree_stays_with_its_stopped_owner_until_the_config_moves_it(address) 
 
     from indexerd.core.claims import claim_pass
 
-    n1 = PgStore(address, application_name=NODE_APPLICATION + "n1")  # its heartbeat connection
+    n1 = PgStore(address, application_name=node_application(address.schema, "n1"))  # its heartbeat connection
     store = PgStore(address)
     try:
         n1.register_node("n1", "host-1", 101, "test", ["home"])
@@ -496,3 +505,65 @@ def test_a_node_takes_up_the_hosts_its_ended_part_of_a_pass_still_holds(tmp_path
         assert '"finished"' in crawl.query("SELECT value FROM meta WHERE key = 'web:site:pass'")[0]["value"]
     finally:
         site.close()
+
+
+# -- issue 30: a cluster is its store's database and schema ---------------------------------
+def _wait_dead(reader: PgStore, name: str) -> None:
+    deadline = time.monotonic() + 5
+    while {n["name"]: n for n in reader.nodes()}[name]["alive"]:
+        assert time.monotonic() < deadline, f"node {name} still counts as alive after its connection closed"
+        time.sleep(0.02)
+
+
+def _two_clusters(pg_index_server, where: str):
+    """Two stores with the same node and source names: two schemas of one database, or one
+    schema name in two databases of one server."""
+    from indexerd.core.store import PgStoreAddress
+
+    a = pg_store_address()
+    if where == "schemas":
+        b = pg_store_address()
+    else:
+        url = pg_index_server.create_database(f"other{a.schema}")
+        b = PgStoreAddress.from_settings(SimpleNamespace(url=url, schema=a.schema, password_env=None,
+                                                         password_file=None, timeout=30.0))
+    for address in (a, b):
+        PgStore(address).close()
+    return a, b
+
+
+@pytest.mark.parametrize("where", ["schemas", "databases"])
+def test_two_clusters_on_one_server_see_nothing_of_each_others_nodes(pg_index_server, where) -> None:
+    """Cluster A's node n1 stops; cluster B's n1 runs on: A's n1 is dead at once, B's stays
+    alive (liveness was read server-wide, by node name: B's connection kept A's n1 alive)."""
+    a, b = _two_clusters(pg_index_server, where)
+    a_n1 = PgStore(a, application_name=node_application(a.schema, "n1"))
+    a_n1.register_node("n1", "host-a", 100, "0.1", ["web"])
+    b_n1 = PgStore(b, application_name=node_application(b.schema, "n1"))
+    b_n1.register_node("n1", "host-b", 200, "0.1", ["web"])  # not refused: another cluster's name
+    try:
+        with PgStore(a) as reader_a, PgStore(b) as reader_b:
+            assert {n["name"]: n["alive"] for n in reader_a.nodes()} == {"n1": True}
+            a_n1.close()  # A's n1 is killed
+            _wait_dead(reader_a, "n1")
+            assert {n["name"]: n["alive"] for n in reader_b.nodes()} == {"n1": True}
+    finally:
+        b_n1.close()
+
+
+@pytest.mark.parametrize("where", ["schemas", "databases"])
+def test_two_clusters_on_one_server_hold_their_source_locks_apart(pg_index_server, where) -> None:
+    """A source named ``web`` in each cluster: each cluster's node takes its own source's lock
+    (the key ignored the schema: B's node stood by for A's pass), and names its own holder."""
+    a, b = _two_clusters(pg_index_server, where)
+    in_a = SourceLock(a, "a1", "source", "web")
+    in_b = SourceLock(b, "b1", "source", "web")
+    try:
+        assert in_a.try_acquire()
+        assert in_b.try_acquire(), "cluster B's source lock was taken by cluster A's node"
+        assert (in_a.holder(), in_b.holder()) == ("a1", "b1")
+        assert lock_key("source", "web", a.schema) in SourceLock.held_here
+    finally:
+        in_a.release()
+        in_b.release()
+    assert SourceLock(b, "b2", "source", "web").holder() is None

@@ -47,9 +47,9 @@ class Node:
         from indexerd import __version__
 
         from indexerd.core.store import PgStore
-        from indexerd.core.store.cluster import NODE_APPLICATION
+        from indexerd.core.store.cluster import node_application
 
-        self._store = PgStore(self.address, application_name=NODE_APPLICATION + self.name)
+        self._store = PgStore(self.address, application_name=node_application(self.address.schema, self.name))
         try:
             self._store.register_node(self.name, socket.gethostname(), os.getpid(), __version__, self.sources())
         except BaseException:

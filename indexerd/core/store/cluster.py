@@ -17,10 +17,16 @@ that let one node at a time run a shared source's pass.
 - **Source locks** (:class:`SourceLock`): a session advisory lock on a connection of its own;
   PostgreSQL drops it the moment that connection ends, so a node killed with ``kill -9`` hands
   its sources over without waiting for a timeout.
+
+A cluster is its store's database and schema: any number of clusters share one server without
+seeing each other.  Advisory locks belong to a database already, and a lock's key includes the
+schema (:func:`lock_key`); a node's heartbeat connection is found in ``pg_stat_activity`` by its
+database and by an ``application_name`` that names the schema (:func:`node_application`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import zlib
@@ -29,7 +35,8 @@ from indexerd.core.errors import StoreError
 from indexerd.core.pgaddress import first_line
 from indexerd.core.store.connection import StoreConnection
 
-__all__ = ["ClusterRows", "SourceLock", "HEARTBEAT_SECONDS", "HOST_LEASE_SECONDS", "NODE_DEAD_SECONDS", "lock_key"]
+__all__ = ["ClusterRows", "SourceLock", "HEARTBEAT_SECONDS", "HOST_LEASE_SECONDS", "NODE_DEAD_SECONDS", "lock_key",
+           "node_application"]
 
 #: Seconds between two heartbeats of a node.
 HEARTBEAT_SECONDS = 5.0
@@ -39,8 +46,26 @@ NODE_DEAD_SECONDS = 30.0
 #: node's hosts are free again at most this long after its last beat).
 HOST_LEASE_SECONDS = 20.0
 #: ``application_name`` prefix of a node's heartbeat connection: a node whose connection is
-#: gone (``pg_stat_activity``) is dead at once, whatever its last heartbeat says.
+#: gone (``pg_stat_activity``) is dead at once, whatever its last heartbeat says.  The full name
+#: also names the cluster's schema: :func:`node_application`.
 NODE_APPLICATION = "indexerd-node:"
+#: PostgreSQL keeps the first NAMEDATALEN - 1 bytes of an ``application_name``.
+_APPLICATION_NAME_BYTES = 63
+
+
+def _schema_tag(schema: str) -> str:
+    """8 hex digits naming ``schema`` (the first of its MD5, as SQL's ``left(md5(s), 8)``)."""
+    return hashlib.md5(schema.encode("utf-8")).hexdigest()[:8]
+
+
+def node_application(schema: str, node: str) -> str:
+    """The ``application_name`` of node ``node``'s heartbeat connection in the cluster whose store
+    is schema ``schema``: ``indexerd-node:<schema tag>:<node>``, cut to the 63 bytes PostgreSQL
+    keeps (never inside a character, as PostgreSQL cuts it; the liveness check, in the same
+    database only, takes a name that long for any node whose full name starts with it)."""
+    return (f"{NODE_APPLICATION}{_schema_tag(schema)}:{node}".encode("utf-8")
+            [:_APPLICATION_NAME_BYTES].decode("utf-8", "ignore"))
+
 #: Seconds before the database server's start within which a node's last heartbeat makes it
 #: one the restart cut off rather than a dead one (see :data:`_ALIVE`).
 RESTART_GRACE_SECONDS = 300.0
@@ -53,7 +78,11 @@ RESTART_GRACE_SECONDS = 300.0
 #: looked dead the moment the server came back and the first to tick took the others' hosts.
 _BEATING = ("nodes.heartbeat_at > now() - make_interval(secs => {dead}) AND "
             "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid() AND "
-            "a.application_name = '" + NODE_APPLICATION + "' || nodes.name)").format(dead=NODE_DEAD_SECONDS)
+            "a.datname = current_database() AND "
+            "starts_with('" + NODE_APPLICATION + "' || left(md5(current_schema()), 8) || ':' || nodes.name, "
+            "a.application_name) AND (a.application_name = '" + NODE_APPLICATION + "' || "
+            "left(md5(current_schema()), 8) || ':' || nodes.name OR octet_length(a.application_name) > {cut} - 4))"
+            ).format(dead=NODE_DEAD_SECONDS, cut=_APPLICATION_NAME_BYTES)
 _ALIVE = ("(nodes.stopped_at IS NULL AND CASE WHEN nodes.heartbeat_at < pg_postmaster_start_time() "
           "THEN nodes.heartbeat_at > pg_postmaster_start_time() - make_interval(secs => {grace}) "
           "AND pg_postmaster_start_time() > now() - make_interval(secs => {dead}) "
@@ -66,10 +95,11 @@ _RUNNING = f"(nodes.stopped_at IS NULL AND {_BEATING})"
 LOCK_CLASS = 0x1DE8
 
 
-def lock_key(kind: str, name: str) -> int:
+def lock_key(kind: str, name: str, schema: str) -> int:
     """The second half of the advisory lock key of a shared thing (``kind`` ``source``,
-    ``queue``...) named ``name``: a stable signed 32-bit hash (CRC-32), the same on every node."""
-    h = zlib.crc32(f"{kind}:{name}".encode("utf-8"))
+    ``queue``...) named ``name`` in the cluster whose store is schema ``schema`` (advisory locks
+    belong to a database already): a stable signed 32-bit hash (CRC-32), the same on every node."""
+    h = zlib.crc32(f"{schema}\x00{kind}:{name}".encode("utf-8"))
     return h - (1 << 32) if h >= (1 << 31) else h
 
 
@@ -253,7 +283,7 @@ class SourceLock:
         self.address = address
         self.node = node
         self.what = f"{kind} {name}"
-        self.key = lock_key(kind, name)
+        self.key = lock_key(kind, name, address.schema)
         self._conn = None
         self._mutex = threading.Lock()
 
@@ -315,7 +345,7 @@ class SourceLock:
             row = conn.execute(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
                 "WHERE l.locktype = 'advisory' AND l.granted AND l.classid::bigint = %s AND l.objid::bigint = %s "
-                "AND l.objsubid = 2", (LOCK_CLASS & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
+                "AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())", (LOCK_CLASS & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
         except psycopg.Error:
             return None
         finally:

@@ -133,7 +133,8 @@ class CrawlPass:
         pass counts as left to the others, so the daemon asks the claim again shortly)."""
         s = self.sched
         state = self.table.load_pass_state()
-        if not state.running and lock_key("source", self.src.name) not in SourceLock.held_here:
+        held = lock_key("source", self.src.name, self.pipeline.store.address.schema) in SourceLock.held_here
+        if not state.running and not held:
             # the claim found a pass running and took no lock; it ended since: that pass is
             # done, and whether another is due is the claim's to say (asked again shortly)
             log.debug("%s: the crawl pass node %s was to join has ended", self.src.name, CLUSTER.node)
