@@ -70,6 +70,30 @@ def test_api_search_refuses_bad_input_clearly(daemon, query, code, words):
     assert status == code and words in json.loads(body)["error"]
 
 
+def test_hostile_queries_get_a_short_400_not_a_500(daemon):
+    """From the attack run: 490 nested parentheses overflowed the parser's stack (HTTP 500 and a
+    135 KB traceback in the log) and the error echoed the whole query."""
+    deep = "(" * 490 + "bird" + ")" * 490
+    status, _, body = daemon.get("/api/search?q=" + deep, check=False)
+    error = json.loads(body)["error"]
+    assert status == 400 and "nested more than 32 levels deep" in error and len(error) < 300, error
+    status, _, body = daemon.get("/?q=" + deep, check=False)
+    assert status == 400 and b"nested more than 32 levels deep" in body
+    status, _, body = daemon.get("/api/search?q=" + "NOT+" * 40 + "bird", check=False)
+    assert status == 400 and "nested more than 32 levels deep" in json.loads(body)["error"]
+    fine = daemon.get_json("/api/search?q=" + "(" * 30 + "bird" + ")" * 30 + "&limit=100")
+    assert fine["total"] == BIRD_DOCS
+
+
+def test_the_widest_date_span_is_every_document(daemon):
+    """``from=0001-01-01&to=9999-12-31`` (the calendar's ends) was an HTTP 500 (a date past
+    9999-12-31); it is every dated document."""
+    span = daemon.get_json("/api/search?q=bird&from=0001-01-01&to=9999-12-31&limit=100")
+    assert span["total"] == BIRD_DOCS
+    status, _, _ = daemon.get("/?q=bird&from=0001-01-01&to=9999-12-31", check=False)
+    assert status == 200
+
+
 def test_api_status_and_explain_match_ctl(daemon):
     st = daemon.get_json("/api/status")
     assert set(st["sources"]) == {"notes", "papers"}

@@ -296,3 +296,15 @@ def test_highlight_regex_word_start_after_the_first_character(text, found) -> No
     """The check that a word starts comes after the first character now: the same matches."""
     rx = words_regex({"run", "kelvin", "info"}, set())
     assert [m.group() for m in rx.finditer(text)] == found
+
+
+def test_a_long_query_is_quoted_cut_in_its_error() -> None:
+    """A message quotes at most 100 characters of the query and says how long it was (an 89 KB
+    query was echoed whole by its timeout message, in the log and on the page)."""
+    from indexerd.index.querylex import quoted_query
+
+    assert quoted_query("bird") == "'bird'"
+    long = "a* OR " * 20_000 + "("
+    with pytest.raises(QueryError) as e:
+        parse(long)
+    assert len(str(e.value)) < 250 and f"({len(long)} characters)" in str(e.value)

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Callable
 
 from indexerd.core.errors import ConfigError, IndexerdError
+from indexerd.index.querylex import quoted_query
 
 #: worker threads that run queries when the engine does not say (:func:`workers_for`)
 MAX_CONCURRENT = 4
@@ -205,7 +206,7 @@ class QueryRunner:
         try:
             result = future.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
-            raise QueryTimeout(f"the query {req.query!r} took longer than {self.timeout_seconds:g} s; "
+            raise QueryTimeout(f"the query {quoted_query(req.query)} took longer than {self.timeout_seconds:g} s; "
                                "narrow it (more words, a field, a date range)") from None
         if self._observe is not None:
             self._observe(via, result.elapsed_seconds)

@@ -64,9 +64,12 @@ from indexerd.index.querylex import Lexer, Token
 from indexerd.index.querytree import (DATE_FIELDS, KEYWORD_FIELDS, NUMBER_FIELDS, And, DateRange, Keyword,
                                       Node, Not, NumberRange, Or, Phrase, Prefix, Word)
 
-__all__ = ["parse", "date_span"]
+__all__ = ["parse", "date_span", "MAX_NESTING"]
 
 UTC = timezone.utc
+#: The deepest a query may nest parentheses and NOT/``-`` (each level is a recursion of the
+#: parser and of every engine's compiler: 490 levels overflowed Python's stack, an HTTP 500).
+MAX_NESTING = 32
 
 
 def parse(text: str) -> Node:
@@ -89,6 +92,13 @@ class _Parser:
         self.lexer = Lexer(text)
         self.toks = self.lexer.tokens()
         self.i = 0
+        self.depth = 0  # parentheses and NOT/- open around the current token
+
+    def nest(self, t: Token) -> None:
+        """One more level around ``t``: refused past :data:`MAX_NESTING`."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.fail(f"nested more than {MAX_NESTING} levels deep (parentheses, NOT and -)", t.at)
 
     @property
     def tok(self) -> Token:
@@ -143,7 +153,10 @@ class _Parser:
             name = "NOT" if op.kind == "NOT" else "-"
             if self.tok.kind in ("END", ")", "AND", "OR"):
                 raise self.fail(f"{name!r} needs a term after it", op.at)
-            return Not(self.unary(field))
+            self.nest(op)
+            node = Not(self.unary(field))
+            self.depth -= 1
+            return node
         return self.primary(field)
 
     def primary(self, field: str | None) -> Node:
@@ -151,10 +164,12 @@ class _Parser:
         if t.kind == "(":
             if self.tok.kind == ")":
                 raise self.fail("empty parentheses", t.at)
+            self.nest(t)
             node = self.clauses(field)
             if self.tok.kind != ")":
                 raise self.fail("unbalanced parentheses: this '(' is never closed", t.at)
             self.take()
+            self.depth -= 1
             return node
         if t.kind == "FIELD":
             if field is not None:

@@ -29,6 +29,18 @@ _FIELD = re.compile(r"([A-Za-z_]\w*):(?=[^\s:/])")
 _WORD_END = re.compile(r'[\s()"]')
 
 
+#: characters of a query quoted in a message at most (a message, a log line, a page stay small)
+QUOTED_QUERY_CHARS = 100
+
+
+def quoted_query(text: str) -> str:
+    """``text`` quoted for a message (``repr``), cut to :data:`QUOTED_QUERY_CHARS` characters
+    with the full length said (an 89 KB query was echoed whole in its timeout message)."""
+    if len(text) <= QUOTED_QUERY_CHARS:
+        return repr(text)
+    return f"{text[:QUOTED_QUERY_CHARS]!r}... ({len(text)} characters)"
+
+
 class Lexer:
     """Cuts a query into :class:`Token` s (grammar in :mod:`indexerd.index.query`).
 
@@ -40,8 +52,9 @@ class Lexer:
         self.text = text
 
     def fail(self, problem: str, at: int) -> QueryError:
-        """The error for ``problem`` at 0-based offset ``at``: quotes the query, counts from 1."""
-        return QueryError(f"malformed query {self.text!r}: {problem} at character {at + 1}")
+        """The error for ``problem`` at 0-based offset ``at``: quotes the query (a long one cut,
+        :func:`quoted_query`), counts from 1."""
+        return QueryError(f"malformed query {quoted_query(self.text)}: {problem} at character {at + 1}")
 
     def tokens(self) -> list[Token]:
         """Every token of the query, then one ``END``."""

@@ -49,7 +49,9 @@ class SearchForm:
     def until(self) -> datetime | None:
         """``to`` as the end of that day (exclusive: the next day's start), aware UTC."""
         d = _day(self.date_to, "to")
-        return d + timedelta(days=1) if d else None
+        if d is None or d.date() == date.max:
+            return None  # to the end of the calendar: no upper bound
+        return d + timedelta(days=1)
 
     def params(self, **change) -> list[tuple[str, str]]:
         """The query string of this form with ``change`` applied (for paging links)."""
