@@ -291,11 +291,14 @@ def test_check_config_names_an_unset_password_variable_of_the_servers(cli, tmp_p
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("bad", ["postgresql://indexerd:s3cret@db.example.com/search",
+                                 "postgresql://indexerd@db.example.com/search?sslmode=require&password=s3cret"])
 @pytest.mark.parametrize("table", ["store", "index.postgresql"])
-def test_a_password_in_a_server_url_is_refused(tmp_path, table) -> None:
+def test_a_password_in_a_server_url_is_refused(tmp_path, table, bad) -> None:
     # the state dir records the address without its password: a restarted daemon's crash
-    # reconcile could not connect ("no password supplied") and the daemon exited
-    good, bad = "postgresql://indexerd@db.example.com/search", "postgresql://indexerd:s3cret@db.example.com/search"
+    # reconcile could not connect ("no password supplied") and the daemon exited; libpq also
+    # takes it as a ``password=`` parameter (the attack run's check-config printed that one)
+    good = "postgresql://indexerd@db.example.com/search"
     text = (f'[store]\nurl = "{bad if table == "store" else good}"\n[index]\nengine = "postgresql"\n'
             f'[index.postgresql]\nurl = "{bad if table != "store" else good}"\n')
     with pytest.raises(ConfigError, match=rf"{table}.url: the URL holds a password.*password_env or password_file") as e:

@@ -756,6 +756,18 @@ def test_check_config_masks_passwords_with_url_delimiters(tmp_path, secret):
     assert "postgresql+psycopg://ixuser:***@db.invalid:5432/app" in p.stdout
 
 
+def test_check_config_masks_a_password_given_as_a_url_parameter(tmp_path):
+    """From the attack run: ``?password=`` (libpq's keyword) was printed as it was."""
+    url = "postgresql+psycopg://ixuser@db.invalid:5432/app?sslmode=disable&password=p4ram-S3cret"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n\n[[sources.sql]]\n'
+                   + "\n".join(f"{k} = {toml_value(v)}" for k, v in dict(BASE_SOURCE, url=url).items())
+                   + "\n", encoding="utf-8")
+    p = CLI(tmp_path / "state", cfg).run("check-config")
+    assert "p4ram-S3cret" not in p.stdout + p.stderr
+    assert "postgresql+psycopg://ixuser@db.invalid:5432/app?sslmode=disable&password=***" in p.stdout
+
+
 def test_check_config_output_is_valid_toml_for_multiline_sql(tmp_path):
     app = tmp_path / "app.db"
     sqlite3.connect(app).close()              # the example names /var/lib/app/app.db

@@ -156,10 +156,11 @@ def check_semantics(cfg: Config, origin: str) -> None:
 def _no_password_in_url(url: str, key: str, origin: str) -> None:
     """A server URL the state dir records (for ``ctl`` and the crash reconcile, without its
     password) must not carry the password: it goes in ``password_env`` or ``password_file``."""
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qsl, urlsplit
 
     try:
-        has = urlsplit(url).password is not None
+        parts = urlsplit(url)
+        has = parts.password is not None or any(k.lower() == "password" for k, _ in parse_qsl(parts.query))
     except ValueError:
         has = False
     if has:

@@ -3,6 +3,7 @@ secrets in URLs for messages and ``check-config``."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from indexerd.config.schema import Config, FilesystemSource, SqlSource, WebSource
@@ -18,8 +19,14 @@ class SourcePolicy:
     date_sources: tuple[str, ...] | None
 
 
+#: a ``password`` query parameter (libpq's connection keyword, and SQLAlchemy's drivers')
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for messages and ``check-config``).
+    """The URL with any password replaced by ``***`` (for messages and ``check-config``): the
+    one in its user info and a ``password=`` query parameter (libpq's keyword, see PostgreSQL's
+    "Connection URIs").
 
     Parsed by SQLAlchemy's own URL parser, so a password holding ``/``, ``?`` or ``#`` is masked
     whole; an unparseable URL keeps only its scheme.
@@ -28,10 +35,11 @@ def mask_url(url: str) -> str:
         from sqlalchemy.engine import make_url
 
         u = make_url(url)
-        return u.render_as_string(hide_password=True) if u.password is not None else url
+        shown = u.render_as_string(hide_password=True) if u.password is not None else url
     except Exception:
         scheme = url.split("://", 1)[0] if "://" in url else "?"
         return f"{scheme}://***"
+    return _PASSWORD_PARAM.sub(r"\1***", shown)
 
 
 def mask_userinfo(url: str) -> str:
