@@ -189,6 +189,18 @@ def test_ctl_reads_through_the_daemon_with_the_same_output(daemon, tmp_path):
     assert [p.returncode for p in via_daemon] == [0, 0, 2, 2, 0, 0, 0, 0, 0, 1]
 
 
+def test_a_loopback_listener_answers_only_loopback_host_names(daemon):
+    """DNS rebinding (attack run): any ``Host`` was answered, so a page of a rebinding name in
+    the admin's browser could read the index.  Now only this machine's loopback names are."""
+    port = daemon.url.rsplit(":", 1)[1]
+    for host in ("127.0.0.1:" + port, "localhost:" + port, "127.0.0.2", "LOCALHOST", "[::1]:" + port):
+        assert daemon.get("/api/search?q=bird", headers={"Host": host})[0] == 200, host
+    for host in ("evil.example:" + port, "evil.example", "127.0.0.1.evil.example", "localhost.evil.example:80"):
+        status, _, body = daemon.get("/api/search?q=bird", headers={"Host": host}, check=False)
+        assert status == 421 and b"loopback" in body, (host, status)
+        assert daemon.get("/", headers={"Host": host}, check=False)[0] == 421
+
+
 @pytest.mark.parametrize("where", ["env", "file"])
 def test_token_is_required_off_loopback(where):
     """Listening on every address, the token from an environment variable or from a file: a

@@ -17,7 +17,8 @@ daemon's :class:`indexerd.daemon.http.server.DaemonBackend`; tests may pass thei
 Nothing here opens a file other than the templates and the stylesheet: a document is shown from
 what the index and the state store hold, never read from its path.
 
-Access: when a token is set (:mod:`indexerd.daemon.http.auth`), every request must carry it.
+Access: when a token is set (:mod:`indexerd.daemon.http.auth`), every request must carry it;
+without one (loopback only) only this machine's loopback names are answered as ``Host``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from werkzeug.wrappers import Request, Response
 from indexerd.core.dates import format_utc
 from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.daemon.http import pages
-from indexerd.daemon.http.auth import TokenCheck
+from indexerd.daemon.http.auth import HostCheck, TokenCheck
 from indexerd.daemon.queries import MAX_RESULTS, SearchRequest, hits_json
 
 log = logging.getLogger(__name__)
@@ -69,11 +70,14 @@ class SearchApp:
         backend: the daemon's side of the page.
         token: who may ask (:class:`TokenCheck`); ``TokenCheck(None)`` lets every request in.
         page_size: hits per search page.
+        hosts: which ``Host`` values are answered (:class:`HostCheck`); default: every one.
     """
 
-    def __init__(self, backend, token: TokenCheck, *, page_size: int = pages.PAGE_SIZE) -> None:
+    def __init__(self, backend, token: TokenCheck, *, page_size: int = pages.PAGE_SIZE,
+                 hosts: HostCheck | None = None) -> None:
         self.backend = backend
         self.token = token
+        self.hosts = hosts or HostCheck(None)
         self.page_size = page_size
         self.env = Environment(loader=FileSystemLoader(str(_HERE / "templates")),
                                autoescape=select_autoescape(default=True, default_for_string=True),
@@ -85,7 +89,7 @@ class SearchApp:
         request = Request(environ)
         adapter = URLS.bind_to_environ(environ)
         try:
-            denied = self.token.deny(request)
+            denied = self.hosts.deny(request) or self.token.deny(request)
             if denied is not None:
                 response = denied
             else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hmac
 import os
+import re
 from pathlib import Path
 
 from werkzeug.wrappers import Request, Response
@@ -84,3 +85,45 @@ class TokenCheck:
                         "password of HTTP Basic authentication\n", status=401,
                         content_type="text/plain; charset=utf-8",
                         headers={"WWW-Authenticate": 'Basic realm="indexerd", charset="UTF-8"'})
+
+
+class HostCheck:
+    """Which ``Host`` header values the listener answers: a defence against DNS rebinding.
+
+    A web page the admin opens may name a host of its own that resolves to 127.0.0.1 and then
+    read the loopback listener as its own origin (the browser sends that name as ``Host``).
+    A loopback listener without a token answers only the names of this machine's loopback
+    (``localhost``, ``127.x.y.z``, ``[::1]``, the listen address), any port; others get 421
+    Misdirected Request (RFC 9110, 15.5.20).  With a token any ``Host`` is answered: the
+    browser never sends the token to another origin.
+
+    Args:
+        names: the host names answered (lower case, IPv6 in brackets); None answers every one.
+    """
+
+    def __init__(self, names: frozenset[str] | None) -> None:
+        self.names = names
+
+    @classmethod
+    def for_listener(cls, listen_host: str, token_required: bool) -> HostCheck:
+        """The check for a listener on ``listen_host`` (see the class docstring)."""
+        if token_required or not is_loopback(listen_host):
+            return cls(None)
+        listen = listen_host.lower()
+        if ":" in listen and not listen.startswith("["):
+            listen = f"[{listen}]"
+        return cls(frozenset({"localhost", "[::1]", listen}))
+
+    def deny(self, request: Request) -> Response | None:
+        """None when ``request``'s ``Host`` may be answered, else the 421 response."""
+        if self.names is None:
+            return None
+        host = request.headers.get("Host", "").strip().lower()
+        name = host[:host.index("]") + 1] if host.startswith("[") and "]" in host else host.rpartition(":")[0] or host
+        if name in self.names or _LOOPBACK_V4.fullmatch(name):
+            return None
+        return Response(f"this listener answers only for this machine's loopback names, not Host: "
+                        f"{host[:100]!r}\n", status=421, content_type="text/plain; charset=utf-8")
+
+
+_LOOPBACK_V4 = re.compile(r"127(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}")

@@ -136,11 +136,12 @@ def start_listener(daemon, settings: HttpSettings) -> HttpListener:
             names the key, variable or file).
     """
     from indexerd.daemon.http.app import SearchApp
-    from indexerd.daemon.http.auth import TokenCheck, load_token
+    from indexerd.daemon.http.auth import HostCheck, TokenCheck, load_token
 
     host, port = settings.address()
     token = load_token(settings.token_env, settings.token_file)
-    app = SearchApp(DaemonBackend(daemon), TokenCheck(token), page_size=settings.page_size)
+    app = SearchApp(DaemonBackend(daemon), TokenCheck(token), page_size=settings.page_size,
+                    hosts=HostCheck.for_listener(host, token is not None))
     listener = HttpListener(app, host, port, threads=settings.threads)
     listener.start()
     return listener
