@@ -3,6 +3,7 @@ where the file and the state dir are found, the shipped etc/indexerd.toml, and c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -231,6 +232,20 @@ def test_etc_config_parses_and_documents_the_defaults() -> None:
     d = parse_config(src()).sources.filesystem[0]
     assert (s.include, s.exclude, s.follow_symlinks, s.watch, s.interval) == \
         (d.include, d.exclude, d.follow_symlinks, d.watch, d.interval)
+
+
+def test_etc_config_has_no_active_source_that_points_nowhere_and_its_web_example_works() -> None:
+    """A sysadmin's first week: the example installed an active web source for
+    ``http://intranet.example/`` and check-config said OK.  Now the web table is an example to
+    uncomment, and uncommented (its politeness too) it is a valid source."""
+    text = ETC.read_text(encoding="utf-8")
+    assert parse_config(text, str(ETC)).sources.web == []
+    start = text.index("# [[sources.web]]")
+    end = text.index("# [sources.web.auth]")
+    example = "\n".join(line[2:] if re.match(r"# (\[|[a-z_]+ = )", line) else line
+                        for line in text[start:end].splitlines())
+    (web,) = parse_config(text[:start] + example, str(ETC)).sources.web
+    assert (web.name, web.seeds, web.politeness.min_delay) == ("intranet", ["http://intranet.example/"], 1.0)
 
 
 def test_the_effective_config_as_toml_reads_back_as_the_same_config() -> None:
