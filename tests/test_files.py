@@ -506,3 +506,21 @@ def test_thousands_of_deleted_files_leave_in_one_batch(tmp_path) -> None:
     finally:
         ix.close()
     assert elapsed < n * per_key_seconds / 3, (elapsed, n * per_key_seconds)
+
+
+def test_a_first_pass_over_many_binary_files_logs_a_handful_of_lines(tmp_path, caplog) -> None:
+    """A sysadmin's first week: one INFO line per skipped binary file (100 of a pass's 128
+    lines).  Now a skip is a debug line and the pass's summary counts them by reason."""
+    import logging
+
+    root = tmp_path / "tree"
+    for i in range(100):
+        write(root / "bin" / f"blob{i}.dat", "")
+        (root / "bin" / f"blob{i}.dat").write_bytes(bytes(range(256)) * 4 + bytes([i]))
+    write(root / "note.txt", "a note\n")
+    with caplog.at_level(logging.INFO, logger="indexerd"):
+        d, _keys = run_pass(tmp_path, root)
+    assert (d["skipped"], d["indexed"]) == (100, 1), d
+    info = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(info) <= 5, info
+    assert any("skipped or failed: binary 100" in m for m in info), info

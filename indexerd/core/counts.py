@@ -40,11 +40,15 @@ class PassCounts:
     #: in a cluster, this node's part in a web pass the nodes crawl together ended while the
     #: pass goes on on other nodes (nothing was left for this node): not a pass that ended
     left_to_others: bool = field(default=False, compare=False)
+    #: the skipped and failed documents by reason (``binary``, ``too-large``, ``parse-error``...),
+    #: for the one line a pass logs at its end instead of one line per document
+    reasons: dict[str, int] = field(default_factory=dict, compare=False)
 
-    def record(self, verdict: Verdict | str, n: int = 1, *, message: str | None = None) -> None:
+    def record(self, verdict: Verdict | str, n: int = 1, *, message: str | None = None,
+               reason: str | None = None) -> None:
         """Count ``n`` items with ``verdict``: a document verdict also counts them as seen;
         ``deleted`` counts only deletions; ``redirect`` nothing.  ``message`` (errors) is kept as
-        :attr:`last_error`.
+        :attr:`last_error`; ``reason`` of a skipped or failed item is counted in :attr:`reasons`.
 
         Raises:
             ValueError: ``verdict`` is not a :class:`Verdict` value.
@@ -57,6 +61,8 @@ class PassCounts:
             return
         self.seen += n
         setattr(self, v.value, getattr(self, v.value) + n)
+        if reason and v in (Verdict.SKIPPED, Verdict.ERRORS):
+            self.reasons[reason] = self.reasons.get(reason, 0) + n
         if v is Verdict.ERRORS and message:
             self.last_error = message
 
@@ -81,6 +87,13 @@ class PassCounts:
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.last_error = other.last_error or self.last_error
         self.failed = self.failed or other.failed
+        for reason, n in other.reasons.items():
+            self.reasons[reason] = self.reasons.get(reason, 0) + n
+
+    def reasons_text(self) -> str:
+        """The skipped and failed documents by reason, most first: ``"binary 100, too-large 2"``
+        (empty when there are none)."""
+        return ", ".join(f"{r} {n}" for r, n in sorted(self.reasons.items(), key=lambda rn: (-rn[1], rn[0])))
 
     def as_dict(self) -> dict[str, int]:
         """The six counts by name (``failed`` and ``last_error`` are not counts)."""

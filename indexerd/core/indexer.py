@@ -390,7 +390,9 @@ class Indexer:
                                cancel=cancel)
             finally:
                 claim.release()
-            log.info("%s: %s", display_path(src.name), counts.as_dict())
+            by_reason = counts.reasons_text()
+            log.info("%s: %s%s", display_path(src.name), counts.as_dict(),
+                     f"; skipped or failed: {by_reason}" if by_reason else "")
         self.flush()
         for c in summary.sources.values():
             summary.totals.add(c)

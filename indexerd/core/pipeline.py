@@ -146,7 +146,7 @@ class Pipeline:
             log.warning("error %s: %s (%s)", reason, key, detail)
             return self._counted(Outcome(Verdict.ERRORS, reason), counts, message=message)
         self.counters.inc(f"skip.{reason}")
-        log.info("skipped %s: %s (%s)", reason, key, detail)
+        log.debug("skipped %s: %s (%s)", reason, key, detail)  # counted by reason at the pass's end
         return self._counted(Outcome(Verdict.SKIPPED, reason), counts)
 
     def unchanged(self, counts: PassCounts, reason: str = "stat-unchanged") -> Outcome:
@@ -157,7 +157,7 @@ class Pipeline:
     @staticmethod
     def _counted(out: Outcome, counts: PassCounts, n: int = 1, message: str | None = None) -> Outcome:
         """The one place a pass's counts change: record ``out``'s verdict and hand it back."""
-        counts.record(out.verdict, n, message=message)
+        counts.record(out.verdict, n, message=message, reason=out.reason)
         return out
 
     def gone(self, key: str, counts: PassCounts, why: str = "") -> Outcome:
@@ -217,7 +217,7 @@ class Pipeline:
                              mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
                              last_modified_header=f.last_modified_header)
         except Exception as e:  # an extractor bug must not stop the pass
-            log.exception("extraction failed for %s", f.url)
+            log.debug("extraction of %s failed", f.url, exc_info=True)  # the error itself: below
             return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
                              size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
                              status="error", stored=stored)

@@ -153,7 +153,8 @@ class Passes:
         if st.removed:
             log.info("%s: pass cancelled, the source was removed (%s)", name, st.last_counts)
             return st.last_counts
-        log.info("%s: reconcile %s", name, st.last_counts)
+        by_reason = counts.reasons_text()
+        log.info("%s: reconcile %s%s", name, st.last_counts, f"; skipped or failed: {by_reason}" if by_reason else "")
         d.live.rewatch_after_pass(name, src, st)
         return st.last_counts
 

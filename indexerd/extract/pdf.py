@@ -8,6 +8,7 @@ the function that uses it. Pure and thread-safe.
 
 from __future__ import annotations
 
+import logging
 from datetime import timezone
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -18,6 +19,10 @@ from indexerd.extract.text import collapse_lines
 
 if TYPE_CHECKING:
     from pypdf import DocumentInformation
+
+# pypdf warns about every damaged font or stream it reads past (lines of 400+ characters, many
+# per file): what it could not read shows as the document's verdict, so only its errors are logged
+logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 def extract_pdf(data: bytes, *, charset: str | None, base_url: str | None,
