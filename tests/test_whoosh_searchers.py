@@ -119,3 +119,31 @@ def test_a_searcher_that_failed_is_not_kept(tmp_path: Path):
     with pool.searcher() as next_one:
         assert next_one is not lent and next_one.doc_count() == 1
     pool.close()
+
+
+def test_prefixes_matching_too_many_words_are_refused_before_the_search(tmp_path: Path):
+    """The attack run: ``a* OR b* ... OR 9*`` (143 characters) kept Whoosh's one query worker
+    44 s on a real tree, long after its caller's timeout.  Prefixes that match more than
+    MAX_PREFIX_TERMS words of the index are refused before the search (exit 2, HTTP 400)."""
+    import time
+
+    from indexerd.core.errors import QueryError
+    from indexerd.index.whoosh.searching import MAX_PREFIX_TERMS
+
+    ix = WhooshIndex.open(tmp_path / "index")
+    try:
+        s = ix.session()
+        words = [f"{c}{i:05d}w" for c in "abcdefghij" for i in range(MAX_PREFIX_TERMS // 5)]
+        for n in range(0, len(words), 200):
+            s.update(doc(f"d{n}", " ".join(words[n:n + 200])))
+        s.commit(merge=False)
+        runaway = " OR ".join(f"{c}*" for c in "abcdefghij")
+        t0 = time.monotonic()
+        with pytest.raises(QueryError, match=f"match more than {MAX_PREFIX_TERMS} words"):
+            ix.search(runaway, limit=10)
+        with pytest.raises(QueryError, match=f"match more than {MAX_PREFIX_TERMS} words"):
+            ix.count(runaway)
+        assert time.monotonic() - t0 < 5
+        assert len(ix.search("a0001* OR b0000*", limit=100)) > 0  # a few hundred words: answered
+    finally:
+        ix.close()
