@@ -153,4 +153,39 @@ def test_tree_in_a_0700_home_is_reported_for_the_service_user(base):
     os.chown(home, -1, gid)
     os.chmod(home, 0o710)
     p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
-    assert "sources.filesystem[0].path" not in p.stderr, p.stderr
+    assert "sources.filesystem[0].path: " + str(notes) + " is not readable" not in p.stderr, p.stderr
+
+
+@root_only
+def test_check_config_as_the_service_user_names_what_the_unit_would_break(base):
+    """A sysadmin's first week: a tree under /tmp passed ``check-config --user`` although the
+    unit's PrivateTmp=yes shows the service an empty directory there; an interpreter the
+    service user cannot run (a venv made from a Python in root's home) passed too."""
+    from indexerd.config import parse_config
+    from indexerd.daemon.writeaccess import unit_warnings
+
+    tree = base / "tree"  # base is under /tmp
+    tree.mkdir()
+    kept = Path("/var/tmp") / base.name
+    cfg = parse_config(f'state_dir = "{base / "state"}"\n[[sources.filesystem]]\nname = "t"\npath = "{tree}"\n'
+                       f'[[sources.filesystem]]\nname = "v"\npath = "{kept}"\n'
+                       f'[[sources.filesystem]]\nname = "srv"\npath = "/srv/docs"\n', "<test>")
+    private = base / "private"
+    private.mkdir(mode=0o700)
+    python = private / "python3"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    out = unit_warnings(cfg, "nobody", interpreter=str(python))
+    assert [m.split(":")[0] for m in out] == ["sources.filesystem[0].path", "sources.filesystem[1].path",
+                                             f"the Python interpreter {python} is not executable by user nobody"]
+    assert "PrivateTmp=yes" in out[0] and f"is under {os.path.realpath('/tmp')}" in out[0]
+    assert f"no search (x) permission on {private}" in out[2] and "/usr/bin/python3 -m venv" in out[2]
+    private.chmod(0o755)
+    assert len(unit_warnings(cfg, "nobody", interpreter=str(python))) == 2  # runnable now
+    cmd = [sys.executable, "-m", "indexerd.cli.main", "check-config", "-c", "/dev/stdin", "--user", "nobody"]
+    cfgfile = base / "c.toml"
+    cfgfile.write_text(f'state_dir = "{base / "state"}"\n[[sources.filesystem]]\nname = "t"\npath = "{tree}"\n')
+    cmd[5] = str(cfgfile)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
+    assert p.returncode == 0 and "PrivateTmp=yes" in p.stderr, p.stderr
+

@@ -130,9 +130,10 @@ def cmd_check_config(args) -> int:
     for name, path in _missing_roots(cfg):  # not an error: a disk may be mounted later
         print(f"indexerd: warning: source {name}: path {path} does not exist (or is not a "
               f"directory) now; its passes will report an error and delete nothing", file=sys.stderr)
-    from indexerd.daemon.writeaccess import read_warnings, write_warnings
+    from indexerd.daemon.writeaccess import read_warnings, unit_warnings, write_warnings
 
-    for msg in read_warnings(cfg, args.user) + write_warnings(cfg, args.user):
+    unit = unit_warnings(cfg, args.user) if args.user else []
+    for msg in read_warnings(cfg, args.user) + write_warnings(cfg, args.user) + unit:
         print(f"indexerd: warning: {msg}", file=sys.stderr)
     print(f"# {cfg.origin}: OK")
     print(f"# effective state_dir = {resolve_state_dir(cfg)}")

@@ -33,8 +33,9 @@ class PathNeed:
 
     ``key`` is the config key that names it (``state_dir``, ``sources.web[0].mirror_dir``,
     ``sources.sql[1].url``); ``kind`` is ``"dir"`` (created if missing), ``"sqlite"`` (an
-    existing database file, written in place, with its journal beside it) or ``"read"`` (a tree
-    that is only read: :func:`read_warnings`).
+    existing database file, written in place, with its journal beside it), ``"read"`` (a tree
+    that is only read: :func:`read_warnings`) or ``"exec"`` (a program the service runs:
+    :func:`unit_warnings`).
     """
 
     key: str
@@ -87,6 +88,15 @@ def _probe(path: str, kind: str) -> str | None:
             return f"{p}: {e.strerror}"
         return f"no write permission on {p} (owner uid {st.st_uid}, gid {st.st_gid}, mode {stat.filemode(st.st_mode)})"
 
+    if kind == "exec":                                  # the interpreter the unit runs
+        parts = os.path.abspath(path).split(os.sep)
+        for i in range(2, len(parts)):
+            d = os.sep.join(parts[:i])
+            if os.path.isdir(d) and not os.access(d, os.X_OK):
+                return f"no search (x) permission on {d} (mode {stat.filemode(os.stat(d).st_mode)})"
+        if not os.access(path, os.X_OK):
+            return f"no execute permission on {path}"
+        return None
     if kind == "read":                                  # a tree to index: every ancestor searchable
         parts = os.path.abspath(path).split(os.sep)
         for i in range(2, len(parts) + 1):
@@ -195,3 +205,39 @@ def write_warnings(cfg: Config, user: str | None = None) -> list[str]:
             fix += " (the database and its directory: SQLite writes its journal beside it)"
         out.append(f"{wp.key}: {wp.path} is not writable by {who}: {why}; {fix}")
     return out
+
+
+#: Directories the unit (systemd/indexerd.service, ``PrivateTmp=yes``) replaces with an empty
+#: private directory of the service's own.
+PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp")
+
+
+def unit_warnings(cfg: Config, user: str, interpreter: str | None = None) -> list[str]:
+    """What the systemd unit (``systemd/indexerd.service``) would break for the service run as
+    ``user``: a tree under ``/tmp`` or ``/var/tmp`` (the unit's ``PrivateTmp=yes`` shows the
+    service an empty private directory there), and an interpreter ``user`` cannot execute (a
+    venv made from a Python under a private home: the unit fails at start, status 203/EXEC).
+    ``interpreter``: the Python the unit runs (default: this one's, ``sys.executable``).
+
+    Raises:
+        ConfigError: as :func:`denied`.
+    """
+    import sys
+
+    out = []
+    trees = [(f"sources.filesystem[{i}].path", os.path.expanduser(fs.path)) for i, fs in enumerate(cfg.sources.filesystem)]
+    trees += [(f"sources.web[{i}].mirror_dir", os.path.expanduser(w.mirror_dir))
+              for i, w in enumerate(cfg.sources.web) if getattr(w, "mirror_dir", None)]
+    for key, path in trees:
+        real = os.path.realpath(path)
+        tmp = next((d for d in PRIVATE_TMP_DIRS if real == d or real.startswith(d + os.sep)), None)
+        if tmp is not None:
+            out.append(f"{key}: {path} is under {tmp}, which the service sees as an empty private directory "
+                       f"of its own (PrivateTmp=yes in the unit): move it elsewhere, or drop PrivateTmp from "
+                       f"a unit override")
+    exe = os.path.realpath(interpreter or sys.executable)
+    for _need, why in denied([PathNeed("interpreter", exe, "exec")], user):
+        out.append(f"the Python interpreter {exe} is not executable by user {user}: {why}; the service would "
+                   f"not start: build the venv from the system's Python (`/usr/bin/python3 -m venv /opt/indexerd`)")
+    return out
+
