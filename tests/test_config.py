@@ -473,3 +473,14 @@ def test_check_config_warns_of_a_server_that_does_not_answer(cli, tmp_path) -> N
     assert p.returncode == 0 and "OK" in p.stdout, p.stderr
     assert "warning: [store]: " in p.stderr and "cannot connect" in p.stderr, p.stderr
     assert "warning: [index.postgresql]: " in p.stderr
+
+
+@pytest.mark.parametrize("agent", ["bot2/1.0", "  ", "/1.0", "my.bot/2"])
+def test_a_user_agent_without_a_robots_product_token_is_a_config_error(agent) -> None:
+    """A digit in the product token (``ixtest-n1/1.0``) passed the config check and the daemon
+    died at start with a ValueError traceback from the robots.txt cache."""
+    text = f'[[sources.web]]\nname = "w"\nseeds = ["http://example.org/"]\nuser_agent = "{agent}"\n'
+    with pytest.raises(ConfigError, match=r"sources\.web\[0\]\.user_agent: expected a product token"):
+        parse_config(text, "<test>")
+    parse_config(text.replace(agent, "my-bot_X/2.0 (+https://example.org/bot)"), "<test>")
+

@@ -67,8 +67,10 @@ def check_web_source(src: WebSource, where: str, origin: str) -> None:
         raise ConfigError(f"{origin}: {where}.timeout: expected a duration of at most 1 day")
     if src.max_hops is not None and src.max_hops < 0:
         raise ConfigError(f"{origin}: {where}.max_hops: expected a whole number >= 0, got {src.max_hops}")
-    if not src.user_agent.strip() or not re.match(r"[A-Za-z0-9_-]+", src.user_agent):
-        raise ConfigError(f"{origin}: {where}.user_agent: expected a product token first, like "
+    token = (src.user_agent.split("/")[0].split() or [""])[0]
+    if not re.fullmatch(r"[A-Za-z_-]+", token):  # RFC 9309 2.2.1: the robots.txt product token
+        raise ConfigError(f"{origin}: {where}.user_agent: expected a product token of letters, '_' and '-' "
+                          f"first (the name robots.txt rules are matched by, RFC 9309), like "
                           f"'indexerd/0.1 (+https://example.org/bot)', got {src.user_agent!r}")
     if src.timeout <= 0:
         raise ConfigError(f"{origin}: {where}.timeout: expected a duration > 0")
