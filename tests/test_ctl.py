@@ -102,7 +102,22 @@ def test_ctl_reload_says_what_waits_for_a_restart(daemon):
     d.cfg.write_text(text, encoding="utf-8")
     p = cli("ctl", "reload", "-c", str(d.cfg))
     assert p.returncode == 0, p.stderr
-    assert "indexerd: warning: [index] and state_dir changes take effect at the next restart" in p.stderr, p.stderr
+    assert "indexerd: warning: [index] changed: the daemon goes on with the settings it started with" in p.stderr, p.stderr
+    # a sysadmin's first week: [http] listen added, "reloaded ... (0 new or changed)", exit 0, and
+    # nothing listened; now the reload says it waits for a restart, and so does the status
+    text += '\n[http]\nlisten = "127.0.0.1:0"\n'
+    d.cfg.write_text(text, encoding="utf-8")
+    p = cli("ctl", "reload", "-c", str(d.cfg))
+    assert p.returncode == 0, p.stderr
+    assert "warning: [index] and [http] changed: the daemon goes on with the settings it started with until " \
+           "it is restarted" in p.stderr, p.stderr
+    assert d.status()["reload"]["pending_restart"] == ["[index]", "[http]"]
+    p = cli("ctl", "status", "-c", str(d.cfg))
+    assert "config: [index], [http] changed since the start: applied at the next restart" in p.stdout, p.stdout
+    d.cfg.write_text(d.config_text({"docs": d.root}), encoding="utf-8")
+    p = cli("ctl", "reload", "-c", str(d.cfg))
+    assert p.returncode == 0 and "warning" not in p.stderr, p.stderr  # back as it started
+    assert d.status()["reload"]["pending_restart"] == []
 
 
 def test_unit_reloads_through_ctl_reload():

@@ -185,6 +185,8 @@ def print_status(r: dict) -> None:
         else:
             print(f"config: {safe(r.get('config'))}: RELOAD REFUSED at {rl['at']}, still running on the "
                   f"config loaded {rl.get('loaded_at') or 'at start'}: {safe(rl.get('error'))}")
+        if rl.get("pending_restart"):
+            print(f"config: {', '.join(rl['pending_restart'])} changed since the start: applied at the next restart")
     for name, s in r["sources"].items():
         docs = ", ".join(f"{k} {v}" for k, v in sorted(s["documents"].items())) or "no documents"
         where = f", {safe(s['root'])}" if s["root"] else ""

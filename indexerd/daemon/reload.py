@@ -42,9 +42,12 @@ class Reloader:
     def __init__(self, daemon: Daemon) -> None:
         self.d = daemon
         self._waiters: list[tuple[threading.Event, dict]] = []
-        self.info: dict = {"at": None, "ok": None, "error": None, "via": None, "loaded_at": daemon.started_at}
+        self.info: dict = {"at": None, "ok": None, "error": None, "via": None, "loaded_at": daemon.started_at,
+                           "pending_restart": []}
         #: what the last reload that succeeded could not apply (said to ``ctl reload``)
         self.warnings: list[str] = []
+        #: the settings only a restart applies, as the daemon started with them
+        self._at_start = _restart_only(daemon.cfg)
 
     def request(self) -> dict:
         """``ctl reload`` (a control thread): ask the main thread for a reload and wait for its
@@ -126,9 +129,14 @@ class Reloader:
         removed = set(old) - set(new_sources)
         changed = {n for n, s in new_sources.items() if n not in old or old[n].cfg != s.cfg}
         self.warnings = []
-        if new.index != d.cfg.index or new.state_dir != d.cfg.state_dir:
-            self.warnings.append("[index] and state_dir changes take effect at the next restart")
+        waiting = [name for name, (now, then) in zip(RESTART_ONLY, zip(_restart_only(new), self._at_start))
+                   if now != then]
+        if waiting:
+            self.warnings.append(f"{_names(waiting)} changed: the daemon goes on with the settings it started "
+                                 f"with until it is restarted (`systemctl restart indexerd`)")
             log.warning("reload: %s", self.warnings[-1])
+        with d.lock:
+            self.info["pending_restart"] = waiting
         d.cfg = new
         d.indexer.replace_sources(new, new_sources)
         still_running = self._end_passes_of(removed)
@@ -170,3 +178,17 @@ class Reloader:
             log.warning("removed source %s: its pass is still running after %.0f s; it is forgotten "
                         "when that pass ends", name, REMOVE_WAIT_SECONDS)
         return late
+
+
+#: The config tables only a restart applies: the index engine and its settings, the state dir,
+#: the HTTP listener (its address, token and threads are bound when it starts).
+RESTART_ONLY = ("[index]", "state_dir", "[http]")
+
+
+def _restart_only(cfg) -> tuple:
+    return (cfg.index, cfg.state_dir, cfg.http)
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
