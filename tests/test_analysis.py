@@ -117,12 +117,12 @@ def test_long_texts_and_cache_overflow() -> None:
 # -- the Whoosh engine's fused analyzer -----------------------------------------------------------
 
 
-from pathlib import Path
+from pathlib import Path  # noqa: E402  (the imports of this part, kept with it)
 
-from hypothesis import given, settings, strategies as st
-from whoosh.analysis import StemmingAnalyzer
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from whoosh.analysis import StemmingAnalyzer  # noqa: E402
 
-from indexerd.index.whoosh.analysis import FusedStemmingAnalyzer
+from indexerd.index.whoosh.analysis import FusedStemmingAnalyzer  # noqa: E402
 
 REF = StemmingAnalyzer()
 FUSED = FusedStemmingAnalyzer()

@@ -138,4 +138,4 @@ def test_limits_are_checked() -> None:
     for bad in (dict(timeout_seconds=0), dict(memory_bytes=-1), dict(workers=0)):
         with pytest.raises(ValueError):
             Limits(**bad)
-    assert io  # noqa: the module is used by the helpers imported above
+    assert io  # the module is used by the helpers imported above
