@@ -13,6 +13,7 @@ import json
 import re
 import time
 from collections import Counter
+from datetime import datetime
 
 import pytest
 
@@ -542,3 +543,58 @@ def test_a_node_sent_to_join_a_pass_that_ended_meanwhile_begins_none(tmp_path, m
     with PgStore(pg_store_address(schema)) as store:
         state = PassState.from_json(store.get_meta(pass_meta_key("site")))
     assert (state.id, state.running) == (1, False)  # no pass 2 begun
+
+
+# -- issue 30: a node paused past its claims makes no request to a host it lost -----------------
+@pytest.mark.slow
+def test_a_node_paused_past_its_claims_asks_none_of_the_hosts_it_lost(one_site) -> None:
+    """SIGSTOP a node mid-pass until the other has taken its hosts and fetched every page of
+    them, then SIGCONT it: the servers' logs show no request from it to a host it lost, until it
+    claims one again (a retrial saw one 25 ms after waking, to a host another node had held for
+    93 s: its URLs of that host were still queued in its memory and the host's lease was free)."""
+    import os
+    import signal
+
+    pages = 60
+    nodes, sites, db, urls = one_site(pages=pages, names=("n1", "n2"))
+    agents = {"n1": "ixtest-first", "n2": "ixtest-second"}
+    for n in nodes:  # each node signs its requests, so the servers' logs say who asked
+        text = n.cfg.read_text(encoding="utf-8")
+        n.cfg.write_text(text.replace('name = "site"', f'name = "site"\nuser_agent = "{agents[n.name]}/1.0"', 1),
+                         encoding="utf-8")
+        n.start()
+
+    def victim():
+        busy = db.rows("SELECT node, host FROM {s}.crawl_hosts WHERE source = 'site' AND active AND node IS NOT NULL")
+        done = db.rows("SELECT count(*) FROM {s}.crawl WHERE source = 'site' AND state = 'done'")
+        if not busy or not done or done[0][0] < 20 or len({n for n, _ in busy}) < 2:
+            return None
+        return {h for n, h in busy if n == "n1"}
+
+    lost = wait_for("both nodes crawling", victim, 90, nodes, poll=0.1)
+    paused, other = nodes
+    os.kill(paused.proc.pid, signal.SIGSTOP)
+    try:
+        def taken_and_fetched():
+            rows = db.rows("SELECT host FROM {s}.crawl_hosts WHERE source = 'site' AND node = 'n2' AND host = ANY(%s)",
+                           (sorted(lost),))
+            gets = page_gets(sites)
+            return len(rows) == len(lost) and all(f"{h}/p{j}.html" in gets for h in lost for j in range(pages))
+        wait_for("n2 to take n1's hosts and fetch every page of them", taken_and_fetched, 180, [other], poll=0.25)
+    finally:
+        woke = time.monotonic()
+        os.kill(paused.proc.pid, signal.SIGCONT)
+    wall_minus_monotonic = time.time() - time.monotonic()
+    wait_for("the pass to end", lambda: site_pass_done(db), 240, nodes)
+    # n1 may claim a host again once awake (if the pass still has work there): from then on its
+    # requests there are its own; before, none
+    reclaimed: dict[str, float] = {}
+    for m in re.finditer(r"^(\S+ \S+) INFO \S+ site: node n1 crawls (\S+) in pass", paused.log(), re.M):
+        at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - wall_minus_monotonic  # local time
+        if at > woke:
+            reclaimed.setdefault(m.group(2), at)
+    early = [(s.base, h.path, round(h.arrived - woke, 3)) for s in sites for h in s.log
+             if s.base in lost and (h.header("User-Agent") or "").startswith("ixtest-first")
+             and woke < h.arrived < reclaimed.get(s.base, float("inf"))]
+    assert early == [], f"n1 asked hosts it had lost after waking, before claiming them again: {early[:5]}"
+    assert set(page_gets(sites)) == urls  # nothing lost

@@ -92,19 +92,26 @@ class SharedFrontierRows(StoreConnection):
         return int(row[0]), int(row[1])
 
     def frontier_held(self, source: str, node: str, pass_id: int | None = None) -> set[str]:
-        """The hosts of ``source`` whose claim ``node`` holds.  A claim that ran out (the store
-        was unreachable and the heartbeat could not renew it) and that no other node took since
-        is renewed here: the host is still this node's, and nothing it fetched is fetched
-        again; a host another node claimed meanwhile is not in the answer.  ``pass_id``: only
-        the hosts of that pass."""
+        """The hosts of ``source`` whose claim ``node`` holds (:meth:`frontier_claims`' hosts)."""
+        return set(self.frontier_claims(source, node, pass_id))
+
+    def frontier_claims(self, source: str, node: str, pass_id: int | None = None) -> dict[str, float]:
+        """The hosts of ``source`` whose claim ``node`` holds, each with the seconds its claim
+        still holds (database time; no other node may take it before then while ``node`` is
+        alive).  A claim that ran out (the store was unreachable and the heartbeat could not
+        renew it) and that no other node took since is renewed here: the host is still this
+        node's, and nothing it fetched is fetched again; a host another node claimed meanwhile
+        is not in the answer.  ``pass_id``: only the hosts of that pass."""
         this_pass, args = ("", ()) if pass_id is None else (" AND pass_id = ?", (pass_id,))
-        rows = self._db.execute(f"SELECT host, claim_until < now() FROM crawl_hosts WHERE source = ? "
-                                f"AND node = ?{this_pass}", (source, node, *args)).fetchall()
-        if any(r[1] for r in rows):  # a write only after an outage, not at every tick
+        rows = self._db.execute(f"SELECT host, extract(epoch FROM claim_until - now()) FROM crawl_hosts "
+                                f"WHERE source = ? AND node = ?{this_pass}", (source, node, *args)).fetchall()
+        out = {r[0]: float(r[1]) for r in rows}
+        if any(left < 0 for left in out.values()):  # a write only after an outage, not at every tick
             self._db.execute("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
                              f"WHERE source = ? AND node = ? AND claim_until < now(){this_pass}",
                              (HOST_CLAIM_SECONDS, source, node, *args))
-        return {r[0] for r in rows}
+            out = {h: (HOST_CLAIM_SECONDS if left < 0 else left) for h, left in out.items()}
+        return out
 
     def frontier_pending_hosts(self, source: str, node: str) -> list[str]:
         """The hosts ``node`` holds that are pending, now marked not pending and active: the

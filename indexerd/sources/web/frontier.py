@@ -17,6 +17,9 @@ from dataclasses import dataclass, replace
 from indexerd.sources.web.politeness import HostSlots
 from indexerd.sources.web.robots import RobotsCache
 
+#: Seconds a fenced host's URLs wait before the fence is asked again.
+FENCED_WAIT_SECONDS = 0.25
+
 
 @dataclass(frozen=True)
 class Task:
@@ -57,6 +60,11 @@ class Frontier:
             it, without a request.  Called under the frontier's lock: it must be quick and
             must not call the frontier.
 
+    :attr:`fence`, when set, is asked ``fence(host) -> bool`` right before a request to ``host``
+    is handed out: False keeps the host's URLs waiting (a cluster node whose claim on the host
+    is not known to hold now: :meth:`~indexerd.sources.web.sharedfrontier.SharedFrontier.may_ask`).
+    The same rules as ``gate``: quick, under the lock.
+
     A URL taken by :meth:`take` stays *outstanding* until the coordinator calls :meth:`finish`,
     so workers do not stop while a result that may add URLs is being processed.  In a pass the
     cluster crawls together (:mod:`indexerd.sources.web.sharedfrontier`) the frontier is
@@ -68,6 +76,7 @@ class Frontier:
                  gate: Callable[[Task], str | None] | None = None) -> None:
         self.order = order
         self.gate = gate
+        self.fence: Callable[[str], bool] | None = None
         self._gated: dict[str, Task] = {}  # per host: the head that last passed the gate
         self.slots = slots
         self.robots = robots
@@ -195,6 +204,9 @@ class Frontier:
             if host in self._dropped_hosts:
                 _, t = heapq.heappop(q)
                 return replace(t, skip=self._dropped_hosts[host]), None
+            if self.fence is not None and not self.fence(host):
+                soonest = FENCED_WAIT_SECONDS if soonest is None else min(soonest, FENCED_WAIT_SECONDS)
+                continue
             rules = self.robots.get(host)
             if rules is None:
                 if host in self._robots_pending:

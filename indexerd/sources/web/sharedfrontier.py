@@ -16,6 +16,16 @@ when it has nothing to do -- so a host left by a dead node is taken over at once
 URLs queued for its hosts, and tells when the pass is over for the cluster.  Politeness needs
 nothing new: every request still takes its host's lease
 (:mod:`indexerd.sources.web.hostleases`), so a host changing hands keeps its delay.
+
+**A node never asks a host it may have lost.**  A claim holds, for the others, until its
+``claim_until`` (database time); each round reads how long every claim of this node still holds
+(:meth:`~indexerd.core.store.sharedfrontier.SharedFrontierRows.frontier_claims`), and the
+frontier hands out a request to a host only while the claim is known to hold, by this process's
+monotonic clock from the moment that round began (:meth:`SharedFrontier.may_ask`, the frontier's
+fence).  A node paused past its claim (SIGSTOP, a stall, a partition) wakes with every claim
+unconfirmed: its requests wait until the next round has dropped the hosts another node took and
+confirmed the rest -- Kleppmann's lease check made right before each request ("How to do
+distributed locking", 2016), with the claim's expiry as the token's limit.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 
-from indexerd.core.store.sharedfrontier import url_origin
+from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, url_origin
 from indexerd.sources.web.seeding import lost_with_the_process
 from indexerd.sources.web.urls import host_key
 from indexerd.sources.web.urlstate import UrlState
@@ -38,6 +48,10 @@ TICK_SECONDS = 0.25
 NODES_SECONDS = 1.0
 #: Offers kept back before they are sent at once (between two ticks).
 OFFER_BATCH = 500
+#: Seconds of a claim's remaining time a node leaves unused: the clock rates of the node and the
+#: database server may differ a little, and a request handed out just before the limit still
+#: has to reach the host.
+FENCE_MARGIN_SECONDS = 2.0
 #: Seconds a node with nothing to do and nothing to claim stays in a pass before it leaves it to
 #: the nodes still working (it comes back in a few seconds: :data:`~indexerd.core.claims.STANDBY_SECONDS`).
 LEAVE_SECONDS = 1.0
@@ -78,6 +92,8 @@ class SharedFrontier:
         self.node = node
         self.source = sched.src.name
         self.owned: set[str] = set()   # origins (``scheme://host[:port]``) this node claimed
+        #: host key -> monotonic seconds until which this node's claim is known to hold
+        self.fenced_until: dict[str, float] = {}
         self.active: set[str] = set()  # of them, those with URLs in memory or in flight
         self.offers: list[dict] = []
         self.dropped = False           # the page budget is spent: no more hosts
@@ -87,8 +103,22 @@ class SharedFrontier:
         self._next_tick = 0.0
         self._alive = (0.0, 1)
         sched.shared = self
+        sched.frontier.fence = self.may_ask
 
     # -- what the scheduler asks -----------------------------------------------------------
+    def may_ask(self, host: str) -> bool:
+        """Whether a request to ``host`` (a host key, ``scheme://host:port``) may start now: this
+        node's claim on it is known to hold (see the module docstring).  A host this node does
+        not claim (a robots.txt asked for a URL it was offered) is not fenced.  Called by the
+        frontier under its lock: a dictionary look-up."""
+        until = self.fenced_until.get(host)
+        return until is None or time.monotonic() < until
+
+    def _confirmed(self, origin: str, began: float, left: float) -> None:
+        """The store said, in a round that began at ``began`` (monotonic), that ``origin``'s claim
+        holds ``left`` more seconds."""
+        self.fenced_until[host_key(origin + "/")] = began + left - FENCE_MARGIN_SECONDS
+
     def owns(self, url: str) -> bool:
         """Whether this node crawls ``url``'s host in this pass."""
         return url_origin(url) in self.owned
@@ -133,9 +163,12 @@ class SharedFrontier:
         s, frontier = self.sched, self.sched.frontier
         self.flush()
         if not self.dropped:
-            held = self.store.frontier_held(self.source, self.node, self.sched.pass_id)
+            claims = self.store.frontier_claims(self.source, self.node, self.sched.pass_id)
+            held = set(claims)
             self._drop_lost(self.owned - held)
             self._adopt(held - self.owned)
+            for origin, left in claims.items():
+                self._confirmed(origin, t, left)
         idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")) and not self._writing(o))
         if idle:
             s.persist(finished=False)  # the rows of what was done, before anyone may read them
@@ -180,8 +213,10 @@ class SharedFrontier:
             s.table.forget_unwritten(url)
         self.owned.difference_update(lost)
         self.active.difference_update(lost)
-        log.warning("%s: node %s lost its claim on %s (the store was unreachable); another node crawls "
-                    "them now", self.source, self.node, ", ".join(sorted(lost)))
+        for origin in lost:
+            self.fenced_until[host_key(origin + "/")] = 0.0  # never asked again in this pass
+        log.warning("%s: node %s lost its claim on %s (it ran out: the store was unreachable, or this node "
+                    "was paused); another node crawls them now", self.source, self.node, ", ".join(sorted(lost)))
 
     def _adopt(self, origins: set[str]) -> None:
         """Hosts the store says this node holds that this frontier does not know: claimed by a
@@ -210,7 +245,9 @@ class SharedFrontier:
         limit = share - mine
         if limit <= 0 and idle_now:
             limit = 1  # nothing to do here: take a host nobody works on (a dead node's)
+        began = time.monotonic()
         for origin in self.store.frontier_claim(self.source, self.sched.pass_id, self.node, limit):
+            self._confirmed(origin, began, HOST_CLAIM_SECONDS)
             self.owned.add(origin)
             self._take_host(origin)
             log.info("%s: node %s crawls %s in pass %d", self.source, self.node, origin, self.sched.pass_id)
@@ -244,6 +281,7 @@ class SharedFrontier:
             del s.table.rows[url]  # the next holder's now: never written from here
         for origin in given:
             self.store.frontier_release(self.source, self.node, origin)
+            self.fenced_until[host_key(origin + "/")] = 0.0
             self.owned.discard(origin)
             self.active.discard(origin)
         log.info("%s: node %s gives %s back, to spread the pass's hosts with work over the live nodes",
