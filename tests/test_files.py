@@ -524,3 +524,34 @@ def test_a_first_pass_over_many_binary_files_logs_a_handful_of_lines(tmp_path, c
     info = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert len(info) <= 5, info
     assert any("skipped or failed: binary 100" in m for m in info), info
+
+
+def test_a_worker_that_cannot_start_is_retried_at_the_next_pass(tmp_path, monkeypatch) -> None:
+    """A sysadmin's first week: the extraction worker could not start (a venv on an interpreter
+    the service user cannot execute); the documents were recorded parse-error and stayed out of
+    the index until their stat changed.  Now it is an ``environment`` error, read again at the
+    next pass without any change to the files."""
+    from indexerd.extract import isolation
+
+    root = tmp_path / "tree"
+    write(root / "note.eml", "From: a@example.org\nSubject: hello\n\nenvironmentword in the body\n")
+    write(root / "plain.txt", "plainword\n")
+    blocked = tmp_path / "python-not-executable"
+    blocked.write_text("#!/bin/sh\n")
+    blocked.chmod(0o644)
+    isolation.configure(isolation.Limits())  # a new pool: its first worker starts below
+    monkeypatch.setattr(isolation, "worker_argv", lambda memory: [str(blocked), "-m", "indexerd.extract.worker"])
+    d, _ = run_pass(tmp_path, root)
+    assert (d["indexed"], d["errors"]) == (1, 1), d
+    ix = make_indexer(tmp_path, root)
+    ix.open("index")
+    try:
+        rec = ix.store.get("file://" + str(root / "note.eml"))
+        assert (rec.status, rec.reason) == ("error", "environment"), rec
+    finally:
+        ix.close()
+    monkeypatch.undo()
+    isolation.configure(isolation.Limits())
+    d, _ = run_pass(tmp_path, root)
+    assert (d["indexed"], d["unchanged"], d["errors"]) == (1, 1, 0), d
+    assert search(tmp_path, root, "environmentword") == [str(root / "note.eml")]

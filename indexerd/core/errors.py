@@ -20,6 +20,8 @@ process exit code the CLI maps it to (``exit_code``).  The tree:
 
 from __future__ import annotations
 
+import errno
+
 
 class IndexerdError(Exception):
     """Root of every error indexerd raises on purpose.
@@ -63,6 +65,28 @@ class SkipDocument(IndexerdError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+class EnvironmentFailure(IndexerdError):
+    """This machine, not the document, failed to read a document: a helper process that cannot
+    start, EACCES or ENOSPC on indexerd's own files, no memory or file descriptors left.  The
+    document is recorded as an error with reason ``environment`` and read again at the next
+    pass whatever its stat says (its text was never judged)."""
+
+    retry_safe = True
+
+
+#: ``errno`` values of an :class:`OSError` met while extracting a document in memory: the
+#: environment's (permissions on our own helpers, a full disk, exhausted limits), never the
+#: document's.
+ENVIRONMENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EMFILE,
+                                errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.ENOEXEC, errno.ENOENT})
+
+
+def is_environment_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a document was extracted, is the environment's fault
+    (:class:`EnvironmentFailure`, or an :class:`OSError` with an :data:`ENVIRONMENT_ERRNOS`)."""
+    return isinstance(exc, EnvironmentFailure) or (isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS)
 
 
 class RetryLater(IndexerdError):

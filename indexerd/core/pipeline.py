@@ -21,7 +21,7 @@ from typing import Any, Callable
 from indexerd.core import decide as decide_mod
 from indexerd.core.counts import Counters, PassCounts
 from indexerd.core.datechain import DateEvidence, resolve_date
-from indexerd.core.errors import SkipDocument
+from indexerd.core.errors import SkipDocument, is_environment_failure
 from indexerd.core.fetched import Fetched, Policy
 from indexerd.core.outcome import Outcome, PageLinks, Verdict
 from indexerd.core.store import DocumentRecord, Store
@@ -218,7 +218,10 @@ class Pipeline:
                              last_modified_header=f.last_modified_header)
         except Exception as e:  # an extractor bug must not stop the pass
             log.debug("extraction of %s failed", f.url, exc_info=True)  # the error itself: below
-            return self.skip(f.key, f.source, "parse-error", f"{type(e).__name__}: {e}", counts,
+            # this machine's fault (a helper that cannot start, EACCES, ENOSPC): read again at
+            # the next pass, whatever the stat says (indexerd.sources.files.change.unchanged)
+            reason = "environment" if is_environment_failure(e) else "parse-error"
+            return self.skip(f.key, f.source, reason, f"{type(e).__name__}: {e}", counts,
                              size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
                              status="error", stored=stored)
         if ex.redirect is not None and redirects:

@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from indexerd.core.errors import SkipDocument
+from indexerd.core.errors import EnvironmentFailure, SkipDocument
 from indexerd.extract.formats import DocumentText
 
 log = logging.getLogger(__name__)
@@ -77,15 +77,26 @@ class _WorkerLost(Exception):
         self.detail = detail
 
 
+def worker_argv(memory_bytes: int) -> list[str]:
+    """The command of an extraction worker: this interpreter running
+    :mod:`indexerd.extract.worker` with its memory bound (bytes)."""
+    return [sys.executable, "-m", "indexerd.extract.worker", str(memory_bytes)]
+
+
 class _Worker:
-    """One child process and its pipes."""
+    """One child process and its pipes.
+
+    Raises (on creation): EnvironmentFailure when the process cannot be started."""
 
     def __init__(self, memory_bytes: int) -> None:
         env = dict(os.environ)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "indexerd.extract.worker", str(memory_bytes)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=env)
+        try:
+            self.proc = subprocess.Popen(worker_argv(memory_bytes), stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, close_fds=True, env=env)
+        except OSError as e:
+            raise EnvironmentFailure(f"cannot start an extraction worker ({worker_argv(memory_bytes)[0]}): "
+                                     f"{e.strerror or e}") from None
         self.calls = 0
 
     def wait_ready(self, timeout_seconds: float) -> None:
@@ -209,6 +220,7 @@ class WorkerPool:
         Raises:
             SkipDocument: the extractor's (``too-large``, ``parse-error``), or ``timeout``,
                 ``too-large`` (memory bound), ``parse-error`` (the worker died).
+            EnvironmentFailure: no worker could be started (the document is read again later).
             RuntimeError: the pool is closed.
         """
         import msgspec
@@ -254,7 +266,7 @@ class WorkerPool:
             worker.wait_ready(STARTUP_SECONDS)
         except _WorkerLost as lost:
             self._drop(worker)
-            raise RuntimeError(f"cannot start an extraction worker: {lost.detail}") from None
+            raise EnvironmentFailure(f"cannot start an extraction worker: {lost.detail}") from None
         return worker
 
     def _give_back(self, worker: _Worker) -> None:

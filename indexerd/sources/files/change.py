@@ -6,6 +6,11 @@ from __future__ import annotations
 import os
 
 
+#: Verdicts that never stand: the document was not judged (``environment``: this machine failed
+#: to read it, :class:`~indexerd.core.errors.EnvironmentFailure`), so it is read again.
+READ_AGAIN_REASONS = frozenset({"environment"})
+
+
 def unchanged(stored: tuple, st: os.stat_result, max_size_bytes: int) -> bool:
     """The change test: may this file's last verdict stand without reading it?
 
@@ -19,12 +24,14 @@ def unchanged(stored: tuple, st: os.stat_result, max_size_bytes: int) -> bool:
     it is not stable across reboots for many file systems, and would make every file be
     read again.  A row without ctime (written before schema 5) is judged on mtime and size
     alone, once: the scan then records its ctime and inode as they are (a baseline, no
-    read).  A stored ctime of 0 means the stat was taken within :data:`~indexerd.sources.files.keys.RACY_WINDOW_NS` of a
+    read).  A verdict of :data:`READ_AGAIN_REASONS` never stands.  A stored ctime of 0 means the stat was taken within :data:`~indexerd.sources.files.keys.RACY_WINDOW_NS` of a
     change (see :func:`~indexerd.sources.files.keys.trusted_ctime_ns`): the file is read again.  A ctime that moved
     without a content change (chmod, touch) costs one read; the content hash then keeps the
     document as it is.
     """
     mtime_ns, size, ctime_ns, ino, reason = stored
+    if reason in READ_AGAIN_REASONS:
+        return False
     if mtime_ns != st.st_mtime_ns or size != st.st_size:
         return False
     if ctime_ns is not None and ctime_ns != st.st_ctime_ns:

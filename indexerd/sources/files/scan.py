@@ -215,7 +215,8 @@ class FileSource:
                 if sv is not None and (
                         # the common case of unchanged() inline: the same stat, not a too-large skip
                         (sv[0] == st.st_mtime_ns and sv[1] == st.st_size and sv[2] == st.st_ctime_ns
-                         and sv[3] == st.st_ino and sv[4] != "too-large") or unchanged(sv, st)):
+                         and sv[3] == st.st_ino and sv[4] != "too-large" and sv[4] != "environment")
+                        or unchanged(sv, st)):
                     pipeline.unchanged(counts)
                     if sv[2] is None:
                         baseline.append((st.st_ctime_ns, st.st_ino, key, st.st_mtime_ns, st.st_size))
