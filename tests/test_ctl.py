@@ -155,6 +155,26 @@ class NotifySocket:
         self.sock.close()
 
 
+def test_the_systemd_status_line_shows_a_running_pass_s_progress():
+    """A sysadmin's first week: ``systemctl status`` said "reconciling docs" for a long first pass
+    and no count (``ctl status`` had one)."""
+    from types import SimpleNamespace
+
+    from indexerd.core.progress import Progress
+    from indexerd.daemon.sourcestate import SourceState
+    from indexerd.daemon.status import status_line
+
+    tree, site, idle = SourceState(), SourceState(), SourceState()
+    tree.running = site.running = True
+    tree.progress = Progress("docs", tty=False, unit="files")
+    tree.progress.found, tree.progress.done, tree.progress.total = 7473, 1200, 7473
+    site.progress = Progress("site", tty=False, unit="pages")
+    site.progress.done = 340
+    d = SimpleNamespace(states={"docs": tree, "site": site, "notes": idle}, sources={"docs": 1, "site": 2, "notes": 3},
+                        reloader=SimpleNamespace(info={"ok": None, "at": None, "error": None}))
+    assert status_line(d) == "3 sources, 0 watched, reconciling docs 1200/7473 files, site 340 pages"
+
+
 def test_refused_sighup_reload_is_in_the_systemd_status_line(tree, monkeypatch):
     d = tree
     ns = NotifySocket(d.base / "notify.sock")
