@@ -131,7 +131,9 @@ def test_an_unknown_engine_name_is_a_config_error() -> None:
 
 
 def test_tantivy_configured_without_its_library_names_the_extra(tmp_path) -> None:
-    """A process where ``import tantivy`` fails: the error names ``pip install 'indexerd[tantivy]'``."""
+    """A process where ``import tantivy`` fails: the error names the extra and how to install it
+    into this very environment (a sysadmin's first week: it said ``pip install
+    'indexerd[tantivy]'`` to a service installed from a checkout into /opt/indexerd)."""
     code = ("import sys; sys.modules['tantivy'] = None\n"
             "from indexerd.index.base import load_engine\n"
             "from indexerd.core.errors import ConfigError\n"
@@ -139,7 +141,8 @@ def test_tantivy_configured_without_its_library_names_the_extra(tmp_path) -> Non
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "index.engine" in p.stdout and "tantivy" in p.stdout
-    assert "pip install 'indexerd[tantivy]'" in p.stdout or "cannot load it" in p.stdout, p.stdout
+    assert f"{sys.executable} -m pip install 'tantivy==" in p.stdout or "cannot load it" in p.stdout, p.stdout
+    assert "'indexerd[tantivy]' extra" in p.stdout or "cannot load it" in p.stdout, p.stdout
 
 
 # -- the Whoosh session: the last write of a key wins until commit -------------------------------

@@ -273,6 +273,26 @@ def load_engine(name: str) -> Engine:
     except ImportError as e:
         raise ConfigError(f"index.engine = {name!r}: this indexerd cannot load it ({e})") from None
     if not engine.available():
-        how = f"pip install 'indexerd[{engine.extra}]'" if engine.extra else "reinstall indexerd"
+        how = install_hint(engine.extra) if engine.extra else "reinstall indexerd"
         raise ConfigError(f"index.engine = {name!r}, but its library is not installed: {how}")
     return engine
+
+
+def install_hint(extra: str) -> str:
+    """How to install the pip extra ``extra`` into *this* installation, whatever it came from (a
+    venv, a checkout, PyPI): this interpreter's pip with the extra's own requirements, as the
+    installed indexerd's metadata lists them (``/opt/indexerd/bin/python -m pip install
+    'tantivy==0.27.0'``); ``pip install 'indexerd[EXTRA]'`` when the metadata cannot be read."""
+    import sys
+    from importlib import metadata
+
+    try:
+        marker = f'extra == "{extra}"'
+        specs = [r.split(";")[0].strip() for r in metadata.requires("indexerd") or ()
+                 if marker in r.replace("'", '"')]
+    except metadata.PackageNotFoundError:
+        specs = []
+    if not specs:
+        return f"pip install 'indexerd[{extra}]'"
+    return (f"{sys.executable} -m pip install {' '.join(repr(s) for s in specs)} (the 'indexerd[{extra}]' "
+            f"extra, into the environment indexerd runs from)")
