@@ -729,6 +729,26 @@ def test_500_and_timeout_keep_the_indexed_copy(tmp_path, site) -> None:
     assert crawl.counters["error.http-500"] == 1 and crawl.counters["error.timeout"] == 1
 
 
+def test_a_run_of_5xx_answers_does_not_abandon_the_host(tmp_path, site) -> None:
+    """The attack run: five 5xx answers in a row gave up the host for the rest of the pass.  A
+    server that answers is up: each failing page keeps its copy and is asked again next pass,
+    the politeness backoff spaces the requests, the host's other pages are fetched in this pass
+    (only a host that does not answer at all -- timeouts, refused connections -- waits for the
+    next pass, as Heritrix and Nutch treat unreachable servers)."""
+    bad = [f"/e{i}.html" for i in range(7)]
+    good = [f"/g{i}.html" for i in range(4)]
+    site.static("/", html("Home", "start", bad + good))
+    for path in bad:
+        site.add(path, status=500, body=b"oops", headers={"Content-Type": "text/plain"})
+    for i, path in enumerate(good):
+        site.static(path, html(f"G{i}", f"goodword{i}"))
+    crawl = Crawl(tmp_path, site)
+    s = crawl.run()
+    assert (s["indexed"], s["errors"]) == (1 + len(good), len(bad)), s
+    assert sorted(crawl.search("goodword0 OR goodword1 OR goodword2 OR goodword3")) == sorted(site.url(p) for p in good)
+    assert crawl.counters.get("web.host-down", 0) == 0
+
+
 def test_unlinked_page_is_rechecked_and_deleted_only_on_404(tmp_path, site) -> None:
     site.static("/", html("Home", "start", ["/a.html"]))
     site.static("/a.html", html("A", "alphaword"), etag='"a"')

@@ -35,7 +35,10 @@ from indexerd.sources.web.urlstate import UrlState
 log = logging.getLogger(__name__)
 UTC = timezone.utc
 
-#: Consecutive failures of one host after which its remaining URLs wait for the next pass.
+#: Requests in a row to one host that got no HTTP answer at all (timeouts, refused or reset
+#: connections) after which its remaining URLs wait for the next pass.  HTTP errors (5xx) do not
+#: count: a server that answers is up, and the politeness backoff spaces the requests (Heritrix
+#: and Nutch give up on unreachable servers, not on erroring ones).
 HOST_FAILURE_LIMIT = 5
 
 
@@ -57,11 +60,15 @@ class Answers:
         self.counters = pipeline.counters
         self.mirror = mirror
         self.duplicates = DuplicateFinder(self.src.name, pipeline)
+        #: per host: requests in a row without any HTTP answer (see HOST_FAILURE_LIMIT)
+        self.unanswered: dict[str, int] = {}
 
     def handle(self, task: Task, resp: Response) -> None:
         """One answer to a page request, by :func:`~indexerd.sources.web.responses.status_verdict`
         (a cancelled request and an invalid URL are the engine's, before any handler)."""
         v = status_verdict(task, resp)
+        if resp.status is not None:
+            self.unanswered.pop(task.host, None)  # the server answered: it is up
         if v.action == "failed":
             self.failed(task, resp, v.reason)
         elif v.action == "not-modified":
@@ -105,16 +112,19 @@ class Answers:
 
     def failed(self, task: Task, resp: Response, reason: str) -> None:
         """5xx, timeouts, connection errors: keep the indexed copy, retry next pass; after
-        ``HOST_FAILURE_LIMIT`` failures in a row the host's other URLs wait for the next pass."""
+        ``HOST_FAILURE_LIMIT`` requests in a row without an HTTP answer the host's other URLs
+        wait for the next pass."""
         st = self.sched.done(task, resp, reason)
         st.fail_count += 1
         self.sched.reschedule(st, FAILED)
         self.counts.fail(f"{task.url}: {reason} {resp.detail or ''}".rstrip())
         self.counters.inc(f"error.{reason}")
         log.warning("%s: %s: %s %s", self.src.name, task.url, reason, resp.detail or "")
-        if self.src.slots.failures(task.host) >= HOST_FAILURE_LIMIT:
+        if resp.status is None:
+            self.unanswered[task.host] = self.unanswered.get(task.host, 0) + 1
+        if self.unanswered.get(task.host, 0) >= HOST_FAILURE_LIMIT:
             self.counters.inc("web.host-down")
-            log.warning("%s: %s failed %d times in a row; its other URLs wait for the next pass",
+            log.warning("%s: %s did not answer %d times in a row; its other URLs wait for the next pass",
                         self.src.name, task.host, HOST_FAILURE_LIMIT)
             self.sched.frontier.drop_host(task.host, "host-down")
 
