@@ -350,3 +350,21 @@ def test_a_garbage_store_address_file_is_named_in_plain_words(tmp_path, text, sa
     with pytest.raises(StoreError) as e:
         PgStoreAddress.from_file(tmp_path)
     assert str(e.value).startswith(f"{f}: cannot read the ") and says in str(e.value), str(e.value)
+
+
+def test_a_store_from_before_the_document_counts_counts_its_documents_when_migrated(tmp_path: Path) -> None:
+    """Schema 9 -> 10: the counts start from the documents already there, then follow writes."""
+    path = tmp_path / "state.sqlite3"
+    with Store(path) as s:
+        s.write_batch([rec(f"k{i}") for i in range(5)] + [rec("e", status="error")])
+    db = sqlite3.connect(path)
+    db.executescript("DROP TRIGGER document_counts_insert; DROP TRIGGER document_counts_delete; "
+                     "DROP TRIGGER document_counts_update; DROP TABLE document_counts; DROP INDEX crawl_due; "
+                     "PRAGMA user_version = 9;")
+    db.execute("INSERT INTO documents(key, source, status) VALUES ('old', 'docs', 'indexed')")
+    db.commit()
+    db.close()
+    with Store(path) as s:
+        assert s.counts_by_source()["docs"] == {"indexed": 6, "error": 1}
+        s.write_batch([rec("k9")], deletes=["k0", "old"])
+        assert s.counts_by_source()["docs"] == {"indexed": 5, "error": 1}

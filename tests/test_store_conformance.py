@@ -135,7 +135,9 @@ def test_crawl_rows_spill_links_and_schedule(open_any_store) -> None:
     assert s.crawl_links("web", "http://h/a") == '["http://h/b"]'  # kept unless named
     s.crawl_due_now("web", "http://h/a", "forget")
     assert s.crawl_row("http://h/a")["due_at"] is None and s.crawl_row("http://h/a")["due_reason"] == "forget"
-    s.crawl_drop_spilled("web")
+    s.crawl_drop_spilled("web", 4)
+    assert len(s.crawl_spilled("web", 3, 100)) == 10  # pass 3's, not asked to drop
+    s.crawl_drop_spilled("web", 3)
     assert s.crawl_spilled("web", 3, 100) == []
     assert s.get_meta("web:web:pass") == "{}"
 
@@ -169,3 +171,31 @@ def test_two_writers_at_once_lose_nothing(open_any_store) -> None:
     keys = stores[0].keys()
     assert len(keys) == 81 and "shared" in keys
     assert stores[0].get("shared").title in {"0-39", "1-39"}
+
+
+def test_the_document_counts_follow_every_write_without_reading_the_documents(open_any_store) -> None:
+    """``counts_by_source`` reads the counts the store keeps as rows change (status and metrics
+    cost the same at 10 M documents as at 10): inserts, status changes, a source moved, deletes,
+    a source forgotten, many statements (PostgreSQL's appended counts folded), all exact."""
+    s = open_any_store()
+
+    def truth() -> dict:
+        out: dict = {}
+        for r in s.iter_records():
+            out.setdefault(r.source, {}).setdefault(r.status, 0)
+            out[r.source][r.status] += 1
+        return out
+
+    s.write_batch([rec(f"k{i}") for i in range(10)] + [rec("w1", source="web", status="skipped")])
+    assert s.counts_by_source() == truth() == {"docs": {"indexed": 10}, "web": {"skipped": 1}}
+    s.write_batch([rec("k1", status="error"), rec("k2", status="error"), rec("k3", source="web")],
+                  deletes=["k4", "nope"])
+    assert s.counts_by_source() == truth() == {"docs": {"indexed": 6, "error": 2}, "web": {"skipped": 1, "indexed": 1}}
+    s.write_batch([rec("k1", status="error", title="same status, other title")])
+    assert s.counts_by_source() == truth()
+    for i in range(s.COUNT_ROWS_FOLD + 5):  # a statement each: more count rows than the fold's limit
+        s.write_batch([rec(f"m{i}", source="many")])
+    assert s.counts_by_source() == truth()
+    assert s.counts_by_source()["many"] == {"indexed": s.COUNT_ROWS_FOLD + 5}
+    s.write_batch([], deletes=[f"k{i}" for i in range(10)] + ["w1"])
+    assert s.counts_by_source() == truth() and "docs" not in s.counts_by_source()

@@ -46,6 +46,7 @@ WRITES_OUTSIDE_THE_WRITER: dict[str, tuple[tuple[str, ...], str]] = {
     "crawl_write": (("sources/web/",), "the crawl table is written only by the one pass of its "
                     "web source (a source runs one pass at a time); the writer never writes it"),
     "crawl_drop_spilled": (("sources/web/",), "the same rows as crawl_write, the same owner"),
+    "crawl_forget_unasked": (("sources/web/",), "the same rows as crawl_write, the same owner"),
     "crawl_due_now": (("sources/web/source.py",), "one crawl row's schedule, for `ctl forget`; a crawl "
                       "running meanwhile keeps its own schedule for that page (documented there)"),
     "pass_started": (("core/indexer.py",), "the source_runs row of the source whose pass starts, "

@@ -251,15 +251,19 @@ class ClusterRows(StoreConnection):
         return row[0], bytes(row[1]) if row[1] is not None else None, row[2], float(row[3])
 
     def frontier_by_host(self) -> list[dict]:
-        """The shared frontier per web source and host: ``{source, host, queued, done, node}``
-        (a canonical URL always has a path, so its host is what its second slash and third
-        enclose; ``node``: the node whose claim on the host holds in the source's current pass
-        (:mod:`indexerd.core.store.sharedfrontier`), None: nobody's)."""
+        """The shared frontier of each web source's current pass, per host: ``{source, host,
+        queued, done, node}`` (the pass's URLs waiting or queued, and asked; a canonical URL
+        always has a path, so its host is what its second slash and third enclose; ``node``:
+        the node whose claim on the host holds (:mod:`indexerd.core.store.sharedfrontier`),
+        None: nobody's).  Read through ``crawl_pass``: the cost is the current passes' rows,
+        not every URL the sources know."""
         cur = self._db.execute(
             "SELECT f.source, f.host, f.queued, f.done, CASE WHEN h.claim_until >= now() THEN h.node END AS node "
-            "FROM (SELECT source, split_part(url, '/', 1) || '//' || split_part(url, '/', 3) AS host, "
-            "count(*) FILTER (WHERE state IN ('queued', 'spilled')) AS queued, "
-            "count(*) FILTER (WHERE state = 'done') AS done FROM crawl GROUP BY 1, 2) f "
+            "FROM (SELECT c.source, split_part(c.url, '/', 1) || '//' || split_part(c.url, '/', 3) AS host, "
+            "count(*) FILTER (WHERE c.state IN ('queued', 'spilled')) AS queued, "
+            "count(*) FILTER (WHERE c.state = 'done') AS done FROM crawl c "
+            "JOIN (SELECT DISTINCT source, pass_id FROM crawl_hosts) p ON c.source = p.source AND c.pass_id = p.pass_id "
+            "GROUP BY 1, 2) f "
             "LEFT JOIN crawl_hosts h ON h.source = f.source AND h.host = f.host ORDER BY 1, 2")
         return [{"source": r["source"], "host": r["host"], "queued": r["queued"], "done": r["done"],
                  "node": r["node"]} for r in cur]

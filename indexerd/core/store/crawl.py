@@ -69,6 +69,68 @@ class CrawlRows(StoreConnection):
                 return
             last, op = rows[-1]["url"], ">"
 
+    #: What makes a row a page asked in some pass and not confirmed gone (a new pass asks it
+    #: again when due: :attr:`indexerd.sources.web.urlstate.UrlState.asked_before`).
+    _ASKED_BEFORE = ("last_status IS NOT NULL AND via != 'sitemapfile' "
+                     "AND (last_outcome IS NULL OR last_outcome != 'gone')")
+
+    def crawl_due_rows(self, source: str, before_pass: int, due_by: str) -> list[dict]:
+        """The rows of ``source`` a new pass asks again because they are due: pages asked in
+        a pass before ``before_pass`` (not sitemap files, not confirmed gone) whose ``due_at``
+        is NULL (never scheduled) or at most ``due_by`` (the store's time text,
+        :func:`~indexerd.core.store.values.to_db_time`), without ``links``.
+
+        Read through the ``crawl_due`` index (source, due_at), two range scans: the cost is
+        the due rows', not the source's (a source knowing 10 M URLs with 2 due reads 2 rows)."""
+        cols = ", ".join(self.CRAWL_COLUMNS)
+        found: list[dict] = []
+        for cond, args in (("due_at IS NULL", ()), ("due_at <= ?", (due_by,))):
+            # "+pass_id": no index on it, so SQLite's planner takes crawl_due, not crawl_pass
+            cur = self._db.execute(f"SELECT {cols} FROM crawl WHERE source = ? AND {cond} AND +pass_id < ? "
+                                   f"AND state != 'spilled' AND {self._ASKED_BEFORE}",
+                                   (source, *args, before_pass))
+            found.extend(dict(r) for r in cur)
+        return found
+
+    def crawl_pass_rows(self, source: str, first_pass: int, last_pass: int | None = None) -> list[dict]:
+        """The rows of ``source`` (not the frontier's overflow) whose pass is ``first_pass`` ..
+        ``last_pass`` (None: any later), without ``links``: what those passes queued and asked,
+        through the ``crawl_pass`` index (the cost is those passes' work, not the source's)."""
+        upper = "" if last_pass is None else " AND pass_id <= ?"
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               f"AND pass_id >= ?{upper} AND state != 'spilled' ORDER BY pass_id, seq",
+                               (source, first_pass, *(() if last_pass is None else (last_pass,))))
+        return [dict(r) for r in cur]
+
+    def crawl_indexed_unstored(self, source: str, pass_id: int) -> list[dict]:
+        """The rows of pass ``pass_id`` of ``source`` that say their page was indexed
+        (``last_outcome`` ``indexed:...``; ``Verdict.INDEXED:...`` as older rows spell it) while
+        the store holds no document under their key (``doc_key``, else the URL): the crawl row
+        was written and the document's write was lost (a failed commit, a database restart,
+        ``kill -9`` before the commit).  One query; the cost is that pass's rows (through
+        ``crawl_pass``) and one key lookup each, and only the lost ones are returned."""
+        cur = self._db.execute(
+            f"SELECT {', '.join('c.' + c for c in self.CRAWL_COLUMNS)} FROM crawl c WHERE c.source = ? "
+            "AND c.pass_id = ? AND c.state = 'done' AND (substr(c.last_outcome, 1, 8) = 'indexed:' "
+            "OR substr(c.last_outcome, 1, 16) = 'Verdict.INDEXED:') "
+            "AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.key = coalesce(c.doc_key, c.url))",
+            (source, pass_id))
+        return [dict(r) for r in cur]
+
+    def crawl_forget_unasked(self, source: str, pass_id: int) -> int:
+        """Delete the rows pass ``pass_id`` of ``source`` queued and never asked (a pass a
+        stop ended before it asked them; a finished pass forgets its own): they are found
+        again if still linked.  Returns how many were deleted."""
+        cur = self._db.execute("SELECT count(*) FROM crawl WHERE source = ? AND pass_id = ? AND state = 'queued' "
+                               "AND last_status IS NULL AND via != 'sitemapfile' AND doc_key IS NULL",
+                               (source, pass_id))
+        n = cur.fetchone()[0]
+        if n:
+            self._exec_many("DELETE FROM crawl WHERE source = ? AND pass_id = ? AND state = 'queued' "
+                            "AND last_status IS NULL AND via != 'sitemapfile' AND doc_key IS NULL",
+                            [(source, pass_id)])
+        return n
+
     def crawl_spilled(self, source: str, pass_id: int, limit: int) -> list[dict]:
         """At most ``limit`` rows of the frontier's overflow on disk (state ``spilled``) of pass
         ``pass_id``, best first (fewest hops, then discovery order)."""
@@ -77,9 +139,12 @@ class CrawlRows(StoreConnection):
                                (source, pass_id, limit))
         return [dict(r) for r in cur]
 
-    def crawl_drop_spilled(self, source: str) -> None:
-        """Forget the frontier's overflow on disk of ``source`` (a pass finished or began)."""
-        self._exec_many("DELETE FROM crawl WHERE source = ? AND state = 'spilled'", [(source,)])
+    def crawl_drop_spilled(self, source: str, since_pass: int) -> None:
+        """Forget the frontier's overflow on disk of ``source`` left by pass ``since_pass`` and
+        later (a pass finished or began; an older pass's overflow was dropped by its own end or
+        by the next start), through ``crawl_pass``: the cost is those passes' rows."""
+        self._exec_many("DELETE FROM crawl WHERE source = ? AND pass_id >= ? AND state = 'spilled'",
+                        [(source, since_pass)])
 
     def crawl_links(self, source: str, url: str) -> str | None:
         """The JSON list of outlinks stored for ``url`` at its last parse, or None."""

@@ -182,13 +182,26 @@ class DocumentRows(StoreConnection):
         for row in self._stream(sql, args):
             yield _row_to_record(row)
 
+    #: Rows of ``document_counts`` past which :meth:`counts_by_source` folds them into one per
+    #: (source, status) (PostgreSQL appends a row per statement; SQLite keeps one per pair).
+    COUNT_ROWS_FOLD = 1000
+
     def counts_by_source(self) -> dict[str, dict[str, int]]:
-        """``{source: {status: n}}``."""
+        """``{source: {status: n}}``, from the counts the store keeps as document rows change
+        (``document_counts``, kept by triggers): the cost is the number of sources and
+        statuses, not of documents."""
         out: dict[str, dict[str, int]] = {}
-        for src, status, n in self._db.execute(
-                "SELECT source, status, count(*) FROM documents GROUP BY source, status"):
-            out.setdefault(src, {})[status] = n
+        rows = self._db.execute("SELECT source, status, sum(n), count(*) FROM document_counts "
+                                "GROUP BY source, status").fetchall()
+        for src, status, n, _ in rows:
+            if n:
+                out.setdefault(src, {})[status] = int(n)
+        if sum(r[3] for r in rows) > self.COUNT_ROWS_FOLD:
+            self._fold_document_counts()
         return out
+
+    def _fold_document_counts(self) -> None:
+        """Fold the appended count rows into one per (source, status) (PostgreSQL's)."""
 
     def media_types(self) -> list[str]:
         """The media types of indexed documents, sorted."""

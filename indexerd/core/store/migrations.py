@@ -124,6 +124,33 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE source_runs ADD COLUMN node TEXT;
     """,
+    # 9 -> 10: a new web pass selects the known URLs that are due by their next-due time (NULL:
+    # never scheduled) instead of reading every row of its source; the documents per source and
+    # status are counted as rows change (status and metrics read the counts, not the table)
+    """
+    CREATE INDEX crawl_due ON crawl(source, due_at);
+    CREATE TABLE document_counts (
+        source  TEXT NOT NULL,
+        status  TEXT NOT NULL,
+        n       INTEGER NOT NULL,
+        PRIMARY KEY (source, status)
+    );
+    INSERT INTO document_counts(source, status, n) SELECT source, status, count(*) FROM documents
+        GROUP BY source, status;
+    CREATE TRIGGER document_counts_insert AFTER INSERT ON documents BEGIN
+        INSERT INTO document_counts(source, status, n) VALUES (NEW.source, NEW.status, 1)
+            ON CONFLICT(source, status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER document_counts_delete AFTER DELETE ON documents BEGIN
+        UPDATE document_counts SET n = n - 1 WHERE source = OLD.source AND status = OLD.status;
+    END;
+    CREATE TRIGGER document_counts_update AFTER UPDATE OF source, status ON documents
+        WHEN OLD.source != NEW.source OR OLD.status != NEW.status BEGIN
+        UPDATE document_counts SET n = n - 1 WHERE source = OLD.source AND status = OLD.status;
+        INSERT INTO document_counts(source, status, n) VALUES (NEW.source, NEW.status, 1)
+            ON CONFLICT(source, status) DO UPDATE SET n = n + 1;
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

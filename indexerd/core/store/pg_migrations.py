@@ -137,6 +137,51 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (source, host)
     );
     """,
+    # 3 -> 4: a new web pass selects the known URLs that are due by their next-due time (NULL:
+    # never scheduled) instead of reading every row of its source; the documents per source and
+    # status are counted as rows change.  Several nodes write documents at once, so each
+    # statement appends its changes (statement-level triggers over the transition tables: no
+    # row two writers would both lock); readers sum them, and fold them into one row per
+    # (source, status) now and then (DocumentRows.counts_by_source)
+    """
+    CREATE INDEX crawl_due ON {s}.crawl(source, due_at);
+    CREATE TABLE {s}.document_counts (
+        source  text COLLATE "C" NOT NULL,
+        status  text NOT NULL,
+        n       bigint NOT NULL
+    );
+    CREATE INDEX document_counts_source ON {s}.document_counts(source, status);
+    INSERT INTO {s}.document_counts(source, status, n) SELECT source, status, count(*) FROM {s}.documents
+        GROUP BY source, status;
+    CREATE FUNCTION {s}.document_counts_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO {s}.document_counts(source, status, n) SELECT source, status, count(*) FROM new_rows
+            GROUP BY source, status;
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION {s}.document_counts_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO {s}.document_counts(source, status, n) SELECT source, status, -count(*) FROM old_rows
+            GROUP BY source, status;
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION {s}.document_counts_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO {s}.document_counts(source, status, n)
+            SELECT source, status, sum(n) FROM (
+                SELECT source, status, -1 AS n FROM old_rows
+                UNION ALL SELECT source, status, 1 FROM new_rows) d
+            GROUP BY source, status HAVING sum(n) != 0;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER document_counts_insert AFTER INSERT ON {s}.documents
+        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.document_counts_inserted();
+    CREATE TRIGGER document_counts_delete AFTER DELETE ON {s}.documents
+        REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.document_counts_deleted();
+    CREATE TRIGGER document_counts_update AFTER UPDATE ON {s}.documents
+        REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION {s}.document_counts_updated();
+    """,
 )
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

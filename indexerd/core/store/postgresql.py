@@ -10,6 +10,7 @@ and the writer retries its batch.
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Self
@@ -20,6 +21,8 @@ from indexerd.core.store.connection import StoreConnection
 from indexerd.core.store.pg_migrations import MIGRATE_LOCK_KEY, PG_MIGRATIONS, PG_SCHEMA_VERSION
 
 __all__ = ["PgConnection", "PgStoreAddress"]
+
+log = logging.getLogger(__name__)
 
 
 class PgStoreAddress(PgAddress):
@@ -199,6 +202,17 @@ class PgConnection(StoreConnection):
                     cur.execute(f"UPDATE {s}.store_schema SET version = %s", (step + 1,))
         except psycopg.Error as e:
             raise StoreError(f"{self.where}: migrating the schema failed: {first_line(e)}") from None
+
+    def _fold_document_counts(self) -> None:
+        """Fold the count rows the triggers appended into one per (source, status), in one
+        statement (a writer appending meanwhile is not blocked; two folds at once each fold
+        the rows they deleted).  A store that cannot be written now folds at a later read."""
+        try:
+            self._exec_many("WITH gone AS (DELETE FROM document_counts RETURNING source, status, n) "
+                            "INSERT INTO document_counts(source, status, n) SELECT source, status, sum(n) "
+                            "FROM gone GROUP BY source, status HAVING sum(n) != 0", [()])
+        except StoreError as e:
+            log.debug("%s: the document counts were not folded: %s", self.where, e)
 
     def _stream(self, sql: str, args=()):
         return self._db.stream(sql, args)

@@ -17,7 +17,7 @@ pass is over for the cluster when no host of it is pending or active
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from indexerd.core.store.cluster import _ALIVE
 from indexerd.core.store.connection import StoreConnection
@@ -121,20 +121,16 @@ class SharedFrontierRows(StoreConnection):
                                "AND node = ? AND pending RETURNING host", (source, node))
         return [r[0] for r in cur]
 
-    def frontier_host_rows(self, source: str, host: str, *, chunk: int = 2000) -> Iterator[dict]:
-        """Every crawl row (:attr:`CRAWL_COLUMNS`) of ``host`` (``scheme://host[:port]``) in
-        ``source``, in URL order, read ``chunk`` at a time by URL (keyset pagination: each
-        chunk one whole query)."""
+    def frontier_host_rows(self, source: str, host: str, pass_id: int) -> list[dict]:
+        """The crawl rows (:attr:`CRAWL_COLUMNS`) of ``host`` (``scheme://host[:port]``) in pass
+        ``pass_id`` of ``source`` (not those waiting in the store, state ``spilled``), in
+        discovery order: what that pass queued and asked of the host, through ``crawl_pass``
+        (the cost is the pass's rows, not every URL the host ever had)."""
         low, high = prefix_range(host + "/")
-        op = ">="
-        while True:
-            rows = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
-                                    f"AND url {op} ? AND url < ? ORDER BY url LIMIT ?",
-                                    (source, low, high, chunk)).fetchall()
-            yield from (dict(r) for r in rows)
-            if len(rows) < chunk:
-                return
-            low, op = rows[-1]["url"], ">"
+        cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               "AND pass_id = ? AND state != 'spilled' AND url >= ? AND url < ? ORDER BY seq",
+                               (source, pass_id, low, high))
+        return [dict(r) for r in cur]
 
     def frontier_take(self, source: str, host: str, pass_id: int, limit: int) -> list[dict]:
         """Take at most ``limit`` crawl rows of ``host`` waiting in the store in pass ``pass_id``

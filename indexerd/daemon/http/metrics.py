@@ -105,6 +105,8 @@ class _StatusCollector:
             running.add_metric([name], 1 if src.get("running") else 0)
         yield docs
         yield running
+        yield _progress_family(st)
+        yield _frontier_family(st)
         yield GaugeMetricFamily("indexerd_change_queue_length", "Live file changes waiting to be read.",
                                 value=st.get("change_queue", 0))
         writer = st.get("writer") or {}
@@ -123,6 +125,30 @@ class _StatusCollector:
         yield GaugeMetricFamily("indexerd_uptime_seconds", "Seconds since the daemon started.",
                                 value=st.get("uptime_seconds", 0))
         yield from _counter_families(st.get("counters") or {})
+
+
+def _progress_family(st: dict) -> GaugeMetricFamily:
+    """How far each running pass is (``ctl status``'s ``progress``): the items it found and
+    read, and their total when known (a crawl finds its pages as it goes)."""
+    fam = GaugeMetricFamily("indexerd_pass_progress", "Items of each running pass: found, done, and "
+                            "the total when known (files, URLs or queue rows).", labels=["source", "what"])
+    for name, src in sorted(st.get("sources", {}).items()):
+        prog = src.get("progress") or {}
+        for what in ("found", "done", "total"):
+            if prog.get(what) is not None:
+                fam.add_metric([name, what], prog[what])
+    return fam
+
+
+def _frontier_family(st: dict) -> GaugeMetricFamily:
+    """In a cluster, the shared frontier of each web source's current pass per host (``ctl
+    status``'s ``cluster.frontier``): URLs queued (waiting or in a node's frontier) and done."""
+    fam = GaugeMetricFamily("indexerd_frontier_urls", "URLs of each web source's current pass in a "
+                            "cluster, per host: queued and done.", labels=["source", "host", "state"])
+    for row in (st.get("cluster") or {}).get("frontier") or []:
+        for state in ("queued", "done"):
+            fam.add_metric([row["source"], row["host"], state], row[state])
+    return fam
 
 
 def _counter_families(counters: dict[str, int]):

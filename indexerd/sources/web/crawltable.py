@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from typing import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Callable, Iterator, NamedTuple
 
-from indexerd.core.store import Store
+from indexerd.core.store import Store, to_db_time
 from indexerd.sources.web.urlstate import PassState, UrlState
 
 #: Spilled states written to the store at once.
@@ -39,6 +40,25 @@ STATE_CHUNK = 2_000
 def pass_meta_key(source: str) -> str:
     """The meta key of web source ``source``'s :class:`PassState`."""
     return f"web:{source}:pass"
+
+
+def scope_meta_key(source: str) -> str:
+    """The meta key of the scope fingerprint web source ``source``'s last pass ran with."""
+    return f"web:{source}:scope"
+
+
+class DueStates(NamedTuple):
+    """What a new pass starts from, besides its seeds (:meth:`CrawlTable.due_states`).
+
+    Attributes:
+        due: the states of URLs asked before that are due (by ``due_at``; all of them when
+            every one is due).
+        unstored: the states of the last pass's pages said indexed while the store has no
+            document for them (the write was lost): asked again now, due or not.
+    """
+
+    due: list[UrlState]
+    unstored: list[UrlState]
 
 
 class CrawlTable:
@@ -62,6 +82,7 @@ class CrawlTable:
         self._dirty: set[str] = set()
         self._links: dict[str, str | None] = {}  # outlinks parsed in this pass, not yet written
         self._spill_buffer: list[UrlState] = []  # spilled states not written yet
+        self._meta: dict[str, str] = {}  # meta values written with the next write
         self._last_write = time.monotonic()
 
     def load(self) -> PassState:
@@ -91,6 +112,42 @@ class CrawlTable:
         """
         for row in self.store.crawl_rows_chunked(self.source, chunk=STATE_CHUNK):
             yield UrlState.from_row(row)
+
+    def due_states(self, *, before_pass: int, pass_start: datetime, min_interval: float,
+                   all_due: bool) -> DueStates:
+        """The stored states a new pass ``before_pass`` starts from (:class:`DueStates`),
+        through indexed queries: the rows due at ``pass_start`` (aware UTC; due up to half
+        ``min_interval`` seconds later counts, as
+        :func:`~indexerd.sources.web.recrawl.is_due` says) and the last pass's lost writes.
+        ``all_due``: every row asked before is due (a forced pass, adaptive recrawl off), read
+        a chunk at a time.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        if all_due:
+            due = [st for st in self.stored_states() if st.pass_id < before_pass and st.asked_before]
+        else:
+            due_by = to_db_time(pass_start + timedelta(seconds=min_interval / 2))
+            due = [UrlState.from_row(r) for r in self.store.crawl_due_rows(self.source, before_pass, due_by)]
+        lost = [UrlState.from_row(r) for r in self.store.crawl_indexed_unstored(self.source, before_pass - 1)]
+        return DueStates(due, lost)
+
+    def pass_states(self, pass_id: int) -> list[UrlState]:
+        """The stored states of pass ``pass_id`` (what it queued and asked), by index.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        return [UrlState.from_row(r) for r in self.store.crawl_pass_rows(self.source, pass_id, pass_id)]
+
+    def scope_fingerprint(self) -> str | None:
+        """The scope fingerprint the source's last pass ran with (None: none recorded)."""
+        return self.store.get_meta(scope_meta_key(self.source))
+
+    def set_scope_fingerprint(self, value: str) -> None:
+        """Record the scope fingerprint this pass runs with, at the next :meth:`write`."""
+        self._meta[scope_meta_key(self.source)] = value
 
     def stored_state_chunks(self) -> Iterator[list[UrlState]]:
         """:meth:`stored_states`, a chunk (a list of up to :data:`STATE_CHUNK`) at a time."""
@@ -216,10 +273,10 @@ class CrawlTable:
         self.flush_spilled()
         return [UrlState.from_row(r) for r in self.store.crawl_spilled(self.source, pass_id, limit)]
 
-    def drop_spilled(self) -> None:
-        """Forget the overflow on disk (a pass began or finished)."""
+    def drop_spilled(self, since_pass: int) -> None:
+        """Forget the overflow on disk of pass ``since_pass`` and later (a pass began or finished)."""
         self._spill_buffer = []
-        self.store.crawl_drop_spilled(self.source)
+        self.store.crawl_drop_spilled(self.source, since_pass)
 
     # -- writing back ---------------------------------------------------------------------
     def write_maybe(self, pass_state: PassState | None) -> None:
@@ -242,15 +299,17 @@ class CrawlTable:
             for url in [u for u, s in self.rows.items() if s.state == "queued" and s.last_status is None
                         and s.via != "sitemapfile" and not s.doc_key]:
                 self.remove(url)
-            self.drop_spilled()
+            self.drop_spilled(pass_state.id if pass_state is not None else 0)
         rows = [self.rows[u].as_row() for u in self._dirty if u in self.rows]
         rows += [s.as_row() for s in self._spill_buffer]
         self._spill_buffer = []
         deletes = [u for u in self._dirty if u not in self.rows]
         meta = {self.meta_key: pass_state.to_json()} if pass_state is not None else {}
+        meta.update(self._meta)
         links = {u: v for u, v in self._links.items() if u in self.rows}
         self.store.crawl_write(self.source, rows, deletes, meta, links)
         self._dirty.clear()
+        self._meta.clear()
         self._links.clear()  # kilobytes per page: read back from the store when a 304 needs them
         self._last_write = time.monotonic()
         if self.lazy and self.readable is None:  # written and not queued: into the cache

@@ -111,11 +111,6 @@ class Scheduler:
         return self.forced or self.max_interval <= self.min_interval or \
             is_due(st.due_at, self.pass_start, self.min_interval)
 
-    def defer(self, url: str) -> None:
-        """Adaptive recrawl: the known ``url`` is not due in this pass (counted).  Nothing is
-        kept: :meth:`known` tells it from its state, read back if links point at it."""
-        self.counters.inc("web.recrawl.not-due")
-
     def deferred(self, st: UrlState | None) -> bool:
         """Whether ``st`` (a URL's state, or None) is that of a known URL this pass does not ask:
         requested in an earlier pass and not due in this one (:meth:`due`)."""

@@ -10,6 +10,8 @@ Pure (no I/O).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from urllib.parse import urlsplit
 
@@ -191,6 +193,17 @@ class Scope:
                                      or max_hops < 0):
             raise ValueError(f"max_hops: expected a whole number >= 0, got {max_hops!r}")
         self.max_hops = max_hops
+
+    def fingerprint(self) -> str:
+        """A digest (hex) of every setting :meth:`check` depends on: two scopes with the same
+        fingerprint keep and drop the same URLs (a new pass re-checks the URLs it knows only
+        when it changed)."""
+        facts = {"seeds": self.seeds, "domains": self.allowed_domains, "ports": sorted(self.allowed_ports),
+                 "restrict": [r.pattern for r in self.restrict], "include": [r.pattern for r in self.include],
+                 "exclude": [r.pattern for r in self.exclude],
+                 "path_depth": self.path_depth._text if self.path_depth is not None else None,
+                 "max_hops": self.max_hops}
+        return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
 
     def host_allowed(self, host: str) -> bool:
         """True when ``host`` (lower-case, IDNA) equals an allowed domain or is a subdomain of one."""

@@ -54,18 +54,6 @@ def said_indexed(st: UrlState) -> bool:
     return st.state == "done" and (st.last_outcome or "").startswith(("indexed:", "Verdict.INDEXED:"))
 
 
-def said_indexed_but_not_stored(states: list[UrlState], existing_keys) -> set[str]:
-    """The URLs of those of ``states`` whose row says their page was indexed while the store
-    has no document under its key (``existing_keys(keys)`` -> the keys that have one): the
-    crawl row was written, the document's write was lost (a failed commit, a database
-    restart, ``kill -9`` before the commit).  One store query per 500 states."""
-    said = {st.key: st.url for st in states if said_indexed(st)}
-    if not said:
-        return set()
-    present = existing_keys(list(said))
-    return {url for key, url in said.items() if key not in present}
-
-
 class Seeder:
     """Fills one pass's :class:`~indexerd.sources.web.scheduler.Scheduler`.
 
@@ -83,41 +71,64 @@ class Seeder:
         self.sitemaps_asked: set[str] = set()  # seed hosts whose sitemaps were queued
 
     def start(self, state: PassState) -> None:
-        """A new pass: seeds, then every URL requested before (re-checked conditionally)."""
+        """A new pass: seeds, then the URLs requested before that are due (re-checked
+        conditionally), each through an indexed query, so the pass's first request waits for
+        what it will do, not for every URL the source ever knew:
+
+        - the rows the last pass queued and never asked (it was stopped) are forgotten;
+        - the rows the last pass said it indexed are checked against the documents (a write
+          lost to a failed commit or a database restart is asked again now, due or not);
+        - the due rows (by ``due_at``; every asked row in a forced pass or with adaptive
+          recrawl off) are queued, in discovery order (fewest hops, then seq);
+        - only when the scope settings changed since the last pass is every known URL checked
+          against them (:meth:`rescope`), the ones no longer covered forgotten."""
         s = self.sched
         s.pass_id = state.id + 1
         s.pass_start = self.src.clock()
-        s.table.drop_spilled()  # an older pass's overflow, never taken back
+        s.table.drop_spilled(state.id)  # the last pass's overflow, if a stop left it
         for seed in self.cfg.seeds:
             url = canonicalize(seed)
             s.enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
-        # the stored states a chunk at a time; only the due ones are kept, to be queued in
-        # discovery order (fewest hops, then seq): in a shared pass only what queueing needs,
-        # since they go to the shared store and this node keeps none of them
-        due: list = []
-        for chunk in s.table.stored_state_chunks():
-            unstored = said_indexed_but_not_stored(chunk, s.table.store.existing_keys)
-            for st in chunk:
-                self._start_one(st, st.url in unstored, due)
-        due.sort(key=lambda st: (st.hops, st.seq))
-        for st in due:
+        self.rescope()
+        forgotten = s.table.store.crawl_forget_unasked(self.src.name, state.id)
+        if forgotten:
+            log.info("%s: forgot %d URLs the interrupted pass %d queued and never asked",
+                     self.src.name, forgotten, state.id)
+        # in a shared pass only what queueing needs, since the due states go to the shared
+        # store and this node keeps none of them
+        due: dict[str, UrlState | _Due] = {}
+        start = s.table.due_states(before_pass=s.pass_id, pass_start=s.pass_start,
+                                   min_interval=s.min_interval, all_due=self._all_due())
+        met: set[str] = set()
+        for st in start.unstored:
+            if said_indexed(st):
+                met.add(st.url)
+                self._start_one(st, True, due)
+        for st in start.due:
+            if st.url not in met:
+                self._start_one(st, False, due)
+        for st in sorted(due.values(), key=lambda st: (st.hops, st.seq)):
             if isinstance(st, UrlState):
                 s.table.keep(st)
             s.enqueue(st.url, hops=st.hops, seed_depth=st.seed_depth, via="recheck")
         s.persist(finished=False)
 
-    def _start_one(self, st: UrlState, unstored: bool, due: list) -> None:
-        """A new pass meets the stored state ``st``: forgotten, out of scope, deferred (not
-        due), or appended to ``due``.  ``unstored``: its row says its page was indexed and the
-        store has no document for it (the write was lost: a failed commit, a database restart),
-        so it is due now whatever its schedule says."""
+    def _all_due(self) -> bool:
+        """Whether every URL asked before is due in this pass (a forced pass, or adaptive
+        recrawl off: ``max_recrawl_interval`` no more than ``interval``)."""
+        s = self.sched
+        return s.forced or s.max_interval <= s.min_interval
+
+    def _start_one(self, st: UrlState, unstored: bool, due: dict) -> None:
+        """A new pass meets the stored state ``st`` (asked before, due or ``unstored``): out
+        of scope (forgotten), or added to ``due``.  ``unstored``: its row says its page was
+        indexed and the store has no document for it (the write was lost: a failed commit, a
+        database restart), so it is due now whatever its schedule says."""
         s = self.sched
         if st.pass_id >= s.pass_id or st.url in s.seen:  # a seed
             return
         if not st.asked_before:
-            if st.state == "queued" and st.last_status is None and st.via != "sitemapfile" and not st.doc_key:
-                s.table.remove(st.url)  # queued by an interrupted pass, never asked: forgotten
-            return                      # as a finished pass forgets it (found again if linked)
+            return
         reason = self.src.scope.check(st.url, hops=st.hops, seed_depth=st.seed_depth)
         if reason is not None:
             self.out_of_scope(st, reason)
@@ -125,9 +136,35 @@ class Seeder:
         if unstored:  # queued as a recheck (whatever its schedule), without validators
             s.counters.inc("web.recheck.unstored")
         elif not s.due(st):
-            s.defer(st.url)
             return
-        due.append(st if s.table.readable is None else _Due(st.hops, st.seq, st.url, st.seed_depth))
+        due[st.url] = st if s.table.readable is None else _Due(st.hops, st.seq, st.url, st.seed_depth)
+
+    def rescope(self) -> None:
+        """When the source's scope settings (seeds, domains, ports, restrict / include /
+        exclude, path depth, hops) differ from those the last pass ran with, check every known
+        URL against them (a chunk at a time) and forget the ones no longer covered, with their
+        indexed copies; the new settings' fingerprint is written with the pass state.  A
+        store from before the fingerprint is checked once."""
+        s = self.sched
+        print_ = self.src.scope.fingerprint()
+        if s.table.scope_fingerprint() == print_:
+            return
+        checked = dropped = 0
+        for chunk in s.table.stored_state_chunks():
+            for st in chunk:
+                if not st.asked_before or st.pass_id >= s.pass_id or st.url in s.seen:
+                    continue
+                reason = self.src.scope.check(st.url, hops=st.hops, seed_depth=st.seed_depth)
+                if reason is not None:
+                    self.out_of_scope(st, reason)
+                    dropped += 1
+            checked += len(chunk)
+            if checked % 100_000 < len(chunk):
+                log.info("%s: the scope settings changed: %d known URLs checked, %d out of scope",
+                         self.src.name, checked, dropped)
+        s.table.set_scope_fingerprint(print_)
+        log.info("%s: scope settings checked against %d known URLs: %d no longer covered, forgotten",
+                 self.src.name, checked, dropped)
 
     def start_only(self, state: PassState) -> None:
         """``ctl reindex URL``: queue just the URLs named, within the current pass's id."""
@@ -151,11 +188,7 @@ class Seeder:
             s.pass_start = state.started
         last = requeued = 0
         queued: list[UrlState] = []  # this pass's queued states, in discovery order below
-        for st in s.table.stored_states():  # a chunk at a time
-            if st.pass_id != s.pass_id:
-                if st.asked_before and not s.due(st):
-                    s.defer(st.url)
-                continue
+        for st in s.table.pass_states(s.pass_id):  # this pass's rows only, by index
             s.seen.add(st.url)
             last = max(last, st.seq)
             if lost_with_the_process(st, s.stored):

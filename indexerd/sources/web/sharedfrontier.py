@@ -301,15 +301,10 @@ class SharedFrontier:
         queued here, and so is a page of this pass it fetched but did not store."""
         s = self.sched
         s.table.drop_cached(lambda u: url_origin(u) == origin)
-        for r in self.store.frontier_host_rows(self.source, origin):  # a chunk at a time
+        # this pass's rows of the host (its waiting ones are read by _take_waiting, right
+        # after); the host's other rows are read back from the store if the pass asks for them
+        for r in self.store.frontier_host_rows(self.source, origin, s.pass_id):
             st = UrlState.from_row(r)
-            if st.pass_id == s.pass_id and st.state == "spilled":
-                continue  # read by _take_waiting, right after
-            if st.pass_id != s.pass_id:
-                if s.deferred(st):  # not due, as the node that began the pass decided
-                    continue  # read back from the store if the pass asks for it
-                s.table.rows[st.url] = st
-                continue
             s.table.rows[st.url] = st
             s.seen.add(st.url)
             if lost_with_the_process(st, s.stored):
