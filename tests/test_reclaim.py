@@ -116,3 +116,33 @@ def test_idle_merge_keeps_a_segment_with_few_deletes(tmp_path: Path) -> None:
     update(ix, range(10))
     idle_merge(ix)
     assert ix._ix.doc_count_all() == 100  # a ninth deleted: not worth rewriting 80 documents
+
+
+def test_live_commits_never_leave_more_segments_than_the_bound(tmp_path: Path) -> None:
+    """A daemon's first pass commits batches of equal size, which Whoosh's small-segment merge
+    never merges (their total passes its Fibonacci bound): 37 segments after a 10,000-file
+    pass, each search opening all of them.  Live commits now merge the smallest once
+    ``MERGE_AT_SEGMENTS`` are there; every document stays found, once."""
+    from indexerd.index.whoosh.mergepolicy import MERGE_AT_SEGMENTS
+
+    ix = open_index(tmp_path)
+    seen = []
+    for start in range(0, DOCS, 8):  # 30 live commits of 8 new documents each
+        update(ix, range(start, start + 8))
+        seen.append(ix.segment_count())
+    assert max(seen) <= MERGE_AT_SEGMENTS and seen[-1] < MERGE_AT_SEGMENTS, seen
+    assert ix.doc_count() == DOCS and ix._ix.doc_count_all() == DOCS
+    assert sorted(h.key for h in ix.search("common", limit=1000)) == sorted(doc(n).key for n in range(DOCS))
+    # edits of one document at a time (a live edit each) keep the bound too
+    for n in range(40):
+        update(ix, [n])
+    assert ix.segment_count() <= MERGE_AT_SEGMENTS and ix.doc_count() == DOCS
+
+
+def test_an_idle_maintenance_merges_until_a_round_changes_nothing(tmp_path: Path) -> None:
+    ix = open_index(tmp_path)
+    for start in range(0, DOCS, 8):
+        update(ix, range(start, start + 8))
+    before = ix.segment_count()
+    ix.maintain()
+    assert ix.segment_count() < before and ix.doc_count() == DOCS

@@ -199,3 +199,17 @@ def test_the_document_counts_follow_every_write_without_reading_the_documents(op
     assert s.counts_by_source()["many"] == {"indexed": s.COUNT_ROWS_FOLD + 5}
     s.write_batch([], deletes=[f"k{i}" for i in range(10)] + ["w1"])
     assert s.counts_by_source() == truth() and "docs" not in s.counts_by_source()
+
+
+def test_known_sources_are_found_by_index_whatever_holds_them(open_any_store) -> None:
+    """Crawl rows only, documents only, a run record only, a source whose documents were all
+    deleted (gone), on both stores."""
+    s = open_any_store()
+    for src in ("web-b", "web-a", "web-c"):
+        s.crawl_write(src, [crawl_row(f"http://h/{i}") for i in range(3)])
+    s.write_batch([rec("d1", source="docs"), rec("x1", source="gone")])
+    s.record_run("sql", "sql", T1, T2, {})
+    assert s.known_sources() == {"web-a", "web-b", "web-c", "docs", "gone", "sql"}
+    s.write_batch([], deletes=["x1"])
+    s.forget_source("web-b")
+    assert s.known_sources() == {"web-a", "web-c", "docs", "sql"}

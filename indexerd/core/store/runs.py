@@ -31,9 +31,16 @@ class SourceRuns(StoreConnection):
         return out
 
     def known_sources(self) -> set[str]:
-        """Every source name the store holds anything of (documents, crawl rows, run records)."""
-        cur = self._db.execute("SELECT source FROM documents UNION SELECT source FROM crawl "
-                               "UNION SELECT source FROM source_runs")
+        """Every source name the store holds anything of (documents, crawl rows, run records):
+        the documents' from their counts (``document_counts``), the crawl's by a loose index
+        scan of its primary key (one index seek per source, the next name after the last one
+        found), so the cost is the number of sources, not of rows."""
+        cur = self._db.execute(
+            "WITH RECURSIVE c(source) AS (SELECT min(source) FROM crawl UNION ALL "
+            "SELECT (SELECT min(source) FROM crawl WHERE crawl.source > c.source) FROM c WHERE c.source IS NOT NULL) "
+            "SELECT source FROM c WHERE source IS NOT NULL "
+            "UNION SELECT source FROM document_counts GROUP BY source HAVING sum(n) != 0 "
+            "UNION SELECT source FROM source_runs")
         return {r[0] for r in cur}
 
     def pass_started(self, source: str, kind: str, started_at: datetime, node: str | None = None) -> None:

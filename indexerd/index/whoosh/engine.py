@@ -48,6 +48,8 @@ DEFAULT_MERGE_IDLE_SECONDS = 600.0
 #: Live commits (each a small segment) after which a merge runs after only a short idle.
 MERGE_AFTER_COMMITS = 16
 SHORT_IDLE_SECONDS = 2.0
+#: Merge rounds one idle maintenance runs at most (each merges the smallest segments).
+MAINTENANCE_ROUNDS = 8
 
 
 def holds_index_files(path: Path) -> bool:
@@ -185,13 +187,22 @@ class WhooshIndex:
         return SHORT_IDLE_SECONDS if commits_since >= MERGE_AFTER_COMMITS else self.merge_idle_seconds
 
     def maintain(self) -> None:
-        """Merge small segments and rewrite those more than a third deleted (an empty commit
-        with the idle merge policy).
+        """Merge small segments and rewrite those more than a third deleted (empty commits with
+        the idle merge policy), again while a round still lowers the segment count (at most
+        :data:`MAINTENANCE_ROUNDS`): one round merges only the smallest few, and a daemon's
+        index should reach the shape a one-shot ``indexerd index`` leaves (which merges at
+        every commit), and so its query speed.
 
         Raises:
             RetryLater: another process holds the writer for a second.
         """
-        self.session(timeout_seconds=1.0).commit(merge=True)
+        before = self.segment_count()
+        for _ in range(MAINTENANCE_ROUNDS):
+            self.session(timeout_seconds=1.0).commit(merge=True)
+            after = self.segment_count()
+            if after >= before or after <= 1:
+                return
+            before = after
 
     # -- reading ----------------------------------------------------------------------------
     def commit_token(self) -> str:

@@ -73,3 +73,24 @@ def reclaim_and_merge_small(writer, segments: list) -> list:
     chosen = rewrite + small
     _rewrite(writer, chosen)
     return [seg for seg in kept if seg not in small]
+
+
+#: Segments at which :func:`bounded` merges the smallest ones, and how many it leaves.
+MERGE_AT_SEGMENTS = 12
+MERGE_DOWN_TO = 6
+
+
+def bounded(writer, segments: list) -> list:
+    """A live commit's policy: drop empty segments; once :data:`MERGE_AT_SEGMENTS` are left,
+    merge the smallest (by live documents) into one so that :data:`MERGE_DOWN_TO` remain.
+    Commits of equal size (a daemon's first pass) would never meet ``MERGE_SMALL``'s Fibonacci
+    bound; merging the smallest ones keeps sizes geometric, as Lucene's ``LogMergePolicy``
+    does, so each document is rewritten a logarithmic number of times, and a search opens at
+    most :data:`MERGE_AT_SEGMENTS` segments however long the daemon runs."""
+    kept = drop_empty(writer, segments)
+    if len(kept) < MERGE_AT_SEGMENTS:
+        return kept
+    kept.sort(key=_live)
+    n = len(kept) - MERGE_DOWN_TO + 1
+    _rewrite(writer, kept[:n])
+    return kept[n:]
