@@ -215,8 +215,8 @@ def rand_word(rng: random.Random, prefix: str) -> str:
 # ---------------------------------------------------------------- engines
 
 class Indexerd:
-    """indexerd with one index engine: ``whoosh`` (the default: no config file, as before) or
-    another (a config file holding only ``[index] engine = ...``)."""
+    """indexerd with one index engine (``whoosh``, the default, or another), through a config
+    file of the bench's own holding only ``[index] engine = ...``."""
 
     def __init__(self, tree: str, work: str, engine: str = "whoosh"):
         self.engine = engine
@@ -224,11 +224,12 @@ class Indexerd:
         suffix = "" if engine == "whoosh" else f"-{engine}"
         self.tree, self.state = tree, os.path.join(work, f"indexerd{suffix}-state")
         self.env = dict(os.environ, STATE_DIRECTORY=self.state, PYTHONPATH=str(REPO))
-        if engine != "whoosh":
-            conf = os.path.join(work, f"indexerd{suffix}.toml")
-            os.makedirs(work, exist_ok=True)
-            Path(conf).write_text(f'[index]\nengine = "{engine}"\n')
-            self.env["INDEXERD_CONFIG"] = conf
+        # always a config of the bench's own: without one, indexerd reads the machine's
+        # /etc/indexerd/indexerd.toml when there is one
+        conf = os.path.join(work, f"indexerd{suffix}.toml")
+        os.makedirs(work, exist_ok=True)
+        Path(conf).write_text(f'[index]\nengine = "{engine}"\n')
+        self.env["INDEXERD_CONFIG"] = conf
 
     def fresh(self):
         shutil.rmtree(self.state, ignore_errors=True)
@@ -273,7 +274,10 @@ class Indexerd:
         return {h["path"] for h in json.loads(p.stdout)} if p.returncode == 0 else set()
 
 
+#: ``idxniceprio = 0``: recollindex at the priority indexerd runs at (its default, 19, lowers
+#: its own priority, and it then loses the CPU to anything else the machine runs).
 RECOLL_CONF = """topdirs = {tree}
+idxniceprio = 0
 noaspell = 1
 textunknownasplain = 1
 loglevel = 2

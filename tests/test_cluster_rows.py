@@ -570,3 +570,20 @@ def test_two_clusters_on_one_server_hold_their_source_locks_apart(pg_index_serve
         in_a.release()
         in_b.release()
     assert SourceLock(b, "b2", "source", "web").holder() is None
+
+
+def test_the_frontier_by_host_counts_the_current_pass_only(address) -> None:
+    """``ctl status``'s cluster frontier: per host of each source's current pass, its URLs
+    queued (waiting or taken) and done, and the node whose claim holds; the rows of earlier
+    passes (millions, on a big site) are not read."""
+    with beating_node(address, "n1") as a:
+        a.crawl_write("site", [dict(offer_row(f"http://h1/old{i}", 1), state="done", last_status=200)
+                               for i in range(5)])
+        a.frontier_offer("site", 2, [offer_row("http://h1/a", 2), offer_row("http://h1/b", 2),
+                                     offer_row("http://h2/c", 2)])
+        assert a.frontier_claim("site", 2, "n1", 1) == ["http://h1"]
+        taken = a.frontier_take("site", "http://h1", 2, 1)
+        a.crawl_write("site", [dict(taken[0], state="done", last_status=200)])
+        assert a.frontier_by_host() == [
+            {"source": "site", "host": "http://h1", "queued": 1, "done": 1, "node": "n1"},
+            {"source": "site", "host": "http://h2", "queued": 1, "done": 0, "node": None}]

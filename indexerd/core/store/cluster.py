@@ -257,16 +257,20 @@ class ClusterRows(StoreConnection):
         the node whose claim on the host holds (:mod:`indexerd.core.store.sharedfrontier`),
         None: nobody's).  Read through ``crawl_pass``: the cost is the current passes' rows,
         not every URL the sources know."""
-        cur = self._db.execute(
-            "SELECT f.source, f.host, f.queued, f.done, CASE WHEN h.claim_until >= now() THEN h.node END AS node "
-            "FROM (SELECT c.source, split_part(c.url, '/', 1) || '//' || split_part(c.url, '/', 3) AS host, "
-            "count(*) FILTER (WHERE c.state IN ('queued', 'spilled')) AS queued, "
-            "count(*) FILTER (WHERE c.state = 'done') AS done FROM crawl c "
-            "JOIN (SELECT DISTINCT source, pass_id FROM crawl_hosts) p ON c.source = p.source AND c.pass_id = p.pass_id "
-            "GROUP BY 1, 2) f "
-            "LEFT JOIN crawl_hosts h ON h.source = f.source AND h.host = f.host ORDER BY 1, 2")
-        return [{"source": r["source"], "host": r["host"], "queued": r["queued"], "done": r["done"],
-                 "node": r["node"]} for r in cur]
+        claims = {(r[0], r[1]): r[2] for r in self._db.execute(
+            "SELECT source, host, CASE WHEN claim_until >= now() THEN node END FROM crawl_hosts")}
+        out = []
+        # one query per (source, pass) with its values, so the planner sees how few rows the
+        # pass has (a join over all passes at once reads the whole table)
+        for source, pass_id in self._db.execute("SELECT DISTINCT source, pass_id FROM crawl_hosts").fetchall():
+            cur = self._db.execute(
+                "SELECT split_part(url, '/', 1) || '//' || split_part(url, '/', 3) AS host, "
+                "count(*) FILTER (WHERE state IN ('queued', 'spilled')) AS queued, "
+                "count(*) FILTER (WHERE state = 'done') AS done FROM crawl WHERE source = ? AND pass_id = ? "
+                "GROUP BY 1", (source, pass_id))
+            out += [{"source": source, "host": r["host"], "queued": r["queued"], "done": r["done"],
+                     "node": claims.get((source, r["host"]))} for r in cur]
+        return sorted(out, key=lambda r: (r["source"], r["host"]))
 
 
 class SourceLock:
