@@ -2,7 +2,8 @@
 
 One Whoosh query per node, nothing decided here that another engine would decide otherwise:
 
-- ``Tokens`` with one token -> ``Term``; with several -> ``Phrase`` (the title and content
+- ``Tokens`` with one token -> ``Term``; with several -> ``Phrase`` (:class:`~.phrase.ExactPhrase`: the
+  same matches, by position sets; the title and content
   fields keep positions; ``ids`` only ever gets one token);
 - ``TokenPrefix`` -> ``Prefix``; ``Keyword`` -> ``Term`` or ``Prefix`` on the stored value;
 - ``NumberRange`` -> ``NumericRange`` (inclusive); ``DateRange`` -> ``DateRange`` with naive
@@ -76,7 +77,9 @@ def _compile(node):
     if isinstance(node, Tokens):
         if len(node.tokens) == 1:
             return wq.Term(node.field, node.tokens[0])
-        return wq.Phrase(node.field, list(node.tokens))
+        from indexerd.index.whoosh.phrase import ExactPhrase
+
+        return ExactPhrase(node.field, list(node.tokens))
     if isinstance(node, TokenPrefix):
         return wq.Prefix(node.field, node.prefix)
     if isinstance(node, Keyword):
