@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
+from datetime import datetime, timezone
 
 import psycopg
 
 from conftest import pg_store_address
 from httpsite import site  # noqa: F401  (fixture)
 from test_web import Crawl
-from test_web_memory import known_pages
+from test_web_memory import known_pages, the_store
+
+from indexerd.core.store import DocumentRecord
 
 import indexerd.core.store.sqlite as sqlite_store
 
@@ -51,6 +54,19 @@ def pg_crawl_rows_read(crawl: Crawl) -> int:
     return int(row[0])
 
 
+def known_documents(crawl: Crawl, numbers: range) -> None:
+    """The document rows of :func:`known_pages`'s pages ``numbers`` (indexed in an earlier pass)."""
+    now = datetime.now(timezone.utc)
+    with the_store(crawl) as store:
+        for start in range(numbers.start, numbers.stop, 5000):
+            store.write_batch([DocumentRecord(key=crawl.site.url(f"/old/{i:06d}/page-with-a-longer-name.html"),
+                                              source="site", status="indexed", reason="new", title=f"page {i}",
+                                              media_type="text/html", size=100, content_hash=f"h{i}",
+                                              last_modified=now, date_source="header", indexed_at=now,
+                                              checked_at=now, decided_at=now)
+                               for i in range(start, min(numbers.stop, start + 5000))])
+
+
 def cost_of_a_pass(crawl: Crawl) -> int:
     if crawl.pg:
         before = pg_crawl_rows_read(crawl)
@@ -70,9 +86,11 @@ def test_a_new_pass_reads_what_is_due_not_every_url_its_source_knows(tmp_path, s
     crawl = Crawl(tmp_path, site, interval="1h", max_recrawl_interval="30d")
     assert crawl.run()["indexed"] == 2
     known_pages(crawl, range(2_000), pass_id=0)  # asked in an older pass, due in ten days
+    known_documents(crawl, range(2_000))
     crawl.run()  # the scope settings' fingerprint recorded (a store from before had none)
     small = cost_of_a_pass(crawl)
     known_pages(crawl, range(2_000, 20_000), pass_id=0)
+    known_documents(crawl, range(2_000, 20_000))
     big = cost_of_a_pass(crawl)
     assert 0 < small and big < 2 * small, (small, big)
 

@@ -165,3 +165,15 @@ def _kind_branches(path: Path) -> list[str]:
 def test_no_kind_branches_outside_the_registry_and_the_sources() -> None:
     outside = [p for p in PACKAGE.rglob("*.py") if "sources" not in p.relative_to(PACKAGE).parts]
     assert [b for p in outside for b in _kind_branches(p)] == []
+
+
+def test_the_core_and_the_daemon_import_no_crawler_module() -> None:
+    """The crawler's process-wide state joins a cluster through its kind's ``cluster_join``
+    (registry), so a process whose config has no web source never imports the crawler."""
+    import subprocess
+    import sys
+
+    code = ("import sys, indexerd.core.indexer, indexerd.daemon.main, indexerd.cli.main\n"
+            "print(sorted(m for m in sys.modules if m.startswith('indexerd.sources.web')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -134,7 +134,7 @@ def test_crawl_rows_spill_links_and_schedule(open_any_store) -> None:
     s.crawl_write("web", [crawl_row("http://h/a", state="done", last_status=304)])
     assert s.crawl_links("web", "http://h/a") == '["http://h/b"]'  # kept unless named
     s.crawl_due_now("web", "http://h/a", "forget")
-    assert s.crawl_row("http://h/a")["due_at"] is None and s.crawl_row("http://h/a")["due_reason"] == "forget"
+    assert s.crawl_row("web", "http://h/a")["due_at"] is None and s.crawl_row("web", "http://h/a")["due_reason"] == "forget"
     s.crawl_drop_spilled("web", 4)
     assert len(s.crawl_spilled("web", 3, 100)) == 10  # pass 3's, not asked to drop
     s.crawl_drop_spilled("web", 3)

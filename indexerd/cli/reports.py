@@ -97,7 +97,7 @@ def explain(store: Store, key: str) -> dict | None:
         meaning = REASONS.get(rec.reason)
         why.append(f"last decision at {format_utc(rec.decided_at)}: {rec.reason}"
                    + (f" ({meaning})" if meaning else "") + (f" — {rec.detail}" if rec.detail else ""))
-    row = store.crawl_row(rec.key) if "://" in rec.key and not rec.key.startswith("file:") else None
+    row = store.crawl_row(rec.source, rec.key) if "://" in rec.key and not rec.key.startswith("file:") else None
     if row is not None and row["due_at"]:
         due = format_utc(from_db_time(row["due_at"]))
         out["recrawl"] = {"interval_seconds": row["recrawl_seconds"], "due_at": due, "reason": row["due_reason"]}

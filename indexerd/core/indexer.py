@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -20,12 +21,8 @@ from indexerd.core.pipeline import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
 from indexerd.core.store import Store, store_address
 from indexerd.sources.base import Source, TreeSource, trees
-from indexerd.sources.web.hostleases import HostLeases
-from indexerd.sources.web.politeness import HOST_SLOTS
-from indexerd.sources.web.robots import SHARED as SHARED_ROBOTS
-from indexerd.sources.web.sharedfrontier import CLUSTER
 from indexerd.sources.files.keys import display_path
-from indexerd.sources.registry import build_source, build_sources, kind
+from indexerd.sources.registry import build_source, build_sources, join_cluster, kind
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -89,6 +86,7 @@ class Indexer:
         self.sources: dict[str, Source] = build_sources(cfg)
         self.counters = Counters()
         self.cluster_node: Node | None = None  # this process in the cluster (a shared store)
+        self._leave_kinds: Callable[[], None] | None = None  # undoes the kinds' cluster_join
         self.store: Store | None = None
         self._index = None
         self._writer = None
@@ -150,21 +148,16 @@ class Indexer:
         their shared rows (host leases, verdicts), each on a store connection of its own."""
         self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
         self.cluster_node.start()
-        HOST_SLOTS.shared = HostLeases(self.state.open_store, self.node)
-        CLUSTER.node = self.node
-        SHARED_ROBOTS.store = self.state.open_store()
+        self._leave_kinds = join_cluster(self.node, self.state.open_store)
 
     def _leave_cluster(self) -> None:
         """Undo :meth:`_join_cluster` (the node marked stopped, its leases handed back); safe
         when not joined."""
         if self.cluster_node is None:
             return
-        leases, HOST_SLOTS.shared = HOST_SLOTS.shared, None
-        CLUSTER.node = None
-        robots_store, SHARED_ROBOTS.store = SHARED_ROBOTS.store, None
-        for closable in (leases, robots_store):
-            if closable is not None:
-                closable.close()
+        leave, self._leave_kinds = self._leave_kinds, None
+        if leave is not None:
+            leave()
         node, self.cluster_node = self.cluster_node, None
         node.stop()
 

@@ -59,6 +59,10 @@ class Kind:
         lock_name: ``module:function`` giving ``(lock kind, name)`` of the lock a pass of a
             source takes in a cluster (a SQL queue's is named by its database and query, so two
             sources on one queue exclude each other); None: ``("source", its name)``.
+        cluster_join: ``module:function`` called as ``join(node, open_store)`` when the process
+            joins a cluster (the state its sources of the kind share across the process goes
+            to the store: the web's politeness slots and robots.txt verdicts); it returns the
+            callable that undoes it.  None: nothing to share.
     """
 
     name: str
@@ -72,6 +76,7 @@ class Kind:
     node_owned: bool = False
     pass_shared: bool = False
     lock_name: str | None = None
+    cluster_join: str | None = None
 
     def cluster_lock(self, src) -> tuple[str, str]:
         """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
@@ -98,7 +103,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          lock_name="indexerd.sources.sql.feed:queue_lock_name"),
     Kind("web", WebSource, checks.check_web_source,
          "indexerd.sources.web.source:WebSource", verb="crawl", unit="pages",
-         shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True),
+         shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
+         cluster_join="indexerd.sources.web.cluster:join_cluster"),
 )}
 
 #: ``ctl`` verb -> kind name (``scan`` -> ``filesystem``)
@@ -184,3 +190,15 @@ def shared_status(sources: Iterable[Source]) -> dict:
         if ref is not None:
             out.update(_load(ref)())
     return out
+
+
+def join_cluster(node: str, open_store: Callable[[], Any]) -> Callable[[], None]:
+    """The process joins the cluster as ``node``: every kind's :attr:`Kind.cluster_join` (a
+    kind's implementation imported only here, in a cluster); returns what undoes them all, in
+    the reverse order."""
+    undo = [_load(k.cluster_join)(node, open_store) for k in KINDS.values() if k.cluster_join]
+
+    def leave() -> None:
+        for step in reversed(undo):
+            step()
+    return leave

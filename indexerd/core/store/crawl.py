@@ -167,10 +167,10 @@ class CrawlRows(StoreConnection):
             ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
             (META_UPSERT, list((meta or {}).items()))])
 
-    def crawl_row(self, url: str) -> dict | None:
-        """The crawl row of ``url`` (any web source; the first by source name), or None."""
-        row = self._db.execute(f"SELECT source, {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE url = ? "
-                               "ORDER BY source LIMIT 1", (url,)).fetchone()
+    def crawl_row(self, source: str, url: str) -> dict | None:
+        """The crawl row of ``url`` in web source ``source`` (by primary key), or None."""
+        row = self._db.execute(f"SELECT source, {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
+                               "AND url = ?", (source, url)).fetchone()
         return dict(row) if row is not None else None
 
     def crawl_due_now(self, source: str, key: str, reason: str) -> None:

@@ -154,9 +154,11 @@ class DocumentRows(StoreConnection):
 
     def indexed_with_hash(self, source: str, content_hash: str) -> list[str]:
         """Keys of the indexed documents of ``source`` whose content hash is ``content_hash``."""
+        # sorted here: an ORDER BY key lets SQLite's planner walk the whole source in key order
+        # (documents_source) instead of looking the hash up (documents_hash)
         cur = self._db.execute("SELECT key FROM documents WHERE source = ? AND content_hash = ? "
-                               "AND status = 'indexed' ORDER BY key", (source, content_hash))
-        return [r[0] for r in cur]
+                               "AND status = 'indexed'", (source, content_hash))
+        return sorted(r[0] for r in cur)
 
     def keys_with_prefix(self, source: str, prefix: str) -> set[str]:
         """Keys of ``source`` that start with ``prefix`` (every document below a directory)."""
