@@ -587,3 +587,35 @@ def test_the_frontier_by_host_counts_the_current_pass_only(address) -> None:
         assert a.frontier_by_host() == [
             {"source": "site", "host": "http://h1", "queued": 1, "done": 1, "node": "n1"},
             {"source": "site", "host": "http://h2", "queued": 1, "done": 0, "node": None}]
+
+
+def test_statements_made_while_the_server_restarts_wait_for_it(tmp_path) -> None:
+    """Issue 30: a ``pg_ctl -m fast restart`` mid-pass made 25 pages be fetched twice: the
+    crawl rows written in the second the server was down failed once more on a new connection
+    (refused: the server was still starting), the pass ended, and its resume asked them again.
+    A statement whose connection broke now waits for the server to come back."""
+    import threading
+
+    from pg import PgServer
+    from indexerd.core.store import PgStoreAddress
+
+    server = PgServer.start()
+    try:
+        server.wait_ready()
+        address = PgStoreAddress.from_settings(type("S", (), {
+            "url": server.create_database("restarting"), "schema": "st", "password_env": None,
+            "password_file": None, "timeout": 30.0})())
+        with PgStore(address) as s:
+            s.crawl_write("site", [offer_row("http://h/0", 1)])
+            restarted = threading.Event()
+            t = threading.Thread(target=lambda: (server.restart(), restarted.set()), daemon=True)
+            t.start()
+            written = 0
+            while not restarted.is_set() or written < 5:  # writes all through the restart
+                written += 1
+                s.crawl_write("site", [offer_row(f"http://h/{written}", 1)])
+                assert s.get_meta("nothing") is None
+            t.join(60)
+            assert len(s.crawl_spilled("site", 1, 100_000)) == written + 1
+    finally:
+        server.stop()

@@ -584,6 +584,47 @@ def test_forgotten_page_comes_back_at_the_next_crawl_with_adaptive_recrawl(tree,
         d.stop()
 
 
+def test_crawl_all_asks_every_known_page_now_with_its_validators(tree, site, monkeypatch):
+    """Issue 33: after an edit, adaptive recrawl may wait days to ask a page again; ``ctl crawl
+    NAME --all`` asks every known page now, conditionally (304 for the unchanged ones), and the
+    next plain crawl is back to what is due."""
+    from test_web import LM, html, web_config
+
+    _web_env(monkeypatch)
+    d = tree
+    pages = [f"/p{i}.html" for i in range(5)]
+    site.static("/", html("Home", "homeword", links=pages), last_modified=LM, etag='"h1"')
+    for i, path in enumerate(pages):
+        site.static(path, html(f"P{i}", f"firstword{i}"), last_modified=LM, etag=f'"p{i}-1"')
+    text = web_config([site.url("/")], state_dir=d.base / "state", name="intranet", interval="1h",
+                      max_recrawl_interval="30d")
+    d.cfg.write_text(f'control_socket = "{d.sock}"\n' + text, encoding="utf-8")
+    d.start(sources=("intranet",))
+    try:
+        assert len(d.search("firstword0 OR firstword1 OR firstword2 OR firstword3 OR firstword4")) == 5
+        for i in (1, 3):  # two pages edited, with new validators
+            site.static(pages[i], html(f"P{i}", f"secondword{i}"), last_modified=LM, etag=f'"p{i}-2"')
+        before = len(site.log)
+        assert d.ctl("crawl", "intranet", "--wait").returncode == 0
+        assert [h.path for h in site.log[before:] if h.path in pages] == []  # not due for an hour
+        before = len(site.log)
+        p = d.ctl("crawl", "intranet", "--all", "--wait")
+        assert p.returncode == 0, p.stderr
+        counts = json.loads(p.stdout)
+        asked = {h.path: h for h in site.log[before:] if h.path in pages}
+        assert sorted(asked) == pages, [h.path for h in site.log[before:]]
+        assert all(h.header("If-None-Match") for h in asked.values())  # conditional, every one
+        assert counts["indexed"] == 2 and counts["unchanged"] >= 3, counts
+        assert {h["key"] for h in d.search("secondword1 OR secondword3")} == {site.url(pages[1]), site.url(pages[3])}
+        before = len(site.log)
+        assert d.ctl("crawl", "intranet", "--wait").returncode == 0
+        assert [h.path for h in site.log[before:] if h.path in pages] == []  # the schedule again
+        assert "--all" in cli("ctl", "crawl", "--help").stdout
+        assert d.ctl("scan", "intranet", "--all").returncode == 2  # crawl only
+    finally:
+        d.stop()
+
+
 def test_a_dead_site_fails_every_crawl_while_its_robots_verdict_is_cached(tree, monkeypatch):
     """Fix round: the second ``ctl crawl --wait`` of a dead site within the robots.txt
     'unreachable' cache time (5 min) said errors 0, exit 0: the cached verdict skipped every URL

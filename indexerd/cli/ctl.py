@@ -302,7 +302,8 @@ def cmd_reload(args) -> int:
 
 
 def cmd_scan(args) -> int:
-    r = _daemon_request(args, {"cmd": args.ctl_command, "source": args.name, "wait": args.wait},
+    r = _daemon_request(args, {"cmd": args.ctl_command, "source": args.name, "wait": args.wait,
+                               "all": getattr(args, "all", False)},
                         timeout=_LONG_WAIT if args.wait else 30.0)
     if args.wait:
         print(json.dumps(r.get("counts"), ensure_ascii=True))

@@ -307,6 +307,11 @@ def _parser() -> argparse.ArgumentParser:
                             epilog=f"example:\n  indexerd ctl {name} {example} --wait")
         s.add_argument("name", metavar="NAME", help="the source's name")
         s.add_argument("--wait", action="store_true", help="wait until the pass ends and print its counts")
+        if name == "crawl":
+            s.add_argument("--all", action="store_true",
+                           help="ask every known page now with its validators (If-None-Match / "
+                                "If-Modified-Since), whatever adaptive recrawl scheduled; an unchanged "
+                                "page costs a 304 (`ctl reindex --source` is the unconditional one)")
         s.set_defaults(func=ctlcmd.cmd_scan)
 
     s = csub.add_parser("reindex", parents=[common], formatter_class=fmt,

@@ -53,10 +53,11 @@ def reload(d: Daemon, req: dict) -> dict:
 
 
 def run_pass(d: Daemon, req: dict, kind: str) -> dict:
-    """``ctl scan|poll|crawl SOURCE [--wait]``: a pass of a source of ``kind`` now.
+    """``ctl scan|poll|crawl SOURCE [--wait] [--all]``: a pass of a source of ``kind`` now.
 
     Without ``wait`` the reply says whether it started or was queued behind a running pass; with
-    it, the reply holds the pass's counts.
+    it, the reply holds the pass's counts.  ``all``: that pass asks everything the source knows,
+    conditionally (the source's ``recheck``; a pass running already is followed by one).
 
     Raises:
         ConfigError: no source of that kind has the name.
@@ -66,6 +67,9 @@ def run_pass(d: Daemon, req: dict, kind: str) -> dict:
     if name not in of_kind(d.sources, kind):
         raise ConfigError(f"no {kind} source named {name!r} (configured {kind} sources: "
                           f"{', '.join(of_kind(d.sources, kind)) or 'none'})")
+    if req.get("all"):
+        with d.lock:
+            d.states[name].recheck_asked = True
     if req.get("wait"):
         counts = d.passes.wait(name)
         d.passes.raise_if_failed([name])

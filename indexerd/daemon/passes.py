@@ -127,8 +127,10 @@ class Passes:
             with self.pipeline() as pipeline:
                 mark_pass_started(pipeline.store, name, src.kind, st.current_started, d.indexer.node)
                 pipeline.urgent = False  # a pass commits about once a second, not per drain
+                with d.lock:
+                    recheck, st.recheck_asked = st.recheck_asked, False
                 src.run_pass(pipeline, counts, progress=st.progress, forced=forced, start=start,
-                             cancel=st.cancel)
+                             cancel=st.cancel, recheck=recheck)
                 pipeline.flush(timeout=60)  # RetryLater: a write or commit of this pass failed
         except RetryLater as e:
             pass_error = f"index commit failed: {e}"

@@ -39,6 +39,7 @@ class SourceState:
         self.watched = False
         self.watch_error: str | None = None  # why a tree configured to be watched is not
         self.rerun = False  # a reconcile was asked for while one was running
+        self.recheck_asked = False  # `ctl crawl NAME --all`: the next pass asks everything, conditionally
         #: passes (or, in a cluster, parts of a pass) this node ended, and the counts of the last
         #: one: a ``--wait`` request tells from them whether a pass ran while it waited
         self.pass_serial = 0

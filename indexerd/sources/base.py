@@ -58,7 +58,7 @@ class Source(Protocol):
 
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress: Progress | None = None,
                  forced: bool = False, start: str | None = None,
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None, recheck: bool = False) -> None:
         """One pass: bring the index up to date with the source.
 
         Args:
@@ -67,6 +67,9 @@ class Source(Protocol):
             progress: walk/work progress, or None.
             forced: re-index whatever the decision would say (``ctl reindex SOURCE``).
             start: a subtree of a tree to reconcile alone (None: the whole source).
+            recheck: ask everything the source knows now, conditionally (``ctl crawl NAME
+                --all``: every known page with its validators, whatever adaptive recrawl
+                scheduled); a kind that always looks at everything ignores it.
             cancel: once set, the pass ends early; what it did stays, it resumes next time.
         """
 

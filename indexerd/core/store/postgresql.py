@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Self
 
@@ -23,6 +24,10 @@ from indexerd.core.store.pg_migrations import MIGRATE_LOCK_KEY, PG_MIGRATIONS, P
 __all__ = ["PgConnection", "PgStoreAddress"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a statement whose connection broke waits for the server to accept a new one (a
+#: ``pg_ctl restart`` takes a second or two; a server down for longer fails the statement).
+RECONNECT_PATIENCE_SECONDS = 20.0
 
 
 class PgStoreAddress(PgAddress):
@@ -87,7 +92,7 @@ class _Db:
 
         for attempt in (1, 2):
             try:
-                cur = self.connection().cursor()
+                cur = (self.connection() if attempt == 1 else self.reconnect()).cursor()
                 cur.execute(_placeholders(sql), tuple(args))
                 return cur
             except psycopg.OperationalError as e:
@@ -95,6 +100,26 @@ class _Db:
                     raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
             except psycopg.Error as e:
                 raise StoreError(f"{self.owner.where}: {first_line(e)}") from None
+
+    def reconnect(self):
+        """A new connection after the last one broke, waiting up to
+        :data:`RECONNECT_PATIENCE_SECONDS` for the server to accept one (a restart refuses
+        connections while it shuts down and starts up: a write made then waits for it rather
+        than failing, and the crawl that made it goes on without fetching anything again).
+
+        Raises:
+            StoreError: the server did not come back in time.
+        """
+        deadline = time.monotonic() + RECONNECT_PATIENCE_SECONDS
+        pause = 0.05
+        while True:
+            try:
+                return self.connection()
+            except StoreError:
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def gone(self) -> bool:
         """True when the connection is closed or broken (the server restarted): it is dropped,
@@ -223,7 +248,7 @@ class PgConnection(StoreConnection):
         with self._lock:
             for attempt in (1, 2):
                 try:
-                    conn = self._db.connection()
+                    conn = self._db.connection() if attempt == 1 else self._db.reconnect()
                     with conn.transaction(), conn.cursor() as cur:
                         for sql, rows in steps:
                             if rows:

@@ -135,8 +135,9 @@ class FileSource:
         return too_large_stands(rec, st, self.policy.max_size_bytes)
 
     # -- the Source protocol (indexerd.sources.base) -------------------------------------
-    def run_pass(self, pipeline: Pipeline, counts: PassCounts, **kw) -> None:
-        """For a tree, one stat reconcile (:meth:`scan`)."""
+    def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, recheck: bool = False, **kw) -> None:
+        """For a tree, one stat reconcile (:meth:`scan`), which stats every file anyway
+        (``recheck`` changes nothing)."""
         self.scan(pipeline, counts, **kw)
 
     @property

@@ -148,7 +148,7 @@ class SqlFeed:
         return f"sql:{self.name}:full_loaded_at"
 
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
-                 cancel=None, start: str | None = None) -> None:
+                 cancel=None, start: str | None = None, recheck: bool = False) -> None:
         """One pass: the full load the first time (or when ``forced``), then the queue.
 
         A statement that fails, or a SQLite database file that does not exist, fails the pass

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, NamedTuple
 
 from indexerd.core.store import Store, to_db_time
@@ -128,8 +128,9 @@ class CrawlTable:
         if all_due:
             due = [st for st in self.stored_states() if st.pass_id < before_pass and st.asked_before]
         else:
-            due_by = to_db_time(pass_start + timedelta(seconds=min_interval / 2))
-            due = [UrlState.from_row(r) for r in self.store.crawl_due_rows(self.source, before_pass, due_by)]
+            due_by = pass_start.astimezone(timezone.utc) + timedelta(seconds=min_interval / 2)
+            due = [UrlState.from_row(r) for r in self.store.crawl_due_rows(self.source, before_pass,
+                                                                              str(to_db_time(due_by)))]
         lost = [UrlState.from_row(r) for r in self.store.crawl_indexed_unstored(self.source, before_pass - 1)]
         return DueStates(due, lost)
 

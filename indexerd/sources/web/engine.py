@@ -55,10 +55,11 @@ class CrawlPass:
         forced: send no validators and re-index every page fetched.
         cancel: the stop Event, or None.
         only: the canonical URLs to fetch instead of a pass (nothing followed, the pass state kept).
+        recheck: every known page is due in this pass (asked with its validators).
     """
 
     def __init__(self, src, pipeline: Pipeline, counts: PassCounts, progress, forced: bool,
-                 cancel: threading.Event | None, only: list[str] | None = None) -> None:
+                 cancel: threading.Event | None, only: list[str] | None = None, recheck: bool = False) -> None:
         self.src = src
         self.cfg = src.cfg
         self.pipeline = pipeline
@@ -71,7 +72,7 @@ class CrawlPass:
         self.table = CrawlTable(pipeline.store, src.name)
         self.mirror = PassMirror(src.mirror, src.name, self.counters)
         self.sched = Scheduler(src, self.table, self.counters, pipeline.stored, self.mirror, forced=forced,
-                               only=only)
+                               only=only, recheck=recheck)
         self.answers = Answers(self.sched, pipeline, counts, self.mirror)
         self.seeder = Seeder(self.sched, self.answers.out_of_scope)
         self.done_pages = 0
@@ -93,7 +94,7 @@ class CrawlPass:
             state = self.table.load()
             if self.only is not None:
                 self.seeder.start_only(state)
-            elif state.running and not self.sched.forced:
+            elif state.running and not self.sched.forced and not self.sched.recheck:
                 self.seeder.resume(state)
             else:
                 self.seeder.start(state)
@@ -146,7 +147,7 @@ class CrawlPass:
         # (not due) read back when asked
         self.table.share(shared.owns)
         if state.running:
-            s.pass_id, s.forced = state.id, state.forced
+            s.pass_id, s.forced, s.recheck = state.id, state.forced, state.recheck
             if state.started is not None:
                 s.pass_start = state.started
             log.info("%s: node %s joins crawl pass %d", self.src.name, CLUSTER.node, s.pass_id)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,7 +117,7 @@ class HostSlots:
         self._cond = threading.Condition(threading.Lock())
         #: in a cluster, the host leases of the shared store
         #: (:class:`~indexerd.sources.web.hostleases.HostLeases`), taken after the local slot
-        self.shared = None
+        self.shared: Any = None  # HostLeases in a cluster (sources/web/cluster.py)
 
     def _wait_locked(self, host: str) -> float:
         slot = self._slots.get(host)

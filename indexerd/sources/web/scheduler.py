@@ -53,10 +53,11 @@ class Scheduler:
         mirror: the pass's mirror (validators are not sent for a page whose file it lost).
         forced: a ``ctl reindex`` pass: no validators, every known URL due.
         only: ``ctl reindex URL``: the URLs asked by name; links are stored, not followed.
+        recheck: ``ctl crawl NAME --all``: every known URL due, asked with its validators.
     """
 
     def __init__(self, src, table: CrawlTable, counters, stored: Callable, mirror: PassMirror, *,
-                 forced: bool, only: list[str] | None = None) -> None:
+                 forced: bool, only: list[str] | None = None, recheck: bool = False) -> None:
         self.src = src
         self.cfg = cfg = src.cfg
         self.table = table
@@ -64,6 +65,7 @@ class Scheduler:
         self.stored = stored
         self.mirror = mirror
         self.forced = forced
+        self.recheck = recheck
         self.only = only
         self.frontier = Frontier(cfg.order, src.slots, src.robots, cfg.max_pages, gate=self._task_gate)
         self.links = LinkFilter(src.scope, counters, max_query_variants=cfg.max_query_variants,
@@ -106,9 +108,9 @@ class Scheduler:
 
     # -- adaptive recrawl -----------------------------------------------------------------
     def due(self, st: UrlState) -> bool:
-        """Whether a known URL is asked in this pass: always in a forced pass or when
+        """Whether a known URL is asked in this pass: always in a forced or recheck pass or when
         ``max_recrawl_interval`` equals ``interval`` (adaptive recrawl off), else when due."""
-        return self.forced or self.max_interval <= self.min_interval or \
+        return self.forced or self.recheck or self.max_interval <= self.min_interval or \
             is_due(st.due_at, self.pass_start, self.min_interval)
 
     def deferred(self, st: UrlState | None) -> bool:
@@ -299,7 +301,8 @@ class Scheduler:
         """The pass's resume point (``ctl reindex URL``: None, the stored one is left as it is)."""
         if self.only is not None:
             return None
-        return PassState(id=self.pass_id, running=not finished, started=self.pass_start, forced=self.forced)
+        return PassState(id=self.pass_id, running=not finished, started=self.pass_start, forced=self.forced,
+                         recheck=self.recheck)
 
     def persist_maybe(self) -> None:
         self.table.write_maybe(self.pass_state())

@@ -107,17 +107,17 @@ class Seeder:
         for st in start.due:
             if st.url not in met:
                 self._start_one(st, False, due)
-        for st in sorted(due.values(), key=lambda st: (st.hops, st.seq)):
-            if isinstance(st, UrlState):
-                s.table.keep(st)
-            s.enqueue(st.url, hops=st.hops, seed_depth=st.seed_depth, via="recheck")
+        for one in sorted(due.values(), key=lambda st: (st.hops, st.seq)):
+            if isinstance(one, UrlState):
+                s.table.keep(one)
+            s.enqueue(one.url, hops=one.hops, seed_depth=one.seed_depth, via="recheck")
         s.persist(finished=False)
 
     def _all_due(self) -> bool:
         """Whether every URL asked before is due in this pass (a forced pass, or adaptive
         recrawl off: ``max_recrawl_interval`` no more than ``interval``)."""
         s = self.sched
-        return s.forced or s.max_interval <= s.min_interval
+        return s.forced or s.recheck or s.max_interval <= s.min_interval
 
     def _start_one(self, st: UrlState, unstored: bool, due: dict) -> None:
         """A new pass meets the stored state ``st`` (asked before, due or ``unstored``): out
@@ -182,7 +182,7 @@ class Seeder:
         forced pass (``ctl reindex --source``) stays forced."""
         s = self.sched
         s.pass_id = state.id
-        s.forced = state.forced
+        s.forced, s.recheck = state.forced, state.recheck
         s.spill_left = True
         if state.started is not None:
             s.pass_start = state.started

@@ -125,17 +125,20 @@ class WebSource:
 
     # -- one pass -------------------------------------------------------------------------
     def run_pass(self, pipeline: Pipeline, counts: PassCounts, *, progress=None, forced: bool = False,
-                 start: str | None = None, cancel: threading.Event | None = None) -> None:
+                 start: str | None = None, cancel: threading.Event | None = None,
+                 recheck: bool = False) -> None:
         """Crawl the site once (or resume the pass a stop interrupted).
 
-        ``forced`` (``ctl reindex``) sends no validators and re-indexes every page fetched.
+        ``forced`` (``ctl reindex``) sends no validators and re-indexes every page fetched;
+        ``recheck`` (``ctl crawl NAME --all``) asks every known page, with its validators,
+        whatever adaptive recrawl scheduled (a 304 costs a request, nothing more).
         Per-reason counters go to ``pipeline.counters`` (``web.*``, ``skip.*``, ``error.*``).
 
         Raises:
             ConfigError: credentials cannot be read.
             StoreError: the state store cannot be written.
         """
-        CrawlPass(self, pipeline, counts, progress, forced, cancel).run()
+        CrawlPass(self, pipeline, counts, progress, forced, cancel, recheck=recheck).run()
 
     def pass_running(self, store) -> bool:
         """Whether a pass of this source is under way in ``store`` (begun, not finished: in a

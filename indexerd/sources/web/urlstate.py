@@ -117,21 +117,26 @@ class PassState:
         running: True while the pass is under way (a restart resumes it), False once finished.
         started: when the pass began (aware UTC); adaptive recrawl schedules from it.
         forced: a ``ctl reindex --source`` pass (no validators sent; a resume stays forced).
+        recheck: a ``ctl crawl NAME --all`` pass (every known page asked, with its validators;
+            a resume asks the rest).
     """
 
     id: int = 0
     running: bool = False
     started: datetime | None = None
     forced: bool = False
+    recheck: bool = False
 
     @classmethod
     def from_json(cls, text: str | None) -> PassState:
-        """From the stored JSON (``{"id", "state": "running"|"finished", "started", "forced"}``);
-        None or ``{}`` is :class:`PassState` () (no pass yet)."""
+        """From the stored JSON (``{"id", "state": "running"|"finished", "started", "forced",
+        "recheck"}``); None or ``{}`` is :class:`PassState` () (no pass yet)."""
         d = json.loads(text or "{}")
         return cls(id=int(d.get("id", 0)), running=d.get("state") == "running",
-                   started=from_db_time(d.get("started")), forced=bool(d.get("forced")))
+                   started=from_db_time(d.get("started")), forced=bool(d.get("forced")),
+                   recheck=bool(d.get("recheck")))
 
     def to_json(self) -> str:
         return json.dumps({"id": self.id, "state": "running" if self.running else "finished",
-                           "started": to_db_time(self.started), "forced": self.forced})
+                           "started": to_db_time(self.started), "forced": self.forced,
+                           "recheck": self.recheck})
