@@ -75,22 +75,24 @@ def reclaim_and_merge_small(writer, segments: list) -> list:
     return [seg for seg in kept if seg not in small]
 
 
-#: Segments at which :func:`bounded` merges the smallest ones, and how many it leaves.
+#: Segments at which :func:`bounded` merges the small ones, and what is small (live documents).
 MERGE_AT_SEGMENTS = 12
-MERGE_DOWN_TO = 6
+SMALL_SEGMENT_DOCS = 100
 
 
 def bounded(writer, segments: list) -> list:
     """A live commit's policy: drop empty segments; once :data:`MERGE_AT_SEGMENTS` are left,
-    merge the smallest (by live documents) into one so that :data:`MERGE_DOWN_TO` remain.
-    Commits of equal size (a daemon's first pass) would never meet ``MERGE_SMALL``'s Fibonacci
-    bound; merging the smallest ones keeps sizes geometric, as Lucene's ``LogMergePolicy``
-    does, so each document is rewritten a logarithmic number of times, and a search opens at
-    most :data:`MERGE_AT_SEGMENTS` segments however long the daemon runs."""
+    merge every segment of at most :data:`SMALL_SEGMENT_DOCS` live documents into one.  Live
+    edits make segments of a few documents, cheap to merge, which this keeps from piling up
+    while the writer is never idle; the segments of a bulk pass (a commit batch each) are left
+    to the idle maintenance (:func:`reclaim_and_merge_small`, in rounds), since a Whoosh merge
+    rewrites every posting in Python and would slow the pass about as much as indexing again
+    (bench/RESULTS.md)."""
     kept = drop_empty(writer, segments)
     if len(kept) < MERGE_AT_SEGMENTS:
         return kept
-    kept.sort(key=_live)
-    n = len(kept) - MERGE_DOWN_TO + 1
-    _rewrite(writer, kept[:n])
-    return kept[n:]
+    small = [seg for seg in kept if _live(seg) <= SMALL_SEGMENT_DOCS]
+    if len(small) < 2:
+        return kept
+    _rewrite(writer, small)
+    return [seg for seg in kept if seg not in small]
