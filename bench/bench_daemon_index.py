@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 from benchlib import PY, measure, median, p95  # noqa: E402
-from run_all import SCALE_QUERIES  # noqa: E402
+from run_all import SCALE_QUERIES, query_alone  # noqa: E402
 
 
 def config(work: Path, tag: str, tree: Path, engine: str) -> Path:
@@ -45,18 +45,12 @@ def config(work: Path, tag: str, tree: Path, engine: str) -> Path:
 
 
 def query_times(state: Path, queries: list[str], reps: int) -> dict:
+    """p50 / p95 of the queries in this process (run_all.py's ``query_alone``) and the segments."""
     from indexerd.index import open_index
 
+    times = query_alone(str(state), queries, reps)
     ix = open_index(state, create=False)
     try:
-        for q in queries:
-            ix.search(q, limit=20)
-        times = []
-        for _ in range(reps):
-            for q in queries:
-                t = time.perf_counter()
-                ix.search(q, limit=20)
-                times.append(time.perf_counter() - t)
         segments = ix.status().get("segments")
     finally:
         ix.close()
