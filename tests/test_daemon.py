@@ -748,6 +748,8 @@ def test_ctl_scan_without_wait_and_unknown_sources(daemon):
         assert p.returncode == 2, (args, p.returncode, p.stderr)
         assert "nosuch" in p.stderr or "'x'" in p.stderr, p.stderr
         assert "Traceback" not in p.stderr
+    p = d.ctl("crawl", "docs")  # a source of another kind: the right verb is named
+    assert p.returncode == 2 and "'docs' is a filesystem source: `indexerd ctl scan docs`" in p.stderr, p.stderr
     d.settle()
     assert d.status()["sources"]["docs"]["documents"] == {"indexed": INITIAL_DOCS}
 

@@ -92,7 +92,7 @@ class StateDir:
             os.close(fd)
             pid = holder[0] if holder else "?"
             what = holder[1] if len(holder) > 1 else "indexerd"
-            hint = ("; use `indexerd ctl scan` to ask the running daemon for a pass"
+            hint = ("; use `indexerd ctl scan|crawl|poll NAME` to ask the running daemon for a pass"
                     if what == "daemon" else "")
             raise StateDirLocked(f"state dir {self.path} is in use by another indexerd "
                                  f"({what}, pid {pid}){hint}") from None

@@ -25,6 +25,7 @@ from indexerd.daemon.status import status_document
 from indexerd.sources.base import TreeSource
 from indexerd.sources.files.keys import key_to_path
 from indexerd.sources.registry import VERBS, of_kind
+from indexerd.sources.registry import kind as kind_of
 
 if TYPE_CHECKING:
     from indexerd.daemon.main import Daemon
@@ -65,8 +66,11 @@ def run_pass(d: Daemon, req: dict, kind: str) -> dict:
     """
     name = req.get("source")
     if name not in of_kind(d.sources, kind):
+        other = d.sources.get(name) if isinstance(name, str) else None
+        hint = (f"; {name!r} is a {other.kind} source: `indexerd ctl {kind_of(other.kind).verb} {name}`"
+                if other is not None else "")
         raise ConfigError(f"no {kind} source named {name!r} (configured {kind} sources: "
-                          f"{', '.join(of_kind(d.sources, kind)) or 'none'})")
+                          f"{', '.join(of_kind(d.sources, kind)) or 'none'}){hint}")
     if req.get("all"):
         with d.lock:
             d.states[name].recheck_asked = True
