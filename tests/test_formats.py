@@ -296,6 +296,32 @@ def test_mbox_read_whole_as_one_document(tmp_path) -> None:
     assert "noodle bar" in ex.text and "about gardening" in ex.text
 
 
+def test_an_mbox_body_line_starting_with_from_splits_nothing() -> None:
+    """Issue 34: an unescaped body line "From ..." after a blank line (writers that do not quote
+    it as ">From") split the message, and its rest became a fragment without headers.  RFC 4155
+    separators carry an address and an asctime timestamp; a line without them is body text."""
+    from indexerd.extract.formats.mail import iter_mbox
+
+    box = (b"From alice@example.org Mon Jan  1 00:00:00 2024\nFrom: alice@example.org\nSubject: One\n"
+           b"Message-ID: <one@x>\n\nfirst paragraph\n\nFrom the start we knew the plan\n\nlast words\n"
+           b"\nFrom MAILER-DAEMON Fri Jul  8 12:08:34 2011\nFrom: b@x\nSubject: Two\nMessage-ID: <two@x>\n\n"
+           b"second message\n")
+    messages = list(iter_mbox(io.BytesIO(box), 1 << 20))
+    assert [m.message_id for m in messages] == ["one@x", "two@x"]
+    assert b"From the start we knew the plan" in messages[0].data and b"last words" in messages[0].data
+
+
+def test_a_mail_part_labelled_iso_8859_1_is_read_as_windows_1252() -> None:
+    """Issue 34: 0x80-0x9F in a part labelled iso-8859-1 are windows-1252's quotes and dashes
+    (mail clients and the WHATWG Encoding Standard read the label so, as indexerd does for web
+    pages); they were C1 control characters and vanished from the text."""
+    raw = (b"From: a@example.org\nSubject: quotes\nMIME-Version: 1.0\n"
+           b"Content-Type: text/plain; charset=iso-8859-1\n\n"
+           b"He said \x93caf\xe9\x94 \x96 twice\n")
+    ex = extract(raw, name="q.eml")
+    assert "He said \u201ccaf\u00e9\u201d \u2013 twice" in ex.text, ex.text
+
+
 # --------------------------------------------------------------------------- compressed
 
 

@@ -25,13 +25,17 @@ from typing import IO, Iterator
 from urllib.parse import quote
 
 from indexerd.core.errors import SkipDocument
+from indexerd.extract.decode import codec_for_label, decode_text
 from indexerd.extract.formats import MEDIA_EML, MEDIA_MBOX, DocumentText
 from indexerd.extract.formats.bounded import parse_errors
 from indexerd.extract.formats.xmlstream import one_line
 
-#: An mbox message separator (RFC 4155 §2: "From " at the start of a line after a blank line,
-#: or at the start of the file).
+#: The start of an mbox's first line ("From ", RFC 4155 §2); the file was taken for an mbox by it.
 _FROM_ = re.compile(rb"From \S*")
+#: A later separator line (RFC 4155 §2: "From ", the sender's address, then a timestamp in
+#: UNIX asctime format, after a blank line): an address and a time of day and a year after it,
+#: so a body line that merely starts with "From " ("From the start, ...") splits nothing.
+_SEPARATOR = re.compile(rb"From \S+ +(?=.*\b\d{1,2}:\d{2}(?::\d{2})?\b)(?=.*\b\d{4}\b)")
 #: Bytes of a message's header block kept even when its body is over the size cap (for its key).
 HEADER_BYTES = 64 * 1024
 LINE_BYTES = 64 * 1024
@@ -102,12 +106,15 @@ def _body_texts(message: EmailMessage) -> list[str]:
 
 
 def _decoded(part: EmailMessage) -> str:
+    """A text part's payload as text: its ``charset`` label read as the WHATWG Encoding Standard
+    reads it (``iso-8859-1`` and ``us-ascii`` are windows-1252, as mail clients treat them: the
+    bytes 0x80-0x9F are curly quotes and dashes, not control characters), else the bytes decoded
+    as a document's (BOM, UTF-8, detection: :func:`~indexerd.extract.decode.decode_text`)."""
     payload = part.get_payload(decode=True) or b""
-    charset = part.get_content_charset() or "utf-8"
-    try:
-        return payload.decode(charset, "replace")
-    except LookupError:  # an unknown charset name
-        return payload.decode("latin-1")
+    codec = codec_for_label(part.get_content_charset() or "")
+    if codec is not None:
+        return payload.decode(codec, "replace")
+    return decode_text(payload)[0]
 
 
 def _has_plain_sibling(message: EmailMessage, html_part: EmailMessage) -> bool:
@@ -168,7 +175,7 @@ def iter_mbox(stream: IO[bytes], max_bytes: int) -> Iterator[MboxMessage]:
             break
         is_line_start = at_line_start
         at_line_start = piece.endswith(b"\n")
-        if is_line_start and previous_blank and _FROM_.match(piece):
+        if is_line_start and previous_blank and (_SEPARATOR.match(piece) if started else _FROM_.match(piece)):
             if started:
                 yield finish()
             started = True
