@@ -365,20 +365,27 @@ def test_a_claim_that_ran_out_while_the_store_was_down_is_lost_and_may_be_claime
         n1.close()
 
 
+def own_server_address(server, dbname: str):
+    """The store address of schema ``st`` in a new database ``dbname`` of ``server`` (a
+    PostgreSQL server of the test's own, which it may restart)."""
+    from indexerd.core.store import PgStoreAddress
+
+    return PgStoreAddress.from_settings(type("S", (), {
+        "url": server.create_database(dbname), "schema": "st", "password_env": None,
+        "password_file": None, "timeout": 30.0})())
+
+
 def test_a_database_restart_leaves_every_live_node_its_hosts(tmp_path) -> None:
     """A new-user trial: after the server came back from a 30 s outage every node looked dead
     (its heartbeat connection gone, its claims run out), the first to tick took the others'
     hosts, and pages were fetched again for 4 s.  Nodes heard from shortly before the server
     started keep their claims while their heartbeats reconnect; a node long silent does not."""
     from pg import PgServer
-    from indexerd.core.store import PgStoreAddress
 
     server = PgServer.start()
     try:
         server.wait_ready()
-        address = PgStoreAddress.from_settings(type("S", (), {
-            "url": server.create_database("restart"), "schema": "st", "password_env": None,
-            "password_file": None, "timeout": 30.0})())
+        address = own_server_address(server, "restart")
         PgStore(address).close()
         n1, n2, n3 = (beating_node(address, n) for n in ("n1", "n2", "n3"))
         try:
@@ -597,14 +604,11 @@ def test_statements_made_while_the_server_restarts_wait_for_it(tmp_path) -> None
     import threading
 
     from pg import PgServer
-    from indexerd.core.store import PgStoreAddress
 
     server = PgServer.start()
     try:
         server.wait_ready()
-        address = PgStoreAddress.from_settings(type("S", (), {
-            "url": server.create_database("restarting"), "schema": "st", "password_env": None,
-            "password_file": None, "timeout": 30.0})())
+        address = own_server_address(server, "restarting")
         with PgStore(address) as s:
             s.crawl_write("site", [offer_row("http://h/0", 1)])
             restarted = threading.Event()

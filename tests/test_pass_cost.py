@@ -107,3 +107,17 @@ def test_changed_scope_settings_are_checked_against_every_known_url_once(tmp_pat
     crawl.run()
     assert sorted(crawl.crawl_rows()) == [site.url("/")]
     assert crawl.counters.get("web.drop.exclude") == 3
+
+
+def test_a_due_url_the_new_scope_drops_is_forgotten_once(tmp_path, site) -> None:
+    """The scope check of every known URL (settings changed) and the due URLs' own check meet
+    the same URL once: its indexed copy is retired and counted once, not twice."""
+    site.add("/", body=b'<html><body><p>onceword</p><a href="/old.html">o</a></body></html>', headers=HTML)
+    site.add("/old.html", body=b"<html><body><p>oldword</p></body></html>", headers=HTML)
+    crawl = Crawl(tmp_path, site, interval="1h", max_recrawl_interval="1h")  # every page due
+    assert crawl.run()["indexed"] == 2
+    crawl.keys["exclude"] = ["/old"]
+    summary = crawl.run()
+    assert crawl.counters.get("web.drop.exclude") == 1, crawl.counters
+    assert summary["deleted"] == 1, summary
+    assert sorted(crawl.crawl_rows()) == [site.url("/")]

@@ -92,14 +92,12 @@ class CrawlRows(StoreConnection):
             found.extend(dict(r) for r in cur)
         return found
 
-    def crawl_pass_rows(self, source: str, first_pass: int, last_pass: int | None = None) -> list[dict]:
-        """The rows of ``source`` (not the frontier's overflow) whose pass is ``first_pass`` ..
-        ``last_pass`` (None: any later), without ``links``: what those passes queued and asked,
-        through the ``crawl_pass`` index (the cost is those passes' work, not the source's)."""
-        upper = "" if last_pass is None else " AND pass_id <= ?"
+    def crawl_pass_rows(self, source: str, pass_id: int) -> list[dict]:
+        """The rows of pass ``pass_id`` of ``source`` (not the frontier's overflow), without
+        ``links``, in discovery order: what that pass queued and asked, through the
+        ``crawl_pass`` index (the cost is that pass's work, not the source's)."""
         cur = self._db.execute(f"SELECT {', '.join(self.CRAWL_COLUMNS)} FROM crawl WHERE source = ? "
-                               f"AND pass_id >= ?{upper} AND state != 'spilled' ORDER BY pass_id, seq",
-                               (source, first_pass, *(() if last_pass is None else (last_pass,))))
+                               "AND pass_id = ? AND state != 'spilled' ORDER BY seq", (source, pass_id))
         return [dict(r) for r in cur]
 
     def crawl_indexed_unstored(self, source: str, pass_id: int) -> list[dict]:
@@ -121,14 +119,11 @@ class CrawlRows(StoreConnection):
         """Delete the rows pass ``pass_id`` of ``source`` queued and never asked (a pass a
         stop ended before it asked them; a finished pass forgets its own): they are found
         again if still linked.  Returns how many were deleted."""
-        cur = self._db.execute("SELECT count(*) FROM crawl WHERE source = ? AND pass_id = ? AND state = 'queued' "
-                               "AND last_status IS NULL AND via != 'sitemapfile' AND doc_key IS NULL",
-                               (source, pass_id))
-        n = cur.fetchone()[0]
+        where = ("WHERE source = ? AND pass_id = ? AND state = 'queued' AND last_status IS NULL "
+                 "AND via != 'sitemapfile' AND doc_key IS NULL")
+        n = self._db.execute(f"SELECT count(*) FROM crawl {where}", (source, pass_id)).fetchone()[0]
         if n:
-            self._exec_many("DELETE FROM crawl WHERE source = ? AND pass_id = ? AND state = 'queued' "
-                            "AND last_status IS NULL AND via != 'sitemapfile' AND doc_key IS NULL",
-                            [(source, pass_id)])
+            self._exec_many(f"DELETE FROM crawl {where}", [(source, pass_id)])
         return n
 
     def crawl_spilled(self, source: str, pass_id: int, limit: int) -> list[dict]:

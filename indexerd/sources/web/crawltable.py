@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Callable, Iterator, NamedTuple
 
 from indexerd.core.store import Store, to_db_time
@@ -128,7 +128,7 @@ class CrawlTable:
         if all_due:
             due = [st for st in self.stored_states() if st.pass_id < before_pass and st.asked_before]
         else:
-            due_by = pass_start.astimezone(timezone.utc) + timedelta(seconds=min_interval / 2)
+            due_by = pass_start + timedelta(seconds=min_interval / 2)
             due = [UrlState.from_row(r) for r in self.store.crawl_due_rows(self.source, before_pass,
                                                                               str(to_db_time(due_by)))]
         lost = [UrlState.from_row(r) for r in self.store.crawl_indexed_unstored(self.source, before_pass - 1)]
@@ -140,7 +140,7 @@ class CrawlTable:
         Raises:
             StoreError: the store cannot be read.
         """
-        return [UrlState.from_row(r) for r in self.store.crawl_pass_rows(self.source, pass_id, pass_id)]
+        return [UrlState.from_row(r) for r in self.store.crawl_pass_rows(self.source, pass_id)]
 
     def scope_fingerprint(self) -> str | None:
         """The scope fingerprint the source's last pass ran with (None: none recorded)."""
@@ -238,6 +238,11 @@ class CrawlTable:
         self._cache.pop(url, None)
         self._dirty.discard(url)
         self._links.pop(url, None)
+
+    def removed(self, url: str) -> bool:
+        """Whether ``url`` was forgotten in this pass (:meth:`remove`; its row is deleted at the
+        next write)."""
+        return url in self._dirty and url not in self.rows
 
     def remove(self, url: str) -> None:
         """Forget ``url``: its row is deleted at the next write."""

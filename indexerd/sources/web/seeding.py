@@ -100,10 +100,9 @@ class Seeder:
         start = s.table.due_states(before_pass=s.pass_id, pass_start=s.pass_start,
                                    min_interval=s.min_interval, all_due=self._all_due())
         met: set[str] = set()
-        for st in start.unstored:
-            if said_indexed(st):
-                met.add(st.url)
-                self._start_one(st, True, due)
+        for st in start.unstored:  # said indexed, no document: crawl_indexed_unstored
+            met.add(st.url)
+            self._start_one(st, True, due)
         for st in start.due:
             if st.url not in met:
                 self._start_one(st, False, due)
@@ -125,7 +124,7 @@ class Seeder:
         indexed and the store has no document for it (the write was lost: a failed commit, a
         database restart), so it is due now whatever its schedule says."""
         s = self.sched
-        if st.pass_id >= s.pass_id or st.url in s.seen:  # a seed
+        if st.pass_id >= s.pass_id or st.url in s.seen or s.table.removed(st.url):  # a seed; rescoped
             return
         if not st.asked_before:
             return
