@@ -215,3 +215,64 @@ def test_token_is_required_off_loopback(where):
         assert d.get("/api/search?q=bird")[0] == 200
         basic = base64.b64encode(f"anyone:{token}".encode()).decode()
         assert d.get("/healthz", headers={"Authorization": f"Basic {basic}"})[0] == 200
+
+
+NOBODY_UID = 65534
+
+
+def _get_as(uid: int, url: str, cwd) -> tuple[int, str]:
+    """GET ``url`` from a process of user ``uid`` (setpriv, no groups): (status, body)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, urllib.request, urllib.error\n"
+            "try:\n"
+            "    r = urllib.request.urlopen(sys.argv[1], timeout=30); print(r.status); print(r.read().decode())\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    print(e.code); print(e.read().decode())\n")
+    p = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                        sys.executable, "-c", code, url], capture_output=True, text=True,
+                       cwd=cwd, timeout=60)
+    assert p.returncode == 0, p.stderr
+    status, _, body = p.stdout.partition("\n")
+    return int(status), body
+
+
+def test_a_loopback_listener_refuses_local_users_who_may_not_use_the_control_socket(daemon):
+    """Attack run: ``runuser -u nobody -- curl 127.0.0.1:PORT/api/search?q=python`` returned
+    hits while the control socket kept nobody out.  Now a local user who could not open the
+    control socket gets 401 naming the rule (``/healthz`` still answers); the daemon's own user
+    is answered."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.fail("this test runs a client as nobody: run the suite as root (the CI does)")
+    for path in ("/api/search?q=bird", "/", "/metrics", "/api/status", "/status"):
+        status, body = _get_as(NOBODY_UID, daemon.url + path, "/")
+        assert status == 401 and f"uid {NOBODY_UID} may not use this daemon" in body, (path, status, body)
+    assert _get_as(NOBODY_UID, daemon.url + "/healthz", "/")[0] == 200
+    assert daemon.get_json("/api/search?q=bird&limit=1")["total"] == BIRD_DOCS
+
+
+def test_peer_uid_names_the_owner_of_the_client_socket_and_the_group_rule():
+    """The kernel's socket table gives the client socket's owner (this process here); a user
+    whose primary group is the access group is let in, others are not."""
+    import os
+    import pwd
+    import socket
+
+    from indexerd.daemon.http.peer import PeerCheck, peer_uid
+
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family) as server, socket.socket(family) as client:
+            server.bind((host, 0))
+            server.listen(1)
+            client.connect(server.getsockname()[:2])
+            conn, peer = server.accept()
+            with conn:
+                assert peer_uid(peer[0], peer[1], server.getsockname()[1]) == os.geteuid()
+                assert peer_uid(peer[0], peer[1] + 1 or 1, server.getsockname()[1]) is None
+    nobody = pwd.getpwuid(NOBODY_UID)
+    assert PeerCheck(nobody.pw_gid, own_uid=12345).allows(NOBODY_UID)
+    assert not PeerCheck(nobody.pw_gid + 1 if nobody.pw_gid != 0 else 1, own_uid=12345).allows(NOBODY_UID)
+    assert PeerCheck(999_999, own_uid=12345).allows(0) and PeerCheck(999_999, own_uid=12345).allows(12345)

@@ -76,6 +76,8 @@ class ControlServer:
         self._listener: socket.socket | None = None
         self._wake: socket.socket | None = None      # stop() writes here to wake the accept loop
         self._inode: tuple[int, int] | None = None   # (st_dev, st_ino) of the file we bound
+        #: the group of the socket file: its members may use the daemon (0660)
+        self.access_gid: int = os.getegid()
         self._thread: threading.Thread | None = None
         self._conns: set[threading.Thread] = set()
         self._conns_lock = threading.Lock()
@@ -112,6 +114,7 @@ class ControlServer:
             sock.close()
             raise ConfigError(f"control socket {self.path}: {e.strerror or e}") from None
         self._inode = (st.st_dev, st.st_ino)
+        self.access_gid = st.st_gid
         self._listener = sock
         self._wake, wake_r = socket.socketpair()
         self._stop.clear()

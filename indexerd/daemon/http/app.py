@@ -18,7 +18,8 @@ Nothing here opens a file other than the templates and the stylesheet: a documen
 what the index and the state store hold, never read from its path.
 
 Access: when a token is set (:mod:`indexerd.daemon.http.auth`), every request must carry it;
-without one (loopback only) only this machine's loopback names are answered as ``Host``.
+without one (loopback only) only this machine's loopback names are answered as ``Host``, and
+only the local users who may open the control socket (:mod:`indexerd.daemon.http.peer`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from indexerd.core.dates import format_utc
 from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.daemon.http import pages
 from indexerd.daemon.http.auth import HostCheck, TokenCheck
+from indexerd.daemon.http.peer import PeerCheck
 from indexerd.daemon.queries import MAX_RESULTS, SearchRequest, hits_json
 
 log = logging.getLogger(__name__)
@@ -71,13 +73,16 @@ class SearchApp:
         token: who may ask (:class:`TokenCheck`); ``TokenCheck(None)`` lets every request in.
         page_size: hits per search page.
         hosts: which ``Host`` values are answered (:class:`HostCheck`); default: every one.
+        peers: which local users are answered (:class:`PeerCheck`; a loopback listener without
+            a token has one); None: every one.  ``/healthz`` answers every user.
     """
 
     def __init__(self, backend, token: TokenCheck, *, page_size: int = pages.PAGE_SIZE,
-                 hosts: HostCheck | None = None) -> None:
+                 hosts: HostCheck | None = None, peers: PeerCheck | None = None) -> None:
         self.backend = backend
         self.token = token
         self.hosts = hosts or HostCheck(None)
+        self.peers = peers
         self.page_size = page_size
         self.env = Environment(loader=FileSystemLoader(str(_HERE / "templates")),
                                autoescape=select_autoescape(default=True, default_for_string=True),
@@ -89,7 +94,8 @@ class SearchApp:
         request = Request(environ)
         adapter = URLS.bind_to_environ(environ)
         try:
-            denied = self.hosts.deny(request) or self.token.deny(request)
+            denied = self.hosts.deny(request) or self.token.deny(request) \
+                or self._peer_denied(request)
             if denied is not None:
                 response = denied
             else:
@@ -108,6 +114,16 @@ class SearchApp:
         return response(environ, start_response)
 
     # -- helpers -----------------------------------------------------------------------------
+    def _peer_denied(self, request: Request) -> Response | None:
+        if self.peers is None or request.path == "/healthz":
+            return None
+        why = self.peers.deny(request.environ)
+        if why is None:
+            return None
+        log.info("HTTP %s %s refused: %s", request.method, request.path[:100], why)
+        return Response(f"{why}; set [http] token_file (or token_env) to let other users in "
+                        f"with the token\n", status=401, content_type="text/plain; charset=utf-8")
+
     def _render(self, adapter, template: str, status: int = 200, **context) -> Response:
         def url_for(endpoint, **values):
             return adapter.build(endpoint, values)

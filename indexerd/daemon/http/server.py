@@ -11,6 +11,7 @@ worker (waitress buffers the request and the response).  Limits set here: at mos
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -136,12 +137,17 @@ def start_listener(daemon, settings: HttpSettings) -> HttpListener:
             names the key, variable or file).
     """
     from indexerd.daemon.http.app import SearchApp
-    from indexerd.daemon.http.auth import HostCheck, TokenCheck, load_token
+    from indexerd.daemon.http.auth import HostCheck, TokenCheck, is_loopback, load_token
+    from indexerd.daemon.http.peer import PeerCheck
 
     host, port = settings.address()
     token = load_token(settings.token_env, settings.token_file)
+    peers = None
+    if token is None and is_loopback(host):  # the control socket's rule for local users
+        control = daemon.control
+        peers = PeerCheck(control.access_gid if control is not None else os.getegid())
     app = SearchApp(DaemonBackend(daemon), TokenCheck(token), page_size=settings.page_size,
-                    hosts=HostCheck.for_listener(host, token is not None))
+                    hosts=HostCheck.for_listener(host, token is not None), peers=peers)
     listener = HttpListener(app, host, port, threads=settings.threads)
     listener.start()
     return listener
