@@ -67,6 +67,16 @@ def test_unit_exposure_is_at_most_3():
     assert float(m.group(1)) <= 3.0, p.stdout
 
 
+def test_unit_lets_the_listener_tell_which_local_user_asks():
+    """The HTTP listener refuses local users by the kernel's socket table (/proc/net/tcp);
+    ProcSubset=pid would hide it and every request would be refused."""
+    from indexerd.daemon.http.peer import TCP_TABLES
+
+    unit = UNIT.read_text(encoding="utf-8")
+    assert not re.search(r"^ProcSubset=pid", unit, re.M)
+    assert all(t.startswith("/proc/net/") for t in TCP_TABLES)
+
+
 def _syscall_set(spec: str, analyze: str, seen: set[str] | None = None) -> set[str]:
     """The system calls of ``@group`` or a call name, by systemd-analyze syscall-filter (recursive)."""
     if not spec.startswith("@"):

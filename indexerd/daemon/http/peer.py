@@ -90,6 +90,11 @@ class PeerCheck:
         self._members: dict[int, tuple[float, bool]] = {}
         self._lock = threading.Lock()
 
+    @staticmethod
+    def can_tell(tables: tuple[str, ...] = TCP_TABLES) -> bool:
+        """The socket tables can be read (a unit with ``ProcSubset=pid`` hides them)."""
+        return any(os.access(path, os.R_OK) for path in tables)
+
     def group_name(self) -> str:
         """The access group's name (its number when it has none)."""
         try:

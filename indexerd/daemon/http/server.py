@@ -146,6 +146,10 @@ def start_listener(daemon, settings: HttpSettings) -> HttpListener:
     if token is None and is_loopback(host):  # the control socket's rule for local users
         control = daemon.control
         peers = PeerCheck(control.access_gid if control is not None else os.getegid())
+        if not peers.can_tell():
+            log.error("http.listen: the kernel's socket table (/proc/net/tcp) cannot be read, so "
+                      "every request but /healthz is refused; set [http] token_file, or let the "
+                      "service see /proc/net (no ProcSubset=pid)")
     app = SearchApp(DaemonBackend(daemon), TokenCheck(token), page_size=settings.page_size,
                     hosts=HostCheck.for_listener(host, token is not None), peers=peers)
     listener = HttpListener(app, host, port, threads=settings.threads)
