@@ -276,3 +276,55 @@ def test_peer_uid_names_the_owner_of_the_client_socket_and_the_group_rule():
     assert PeerCheck(nobody.pw_gid, own_uid=12345).allows(NOBODY_UID)
     assert not PeerCheck(nobody.pw_gid + 1 if nobody.pw_gid != 0 else 1, own_uid=12345).allows(NOBODY_UID)
     assert PeerCheck(999_999, own_uid=12345).allows(0) and PeerCheck(999_999, own_uid=12345).allows(12345)
+
+
+def test_slow_clients_do_not_take_the_listener_down(daemon):
+    """Slowloris (attack run): ~200 connections dripping a header line every 15 s took the
+    listener and /healthz down for as long as they dripped.  Now, with more drippers than the
+    connection limit, /healthz answers at once (the connection that waited longest makes
+    room), and a request that has not arrived whole within 10 s loses its connection."""
+    import socket
+    import threading
+
+    from indexerd.daemon.http.connections import REQUEST_SECONDS
+    from indexerd.daemon.http.server import CONNECTION_LIMIT
+
+    host, port = "127.0.0.1", int(daemon.url.rsplit(":", 1)[1])
+    drippers: list[socket.socket] = []
+    stop = threading.Event()
+
+    def drip() -> None:
+        while not stop.wait(1.0):
+            for s in list(drippers):
+                try:
+                    s.sendall(b"X-Drip: 1\r\n")
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=drip, daemon=True)
+    try:
+        for _ in range(CONNECTION_LIMIT + 20):
+            s = socket.create_connection((host, port), timeout=5)
+            s.sendall(b"GET /api/search?q=bird HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            drippers.append(s)
+        t.start()
+        began = time.monotonic()
+        for _ in range(3):
+            status, _, body = daemon.get("/healthz")
+            assert (status, body) == (200, b"ok\n")
+        assert time.monotonic() - began < REQUEST_SECONDS / 2
+        assert daemon.get_json("/api/search?q=bird&limit=1")["total"] == BIRD_DOCS
+        # every dripper is cut off by the request deadline (or made room earlier)
+        deadline = time.monotonic() + REQUEST_SECONDS + 10
+        for s in drippers:
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                data = s.recv(4096)
+            except ConnectionResetError:
+                data = b""
+            assert data == b"", data[:200]
+        assert time.monotonic() - began < REQUEST_SECONDS + 8
+    finally:
+        stop.set()
+        for s in drippers:
+            s.close()

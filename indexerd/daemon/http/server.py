@@ -5,7 +5,9 @@ waitress is a pure-Python production WSGI server: one asyncore loop thread accep
 requests, a fixed pool of ``threads`` runs the application, and slow or idle clients cost no
 worker (waitress buffers the request and the response).  Limits set here: at most
 :data:`CONNECTION_LIMIT` connections, a request body of at most :data:`MAX_REQUEST_BODY_BYTES`
-(the listener only answers GET), and idle connections closed after :data:`CHANNEL_TIMEOUT_SECONDS`.
+(the listener only answers GET), idle connections closed after :data:`CHANNEL_TIMEOUT_SECONDS`,
+and slow clients bounded by :mod:`indexerd.daemon.http.connections` (a request must arrive whole
+within 10 s; at the limit the connection that waited longest makes room).
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ class HttpListener:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        from waitress.server import create_server
+        from indexerd.daemon.http.connections import create_bounded_server
 
         try:
-            self._server = create_server(
+            self._server = create_bounded_server(
                 self.app, host=self.host, port=self.port, threads=self.threads, ident="indexerd",
                 connection_limit=CONNECTION_LIMIT, channel_timeout=CHANNEL_TIMEOUT_SECONDS,
                 max_request_body_size=MAX_REQUEST_BODY_BYTES, expose_tracebacks=False,
