@@ -959,6 +959,77 @@ def test_mirror_files_and_mtimes(tmp_path, site) -> None:
     assert not a.exists() and b.exists()
 
 
+def _requisite_site(site) -> dict[str, bytes]:
+    """A page that needs a stylesheet (which @imports another and uses a font and an image), a
+    script, an image with a srcset, an <object> SVG, and an image from /static/ outside the
+    crawl's path scope; a page link and an image also linked with <a>.  The requisites' bodies
+    by path."""
+    page = ('<html><head><title>Styled</title><link rel="stylesheet" href="css/site.css">'
+            '<script src="js/app.js"></script></head><body><p>styledword</p>'
+            '<img src="img/a.png" srcset="img/a2.png 2x"><object data="img/fig.svg"></object>'
+            '<img src="/static/logo.png"><a href="b.html">b</a><a href="img/a.png">big</a></body></html>')
+    site.static("/docs/", page.encode(), etag='"p1"')
+    site.static("/docs/b.html", html("B", "betaword"), etag='"b1"')
+    bodies = {
+        "/docs/css/site.css": (b'@import "more.css"; @font-face{src:url(../fonts/f.woff2)} '
+                               b'body{background:url("../img/bg.png")}', "text/css"),
+        "/docs/css/more.css": (b"p{color:red}", "text/css"),
+        "/docs/fonts/f.woff2": (b"wOF2font", "font/woff2"),
+        "/docs/js/app.js": (b"var styledscriptword=1;", "text/javascript"),
+        "/docs/img/a.png": (b"\x89PNG\r\n\x1a\na", "image/png"),
+        "/docs/img/a2.png": (b"\x89PNG\r\n\x1a\na2", "image/png"),
+        "/docs/img/bg.png": (b"\x89PNG\r\n\x1a\nbg", "image/png"),
+        "/docs/img/fig.svg": (b'<svg xmlns="http://www.w3.org/2000/svg"><text>svgfigword</text></svg>',
+                              "image/svg+xml"),
+        "/static/logo.png": (b"\x89PNG\r\n\x1a\nlogo", "image/png"),
+    }
+    for i, (path, (body, ctype)) in enumerate(bodies.items()):
+        site.static(path, body, etag=f'"r{i}"', content_type=ctype)
+    return {path: body for path, (body, _) in bodies.items()}
+
+
+def test_page_requisites_are_kept_beside_the_mirrored_pages_and_never_indexed(tmp_path, site) -> None:
+    """Issue 33: a mirror kept pages only (no stylesheets, no figures).  With ``mirror_dir``
+    every requisite is fetched (GET, outside the path scope too), kept at its mirror path with
+    its bytes, recorded as a requisite, never indexed; the next pass asks each conditionally
+    (304) and keeps them; a stylesheet's own @import and url()s are requisites too."""
+    bodies = _requisite_site(site)
+    mirror_dir = tmp_path / "mirror"
+    crawl = Crawl(tmp_path, site, seeds=("/docs/",), mirror_dir=str(mirror_dir), include=["/docs/"])
+    crawl.run(max_recrawl_interval="1s", interval="1s")
+    m = Mirror(mirror_dir)
+    for path in bodies:
+        assert [h.method for h in site.hits(path)] == ["GET"], path
+        assert m.path_for(site.url(path)).read_bytes() == bodies[path], path
+    assert m.path_for(site.url("/docs/b.html")).is_file()
+    assert crawl.search("styledword") == [site.url("/docs/")]
+    for word in ("styledscriptword", "svgfigword"):
+        assert crawl.search(word) == [], word
+    assert crawl.counters["web.requisite.kept"] == len(bodies), crawl.counters
+    # every URL due again: each requisite asked once more, conditionally, and kept on its 304
+    time.sleep(1.1)
+    crawl.run(max_recrawl_interval="1s", interval="1s")
+    for path in bodies:
+        second = site.hits(path)[1:]
+        assert [(h.method, h.status) for h in second] == [("GET", 304)], (path, second, crawl.counters)
+        assert second[0].header("If-None-Match"), path
+        assert m.path_for(site.url(path)).read_bytes() == bodies[path], path
+    assert crawl.search("styledword") == [site.url("/docs/")]
+
+
+def test_no_requisites_without_a_mirror_or_when_turned_off(tmp_path, site) -> None:
+    """Without ``mirror_dir``, or with ``page_requisites = false``, nothing but pages is asked:
+    a stylesheet or script is never requested."""
+    _requisite_site(site)
+    crawl = Crawl(tmp_path, site, seeds=("/docs/",), include=["/docs/"])
+    crawl.run()
+    assert site.hits("/docs/css/site.css") == [] and site.hits("/docs/js/app.js") == []
+    crawl = Crawl(tmp_path / "off", site, seeds=("/docs/",), include=["/docs/"],
+                  mirror_dir=str(tmp_path / "m"), page_requisites=False)
+    crawl.run()
+    assert site.hits("/docs/css/site.css") == [] and site.hits("/static/logo.png") == []
+
+
 def test_unwritable_mirror_dir_is_logged_once_per_pass_naming_it(tmp_path, site, caplog) -> None:
     """Fix round: an unwritable ``mirror_dir`` logged one warning per page (414 in a pass),
     none naming the directory.  The first failure of a pass is logged naming it and the error,

@@ -52,7 +52,8 @@ def check_web_source(src: WebSource, where: str, origin: str) -> None:
     try:
         Scope(list(src.seeds), allowed_domains=src.allowed_domains, allowed_ports=src.allowed_ports,
               restrict=src.restrict,
-              include=src.include, exclude=src.exclude, path_depth=src.path_depth, max_hops=src.max_hops)
+              include=src.include, exclude=src.exclude, path_depth=src.path_depth, max_hops=src.max_hops,
+              requisite_domains=src.requisite_domains)
     except ValueError as e:
         raise ConfigError(f"{origin}: {where}.{e}") from None
     if src.order not in ("breadth", "depth"):

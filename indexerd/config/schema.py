@@ -248,6 +248,9 @@ class WebSource(_Struct, frozen=True):
     whole request (seconds).  ``max_recrawl_interval`` bounds adaptive recrawl
     (:mod:`indexerd.sources.web.recrawl`): a page that never changes is still asked this often (at least
     ``interval``; equal to it, every page is asked at every pass).
+    With ``mirror_dir``, ``page_requisites`` keeps what a page needs to display (stylesheets,
+    scripts, images, fonts, media: :mod:`indexerd.sources.web.requisites`) beside the pages,
+    never indexed; from the site's own hosts, and from ``requisite_domains`` (wget's ``-H -D``).
     """
 
     name: str
@@ -268,6 +271,8 @@ class WebSource(_Struct, frozen=True):
     max_size: Bytes | None = None
     timeout: Seconds = Seconds(30.0)
     mirror_dir: str | None = None
+    page_requisites: bool = True
+    requisite_domains: list[str] = []
     meta_map: str | None = None
     auth: WebAuth | None = None
     sitemaps: bool = True

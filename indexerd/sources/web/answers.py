@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
+from indexerd.core.dates import parse_date
 from indexerd.core.errors import SkipDocument
 from indexerd.core.counts import PassCounts
 from indexerd.core.fetched import Fetched
@@ -26,6 +27,9 @@ from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.mirror import PassMirror
 from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED
+from indexerd.sources.web.requisites import OUTCOME as REQUISITE_OUTCOME
+from indexerd.sources.web.requisites import (content_charset, css_requisites, html_requisites,
+                                             is_stylesheet)
 from indexerd.sources.web.responses import (gone_verdict, head_verdict, instant_refresh, redirect_verdict,
                                             robots_directives, status_verdict)
 from indexerd.sources.web.scheduler import Scheduler
@@ -172,6 +176,9 @@ class Answers:
         if v.failure is not None:
             self.failed(task, resp, v.failure)
             return
+        if task.kind == "requisite":  # the target is the requisite, wherever it moved
+            self.sched.follow_requisites([v.target], task)
+            return
         st.doc_key = v.target
         for key in v.retire:
             self.retire(key, f"moved permanently to {v.target}", key)
@@ -189,6 +196,11 @@ class Answers:
         st.gone_count = st.fail_count = 0
         self.pipeline.not_modified(st.key, self.counts)
         links = self.sched.table.links_of(task.url)
+        if task.kind == "requisite":  # a stylesheet's own requisites
+            st.last_outcome = REQUISITE_OUTCOME
+            self.sched.follow_requisites(links or [], task)
+            self.sched.reschedule(st, UNCHANGED)
+            return
         new = self.sched.follow(links, task) if links else 0
         self.sched.reschedule(st, CHANGED if new else UNCHANGED)
 
@@ -202,7 +214,52 @@ class Answers:
         self.sched.reschedule(st, UNCHANGED)
         self.pipeline.skip(st.key, self.src.name, v.skip, v.detail, self.counts, size=v.size)
 
+    def _requisite(self, task: Task, resp: Response) -> None:
+        """A page requisite's 200: kept in the mirror (its Last-Modified as the file's time),
+        recorded skipped ``requisite`` with its validators (the next ask is conditional), never
+        indexed; a stylesheet's own requisites are queued and remembered as its links."""
+        st = self.sched.done(task, resp, REQUISITE_OUTCOME)
+        st.gone_count = st.fail_count = 0
+        st.last_outcome = REQUISITE_OUTCOME
+        ctype = resp.headers.get("Content-Type") or ""
+        if resp.error == "too-large":
+            self.mirror.remove(task.url)
+            self.pipeline.skip(st.key, self.src.name, "too-large",
+                               f"{task.url}: more than max_size {self.src.max_size} bytes", self.counts)
+            self.sched.reschedule(st, UNCHANGED)
+            return
+        last_modified = resp.headers.get("Last-Modified")
+        self.mirror.write(task.url, resp.body, parse_date(last_modified) if last_modified else None)
+        self.pipeline.skip(st.key, self.src.name, REQUISITE_OUTCOME,
+                           f"{task.url}: a page requisite, kept in the mirror", self.counts,
+                           size=len(resp.body), etag=resp.headers.get("ETag"),
+                           last_modified_header=last_modified)
+        self.counters.inc("web.requisite.kept")
+        if is_stylesheet(task.url, ctype):
+            urls = css_requisites(resp.body, content_charset(ctype), task.url)
+            self.sched.table.set_links(task.url, urls)
+            self.sched.follow_requisites(urls, task)
+        changed = task.etag is not None or task.last_modified is not None  # asked conditionally, sent whole
+        self.sched.reschedule(st, CHANGED if changed else UNCHANGED)
+
+    def _page_requisites(self, task: Task, resp: Response) -> None:
+        """Queue what a page kept in the mirror needs to display (``page_requisites``)."""
+        if not self.src.scope.requisites:
+            return
+        ctype = resp.headers.get("Content-Type") or ""
+        if "html" not in ctype.lower() and not task.url.lower().split("?")[0].endswith((".html", ".htm", "/")):
+            return
+        try:
+            urls = html_requisites(resp.body, content_charset(ctype), task.url)
+        except Exception:  # noqa: BLE001 - a page the parser cannot read has no requisites
+            log.debug("%s: no requisites read from %s", self.src.name, task.url, exc_info=True)
+            return
+        self.sched.follow_requisites(urls, task)
+
     def _page(self, task: Task, resp: Response) -> None:
+        if task.kind == "requisite":
+            self._requisite(task, resp)
+            return
         st = self.sched.done(task, resp, "fetched")
         st.gone_count = st.fail_count = 0
         if resp.error == "too-large":
@@ -247,6 +304,7 @@ class Answers:
         st.last_outcome = f"{Verdict(out.verdict).value}:{out.reason}"  # "indexed:new", not "Verdict.INDEXED:new"
         if out.verdict in ("indexed", "unchanged"):
             self.mirror.write(task.url, resp.body, out.last_modified)
+            self._page_requisites(task, resp)
         elif out.verdict in ("skipped", "errors"):
             self.mirror.remove(task.url)
         page = out.links

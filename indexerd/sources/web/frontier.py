@@ -25,7 +25,8 @@ FENCED_WAIT_SECONDS = 0.25
 class Task:
     """One request the frontier hands to a worker.
 
-    ``kind`` is ``page``, ``sitemap`` or ``robots``; ``method`` ``GET`` or ``HEAD``;
+    ``kind`` is ``page``, ``requisite`` (kept in the mirror, never indexed), ``sitemap`` or
+    ``robots``; ``method`` ``GET`` or ``HEAD``;
     ``etag`` / ``last_modified`` are the stored validators, sent verbatim;
     ``skip`` is set instead of fetching when robots.txt forbids it or cannot be read.
     """

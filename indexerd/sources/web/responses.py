@@ -219,8 +219,8 @@ def conditional_validators(state: UrlState, stored: Callable, *, forced: bool, n
     fetch the page whole.
 
     ``stored(key)`` gives the stored :class:`~indexerd.core.store.DocumentRecord` of a key or
-    None (asked only when validators may be sent).  Validators are sent only for a page indexed (with a mirror: whose file
-    ``mirror_has(url)``) or skipped for its bytes (:data:`SKIPS_BY_CONTENT`), never in a
+    None (asked only when validators may be sent).  Validators are sent only for a page indexed
+    or a page requisite kept (with a mirror: whose file ``mirror_has(url)``) or skipped for its bytes (:data:`SKIPS_BY_CONTENT`), never in a
     ``forced`` pass nor for a redirect (its ``doc_key`` is the target's); an implausible stored
     Last-Modified (the epoch, the future, relative to ``now``) is not sent, as an exact-match
     server would answer 304 for ever.
@@ -230,9 +230,10 @@ def conditional_validators(state: UrlState, stored: Callable, *, forced: bool, n
     rec = stored(state.key)
     if rec is None or not (rec.etag or rec.last_modified_header):
         return None, None
-    if rec.status != "indexed" and not (rec.status == "skipped" and rec.reason in SKIPS_BY_CONTENT):
+    kept = rec.status == "indexed" or (rec.status == "skipped" and rec.reason == "requisite")
+    if not kept and not (rec.status == "skipped" and rec.reason in SKIPS_BY_CONTENT):
         return None, None
-    if rec.status == "indexed" and mirror_has is not None and not mirror_has(state.url):
+    if kept and mirror_has is not None and not mirror_has(state.url):
         return None, None  # the mirror lost its copy: fetch it whole
     lm = rec.last_modified_header
     if lm is not None and not check_plausible(parse_date(lm), now).value:

@@ -25,6 +25,8 @@ from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Frontier, Task
 from indexerd.sources.web.links import LinkFilter
 from indexerd.sources.web.mirror import PassMirror
+from indexerd.sources.web.requisites import VIA as REQUISITE
+from indexerd.sources.web.requisites import is_requisite
 from indexerd.sources.web.recrawl import is_due, next_schedule
 from indexerd.sources.web.responses import conditional_validators, request_method
 from indexerd.sources.web.traps import trap_reason
@@ -151,9 +153,16 @@ class Scheduler:
         """The one scope gate, applied when a URL is queued and again before it is fetched:
         None, or why ``url`` is not crawled (:meth:`Scope.check` then :func:`trap_reason` for a
         page; :meth:`Scope.check_site` for a sitemap file or robots.txt)."""
+        if kind == "requisite":
+            return self.src.scope.check_requisite(url) or trap_reason(url)
         if kind != "page":
             return self.src.scope.check_site(url)
         return self.src.scope.check(url, hops=hops, seed_depth=seed_depth) or trap_reason(url)
+
+    def state_scope_reason(self, st: UrlState) -> str | None:
+        """:meth:`scope_reason` of a known URL, a page requisite checked as one."""
+        return self.scope_reason(st.url, st.hops, st.seed_depth,
+                                 "requisite" if is_requisite(st) else "page")
 
     def _task_gate(self, task: Task) -> str | None:
         """:meth:`scope_reason` of a task the frontier is about to hand out (robots.txt is
@@ -169,6 +178,10 @@ class Scheduler:
         etag, lm = conditional_validators(st, self.stored, forced=self.forced,
                                           now=datetime.now(UTC), mirror_has=self.mirror.has)
         url = st.url
+        if is_requisite(st):  # kept in the mirror whatever its type: asked with GET
+            return Task(url=url, host=host_key(url), kind="requisite", hops=st.hops,
+                        seed_depth=st.seed_depth, seq=st.seq, etag=etag, last_modified=lm,
+                        front=front)
         return Task(url=url, host=host_key(url), hops=st.hops, seed_depth=st.seed_depth, seq=st.seq,
                     method=request_method(url, etag, lm), etag=etag, last_modified=lm, origin=st.origin,
                     redirects=st.redirects, front=front)
@@ -199,16 +212,21 @@ class Scheduler:
         sitemap or a redirect, is :meth:`known`) or the scope gate drops it
         (counted ``web.drop.<reason>``); beyond ``max_queued`` a new URL found by a link or a
         sitemap waits on disk.  True when queued (or spilled)."""
-        if url in self.seen or (via not in ASKED_WHEN_DUE_OR_NOT and self.known(url)):
+        if url in self.seen or (via not in ASKED_WHEN_DUE_OR_NOT and via != REQUISITE
+                                and self.known(url)):
             return False
-        spill = via in ("link", "sitemap") and self.shared is None and self._frontier_full() \
+        spill = via in ("link", "sitemap", REQUISITE) and self.shared is None and self._frontier_full() \
             and url not in self.table  # a shared pass keeps its hosts' URLs in memory; a store read last
         if spill and self.spilled >= SPILL_WINDOWS * self.cfg.max_queued:
             self.counters.inc("web.drop.frontier-full")
             return False
-        reason = self.scope_reason(url, hops, seed_depth)
+        known = self.table.get(url) if via in ASKED_WHEN_DUE_OR_NOT else None
+        requisite = via == REQUISITE or (known is not None and is_requisite(known))
+        if requisite:
+            via = REQUISITE  # stays one wherever its row goes (another node's host, the spill)
+        reason = self.scope_reason(url, hops, seed_depth, "requisite" if requisite else "page")
         if reason is not None:
-            self.counters.inc(f"web.drop.{reason}")
+            self.counters.inc(f"web.drop.{'requisite-' if requisite else ''}{reason}")
             return False
         self.seen.add(url)
         if self.shared is not None and (not self.shared.owns(url) or self._frontier_full()):
@@ -271,6 +289,28 @@ class Scheduler:
             if self.enqueue(link, hops=hops, seed_depth=task.seed_depth, via=why) and unknown:
                 new += 1
         return new
+
+    def follow_requisites(self, urls: list[str], task: Task) -> int:
+        """Queue the page requisites ``urls`` of ``task``'s page or stylesheet
+        (:mod:`indexerd.sources.web.requisites`): at its hop count (requisites spend no hop), each
+        once a pass; one kept as a requisite before waits for its own next due time, a URL known
+        as something else (an image also linked with ``<a>``) is asked as a requisite now.  The
+        count of URLs queued.  ``ctl reindex URL`` follows nothing."""
+        if self.only is not None or not urls:
+            return 0
+        self.table.prefetch([url for url in urls if url not in self.seen])
+        queued = 0
+        for url in urls:
+            if url in self.seen:
+                continue
+            st = self.table.get(url)
+            if st is not None and is_requisite(st) and self.deferred(st):
+                continue
+            if self.enqueue(url, hops=task.hops, seed_depth=task.seed_depth, via=REQUISITE):
+                queued += 1
+        if queued:
+            self.counters.inc("web.requisite.queued", queued)
+        return queued
 
     def refill(self) -> None:
         """Take spilled URLs back from the store once the in-memory frontier is half empty.

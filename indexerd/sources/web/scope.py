@@ -155,7 +155,8 @@ class Scope:
 
     def __init__(self, seeds: list[str], *, allowed_domains: list[str] | None = None,
                  allowed_ports: list[int] | None = None, restrict=(), include=(), exclude=(),
-                 path_depth: str | None = None, max_hops: int | None = None) -> None:
+                 path_depth: str | None = None, max_hops: int | None = None,
+                 requisite_domains=(), requisites: bool = False) -> None:
         seeds_t = _as_tuple(seeds)
         if not seeds_t:
             raise ValueError("seeds: at least one seed URL is required")
@@ -171,6 +172,13 @@ class Scope:
         else:
             doms = [_domain(d) for d in _as_tuple(allowed_domains)]
         self.allowed_domains: tuple[str, ...] = tuple(dict.fromkeys(doms))
+        #: page requisites are kept (a mirror with ``page_requisites``)
+        self.requisites = bool(requisites)
+        try:
+            self.requisite_domains: tuple[str, ...] = tuple(dict.fromkeys(
+                _domain(d) for d in _as_tuple(requisite_domains)))
+        except ValueError as e:
+            raise ValueError("requisite_domains" + str(e).removeprefix("allowed_domains")) from None
         if allowed_ports is None:
             ports = {int(host_key(s).rpartition(":")[2]) for s in self.seeds}
             if ports & {80, 443}:
@@ -203,6 +211,9 @@ class Scope:
                  "exclude": [r.pattern for r in self.exclude],
                  "path_depth": self.path_depth._text if self.path_depth is not None else None,
                  "max_hops": self.max_hops}
+        if self.requisites:
+            facts["requisites"] = True
+            facts["requisite_domains"] = self.requisite_domains
         return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
 
     def host_allowed(self, host: str) -> bool:
@@ -240,6 +251,21 @@ class Scope:
         The check for what is not a page (robots.txt and sitemap files, and their redirects).
         """
         return self._site(url)[0]
+
+    def check_requisite(self, url: str) -> str | None:
+        """Is ``url`` a page requisite this source may fetch?  None, or ``'scheme'``,
+        ``'invalid'``, ``'off-site'`` (a host neither allowed nor in
+        :attr:`requisite_domains`).  Hops, depth and the regexes do not apply: a page kept in
+        the mirror needs its stylesheets and images wherever its path is (wget's
+        ``--page-requisites``)."""
+        if not self.requisites:
+            return "no-requisites"
+        reason, canon = self._site(url)
+        if reason == "off-site" and self.requisite_domains:
+            h = (urlsplit(canon).hostname or "").rstrip(".")
+            if any(h == d or h.endswith("." + d) for d in self.requisite_domains):
+                return None
+        return reason if reason != "off-port" else None
 
     def _site(self, url: str) -> tuple[str | None, str]:
         try:

@@ -22,6 +22,8 @@ from indexerd.sources.web.robots import RobotsRules
 from indexerd.sources.web.scheduler import Scheduler
 from indexerd.sources.web.sitemap import parse_sitemap
 from indexerd.sources.web.urls import canonicalize, host_key, path_depth
+from indexerd.sources.web.requisites import VIA as REQUISITE
+from indexerd.sources.web.requisites import is_requisite
 from indexerd.sources.web.urlstate import PassState, UrlState
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ class _Due(NamedTuple):
     seq: int
     url: str
     seed_depth: int
+    requisite: bool = False
 
 
 def lost_with_the_process(st, stored) -> bool:
@@ -109,7 +112,9 @@ class Seeder:
         for one in sorted(due.values(), key=lambda st: (st.hops, st.seq)):
             if isinstance(one, UrlState):
                 s.table.keep(one)
-            s.enqueue(one.url, hops=one.hops, seed_depth=one.seed_depth, via="recheck")
+            requisite = one.requisite if isinstance(one, _Due) else is_requisite(one)
+            s.enqueue(one.url, hops=one.hops, seed_depth=one.seed_depth,
+                      via=REQUISITE if requisite else "recheck")
         s.persist(finished=False)
 
     def _all_due(self) -> bool:
@@ -128,7 +133,7 @@ class Seeder:
             return
         if not st.asked_before:
             return
-        reason = self.src.scope.check(st.url, hops=st.hops, seed_depth=st.seed_depth)
+        reason = s.state_scope_reason(st)
         if reason is not None:
             self.out_of_scope(st, reason)
             return
@@ -136,7 +141,8 @@ class Seeder:
             s.counters.inc("web.recheck.unstored")
         elif not s.due(st):
             return
-        due[st.url] = st if s.table.readable is None else _Due(st.hops, st.seq, st.url, st.seed_depth)
+        due[st.url] = st if s.table.readable is None else _Due(st.hops, st.seq, st.url, st.seed_depth,
+                                                               is_requisite(st))
 
     def rescope(self) -> None:
         """When the source's scope settings (seeds, domains, ports, restrict / include /
@@ -153,7 +159,7 @@ class Seeder:
             for st in chunk:
                 if not st.asked_before or st.pass_id >= s.pass_id or st.url in s.seen:
                     continue
-                reason = self.src.scope.check(st.url, hops=st.hops, seed_depth=st.seed_depth)
+                reason = s.state_scope_reason(st)
                 if reason is not None:
                     self.out_of_scope(st, reason)
                     dropped += 1
@@ -202,7 +208,7 @@ class Seeder:
             if st.via == "sitemapfile":
                 s.put_sitemap(st.url, count=False)
                 continue
-            reason = s.scope_reason(st.url, st.hops, st.seed_depth)
+            reason = s.state_scope_reason(st)
             if reason is not None:  # queued by an older indexerd, or the config changed
                 self.out_of_scope(st, reason)
                 continue

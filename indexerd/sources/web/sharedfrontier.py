@@ -348,11 +348,11 @@ class SharedFrontier:
         if st.via == "sitemapfile":
             s.put_sitemap(st.url, count=False)
             return
-        reason = s.scope_reason(st.url, st.hops, st.seed_depth)
+        reason = s.state_scope_reason(st)
         if reason is not None:
             self.out_of_scope(st, reason)
             return
-        if offered and st.asked_before and st.via in ("link", "sitemap") and not s.due(st):
+        if offered and st.asked_before and st.via in ("link", "sitemap", "requisite") and not s.due(st):
             st.state = "done"  # of this pass now, and in the seen set: links to it stop here
             s.table.put(st)
             s.counters.inc("web.recrawl.not-due")

@@ -61,7 +61,8 @@ class WebSource:
         self.scope = Scope(list(cfg.seeds), allowed_domains=cfg.allowed_domains,
                            allowed_ports=cfg.allowed_ports, restrict=cfg.restrict,
                            include=cfg.include, exclude=cfg.exclude, path_depth=cfg.path_depth,
-                           max_hops=cfg.max_hops)
+                           max_hops=cfg.max_hops, requisite_domains=cfg.requisite_domains,
+                           requisites=cfg.page_requisites and cfg.mirror_dir is not None)
         p = cfg.politeness
         self.politeness = PolitenessSettings(
             min_delay=float(p.min_delay), good_guy_factor=float(p.good_guy_factor),

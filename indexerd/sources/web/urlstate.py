@@ -23,7 +23,7 @@ from indexerd.core.store import from_db_time, to_db_time
 Stage = Literal["queued", "spilled", "done"]
 #: How the URL entered its pass: a seed, a page's link, a sitemap entry, a sitemap file itself,
 #: a re-check of a URL known from an earlier pass, a redirect's target, or ``ctl reindex URL``.
-Via = Literal["seed", "link", "sitemap", "sitemapfile", "recheck", "redirect", "reindex"]
+Via = Literal["seed", "link", "sitemap", "sitemapfile", "recheck", "redirect", "reindex", "requisite"]
 
 
 @dataclass(slots=True)

@@ -76,7 +76,7 @@ class FetchWorkers:
                     if resp.error != "cancelled":
                         self.src.robots.put_response(task.host, resp, hops=hops)
                 else:
-                    max_size = self.src.max_size if task.kind == "page" else MAX_SITEMAP_BYTES
+                    max_size = self.src.max_size if task.kind in ("page", "requisite") else MAX_SITEMAP_BYTES
                     resp = fetcher.fetch(task.url, method=task.method, etag=task.etag,
                                          last_modified=task.last_modified, max_size=max_size, cancel=self.cancel)
             except ValueError as e:  # a URL the HTTP client refuses: dropped, not a failure of the site
