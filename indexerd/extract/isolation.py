@@ -39,9 +39,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from indexerd.core.errors import EnvironmentFailure, SkipDocument
 from indexerd.extract.formats import DocumentText
+
+if TYPE_CHECKING:
+    from indexerd.config import ExtractSettings
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,12 @@ class Limits:
     def __post_init__(self) -> None:
         if not self.timeout_seconds > 0 or self.memory_bytes < 0 or self.workers < 1:
             raise ValueError(f"bad extraction limits: {self!r}")
+
+    @classmethod
+    def from_config(cls, settings: ExtractSettings) -> Limits:
+        """The limits the config's ``[extract]`` table sets (already checked)."""
+        return cls(timeout_seconds=float(settings.timeout), memory_bytes=int(settings.memory),
+                   workers=settings.workers)
 
 
 class _WorkerLost(Exception):
@@ -326,9 +336,11 @@ _configured = Limits()
 
 def configure(limits: Limits) -> None:
     """Set the limits of the process-wide pool; a running pool is closed (its workers end) and
-    the next extraction starts one with the new limits."""
+    the next extraction starts one with the new limits.  The same limits again change nothing."""
     global _configured, _default
     with _default_lock:
+        if limits == _configured:
+            return
         _configured = limits
         old, _default = _default, None
     if old is not None:
