@@ -484,3 +484,16 @@ def test_a_user_agent_without_a_robots_product_token_is_a_config_error(agent) ->
         parse_config(text, "<test>")
     parse_config(text.replace(agent, "my-bot_X/2.0 (+https://example.org/bot)"), "<test>")
 
+
+
+def test_extract_table_sets_the_workers_limits() -> None:
+    from indexerd.extract.isolation import Limits
+
+    assert Limits.from_config(parse_config("", ORIGIN).extract) == Limits()
+    cfg = parse_config('[extract]\ntimeout = "2s"\nmemory = "512MiB"\nworkers = 3\n', ORIGIN)
+    assert Limits.from_config(cfg.extract) == Limits(timeout_seconds=2.0,
+                                                     memory_bytes=512 * 1024 * 1024, workers=3)
+    assert config_error('[extract]\ntimeout = "0s"\n') == (
+        f"{ORIGIN}: extract.timeout: expected a duration over 0 and at most 1 day, got 0 s")
+    assert config_error("[extract]\nworkers = 0\n") == (
+        f"{ORIGIN}: extract.workers: expected a whole number from 1 to 64, got 0")

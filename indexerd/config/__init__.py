@@ -27,6 +27,7 @@ from indexerd.config.schema import (
     DEFAULTS_ORIGIN,
     Config,
     ConfigFile,
+    ExtractSettings,
     FilesystemSource,
     HttpSettings,
     IndexSettings,
@@ -45,7 +46,7 @@ from indexerd.core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "DEFAULT_EXCLUDES", "DEFAULTS_ORIGIN", "MAX_BYTES", "MAX_SECONDS", "Bytes",
-    "Config", "ConfigError", "ConfigFile", "FilesystemSource", "HttpSettings", "IndexSettings", "StoreSettings",
+    "Config", "ConfigError", "ConfigFile", "ExtractSettings", "FilesystemSource", "HttpSettings", "IndexSettings", "StoreSettings",
     "Politeness", "Seconds", "SourcePolicy", "Sources", "SqlSource", "PostgresqlSettings", "TantivySettings", "WebAuth",
     "WebSource", "WhooshSettings", "find_config_path", "is_loopback", "load_config", "mask_url",
     "mask_userinfo", "parse_config", "parse_size", "resolve_control_socket", "resolve_node_name", "resolve_state_dir",

@@ -13,7 +13,14 @@ import os
 import re
 
 from indexerd.config.policy import mask_url, mask_userinfo
-from indexerd.config.schema import Config, FilesystemSource, HttpSettings, SqlSource, WebSource
+from indexerd.config.schema import (
+    Config,
+    ExtractSettings,
+    FilesystemSource,
+    HttpSettings,
+    SqlSource,
+    WebSource,
+)
 from indexerd.core.errors import ConfigError
 
 def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> None:
@@ -154,6 +161,7 @@ def check_semantics(cfg: Config, origin: str) -> None:
             raise ConfigError(f"{origin}: {e}") from None
     _check_cluster(cfg, origin)
     _check_http(cfg.http, origin)
+    _check_extract(cfg.extract, origin)
 
 
 def _no_password_in_url(url: str, key: str, origin: str) -> None:
@@ -214,6 +222,16 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _check_extract(extract: ExtractSettings, origin: str) -> None:
+    """``[extract]``: a time bound over 0 and at most a day, 1 to 64 workers."""
+    if not 0 < extract.timeout <= 86400:
+        raise ConfigError(f"{origin}: extract.timeout: expected a duration over 0 and at most 1 day, "
+                          f"got {extract.timeout:g} s")
+    if not 1 <= extract.workers <= 64:
+        raise ConfigError(f"{origin}: extract.workers: expected a whole number from 1 to 64, "
+                          f"got {extract.workers}")
 
 
 def _check_http(http: HttpSettings, origin: str) -> None:

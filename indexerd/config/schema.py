@@ -151,6 +151,22 @@ class HttpSettings(_Struct, frozen=True):
         return host, int(port)
 
 
+class ExtractSettings(_Struct, frozen=True):
+    """``[extract]``: the bounds of the extraction workers that parse PDF, Office, OpenDocument,
+    EPUB, RTF, mail and SVG (:class:`indexerd.extract.isolation.Limits`).
+
+    ``timeout`` is the wall-clock time one document may take (seconds; then the worker is
+    killed and the document skipped ``timeout``; decompression has the same bound);
+    ``memory`` the address space one document may add to a worker (bytes; 0: no bound);
+    ``workers`` the worker processes at most.  A reload applies them (the workers are
+    replaced as they finish).
+    """
+
+    timeout: Seconds = Seconds(60.0)
+    memory: Bytes = Bytes(1024 * 1024 * 1024)
+    workers: int = 2
+
+
 class FilesystemSource(_Struct, frozen=True):
     """One ``[[sources.filesystem]]`` table: a local tree, scanned by stat and watched live."""
 
@@ -308,6 +324,7 @@ class ConfigFile(_Struct, frozen=True):
     index: IndexSettings = IndexSettings()
     store: StoreSettings | None = None
     http: HttpSettings = HttpSettings()
+    extract: ExtractSettings = ExtractSettings()
     sources: Sources = Sources()
 
 

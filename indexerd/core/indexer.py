@@ -20,6 +20,7 @@ from indexerd.core.node import Node
 from indexerd.core.pipeline import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
 from indexerd.core.store import Store, store_address
+from indexerd.extract import isolation
 from indexerd.sources.base import Source, TreeSource, trees
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.registry import build_source, build_sources, join_cluster, kind
@@ -102,6 +103,7 @@ class Indexer:
         from indexerd.index import index_dir, load_engine, read_identity, rebuild_reason, wanted_identity
 
         self.state.lock(mode)
+        isolation.configure(isolation.Limits.from_config(self.cfg.extract))
         try:
             self.state.record_store()
             self.store = self.state.open_store()

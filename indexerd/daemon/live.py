@@ -1,9 +1,14 @@
 """The daemon's live path: the watcher of every tree source that wants live changes, and the
-change worker that applies the queued paths one at a time.
+change workers that apply the queued paths, several at once.
 
 The watcher (:class:`~indexerd.sources.files.watch.TreeWatcher`) queues paths in a
-:class:`~indexerd.sources.files.watch.ChangeQueue`; the worker thread takes the due ones and hands
-each to its source's :meth:`~indexerd.sources.base.TreeSource.apply_change`.  A watch that died,
+:class:`~indexerd.sources.files.watch.ChangeQueue`; a feeder thread moves the due ones to a
+:class:`~indexerd.daemon.changeboard.ChangeBoard`, from which :data:`CHANGE_WORKERS` threads,
+each with a :class:`Pipeline` of its own, take one at a time and hand it to its source's
+:meth:`~indexerd.sources.base.TreeSource.apply_change`.  So one slow document (a parse that
+takes its whole extraction bound, 60 s by default) delays no other edit; the board never gives
+out two changes of one path, or of a directory and a path below it, at once, and gives those
+out in the order they came due.  A watch that died,
 or a queue that overflowed, is made good by a pass of the source.  Live edits are timed from
 their first event to the commit that makes them searchable (the edit-to-searchable metric).
 """
@@ -19,9 +24,10 @@ from typing import TYPE_CHECKING
 from indexerd.core.errors import IndexerdError, IndexUnavailable, RetryLater, StoreError
 from indexerd.core.pipeline import PassCounts, Pipeline
 from indexerd.daemon import notify
+from indexerd.daemon.changeboard import ChangeBoard
 from indexerd.sources.base import TreeSource, as_tree, trees
 from indexerd.sources.files.keys import display_path
-from indexerd.sources.files.watch import ChangeQueue, TreeWatcher
+from indexerd.sources.files.watch import Change, ChangeQueue, TreeWatcher
 
 if TYPE_CHECKING:
     from indexerd.daemon.main import Daemon
@@ -29,49 +35,66 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: threads applying live changes at once: a slow document holds one of them, and the extraction
+#: workers (2 by default) are shared with the passes
+CHANGE_WORKERS = 4
+
 
 class LivePath:
-    """The watcher and the change worker of one daemon.
+    """The watcher and the change workers of one daemon.
 
     Args:
         daemon: whose sources, states, lock, stop event, jobs and metrics it uses.
 
-    Lifecycle: :meth:`start` (worker, then watcher), :meth:`watch_all` after every change of the
+    Lifecycle: :meth:`start` (feeder and workers, then watcher), :meth:`watch_all` after every change of the
     sources, :meth:`check` from the main loop, :meth:`stop` then :meth:`join`.
     """
 
     def __init__(self, daemon: Daemon) -> None:
         self.d = daemon
         self.changes = ChangeQueue()
+        self.board = ChangeBoard()
         self.watcher: TreeWatcher | None = None
-        self.worker: threading.Thread | None = None
+        #: the feeder, then the change workers
+        self.threads: list[threading.Thread] = []
         #: live edits submitted to the writer and not yet committed: (submitted, first event),
         #: monotonic seconds, for the edit-to-searchable metric
         self._edits: list[tuple[float, float]] = []
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        self.worker = threading.Thread(target=self._change_loop, name="change-worker", daemon=True)
-        self.worker.start()
+        self.threads = [threading.Thread(target=self._feed_loop, name="change-feeder", daemon=True)]
+        self.threads += [threading.Thread(target=self._change_loop, name=f"change-worker-{n}", daemon=True)
+                         for n in range(1, CHANGE_WORKERS + 1)]
+        for thread in self.threads:
+            thread.start()
         self.watcher = TreeWatcher(self.changes, self._accepts, self._on_overflow, self._on_watch_limit)
         self.watcher.start()
 
     def stop(self) -> None:
-        """Stop the watcher and wake the worker (it ends at its next look at the stop event)."""
+        """Stop the watcher and wake the feeder and the workers (each ends at its next look at
+        the stop event; one applying a change ends when that change is done)."""
         if self.watcher is not None:
             self.watcher.stop()
         self.changes.wake()
+        self.board.wake()
 
     def join(self, timeout: float) -> bool:
-        """Wait at most ``timeout`` seconds for the worker; True when it has ended (or never ran)."""
-        if self.worker is None:
-            return True
-        self.worker.join(timeout=timeout)
-        return not self.worker.is_alive()
+        """Wait at most ``timeout`` seconds in all for the feeder and the workers; True when
+        all have ended (or never ran)."""
+        by = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(timeout=max(0.0, by - time.monotonic()))
+        return not any(thread.is_alive() for thread in self.threads)
 
     def alive(self) -> bool:
-        """The worker runs (or was not started yet)."""
-        return self.worker is None or self.worker.is_alive()
+        """The feeder and every worker run (or were not started yet)."""
+        return all(thread.is_alive() for thread in self.threads)
+
+    def queued(self) -> int:
+        """Live changes waiting: in the change queue (not due yet, or due) and on the board
+        (due, not yet taken by a worker)."""
+        return len(self.changes) + self.board.waiting()
 
     # -- watches --------------------------------------------------------------------------
     def watch_all(self) -> None:
@@ -155,30 +178,50 @@ class LivePath:
         self.d.indexer.counters.inc("watch.limit")
         self.d.jobs.run_soon({name})
 
-    # -- the change worker ----------------------------------------------------------------
+    # -- the change workers ---------------------------------------------------------------
+    def _feed_loop(self) -> None:
+        """Move the due changes from the change queue to the board, until the stop event."""
+        while not self.d.stop_event.is_set():
+            due = self.changes.take_due(timeout=0.5)
+            if due:
+                self.board.add(due)
+
     def _change_loop(self) -> None:
+        """One change worker: apply the board's changes one at a time with a pipeline of its
+        own (a :class:`Pipeline` serves one thread), until the stop event."""
         d = self.d
         with d.passes.pipeline() as pipeline:
             while not d.stop_event.is_set():
-                for ch in self.changes.take_due(timeout=0.5):
-                    try:
-                        counts = self.apply_change(pipeline, ch.source, ch.path, ch.was_dir)
-                        if counts is not None and (counts.indexed or counts.deleted):
-                            with d.lock:
-                                self._edits.append((time.monotonic(), ch.first))
-                                del self._edits[:-10_000]  # commits failing: keep the newest
-                    except (StoreError, IndexUnavailable, RetryLater) as e:
-                        if not d.indexer.state.shared:
-                            log.error("%s: %s", display_path(ch.path), e)
-                            continue
-                        # the cluster's server cannot be reached now: the tree is reconciled
-                        # again (2, 4, 8 ... s), so the change is made good once it answers
-                        log.error("%s: %s; its tree is reconciled again shortly", display_path(ch.path), e)
-                        d.jobs.writer_failed({ch.source})
-                    except IndexerdError as e:
-                        log.error("%s: %s", display_path(ch.path), e)
-                    except Exception:
-                        log.exception("failed on %s", display_path(ch.path))
+                ch = self.board.claim(timeout_seconds=0.5)
+                if ch is None:
+                    continue
+                try:
+                    self._apply_one(pipeline, ch)
+                finally:
+                    self.board.release(ch)
+
+    def _apply_one(self, pipeline: Pipeline, ch: Change) -> None:
+        """Apply one change; its errors are logged (and, in a cluster, its tree reconciled
+        again), never raised."""
+        d = self.d
+        try:
+            counts = self.apply_change(pipeline, ch.source, ch.path, ch.was_dir)
+            if counts is not None and (counts.indexed or counts.deleted):
+                with d.lock:
+                    self._edits.append((time.monotonic(), ch.first))
+                    del self._edits[:-10_000]  # commits failing: keep the newest
+        except (StoreError, IndexUnavailable, RetryLater) as e:
+            if not d.indexer.state.shared:
+                log.error("%s: %s", display_path(ch.path), e)
+                return
+            # the cluster's server cannot be reached now: the tree is reconciled
+            # again (2, 4, 8 ... s), so the change is made good once it answers
+            log.error("%s: %s; its tree is reconciled again shortly", display_path(ch.path), e)
+            d.jobs.writer_failed({ch.source})
+        except IndexerdError as e:
+            log.error("%s: %s", display_path(ch.path), e)
+        except Exception:
+            log.exception("failed on %s", display_path(ch.path))
 
     def apply_change(self, pipeline: Pipeline, name: str, path: str, was_dir: bool) -> PassCounts | None:
         """Process one path from the change queue (:meth:`TreeSource.apply_change`); None when

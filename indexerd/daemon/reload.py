@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from indexerd.config import load_config
 from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.daemon import notify
+from indexerd.extract import isolation
 from indexerd.sources.registry import build_sources
 
 if TYPE_CHECKING:
@@ -138,6 +139,7 @@ class Reloader:
         with d.lock:
             self.info["pending_restart"] = waiting
         d.cfg = new
+        isolation.configure(isolation.Limits.from_config(new.extract))
         d.indexer.replace_sources(new, new_sources)
         still_running = self._end_passes_of(removed)
         try:  # before the new sources' first pass: a renamed source shares its keys with its old name

@@ -7,11 +7,14 @@ type; each extractor decodes (:mod:`.decode`) and parses its format:
 - :mod:`.html` -- HTML through lexbor's DOM; large pages through :mod:`.htmlstream`, a
   streaming parser; what both share is in :mod:`.htmlpage`; :mod:`.maincontent` finds the
   main content, :mod:`.titles` titles plain text.
-- :mod:`.text` -- plain text; :mod:`.markdown` -- Markdown; :mod:`.pdf` -- PDF (pypdf).
+- :mod:`.text` -- plain text; :mod:`.markdown` -- Markdown; :mod:`.pdf` -- PDF (pypdf, parsed
+  in a worker process with a time and memory bound, :mod:`.isolation`, as the formats of
+  :mod:`.formats` but compressed files are).
 
 Everything here takes values and returns values: no file, network or clock access, no logging,
 no module state besides constant tables and two memo caches (charset labels, lexbor tag ids,
-both behind ``functools.lru_cache``). Every public function is safe to call from any number of
+both behind ``functools.lru_cache``); PDF and the formats of :mod:`.formats` are the exception,
+sent to the worker processes of :mod:`.isolation` (the same answer for the same bytes). Every public function is safe to call from any number of
 threads at once. selectolax, pypdf and charset_normalizer are imported inside the functions
 that use them, so importing this package costs only the standard library and w3lib.
 """
@@ -84,8 +87,9 @@ def extract(
         name: file name, path or URL, for the extension and for error details.
         max_bytes: the source's size cap, applied to decompressed bytes (compressed files,
             Office/ODF/EPUB parts); the types of :data:`indexerd.extract.formats.FORMAT_TYPES`
-            go to :func:`indexerd.extract.formats.hook.extract_format` (a worker process, with
-            ``timeout`` and ``too-large`` as further skip reasons).
+            go to :func:`indexerd.extract.formats.hook.extract_format` and PDF to
+            :func:`indexerd.extract.pdf.extract_pdf` (a worker process, with ``timeout`` and
+            ``too-large`` as further skip reasons; the text of a PDF is bounded by it too).
 
     Raises:
         SkipDocument: ``"empty"`` (0 bytes, whitespace only, or no title and no text, even
@@ -93,7 +97,9 @@ def extract(
             redirect); ``"binary"`` (NUL bytes or many control bytes, also in a ``.html`` or
             when declared ``text/html``); ``"unsupported-type"`` (a type not in
             :data:`INDEXABLE_TYPES`); ``"parse-error"`` (a PDF pypdf cannot read, including
-            one encrypted with a password). Nothing else, for any input.
+            one encrypted with a password); ``"timeout"`` and ``"too-large"`` as above.
+            Nothing else, for any input (but :class:`~indexerd.core.errors.EnvironmentFailure`
+            when no worker process can be started).
 
     Pure and thread-safe; HTML parsing is O(size), and links are resolved once per distinct
     ``href``.
@@ -113,6 +119,8 @@ def extract(
 
         result = extract_format(data, kind, name=name, label=label, max_bytes=max_bytes,
                                 base_url=base_url)
+    elif kind == MEDIA_PDF:
+        result = extract_pdf(data, charset=charset, base_url=base_url, name=name, max_bytes=max_bytes)
     else:
         result = EXTRACTORS[kind](data, charset=charset, base_url=base_url, name=name)
     if not (result.title or result.text or result.refresh):

@@ -1,4 +1,4 @@
-"""Extraction in worker processes with a time and a memory bound (the formats of
+"""Extraction in worker processes with a time and a memory bound (PDF and the formats of
 :data:`indexerd.extract.formats.ISOLATED_TYPES`), as Recoll runs its filters as separate
 processes: a parser that hangs, loops or exhausts memory on a hostile file costs one skipped
 document and one re-spawned worker, never the daemon or the pass.
@@ -16,8 +16,12 @@ reply at most ``timeout_seconds``:
 
 A skipped file is retried only when it changes: the file source reads a file again only when
 its stat changes, and a web page is asked with a conditional GET (``indexerd.core.pipeline``,
-``indexerd.sources.files.scan``).  HTML, text, Markdown and PDF stay in the calling process
-(the fast path; their extractors are bounded by design, see ``indexerd.extract``).
+``indexerd.sources.files.scan``).  HTML, text and Markdown stay in the calling process
+(the fast path; their extractors are linear by design, see ``indexerd.extract``); PDF does
+not (pypdf's cost per page is the size of the page's content streams, which pages may share:
+a 332 KB file of 2,000 pages cost ~30 h), nor do compressed files' inner documents of these
+types.  Decompression runs in the calling process with the same time bound
+(:mod:`indexerd.extract.formats.compressed`).
 
 Thread-safe: any number of threads may call :meth:`WorkerPool.extract` at once.
 """
@@ -35,9 +39,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from indexerd.core.errors import EnvironmentFailure, SkipDocument
 from indexerd.extract.formats import DocumentText
+
+if TYPE_CHECKING:
+    from indexerd.config import ExtractSettings
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +74,12 @@ class Limits:
     def __post_init__(self) -> None:
         if not self.timeout_seconds > 0 or self.memory_bytes < 0 or self.workers < 1:
             raise ValueError(f"bad extraction limits: {self!r}")
+
+    @classmethod
+    def from_config(cls, settings: ExtractSettings) -> Limits:
+        """The limits the config's ``[extract]`` table sets (already checked)."""
+        return cls(timeout_seconds=float(settings.timeout), memory_bytes=int(settings.memory),
+                   workers=settings.workers)
 
 
 class _WorkerLost(Exception):
@@ -212,7 +226,7 @@ class WorkerPool:
         """Extract one document in a worker.
 
         Args:
-            media_type: one of :data:`indexerd.extract.formats.ISOLATED_TYPES`.
+            media_type: PDF or one of :data:`indexerd.extract.formats.ISOLATED_TYPES`.
             data: the whole document.
             label: file name or URL for messages.
             max_bytes: the source's size cap, applied to decompressed bytes by the extractor.
@@ -225,7 +239,10 @@ class WorkerPool:
         """
         import msgspec
 
-        request = msgspec.msgpack.encode([media_type, label, max_bytes, data])
+        # a file name that is not UTF-8 (lone surrogates) cannot be sent as text: the worker
+        # gets it with "?" in their place, and the details it sends back get the name again
+        wire_label = label.encode("utf-8", "replace").decode("utf-8")
+        request = msgspec.msgpack.encode([media_type, wire_label, max_bytes, data])
         with self._slots:
             worker = self._take()
             try:
@@ -246,6 +263,8 @@ class WorkerPool:
             return DocumentText(title, text, kind, date_property, date_value,
                                 tuple((str(k), str(v)) for k, v in meta))
         reason, detail = reply["skip"]
+        if wire_label != label and detail.startswith(wire_label):
+            detail = label + detail[len(wire_label):]
         raise SkipDocument(reason, detail)
 
     def _take(self) -> _Worker:
@@ -317,9 +336,11 @@ _configured = Limits()
 
 def configure(limits: Limits) -> None:
     """Set the limits of the process-wide pool; a running pool is closed (its workers end) and
-    the next extraction starts one with the new limits."""
+    the next extraction starts one with the new limits.  The same limits again change nothing."""
     global _configured, _default
     with _default_lock:
+        if limits == _configured:
+            return
         _configured = limits
         old, _default = _default, None
     if old is not None:

@@ -31,6 +31,7 @@ from typing import BinaryIO
 
 from indexerd.core.errors import SkipDocument
 from indexerd.extract import formats as F
+from indexerd.extract.extracted import MEDIA_PDF
 
 #: media type -> (module, function); every function has the signature
 #: ``(data, media_type, label, max_bytes) -> DocumentText``.
@@ -44,6 +45,7 @@ EXTRACTORS: dict[str, tuple[str, str]] = {
     F.MEDIA_EML: ("indexerd.extract.formats.mail", "extract_eml"),
     F.MEDIA_MBOX: ("indexerd.extract.formats.mail", "extract_mbox"),
     F.MEDIA_SVG: ("indexerd.extract.formats.svg", "extract_svg"),
+    MEDIA_PDF: ("indexerd.extract.pdf", "read_pdf"),
 }
 _HEADER = struct.Struct(">I")
 PARENT_POLL_SECONDS = 1.0
@@ -142,6 +144,7 @@ def main(argv: list[str]) -> int:
     for name in {module for module, _ in EXTRACTORS.values()}:
         importlib.import_module(name)  # before the limit: imports are not a document's cost
     from indexerd.extract import extract  # noqa: F401  (EPUB and mail HTML parts)
+    import pypdf  # noqa: F401
     import selectolax.lexbor  # noqa: F401
 
     if memory_bytes > 0:

@@ -12,7 +12,7 @@ The families, one module each:
 - :mod:`.svg` -- SVG images' titles, descriptions and text labels.
 
 Every extractor but the decompressor runs in a worker process with a time and memory bound
-(:mod:`indexerd.extract.isolation`); all of them take the document's bytes and a byte budget
+(:mod:`indexerd.extract.isolation`), as PDF's does (:mod:`indexerd.extract.pdf`); all of them take the document's bytes and a byte budget
 (the source's ``max_size``, counted on decompressed bytes) and return a :class:`DocumentText`,
 or raise :class:`~indexerd.core.errors.SkipDocument` with ``too-large`` or ``parse-error``.
 
@@ -41,7 +41,8 @@ MEDIA_XZ = "application/x-xz"
 MEDIA_ZSTD = "application/zstd"
 MEDIA_SVG = "image/svg+xml"
 
-#: Parsed in a worker process (:mod:`indexerd.extract.isolation`).
+#: Parsed in a worker process (:mod:`indexerd.extract.isolation`); PDF is too, though it is not
+#: in this family (``indexerd.extract.pdf``, its own meta and sniffing).
 ISOLATED_TYPES: frozenset[str] = frozenset({
     MEDIA_DOCX, MEDIA_XLSX, MEDIA_PPTX, MEDIA_ODT, MEDIA_ODS, MEDIA_ODP, MEDIA_EPUB, MEDIA_RTF,
     MEDIA_EML, MEDIA_MBOX, MEDIA_SVG})
@@ -82,7 +83,7 @@ class DocumentText:
         title: the document's own title (core properties, ``dc:title``, mail ``Subject:``),
             one line; ``""`` when it has none (the caller then takes the first line of text).
         text: visible text, one ``"\\n"`` between paragraphs, cells, slides and messages.
-        media_type: one of :data:`FORMAT_TYPES`.
+        media_type: one of :data:`FORMAT_TYPES`, or ``application/pdf`` (``indexerd.extract.pdf``).
         date_property: the name of the document's own date field that ``date_value`` came
             from (``dcterms:modified``, ``dc:date``, ``Date``), or ``None``.
         date_value: its raw text as written in the document, or ``None``; the date chain

@@ -27,13 +27,15 @@ def extract_format(data: bytes, kind: str, *, name: str | None, label: str, max_
     Raises:
         SkipDocument: ``too-large``, ``parse-error``, ``timeout``, ``empty``, and for a
             compressed file whatever its inner document raises; a compressed file inside a
-            compressed file is ``unsupported-type`` (a gzip quine would never end).
+            compressed file is ``unsupported-type`` (a gzip quine would never end); the
+            decompression, in this process, has the workers' time bound (``timeout``).
     """
     from indexerd.extract import extract
     from indexerd.extract.isolation import default_pool
 
     if kind in COMPRESSED_TYPES:
-        inner = decompress(data, kind, label, max_bytes)
+        inner = decompress(data, kind, label, max_bytes,
+                           timeout_seconds=default_pool().limits.timeout_seconds)
         inner_file = inner_name(name, kind)
         if format_of(inner_file, inner[:8192], "") in COMPRESSED_TYPES:
             raise SkipDocument("unsupported-type", f"{label}: compressed twice")
