@@ -15,6 +15,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -42,14 +43,19 @@ def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
-def build_site(root: Path) -> None:
+def build_site(root: Path, base: str = "") -> None:
+    """The site; ``base``: written before every link of the first page ("" for relative
+    links, "/" for root-relative ones, which only convert_links makes work offline)."""
     files = {
         "index.html": ('<!doctype html><html><head><title>Offline</title>'
-                       '<link rel="stylesheet" href="css/site.css"><script src="js/app.js"></script>'
+                       f'<link rel="stylesheet" href="{base}css/site.css"><script src="{base}js/app.js"></script>'
                        '</head><body><h1 id="h">offlineword</h1>'
-                       '<img id="a" src="img/a.png" alt="a"><img id="b" src="img/b.png" srcset="img/b2.png 2x" alt="b">'
-                       '<object id="fig" type="image/svg+xml" data="img/fig.svg"></object>'
-                       '<p class="bg">background</p><a href="page.html">next</a></body></html>'),
+                       f'<img id="a" src="{base}img/a.png" alt="a">'
+                       f'<img id="b" src="{base}img/b.png" srcset="{base}img/b2.png 2x" alt="b">'
+                       f'<object id="fig" type="image/svg+xml" data="{base}img/fig.svg"></object>'
+                       f'<p class="bg">background</p><a id="next" href="{base}page.html#part">next</a>'
+                       '<a id="out" href="https://example.org/x">away</a>'
+                       f'<a id="missing" href="{base}nowhere/">gone</a></body></html>'),
         "page.html": ('<!doctype html><html><head><title>Page</title><link rel="stylesheet" href="css/site.css">'
                       '</head><body><p>secondpage</p><img src="img/a.png"></body></html>'),
         "css/site.css": ('@import "more.css";\nh1 { color: rgb(1, 2, 3); }\n'
@@ -67,14 +73,17 @@ def build_site(root: Path) -> None:
         (root / rel).write_bytes(png(8, 8, colour))
 
 
-def test_a_mirrored_site_opens_offline_with_its_styles_images_and_objects(tmp_path):
+@pytest.mark.parametrize("links, convert", [("", False), ("/", True)], ids=["relative", "convert_links"])
+def test_a_mirrored_site_opens_offline_with_its_styles_images_and_objects(tmp_path, links, convert):
+    """Relative links work offline as kept; root-relative ones once convert_links rewrote them
+    (the page link keeps its fragment, a link off the site stays absolute)."""
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
     from playwright.sync_api import sync_playwright
 
     from indexerd.sources.web.mirror import Mirror
 
     root, mirror_dir, state = tmp_path / "site", tmp_path / "mirror", tmp_path / "state"
-    build_site(root)
+    build_site(root, links)
     try:
         site = Nginx(root, tmp_path / "nginx")
     except NginxError as e:
@@ -90,6 +99,7 @@ log_level = "warning"
 name = "site"
 seeds = ["{site.base}/index.html"]
 mirror_dir = "{mirror_dir}"
+convert_links = {"true" if convert else "false"}
 
 [sources.web.politeness]
 min_delay = "0s"
@@ -98,11 +108,18 @@ min_delay = "0s"
         summary = cli.index()
         assert summary["indexed"] == 2, summary
         entry = Mirror(mirror_dir).path_for(f"{site.base}/index.html")
+        base = site.base
     assert entry.is_file()
     for rel in ("css/site.css", "css/more.css", "js/app.js", "img/a.png", "img/b.png", "img/b2.png",
                 "img/bg.png", "img/fig.svg"):
         assert (entry.parent / rel).read_bytes() == (root / rel).read_bytes(), rel
-    assert [h["url"] for h in cli.search("offlineword")] == [f"{site.base}/index.html"]
+    assert [h["url"] for h in cli.search("offlineword")] == [f"{base}/index.html"]
+    if convert:  # the copy is rewritten, the index holds the server's page
+        copy = entry.read_text(encoding="utf-8")
+        assert 'href="css/site.css"' in copy and 'href="page.html#part"' in copy, copy
+        assert 'href="https://example.org/x"' in copy and 'href="nowhere/index.html"' in copy, copy
+    else:
+        assert entry.read_bytes() == (root / "index.html").read_bytes()
 
     profile = tempfile.mkdtemp(prefix="ixh-chromium-")
     requests: list[str] = []
@@ -124,6 +141,10 @@ min_delay = "0s"
                 svg = page.evaluate("""() => { const o = document.getElementById('fig');
                     return !!(o.contentDocument && o.contentDocument.querySelector('rect')); }""")
                 js = page.evaluate("document.documentElement.dataset.js || ''")
+                hrefs = page.evaluate("""() => Object.fromEntries([...document.links].map(a => [a.id, a.href]))""")
+                page.click("#next")
+                page.wait_for_load_state("load")
+                second = (page.url, page.evaluate("document.title"))
             finally:
                 ctx.close()
     finally:
@@ -134,3 +155,7 @@ min_delay = "0s"
     assert (h1, p_colour) == ("rgb(1, 2, 3)", "rgb(4, 5, 6)")
     assert "bg.png" in bg and any(u.endswith("/img/bg.png") for u in requests), (bg, requests)
     assert svg is True and js == "ran"
+    assert hrefs["next"] == (entry.parent / "page.html").as_uri() + "#part", hrefs
+    assert Path(unquote(urlsplit(hrefs["next"]).path)).is_file()
+    assert second == (hrefs["next"], "Page")
+    assert hrefs["out"] == "https://example.org/x"

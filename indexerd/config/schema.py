@@ -266,7 +266,9 @@ class WebSource(_Struct, frozen=True):
     ``interval``; equal to it, every page is asked at every pass).
     With ``mirror_dir``, ``page_requisites`` keeps what a page needs to display (stylesheets,
     scripts, images, fonts, media: :mod:`indexerd.sources.web.requisites`) beside the pages,
-    never indexed; from the site's own hosts, and from ``requisite_domains`` (wget's ``-H -D``).
+    never indexed; from the site's own hosts, and from ``requisite_domains`` (wget's ``-H -D``);
+    ``convert_links`` rewrites the kept copies' links for offline browsing (wget's ``-k``:
+    :mod:`indexerd.sources.web.convertlinks`).
     """
 
     name: str
@@ -289,6 +291,7 @@ class WebSource(_Struct, frozen=True):
     mirror_dir: str | None = None
     page_requisites: bool = True
     requisite_domains: list[str] = []
+    convert_links: bool = False
     meta_map: str | None = None
     auth: WebAuth | None = None
     sitemaps: bool = True

@@ -22,6 +22,7 @@ from indexerd.core.fetched import Fetched
 from indexerd.core.outcome import PageLinks, Verdict
 from indexerd.core.pipeline import Pipeline
 from indexerd.extract import extract
+from indexerd.sources.web.convertlinks import convert_page, relative_path
 from indexerd.sources.web.duplicates import DuplicateFinder
 from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
@@ -256,6 +257,29 @@ class Answers:
             return
         self.sched.follow_requisites(urls, task)
 
+    def _mirror_copy(self, task: Task, resp: Response) -> bytes:
+        """What the mirror keeps of a page: its bytes, or with ``convert_links`` an HTML page
+        with its links made for offline browsing (:mod:`indexerd.sources.web.convertlinks`)."""
+        mirror = self.mirror.mirror
+        ctype = resp.headers.get("Content-Type") or ""
+        if mirror is None or not self.src.cfg.convert_links or "html" not in ctype.lower():
+            return resp.body
+        scope = self.src.scope
+        page_file = str(mirror.path_for(task.url))
+
+        def local(url: str, displays: bool) -> str | None:
+            try:
+                canon = canonicalize(url)
+                # kept: a requisite (what an element displays) or a page in scope, or kept already
+                kept = (scope.check_requisite(canon) is None if displays
+                        else scope.check(canon, hops=0, seed_depth=task.seed_depth) is None) \
+                    or mirror.exists(canon)
+                return relative_path(page_file, str(mirror.path_for(canon))) if kept else None
+            except ValueError:
+                return None
+
+        return convert_page(resp.body, content_charset(ctype), task.url, local)
+
     def _page(self, task: Task, resp: Response) -> None:
         if task.kind == "requisite":
             self._requisite(task, resp)
@@ -303,7 +327,7 @@ class Answers:
             self.sched.state(task.origin).doc_key = new_key
         st.last_outcome = f"{Verdict(out.verdict).value}:{out.reason}"  # "indexed:new", not "Verdict.INDEXED:new"
         if out.verdict in ("indexed", "unchanged"):
-            self.mirror.write(task.url, resp.body, out.last_modified)
+            self.mirror.write(task.url, self._mirror_copy(task, resp), out.last_modified)
             self._page_requisites(task, resp)
         elif out.verdict in ("skipped", "errors"):
             self.mirror.remove(task.url)
