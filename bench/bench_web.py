@@ -23,7 +23,7 @@ Per tool and repetition, from an empty state / mirror dir:
 Requests and bytes come from nginx's access log (the step's lines, by User-Agent).
 
 Tools: indexerd (`indexerd index -c CFG --json`, a `[[sources.web]]` with politeness OFF for the
-loopback server: min_delay = "0s", good_guy_factor = 0), `wget --mirror -N -np` (If-Modified-
+loopback server: min_delay = "0s", good_guy_factor = 0, and a mirror_dir, as wget keeps files), `wget --mirror -N -np` (If-Modified-
 Since), wget-head (`--no-if-modified-since`: HEAD per URL, the peer harness's second mode), and
 `httrack --disable-security-limits` / `--update`.  HTTrack paces itself at about 1 request/s on
 loopback (peer README), so it runs ONE repetition on its own nginx and its own copy of the site,
@@ -160,6 +160,7 @@ log_level = "warning"
 name = "site"
 seeds = ["{self.url}"]
 workers = 4
+mirror_dir = "{self.work / 'mirror'}"   # files kept, as wget keeps them (page requisites too)
 
 # Loopback server of our own: politeness off for the benchmark.
 [sources.web.politeness]
@@ -169,7 +170,10 @@ good_guy_factor = 0
         self.env = dict(os.environ, STATE_DIRECTORY=str(state), PYTHONPATH=str(REPO))
 
     def crawl(self, first: bool):
-        wall, p = self._run([PY, "-m", "indexerd.cli.main", "index", "-c", str(self.cfg), "--json"], env=self.env)
+        # a re-crawl asks every known page with its validators (--recheck), as the peers do; a
+        # plain pass asks only what adaptive recrawl made due (bench/bench_recrawl.py measures that)
+        wall, p = self._run([PY, "-m", "indexerd.cli.main", "index", "-c", str(self.cfg), "--json",
+                             *([] if first else ["--recheck"])], env=self.env)
         if p.returncode != 0:
             raise RuntimeError(f"indexerd index exited {p.returncode}: {p.stderr[-2000:]}")
         return wall, json.loads(p.stdout)

@@ -101,13 +101,13 @@ class Crawl:
     def config(self, **more) -> str:
         return web_config(self.seeds, state_dir=self.state, **{**self.keys, **more}) + self.tail
 
-    def run(self, **more) -> dict:
+    def run(self, recheck: bool = False, **more) -> dict:
         if self.pg:  # each run is a new process, which asks robots.txt again, as on one node
             self.query("DELETE FROM robots")
         ix = Indexer(parse_config(self.config(**more)))
         ix.open("index")
         try:
-            summary = ix.run_pass(progress=False).as_dict()
+            summary = ix.run_pass(progress=False, recheck=recheck).as_dict()
             self.counters = ix.counters.snapshot()
         finally:
             ix.close()
@@ -1015,6 +1015,26 @@ def test_page_requisites_are_kept_beside_the_mirrored_pages_and_never_indexed(tm
         assert second[0].header("If-None-Match"), path
         assert m.path_for(site.url(path)).read_bytes() == bodies[path], path
     assert crawl.search("styledword") == [site.url("/docs/")]
+
+
+def test_index_recheck_asks_every_known_page_and_requisite_with_its_validators(tmp_path, site) -> None:
+    """``indexerd index --recheck`` (issue 33's "check everything now", the one-shot command's
+    spelling of ``ctl crawl NAME --all``): right after a pass, when adaptive recrawl has nothing
+    due, every known page and requisite is asked again with If-None-Match and answers 304; an
+    edited page is found."""
+    bodies = _requisite_site(site)
+    crawl = Crawl(tmp_path, site, seeds=("/docs/",), mirror_dir=str(tmp_path / "mirror"), include=["/docs/"],
+                  max_recrawl_interval="30d")   # adaptive recrawl on: the next pass has nothing due
+    crawl.run()
+    quiet = crawl.run()
+    assert site.hits("/docs/b.html")[1:] == [] and quiet["seen"] <= 1, quiet
+    site.static("/docs/b.html", html("B", "betaword editedword"), etag='"b2"')
+    summary = crawl.run(recheck=True)
+    for path in [*bodies, "/docs/"]:
+        last = site.hits(path)[-1]
+        assert (last.status, bool(last.header("If-None-Match"))) == (304, True), (path, last)
+    assert site.hits("/docs/b.html")[-1].status == 200 and crawl.search("editedword") == [site.url("/docs/b.html")]
+    assert summary["indexed"] == 1, summary
 
 
 def test_no_requisites_without_a_mirror_or_when_turned_off(tmp_path, site) -> None:

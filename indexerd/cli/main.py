@@ -91,7 +91,8 @@ def cmd_index(args) -> int:
     try:
         if not args.paths:  # the configured sources are the truth: forget removed ones first
             ix.forget_sources(ix.removed_sources(), cancel=cancel)
-        summary = ix.run_pass(args.source or None, args.paths or None, forced=args.force, cancel=cancel)
+        summary = ix.run_pass(args.source or None, args.paths or None, forced=args.force, cancel=cancel,
+                              recheck=args.recheck)
     finally:
         ix.close()
         for sig, handler in old_handlers.items():
@@ -251,6 +252,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--source", action="append", metavar="NAME", help="only this configured source (repeatable)")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     s.add_argument("--force", action="store_true", help="read and re-index every document")
+    s.add_argument("--recheck", action="store_true",
+                   help="web sources: ask every known page now with its validators (If-None-Match / "
+                        "If-Modified-Since), whatever adaptive recrawl scheduled (as `ctl crawl NAME --all`)")
     s.add_argument("--rebuild", action="store_true",
                    help="move a broken index aside and re-index everything into a new one")
     s.set_defaults(func=cmd_index)

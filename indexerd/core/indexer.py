@@ -321,7 +321,7 @@ class Indexer:
         return claim_pass(self.store, self.state.store_address, self.node, src, forced=True)
 
     def _one_pass(self, src: Source, start: str | None, counts: PassCounts, *, paths: bool, progress: bool,
-                  forced: bool, cancel) -> None:
+                  forced: bool, cancel, recheck: bool = False) -> None:
         from indexerd.core.progress import Progress
 
         t0 = datetime.now(UTC)
@@ -332,7 +332,8 @@ class Indexer:
             if start is not None and not os.path.isdir(start):
                 src.handle_path(start, self.pipeline, counts, forced=forced)
             else:
-                src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced, cancel=cancel)
+                src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced, cancel=cancel,
+                             recheck=recheck)
         finally:
             bar.close()
         if not paths:
@@ -340,8 +341,12 @@ class Indexer:
                                   completed=not counts.failed and not (cancel is not None and cancel.is_set()))
 
     def run_pass(self, names: list[str] | None = None, paths: list[str] | None = None, *,
-                 forced: bool = False, progress: bool = True, cancel=None) -> PassSummary:
+                 forced: bool = False, progress: bool = True, cancel=None,
+                 recheck: bool = False) -> PassSummary:
         """One pass over the named sources (default: all), or over ``paths``.
+
+        ``recheck``: a web source asks every page it knows now, with its validators, whatever
+        adaptive recrawl scheduled (``ctl crawl NAME --all``'s pass).
 
         ``cancel``: a :class:`threading.Event`; once set (a signal), the running source's pass
         ends early (requests in flight cut, SQL statements interrupted), what it did is
@@ -382,7 +387,7 @@ class Indexer:
                 continue
             try:
                 self._one_pass(src, start, counts, paths=bool(paths), progress=progress, forced=forced,
-                               cancel=cancel)
+                               cancel=cancel, recheck=recheck)
             finally:
                 claim.release()
             by_reason = counts.reasons_text()
