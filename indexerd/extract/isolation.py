@@ -225,7 +225,8 @@ class WorkerPool:
         """
         import msgspec
 
-        request = msgspec.msgpack.encode([media_type, label, max_bytes, data])
+        request = msgspec.msgpack.encode([media_type, label, max_bytes, data,
+                                          self.limits.timeout_seconds])
         with self._slots:
             worker = self._take()
             try:
