@@ -8,6 +8,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -126,7 +129,45 @@ def test_an_endless_loop_is_ended_by_ghostscripts_own_bound(pool) -> None:
     assert 1.5 < took < 2.0, took
     assert pool.pids() == [worker] and pool.spawned == 1
     assert gs_children(worker) == []
+    assert not list(Path(tempfile.gettempdir()).glob("indexerd-worker-*/indexerd-gs-*"))
     assert "zebrafinch" in pool.extract(F.MEDIA_POSTSCRIPT, make_ps(), "next.ps", 10**6).text
+
+
+def test_a_ghostscript_whose_worker_was_killed_ends_by_its_cpu_limit(pool) -> None:
+    """A worker killed mid-document (the pool's bound, the OOM killer) cannot kill its gs: the
+    CPU-time limit set on gs (ceil(1.6 s) + 1 = 3 s) ends a looping one on its own."""
+    pool.extract(F.MEDIA_POSTSCRIPT, make_ps(), "warm.ps", 10**6)
+    (worker,) = pool.pids()
+    caught: list[SkipDocument] = []
+
+    def run() -> None:
+        try:
+            pool.extract(F.MEDIA_POSTSCRIPT, b"%!PS\n{} loop\n", "loop.ps", 10**6)
+        except SkipDocument as exc:
+            caught.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 1.0
+    while not (gs := gs_children(worker)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(gs) == 1, "gs did not start"
+    os.kill(worker, signal.SIGKILL)
+    thread.join(10)
+    assert [c.reason for c in caught] == ["parse-error"]  # the worker died (SIGKILL)
+    deadline = time.monotonic() + 8.0
+    while _running(gs[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(gs[0]), "the orphaned gs still runs"
+    assert not list(Path(tempfile.gettempdir()).glob("indexerd-worker-*/indexerd-gs-*"))
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
 
 
 def test_a_document_writes_no_file_outside_ghostscripts_own_temp_dir(tmp_path) -> None:
