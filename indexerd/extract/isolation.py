@@ -32,10 +32,12 @@ import atexit
 import logging
 import os
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -98,7 +100,8 @@ def worker_argv(memory_bytes: int) -> list[str]:
 
 
 class _Worker:
-    """One child process and its pipes.
+    """One child process, its pipes and its temp dir (its ``TMPDIR``: where Ghostscript's
+    scratch dirs go, removed with the worker, so a worker killed mid-document leaves none).
 
     Raises (on creation): EnvironmentFailure when the process cannot be started."""
 
@@ -106,9 +109,16 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         try:
+            self.scratch = tempfile.mkdtemp(prefix="indexerd-worker-")
+        except OSError as e:
+            raise EnvironmentFailure(f"cannot make an extraction worker's temp dir: "
+                                     f"{e.strerror or e}") from None
+        env["TMPDIR"] = self.scratch
+        try:
             self.proc = subprocess.Popen(worker_argv(memory_bytes), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, close_fds=True, env=env)
         except OSError as e:
+            shutil.rmtree(self.scratch, ignore_errors=True)
             raise EnvironmentFailure(f"cannot start an extraction worker ({worker_argv(memory_bytes)[0]}): "
                                      f"{e.strerror or e}") from None
         self.calls = 0
@@ -194,6 +204,7 @@ class _Worker:
                     stream.close()
             except OSError:
                 pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def close(self) -> None:
         """End the worker: close its input (it exits), kill it if it lingers."""
@@ -242,7 +253,8 @@ class WorkerPool:
         # a file name that is not UTF-8 (lone surrogates) cannot be sent as text: the worker
         # gets it with "?" in their place, and the details it sends back get the name again
         wire_label = label.encode("utf-8", "replace").decode("utf-8")
-        request = msgspec.msgpack.encode([media_type, wire_label, max_bytes, data])
+        request = msgspec.msgpack.encode([media_type, wire_label, max_bytes, data,
+                                          self.limits.timeout_seconds])
         with self._slots:
             worker = self._take()
             try:

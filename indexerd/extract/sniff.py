@@ -10,7 +10,7 @@ import re
 
 from indexerd.extract.decode import BOMS, codec_for_label
 from indexerd.extract.extracted import MEDIA_HTML, MEDIA_MARKDOWN, MEDIA_PDF, MEDIA_TEXT
-from indexerd.extract.formats import extension_of, format_of
+from indexerd.extract.formats import MEDIA_POSTSCRIPT, extension_of, format_of
 
 SNIFF_BYTES = 8192
 """How many leading bytes the media-type and binary sniffing look at."""
@@ -68,12 +68,13 @@ def guess_media_type(name: str | None, head: bytes, declared: str | None = None)
             (``"text/html; charset=utf-8"``), or ``None``.
 
     Order: the declared type (unless generic, like ``application/octet-stream``), else the
-    extension, else sniffing ``head`` (``%PDF-`` -> PDF; ``<!doctype html``, ``<html``,
-    ``<head``, ``<body`` after a BOM, whitespace or an XML declaration -> HTML; other text ->
-    plain text). The bytes overrule a declared text type or a text extension: ``%PDF-`` makes
-    it PDF, and a NUL byte or a high share of control bytes makes it binary (``None``), so
-    binary data is never parsed as HTML. A declared or named PDF is left to the PDF reader
-    (a damaged one is a parse error, not a guess). Returns ``None`` for binary data and for
+    extension, else sniffing ``head`` (``%PDF-`` -> PDF; ``%!PS`` -> PostScript;
+    ``<!doctype html``, ``<html``, ``<head``, ``<body`` after a BOM, whitespace or an XML
+    declaration -> HTML; other text -> plain text). The bytes overrule a declared text type or
+    a text extension: ``%PDF-`` makes it PDF, ``%!PS`` PostScript (a program whose words only
+    Ghostscript shows), and a NUL byte or a high share of control bytes makes it binary
+    (``None``), so binary data is never parsed as HTML. A declared or named PDF is left to the
+    PDF reader (a damaged one is a parse error, not a guess). Returns ``None`` for binary data and for
     types not indexed (images, archives, executables, fonts, ...). Never raises. Thread-safe.
     """
     return classify(name, head, declared, None)[0]
@@ -106,6 +107,8 @@ def classify(
         claimed = _EXTENSION_TYPES.get(extension)
     if claimed == MEDIA_PDF or _is_pdf(head):
         return MEDIA_PDF, ""
+    if head.startswith(b"%!PS"):
+        return MEDIA_POSTSCRIPT, ""
     if _looks_binary(head, charset):
         return None, "binary"
     if claimed is not None:

@@ -5,7 +5,8 @@ Run as ``python -m indexerd.extract.worker MEMORY_BYTES``.  It reads requests fr
 writes replies to stdout, each a frame: a 4-byte big-endian length, then a msgpack value.
 
 - first, unasked, once its libraries are imported and its limit set: ``{"ready": pid}``
-- request: ``[media_type, label, max_bytes, data]``
+- request: ``[media_type, label, max_bytes, data, timeout_seconds]`` (the document's time
+  bound: extractors that run a program of their own end it before the parent ends the worker)
 - reply: ``{"ok": [title, text, media_type, date_property, date_value, meta]}`` or
   ``{"skip": [reason, detail], "retire": bool}`` (``retire``: the worker exits after
   this reply, its memory state no longer to be trusted after a ``MemoryError``).
@@ -46,14 +47,20 @@ EXTRACTORS: dict[str, tuple[str, str]] = {
     F.MEDIA_MBOX: ("indexerd.extract.formats.mail", "extract_mbox"),
     F.MEDIA_SVG: ("indexerd.extract.formats.svg", "extract_svg"),
     MEDIA_PDF: ("indexerd.extract.pdf", "read_pdf"),
+    F.MEDIA_POSTSCRIPT: ("indexerd.extract.formats.postscript", "extract_postscript"),
 }
+#: Extractors that run a program (Ghostscript) and take its wall-time bound as
+#: ``timeout_seconds=``: a share of the worker's (:func:`.postscript.ghostscript_seconds`).
+TIMED_EXTRACTORS = frozenset({F.MEDIA_POSTSCRIPT})
 _HEADER = struct.Struct(">I")
 PARENT_POLL_SECONDS = 1.0
 
 
-def run_extractor(media_type: str, data: bytes, label: str, max_bytes: int) -> F.DocumentText:
+def run_extractor(media_type: str, data: bytes, label: str, max_bytes: int,
+                  timeout_seconds: float | None = None) -> F.DocumentText:
     """Run the extractor for ``media_type`` in this process (the worker's job; tests call it
-    directly to compare).
+    directly to compare).  ``timeout_seconds``: the time the document may take in the worker
+    (``None``: unknown); only :data:`TIMED_EXTRACTORS` use it.
 
     Raises:
         SkipDocument: from the extractor; ``unsupported-type`` for a type not in
@@ -63,6 +70,11 @@ def run_extractor(media_type: str, data: bytes, label: str, max_bytes: int) -> F
     if entry is None:
         raise SkipDocument("unsupported-type", f"{label}: {media_type} has no extractor")
     module = importlib.import_module(entry[0])
+    if media_type in TIMED_EXTRACTORS:
+        from indexerd.extract.formats.postscript import ghostscript_seconds
+
+        return getattr(module, entry[1])(data, media_type, label, max_bytes,
+                                         timeout_seconds=ghostscript_seconds(timeout_seconds))
     return getattr(module, entry[1])(data, media_type, label, max_bytes)
 
 
@@ -90,9 +102,9 @@ def write_frame(stream: BinaryIO, payload: bytes) -> None:
 
 
 def _answer(request: list) -> dict:
-    media_type, label, max_bytes, data = request
+    media_type, label, max_bytes, data, *rest = request
     try:
-        result = run_extractor(media_type, data, label, max_bytes)
+        result = run_extractor(media_type, data, label, max_bytes, rest[0] if rest else None)
     except SkipDocument as exc:
         return {"skip": [exc.reason, exc.detail], "retire": False}
     except MemoryError:

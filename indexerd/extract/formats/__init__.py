@@ -10,6 +10,7 @@ The families, one module each:
 - :mod:`.rtf` -- Rich Text Format.
 - :mod:`.mail` -- one message (``.eml``) and mbox mailboxes.
 - :mod:`.svg` -- SVG images' titles, descriptions and text labels.
+- :mod:`.postscript` -- PostScript and EPS, the text of their pages through Ghostscript.
 
 Every extractor but the decompressor runs in a worker process with a time and memory bound
 (:mod:`indexerd.extract.isolation`), as PDF's does (:mod:`indexerd.extract.pdf`); all of them take the document's bytes and a byte budget
@@ -40,12 +41,13 @@ MEDIA_BZIP2 = "application/x-bzip2"
 MEDIA_XZ = "application/x-xz"
 MEDIA_ZSTD = "application/zstd"
 MEDIA_SVG = "image/svg+xml"
+MEDIA_POSTSCRIPT = "application/postscript"
 
 #: Parsed in a worker process (:mod:`indexerd.extract.isolation`); PDF is too, though it is not
 #: in this family (``indexerd.extract.pdf``, its own meta and sniffing).
 ISOLATED_TYPES: frozenset[str] = frozenset({
     MEDIA_DOCX, MEDIA_XLSX, MEDIA_PPTX, MEDIA_ODT, MEDIA_ODS, MEDIA_ODP, MEDIA_EPUB, MEDIA_RTF,
-    MEDIA_EML, MEDIA_MBOX, MEDIA_SVG})
+    MEDIA_EML, MEDIA_MBOX, MEDIA_SVG, MEDIA_POSTSCRIPT})
 #: Decompressed in process (bounded streaming decompression), then extracted as the inner type.
 COMPRESSED_TYPES: frozenset[str] = frozenset({MEDIA_GZIP, MEDIA_BZIP2, MEDIA_XZ, MEDIA_ZSTD})
 FORMAT_TYPES: frozenset[str] = ISOLATED_TYPES | COMPRESSED_TYPES
@@ -55,20 +57,23 @@ EXTENSION_TYPES: dict[str, str] = {
     ".pptx": MEDIA_PPTX, ".pptm": MEDIA_PPTX, ".odt": MEDIA_ODT, ".ods": MEDIA_ODS,
     ".odp": MEDIA_ODP, ".epub": MEDIA_EPUB, ".rtf": MEDIA_RTF, ".eml": MEDIA_EML,
     ".mbox": MEDIA_MBOX, ".mbx": MEDIA_MBOX, ".gz": MEDIA_GZIP, ".bz2": MEDIA_BZIP2,
-    ".xz": MEDIA_XZ, ".zst": MEDIA_ZSTD, ".svg": MEDIA_SVG,
+    ".xz": MEDIA_XZ, ".zst": MEDIA_ZSTD, ".svg": MEDIA_SVG, ".ps": MEDIA_POSTSCRIPT,
+    ".eps": MEDIA_POSTSCRIPT,
 }
 DECLARED_TYPES: dict[str, str] = {
     **{t: t for t in FORMAT_TYPES},
     "text/rtf": MEDIA_RTF, "application/x-rtf": MEDIA_RTF, "application/x-gzip": MEDIA_GZIP,
     "application/x-bzip": MEDIA_BZIP2, "application/x-xz": MEDIA_XZ,
     "application/x-zstd": MEDIA_ZSTD, "application/x-mbox": MEDIA_MBOX,
+    "application/eps": MEDIA_POSTSCRIPT, "application/x-eps": MEDIA_POSTSCRIPT,
+    "image/eps": MEDIA_POSTSCRIPT, "image/x-eps": MEDIA_POSTSCRIPT,
 }
 #: File names that are mailboxes whatever their extension (mutt, Thunderbird's local folders
 #: have none; these are the common ones).
 MBOX_NAMES = frozenset({"mbox", "inbox", "sent", "mbox.txt"})
 
 _MAGIC = ((b"\x1f\x8b", MEDIA_GZIP), (b"BZh", MEDIA_BZIP2), (b"\xfd7zXZ\x00", MEDIA_XZ),
-          (b"\x28\xb5\x2f\xfd", MEDIA_ZSTD), (b"{\\rtf", MEDIA_RTF))
+          (b"\x28\xb5\x2f\xfd", MEDIA_ZSTD), (b"{\\rtf", MEDIA_RTF), (b"%!PS", MEDIA_POSTSCRIPT))
 #: An mbox "From_" line: ``From sender Tue Dec  1 10:00:00 2026`` (asctime date, RFC 4155).
 _FROM_LINE = re.compile(rb"From \S+ +[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d(:\d\d)? ")
 _ZIP_MIMETYPES = {MEDIA_ODT: MEDIA_ODT, MEDIA_ODS: MEDIA_ODS, MEDIA_ODP: MEDIA_ODP,
@@ -125,7 +130,8 @@ def format_of(name: str | None, head: bytes, declared_type: str, *, sniff: bool 
 
     Order: a declared type of this family; else the extension (``.docx``, ``.gz`` ...; not
     ``.tar.gz`` and the like, archives are not documents) or a
-    mailbox file name (``mbox``); else the bytes: compression magic numbers, ``{\\rtf``, a ZIP
+    mailbox file name (``mbox``); else the bytes: compression magic numbers, ``{\\rtf``,
+    ``%!PS`` (PostScript's first line, Adobe's Document Structuring Conventions), a ZIP
     whose first member is an ODF or EPUB ``mimetype``, a ZIP with ``[Content_Types].xml``
     and a ``word/``, ``xl/`` or ``ppt/`` member, an mbox ``From_`` line. Never raises.
     """
