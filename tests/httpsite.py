@@ -149,6 +149,7 @@ class Site:
         self.log: list[Hit] = []
         self.stopping = threading.Event()
         self._routes: dict[str, Route] = {}
+        self._prefixes: dict[str, Route] = {}
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._server = _Server((address, 0), _RequestHandler)
@@ -243,6 +244,12 @@ class Site:
 
         self.add(path, handler=handle)
 
+    def add_prefix(self, prefix: str, handler: Handler) -> None:
+        """Serve every path starting with ``prefix`` (that has no exact route) by
+        ``handler(hit) -> (status, headers, body)``."""
+        with self._lock:
+            self._prefixes[prefix] = Route(body=b"", status=200, headers={}, delay=0.0, handler=handler)
+
     def redirect(self, path: str, location: str, status: int = 302) -> None:
         """Answer ``path`` with ``status`` and ``Location: location`` (sent verbatim, may be relative)."""
         self.add(path, status=status, headers={"Location": location})
@@ -283,7 +290,8 @@ class Site:
                   client=rh.client_address[:2], body=req_body)
         self.log.append(hit)
         with self._lock:
-            route = self._routes.get(rh.path) or self._routes.get(urlsplit(rh.path).path)
+            route = self._routes.get(rh.path) or self._routes.get(urlsplit(rh.path).path) \
+                or next((r for prefix, r in self._prefixes.items() if rh.path.startswith(prefix)), None)
         if route is None:
             status, headers, body = 404, {"Content-Type": "text/plain"}, b"not found\n"
         elif route.header_drip > 0:

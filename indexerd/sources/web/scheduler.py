@@ -73,7 +73,7 @@ class Scheduler:
         self.links = LinkFilter(src.scope, counters, max_query_variants=cfg.max_query_variants,
                                 max_numbered_variants=cfg.max_numbered_variants)
         self.seen: set[str] = set()  # URLs queued (or offered, spilled) in this pass: its work
-        self.spilled = 0  # URLs this process spilled in this pass
+        self.spilled = 0  # URLs this process spilled (or, in a shared pass, offered) in this pass
         self.spill_left = False  # spilled rows may wait in the store
         self.sitemap_files = 0
         self.seq = itertools.count()
@@ -228,9 +228,16 @@ class Scheduler:
         if reason is not None:
             self.counters.inc(f"web.drop.{'requisite-' if requisite else ''}{reason}")
             return False
+        offer = self.shared is not None and (not self.shared.owns(url) or self._frontier_full())
+        if offer and via in ("link", "sitemap", REQUISITE) and self.spilled >= SPILL_WINDOWS * self.cfg.max_queued:
+            # the same bound as a single node's overflow: a link farm fills neither this
+            # process's seen set nor the shared store
+            self.counters.inc("web.drop.frontier-full")
+            return False
         self.seen.add(url)
-        if self.shared is not None and (not self.shared.owns(url) or self._frontier_full()):
+        if offer:
             # another node's host, or the window is full: the URL waits in the shared store
+            self.spilled += 1
             self.shared.offer(UrlState(url, pass_id=self.pass_id, hops=hops, seed_depth=seed_depth,
                                        seq=next(self.seq), via=via, origin=origin, redirects=redirects))
             return True
