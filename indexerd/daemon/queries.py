@@ -229,13 +229,15 @@ class QueryRunner:
 def hits_json(hits) -> list[dict]:
     """Hits as ``indexerd ctl search --json`` prints them (and ``/api/search`` returns them):
     rank, key, url, path (only when some hit has one; then dropped from the hits without),
-    title, last_modified (ISO 8601 UTC), date_source, score (4 decimals), snippet, source,
-    media_type."""
+    title, last_modified (ISO 8601 UTC), date_source, score (4 decimals), snippet, marks (the
+    ``[start, end)`` character offsets, in code points, of what matched in the snippet),
+    snippet_note (why the snippet shows no match, or null), source, media_type."""
     from indexerd.core.dates import format_utc
 
     out = [{"rank": h.rank, "key": h.key, "url": h.url, "path": h.path, "title": h.title,
             "last_modified": format_utc(h.last_modified), "date_source": h.date_source,
-            "score": round(h.score, 4), "snippet": h.snippet, "source": h.source,
+            "score": round(h.score, 4), "snippet": h.snippet, "marks": [list(m) for m in h.marks],
+            "snippet_note": h.snippet_note, "source": h.source,
             "media_type": h.media_type} for h in hits]
     keep_paths = any(h.path for h in hits)
     for o in out:
