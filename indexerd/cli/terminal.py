@@ -83,6 +83,13 @@ class ReplyHit:
         self.snippet_note, self.also_at = h.get("snippet_note"), tuple(h.get("also_at") or ())
 
 
+def _file_path(key: str) -> str:
+    """The path of a ``file:`` key (percent-decoded, undecodable bytes kept as surrogates)."""
+    from urllib.parse import unquote
+
+    return unquote(key[len("file://"):], errors="surrogateescape")
+
+
 def display_path(path: str) -> str:
     """:func:`indexerd.sources.files.keys.display_path` (undecodable bytes as U+FFFD), without
     importing the scanner into ``ctl``."""
@@ -107,6 +114,11 @@ def hits_text(hits, *, display_path, format_utc, tty: bool) -> str:
             lines.append(f"     {marked_line(h.snippet, getattr(h, 'marks', ()), tty)}")
         if getattr(h, "snippet_note", None):
             lines.append(f"     ({safe(h.snippet_note)})")
+        also = getattr(h, "also_at", ())
+        if also:
+            lines.append(f"     also at {len(also)} other place{'' if len(also) == 1 else 's'}: "
+                         + ", ".join(safe(display_path(_file_path(k)) if k.startswith("file://") else k)
+                                     for k in also[:3]) + (", ..." if len(also) > 3 else ""))
     return "".join(line + "\n" for line in lines)
 
 

@@ -85,7 +85,8 @@ class Hit:
     better; not comparable between engines); ``last_modified`` is aware UTC.  ``snippet`` is the
     best passage for the query (:mod:`indexerd.index.snippets`), ``marks`` the ``(start, end)``
     character offsets of what matched in it, ``snippet_note`` why there is no marked passage
-    (None when there is one)."""
+    (None when there is one).  ``also_at``: the keys of identical documents (the same content
+    hash) folded into this hit by the daemon's searches (:mod:`indexerd.daemon.collapse`)."""
 
     rank: int
     key: str
@@ -100,6 +101,7 @@ class Hit:
     snippet: str
     marks: tuple[tuple[int, int], ...] = ()
     snippet_note: str | None = None
+    also_at: tuple[str, ...] = ()
 
 
 class IndexSession(Protocol):

@@ -150,6 +150,7 @@ class HitView:
     media_type: str | None
     snippet: Markup
     snippet_note: str | None = None
+    also_at: tuple[str, ...] = ()
 
 
 def hit_view(hit, format_utc) -> HitView:
@@ -157,7 +158,8 @@ def hit_view(hit, format_utc) -> HitView:
     return HitView(rank=hit.rank, key=hit.key, url=hit.url, web_url=web_url(hit.url),
                    path=file_path(hit.key, hit.path), title=hit.title, date=format_utc(hit.last_modified),
                    date_source=hit.date_source, source=hit.source, media_type=hit.media_type,
-                   snippet=highlight(hit.snippet, hit.marks), snippet_note=hit.snippet_note)
+                   snippet=highlight(hit.snippet, hit.marks), snippet_note=hit.snippet_note,
+                   also_at=tuple(file_path(k, None) or k for k in hit.also_at))
 
 
 def page_numbers(current: int, pages: int, around: int = 3) -> list[int]:
