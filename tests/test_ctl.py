@@ -762,7 +762,7 @@ def test_search_sort_date_gives_newest_first_with_and_without_the_daemon(tree):
     the state dir alike; an unknown order is a usage error (exit 2)."""
     d = tree
     for name, when in (("a.txt", 1_700_000_000), ("notes.txt", 1_710_000_000), ("bar/abc.txt", 1_690_000_000)):
-        write(d.root / name, "sortword\n")
+        write(d.root / name, f"sortword in {name}\n")    # not identical: identical ones are one hit
         os.utime(d.root / name, (when, when))
     query = ("ctl", "search", "sortword", "--json", "--sort", "date", "-c", str(d.cfg))
     newest_first = ["notes.txt", "a.txt", "abc.txt"]

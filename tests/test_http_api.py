@@ -40,7 +40,9 @@ def test_api_search_has_the_fields_of_ctl_search_json(daemon):
     assert api["total"] == 2
     assert api["hits"][0]["title"] == "Peregrine falcon"
     assert set(api["hits"][0]) == {"rank", "key", "url", "path", "title", "last_modified", "date_source",
-                                   "score", "snippet", "source", "media_type"}
+                                   "score", "snippet", "marks", "snippet_note", "also_at", "source", "media_type"}
+    h = api["hits"][0]
+    assert h["marks"] and all(h["snippet"][a:b].lower().startswith("falcon") for a, b in h["marks"]), h
 
 
 def test_api_search_filters_sort_and_pages(daemon):

@@ -238,3 +238,43 @@ def test_accents_folded_or_kept_as_configured_and_a_change_rebuilds(tmp_path, in
     assert _run_pass(kept)["indexed"] == 0                      # nothing changed: nothing re-read
     assert _run_pass(folded)["indexed"] == 3                    # and back
     assert found(None, "cafe") == every
+
+
+# -- snippets from where the query matched (issue 34): every engine, real files, the real indexer
+def test_the_snippet_shows_and_marks_where_the_query_matched_on_every_engine(tmp_path, index_engine) -> None:
+    """The body has the word past its first 10 KB: the snippet shows it, marked; a query
+    ``CVE-2023-48795`` in a list of CVE ids marks that id, not another one's ``CVE``; a word
+    stems as the index stems it; a match in the title only, or in a page's navigation, is said."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    filler = "".join(f"Line {n}: the build system compiles every package again.\n" for n in range(600))
+    (tree / "late.txt").write_text(filler + "Edit pg_hba.conf to let the quokka in.\n" + filler, encoding="utf-8")
+    # (200 ids: PostgreSQL keeps at most 256 positions of one word, README: where it differs)
+    cves = "".join(f"  * CVE-2023-{n}: a flaw in openssh's channel code.\n" for n in range(40000, 40200))
+    (tree / "changelog.txt").write_text("openssh (1:9.6p1-1) unstable\n" + cves
+                                        + "  * CVE-2023-48795: the Terrapin prefix truncation attack.\n",
+                                        encoding="utf-8")
+    (tree / "runner.txt").write_text(filler + "She runs every morning.\n", encoding="utf-8")
+    (tree / "wombat.html").write_text("<html><head><title>Wombat care</title></head><body><p>Nothing "
+                                      "about that animal here.</p></body></html>", encoding="utf-8")
+    (tree / "quoll.html").write_text("<html><head><title>Page</title></head><body><nav>quoll</nav><main><p>"
+                                     "Nothing about that animal here.</p></main></body></html>", encoding="utf-8")
+    ix = build(tmp_path, tree, index_engine)
+    try:
+        assert len(filler.encode()) > 10_000
+        for query, marked in (("quokka", ["quokka"]), ("pg_hba", ["pg_hba"]), ("pg_hba.conf", ["pg_hba.conf"]),
+                              ("CVE-2023-48795", ["CVE-2023-48795"]), ("running", ["runs"]),
+                              ('"prefix truncation"', ["prefix truncation"])):
+            hits = ix.search(query)
+            assert len(hits) == 1, (ix.engine, query, [h.key for h in hits])
+            hit = hits[0]
+            got = [hit.snippet[a:b] for a, b in hit.marks]
+            assert got == marked and hit.snippet_note is None, (ix.engine, query, hit.snippet, got)
+        (hit,) = ix.search("CVE-2023-48795")
+        assert "Terrapin" in hit.snippet, (ix.engine, hit.snippet)
+        (hit,) = ix.search("wombat")
+        assert (hit.marks, hit.snippet_note) == ((), "the match is in the title only"), (ix.engine, hit)
+        (hit,) = ix.search("quoll")       # in the navigation, which snippets leave out
+        assert hit.marks == () and hit.snippet_note.startswith("the match is not in the text kept for snippets")
+    finally:
+        ix.close()

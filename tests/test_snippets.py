@@ -70,45 +70,77 @@ def test_snippets_from_main_content_end_to_end(cli, tmp_path):
     py = next(h for h in hits if h["path"].endswith("asyncio-eventloop.html"))
     # Sphinx's sidebar table of contents and "Navigation" bar came first in the page's text
     assert not py["snippet"].startswith(("Table of Contents", "Navigation")), py["snippet"]
-    assert "Event Loop" in py["snippet"] and "get_running_loop() get_event_loop()" not in py["snippet"]
+    # (the passage is the main content's best one for the phrase: issue 34)
+    assert "get_running_loop() get_event_loop()" not in py["snippet"], py["snippet"]
+    # (new_event_loop holds the phrase too: its parts stand at adjacent positions in the index)
+    assert {py["snippet"][a:b].lower().replace("_", " ") for a, b in py["marks"]} == {"event loop"}, py
 
 
-# -- a snippet read chunk by chunk (what the Whoosh engine inflates as far as the snippet needs)
+# -- the passage: what the index matched, chosen from the whole stored text (issue 34)
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from indexerd.index.highlight import words_regex  # noqa: E402
-from indexerd.index.snippets import snippet, snippet_of_chunks  # noqa: E402
+from indexerd.index.analysis import analyzer  # noqa: E402
+from indexerd.index.query import parse  # noqa: E402
+from indexerd.index.querytokens import analyse_query  # noqa: E402
+from indexerd.index.snippets import (NOTE_NOT_IN_TEXT, NOTE_TITLE_ONLY, SnippetQuery,  # noqa: E402
+                                     make_snippet)
 from indexerd.index.whoosh.searching import stored_text_chunks  # noqa: E402
 
-_WORDS = st.sampled_from(["apple", "Apple", "pear", "apples", "x", "éa", "Ápple", "a\u0301pple", "日本語",
-                          "pine-apple", "apple.pear", " ", "\n", "  ", ".", "appleappleapple"])
+
+def _snip(text, query, chars=240, **kw):
+    a = analyzer()
+    return make_snippet(text, SnippetQuery(analyse_query(parse(query), a), a), chars, **kw)
 
 
-def _cut(text: str, cuts: list[int]) -> list[str]:
-    at = sorted({c % (len(text) + 1) for c in cuts})
-    return [text[a:b] for a, b in zip([0, *at], [*at, len(text)])]
+def _marked(s) -> list[str]:
+    return [s.text[a:b] for a, b in s.marks]
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(_WORDS, max_size=400), st.lists(st.integers(0, 10_000), max_size=8),
-       st.sampled_from([(("apple",), ()), (("pear", "apple"), ()), ((), ("app",)), ((), ())]),
+CVE_LIST = " ".join(f"CVE-2023-{n} (openssh)." for n in range(40000, 40300)) + \
+    " Later: CVE-2023-48795, the Terrapin attack, is fixed."
+
+
+def test_a_phrase_is_marked_where_its_words_are_adjacent_not_where_one_of_them_stands():
+    s = _snip(CVE_LIST, "CVE-2023-48795")
+    assert _marked(s) == ["CVE-2023-48795"] and s.note is None
+    assert "Terrapin" in s.text
+
+
+def test_marks_are_whole_tokens_the_index_matched():
+    text = "pg_dump and pgsql ran. " * 500 + "Edit pg_hba.conf; he runs, running ponies. The event of the loop."
+    assert _marked(_snip(text, "pg_hba")) == ["pg_hba"]          # not pg_dump's pg, not pgsql
+    assert _marked(_snip(text, "running")) == ["runs", "running"]  # one stem
+    assert _marked(_snip(text, "pony")) == ["ponies"]
+    assert _marked(_snip(text, '"event loop"')) == ["event of the loop"]
+    assert _marked(_snip(text, "run*")) == ["runs", "running"]
+
+
+def test_the_passage_holding_most_of_the_query_wins():
+    text = "alpha here. " * 100 + "gamma. " * 100 + "beta there. " * 100 + "alpha and beta together. "
+    s = _snip(text, "alpha beta")
+    assert "alpha and beta together" in s.text and sorted(_marked(s))[:2] == ["alpha", "beta"]
+
+
+def test_no_passage_says_why():
+    s = _snip("nothing of it here", "quokka", title="Quokka notes")
+    assert (s.note, s.marks, s.text) == (NOTE_TITLE_ONLY, (), "nothing of it here")
+    assert _snip("nothing of it here", "quokka", title="x").note == NOTE_NOT_IN_TEXT
+    assert _snip("some text", "size:>10").note is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["apple", "Apple", "pear", "apples", "x", "éa", "Ápple", "a\u0301pple",
+                                 "日本語", "pine-apple", "apple.pear", " ", "\n", "  ", ".", "appleapple"]),
+                max_size=300),
+       st.sampled_from(["apple", "pear apple", "app*", '"apple pear"', "日本", "apple.pear"]),
        st.sampled_from([8, 40, 240]))
-def test_a_snippet_of_chunks_is_the_snippet_of_the_whole_text(words, cuts, query, chars):
-    text = " ".join(words)
-    rx = words_regex(*query)
-    assert snippet_of_chunks(_cut(text, cuts), rx, chars) == snippet(text, rx, chars)
-
-
-def test_a_snippet_of_chunks_stops_reading_once_its_windows_are_found():
-    read = []
-
-    def chunks():
-        for n in range(1000):
-            read.append(n)
-            yield f"filler apple text {n} " * 50
-    rx = words_regex("apple")
-    assert snippet_of_chunks(chunks(), rx, 240).startswith("filler apple text 0")
-    assert len(read) == 1
+def test_every_mark_is_a_matched_token_and_lies_in_the_text(words, query, chars):
+    s = _snip(" ".join(words), query, chars)
+    assert all(0 <= a < b <= len(s.text) for a, b in s.marks)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(s.marks, s.marks[1:]))
+    assert s.text == " ".join(s.text.split())
+    for m in _marked(s):
+        assert analyzer().analyse(m).tokens or analyzer().analyse(m).ids, (query, m)
 
 
 @settings(max_examples=200, deadline=None)

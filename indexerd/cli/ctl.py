@@ -139,9 +139,19 @@ def cmd_search(args) -> int:
     since = until = None
     if args.since:
         since, until = parse_since(args.since, datetime.now(UTC))
+    from indexerd.daemon.queries import SearchRequest, search_any_engine
+
+    loc = _located(args)
+    collapse = loc.config is None or loc.config.index.collapse_duplicates
+
+    def hashes(keys: list[str]) -> dict[str, str]:
+        with _open_store_readonly(args) as store:
+            return store.content_hashes(keys)
+
     ix = _open_index_readonly(args)
     try:
-        hits = ix.search(args.query, limit=args.limit, since=since, until=until, sort=sort)
+        req = SearchRequest(query=args.query, since=since, until=until, sort=sort, limit=args.limit)
+        hits = search_any_engine(ix, req, exact=True, hashes=hashes if collapse else None).hits
     finally:
         ix.close()
     if args.json:

@@ -53,16 +53,41 @@ def one_line(value: object) -> str:
     return safe(" ".join(str(value).split()))
 
 
+def marked_line(snippet: str, marks, tty: bool) -> str:
+    """:func:`one_line` of a snippet (whitespace already single spaces), with each ``(start,
+    end)`` of ``marks`` in bold when ``tty``."""
+    if not tty or not marks:
+        return one_line(snippet)
+    out, last = [], 0
+    for start, end in marks:
+        if start < last or end > len(snippet):
+            continue
+        out += [safe(snippet[last:start]), "\x1b[1m", safe(snippet[start:end]), "\x1b[0m"]
+        last = end
+    out.append(safe(snippet[last:]))
+    return "".join(out)
+
+
 class ReplyHit:
     """A hit of the daemon's ``search`` reply (:func:`indexerd.daemon.queries.hits_json`) as
     :func:`print_hits` reads it: ``last_modified`` already formatted, the full-precision score."""
 
-    __slots__ = ("rank", "key", "url", "path", "title", "last_modified", "date_source", "snippet", "score")
+    __slots__ = ("rank", "key", "url", "path", "title", "last_modified", "date_source", "snippet", "score",
+                 "marks", "snippet_note", "also_at")
 
     def __init__(self, h: dict, score: float) -> None:
         self.rank, self.key, self.url, self.path = h["rank"], h["key"], h["url"], h.get("path")
         self.title, self.last_modified, self.date_source = h["title"], h["last_modified"], h["date_source"]
         self.snippet, self.score = h["snippet"], score
+        self.marks = [tuple(m) for m in h.get("marks") or ()]
+        self.snippet_note, self.also_at = h.get("snippet_note"), tuple(h.get("also_at") or ())
+
+
+def _file_path(key: str) -> str:
+    """The path of a ``file:`` key (percent-decoded, undecodable bytes kept as surrogates)."""
+    from urllib.parse import unquote
+
+    return unquote(key[len("file://"):], errors="surrogateescape")
 
 
 def display_path(path: str) -> str:
@@ -86,7 +111,14 @@ def hits_text(hits, *, display_path, format_utc, tty: bool) -> str:
         lines.append(f"     last modified {format_utc(h.last_modified)} ({safe(h.date_source)}), "
                      f"score {h.score:.2f}")
         if h.snippet:
-            lines.append(f"     {one_line(h.snippet)}")
+            lines.append(f"     {marked_line(h.snippet, getattr(h, 'marks', ()), tty)}")
+        if getattr(h, "snippet_note", None):
+            lines.append(f"     ({safe(h.snippet_note)})")
+        also = getattr(h, "also_at", ())
+        if also:
+            lines.append(f"     also at {len(also)} other place{'' if len(also) == 1 else 's'}: "
+                         + ", ".join(safe(display_path(_file_path(k)) if k.startswith("file://") else k)
+                                     for k in also[:3]) + (", ..." if len(also) > 3 else ""))
     return "".join(line + "\n" for line in lines)
 
 

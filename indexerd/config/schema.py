@@ -103,6 +103,9 @@ class IndexSettings(_Struct, frozen=True):
     ``fold_diacritics`` (default true): a word matches with or without its accents (``cafe``
     finds ``café`` and back, as Recoll's ``unac``); false keeps them apart.  Changing it rebuilds
     the index from the sources at the next start.
+    ``collapse_duplicates`` (default true): identical documents (the same content hash) are one
+    hit of ``ctl search``, ``/api/search`` and the search page, listing the others' keys
+    (``also_at``); false shows each.
     ``writer_memory`` and ``merge_idle`` directly under ``[index]`` are the old names of
     ``[index.whoosh]``'s keys: still read (with a warning) and moved there by :func:`parse_config`,
     None afterwards.
@@ -113,6 +116,7 @@ class IndexSettings(_Struct, frozen=True):
     commit_batch: int = 200
     bulk_commit_batch: int = 5000
     fold_diacritics: bool = True
+    collapse_duplicates: bool = True
     whoosh: WhooshSettings = WhooshSettings()
     tantivy: TantivySettings = TantivySettings()
     postgresql: PostgresqlSettings | None = None

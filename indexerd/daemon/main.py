@@ -85,7 +85,14 @@ class Daemon:
         #: searches on the open index (ctl search and the HTTP listener), bounded in time
         self.queries = QueryRunner(lambda: self.indexer.opened_index, timeout_seconds=cfg.http.query_timeout,
                                    workers=workers_for(cfg.index.engine),
-                                   observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s))
+                                   observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s),
+                                   hashes=self._content_hashes if cfg.index.collapse_duplicates else None)
+
+    def _content_hashes(self, keys: list[str]) -> dict[str, str]:
+        """The state store's content hash of each of ``keys`` that has one (a query worker's own
+        read-only connection)."""
+        with self.indexer.state.open_store(readonly=True) as store:
+            return store.content_hashes(keys)
 
     @property
     def sources(self) -> dict[str, Source]:

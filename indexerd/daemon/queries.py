@@ -117,26 +117,53 @@ def filtered_query(req: SearchRequest) -> str:
     return " AND ".join(parts) if len(parts) > 1 else req.query
 
 
-def search_any_engine(ix, req: SearchRequest, *, exact: bool = False) -> SearchResult:
+#: how many times the hits of a page a collapsed search reads at most (it reads twice as many,
+#: then twice that while identical documents leave the page short)
+COLLAPSE_DEPTH_FACTOR = 8
+
+
+def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
+                      hashes: Callable[[list[str]], dict[str, str]] | None = None) -> SearchResult:
     """Run ``req`` on ``ix`` (an :class:`indexerd.index.SearchIndex`): the hits of its page
     (ranked ``offset + 1`` on) and the number of hits of the whole query.  ``exact``: the
     request comes from ``ctl search`` and goes to ``ix.search`` as ``ctl search`` sends it when
     it reads the index itself (same hits either way); no count then.
 
+    ``hashes`` (keys -> ``{key: content hash}``, the state store's): identical documents collapse
+    into their best-ranked hit (:mod:`indexerd.daemon.collapse`), which lists the others in
+    ``also_at``; the hits read are twice the page's depth, doubled while collapsing leaves the
+    page short (at most :data:`COLLAPSE_DEPTH_FACTOR` times).  The total then counts each set of
+    identical documents once among the hits read; duplicates deeper than that are still counted
+    (exact whenever every hit was read).  None: no collapsing.
+
     Raises:
         QueryError: the query is malformed (exit 2).
         IndexUnavailable: the index cannot be read.
+        StoreError: ``hashes`` could not read the store.
     """
+    from indexerd.daemon.collapse import collapse
+
     started = time.perf_counter()
+    query = req.query if exact else filtered_query(req)
+    want = req.offset + req.limit
+    depth, folded = want, 0
+    if hashes is not None:
+        depth = want * 2
+    while True:
+        found = ix.search(query, limit=depth, since=req.since, until=req.until,
+                          snippet_chars=req.snippet_chars, sort=req.sort)
+        if hashes is None:
+            hits = found
+            break
+        hits, folded = collapse(found, hashes([h.key for h in found]))
+        if len(hits) >= want or len(found) < depth or depth >= want * COLLAPSE_DEPTH_FACTOR:
+            break
+        depth *= 2
+    hits = hits[req.offset:want]
     if exact:
-        hits = ix.search(req.query, limit=req.limit, since=req.since, until=req.until,
-                         snippet_chars=req.snippet_chars, sort=req.sort)
         total = len(hits)
     else:
-        query = filtered_query(req)
-        hits = ix.search(query, limit=req.offset + req.limit, since=req.since, until=req.until,
-                         snippet_chars=req.snippet_chars, sort=req.sort)[req.offset:]
-        total = ix.count(query, since=req.since, until=req.until)
+        total = ix.count(query, since=req.since, until=req.until) - folded
     return SearchResult(hits=hits, total=total, offset=req.offset, request=req,
                         elapsed_seconds=time.perf_counter() - started)
 
@@ -162,14 +189,18 @@ class QueryRunner:
         workers: worker threads (at most this many queries run at once).
         max_results: the deepest hit a page may reach.
         observe: called with ``(via, seconds)`` after each query that answered (metrics).
+        hashes: keys -> ``{key: content hash}`` from the state store, to collapse identical
+            documents (:func:`search_any_engine`); None: no collapsing.
 
     Thread safety: :meth:`run` may be called from any number of threads.
     """
 
     def __init__(self, index: Callable[[], object], *, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
                  workers: int = MAX_CONCURRENT, max_results: int = MAX_RESULTS,
-                 observe: Callable[[str, float], None] | None = None) -> None:
+                 observe: Callable[[str, float], None] | None = None,
+                 hashes: Callable[[list[str]], dict[str, str]] | None = None) -> None:
         self._index = index
+        self._hashes = hashes
         self._observe = observe
         self.timeout_seconds = timeout_seconds
         self.max_results = max_results
@@ -218,7 +249,7 @@ class QueryRunner:
         ix = self._index()
         if ix is None:
             raise IndexUnavailable("the daemon has no index open yet")
-        return search_any_engine(ix, req, exact=exact)
+        return search_any_engine(ix, req, exact=exact, hashes=self._hashes)
 
     def close(self) -> None:
         """Refuse new queries; running ones finish on their own.  Safe to call twice."""
@@ -229,13 +260,16 @@ class QueryRunner:
 def hits_json(hits) -> list[dict]:
     """Hits as ``indexerd ctl search --json`` prints them (and ``/api/search`` returns them):
     rank, key, url, path (only when some hit has one; then dropped from the hits without),
-    title, last_modified (ISO 8601 UTC), date_source, score (4 decimals), snippet, source,
-    media_type."""
+    also_at (the keys of identical documents folded into the hit, best first; ``[]`` for none),
+    title, last_modified (ISO 8601 UTC), date_source, score (4 decimals), snippet, marks (the
+    ``[start, end)`` character offsets, in code points, of what matched in the snippet),
+    snippet_note (why the snippet shows no match, or null), source, media_type."""
     from indexerd.core.dates import format_utc
 
     out = [{"rank": h.rank, "key": h.key, "url": h.url, "path": h.path, "title": h.title,
             "last_modified": format_utc(h.last_modified), "date_source": h.date_source,
-            "score": round(h.score, 4), "snippet": h.snippet, "source": h.source,
+            "score": round(h.score, 4), "snippet": h.snippet, "marks": [list(m) for m in h.marks],
+            "snippet_note": h.snippet_note, "also_at": list(h.also_at), "source": h.source,
             "media_type": h.media_type} for h in hits]
     keep_paths = any(h.path for h in hits)
     for o in out:

@@ -82,7 +82,11 @@ class IndexDoc:
 @dataclass(frozen=True)
 class Hit:
     """One search result.  ``rank`` counts from 1; ``score`` is the engine's relevance (higher is
-    better; not comparable between engines); ``last_modified`` is aware UTC."""
+    better; not comparable between engines); ``last_modified`` is aware UTC.  ``snippet`` is the
+    best passage for the query (:mod:`indexerd.index.snippets`), ``marks`` the ``(start, end)``
+    character offsets of what matched in it, ``snippet_note`` why there is no marked passage
+    (None when there is one).  ``also_at``: the keys of identical documents (the same content
+    hash) folded into this hit by the daemon's searches (:mod:`indexerd.daemon.collapse`)."""
 
     rank: int
     key: str
@@ -95,6 +99,9 @@ class Hit:
     media_type: str | None
     score: float
     snippet: str
+    marks: tuple[tuple[int, int], ...] = ()
+    snippet_note: str | None = None
+    also_at: tuple[str, ...] = ()
 
 
 class IndexSession(Protocol):

@@ -1,78 +1,404 @@
-"""Snippets: up to two windows of a document's stored text around the words a query matched.
+"""Snippets: the best passage of a document's stored text for a query, with what matched marked.
 
-Engine-neutral: an engine gives the stored text and a regex finding the matched words in it
-(:func:`indexerd.index.highlight.words_regex`).
+Engine-neutral: an engine gives the analysed query (:mod:`indexerd.index.querytokens`), the
+stored text (or its chunks) and the title; :func:`make_snippet` gives a :class:`Snippet`.
+
+What counts as a match is what the index matched (issue 34, "search people trust"): words of the
+stored text are analysed by the index's own analyzer (:mod:`indexerd.index.analysis`), so a
+query ``running`` marks ``runs`` (one stem), ``CVE`` does not mark ``CVEs2`` and a query token
+never marks a longer token that merely starts with it.  A phrase (``"event loop"``, and a word
+the analyzer cuts into several tokens: ``CVE-2023-48795``, ``pg_hba``) matches only where its
+tokens stand at consecutive positions (stop words and punctuation between them skipped, as the
+index skips them), and is marked as one span; its words elsewhere are not marked.  Whole
+identifiers (``pg_hba.conf``) match their word; ``prefix*`` matches a token starting with it.
+
+The regex of :func:`indexerd.index.highlight.words_regex` only proposes candidate words
+(fast, in C); each is then analysed.  The passage is chosen over the whole stored text (at most
+:data:`~indexerd.index.base.SNIPPET_TEXT_CAP_BYTES`) within :data:`SNIPPET_BUDGET_SECONDS`: the
+window of about ``chars`` characters holding the most distinct query terms and phrases (a
+phrase of ``n`` words weighs ``2n``, a whole identifier 2, a term or prefix 1; repeats add 0.1
+each, at most 0.5), earliest on a tie.
 """
 
 from __future__ import annotations
 
 import re
+import time
+import unicodedata
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
 
-#: a matched word longer than this may make :func:`snippet_of_chunks` pick other windows than
-#: :func:`snippet` over the whole text (characters)
+from indexerd.index.analysis import Analyzer, is_cjk
+from indexerd.index.highlight import words_regex
+from indexerd.index.querytokens import IDS_FIELD, TokenPrefix, Tokens
+from indexerd.index.querytree import And, Or
+
+#: time one hit's snippet may take to look for its passage (seconds); past it the best passage of
+#: the text scanned so far is shown
+SNIPPET_BUDGET_SECONDS = 0.05
+#: the longest gap of stop words and punctuation (characters) across which two words still count
+#: as adjacent for a phrase
+MAX_GAP_CHARS = 200
+#: the first block of text scanned (characters; each next block is 4x larger): a text whose first
+#: blocks hold a window with every term of the query is not scanned further
+FIRST_BLOCK_CHARS = 16 * 1024
+#: the window width used to decide that early stop (characters)
+FIT_CHARS_FOR_STOP = 192
+#: the longest word (characters) a candidate is widened to on each side
 LONGEST_WORD_CHARS = 256
 
+_NO_WORD = re.compile(r"[\W_]*")
 
-def snippet(text: str, rx: re.Pattern | None, chars: int) -> str:
-    """Up to two windows of plain text around the first matches (whole-word trimmed), or the
-    start of the text.  Linear in the text: no re-analysis of the document."""
-    return snippet_of_chunks((text,), rx, chars)
+NOTE_TITLE_ONLY = "the match is in the title only"
+NOTE_NO_TEXT = "the document has no stored text to show"
+NOTE_NOT_IN_TEXT = ("the match is not in the text kept for snippets (it may be in a page's navigation, "
+                    "or past the first 256 KiB of text)")
+NOTE_BUDGET = "no passage was found within the snippet time budget"
 
 
-def snippet_of_chunks(chunks: Iterable[str], rx: re.Pattern | None, chars: int) -> str:
-    """:func:`snippet` of the text that ``chunks`` spell in order, reading only as far as the
-    snippet needs: once two windows are found whose words end, and whose windows close, in the
-    text read so far, the rest is not read.  A stored text is inflated chunk by chunk into this,
-    so a document whose matched words come early costs its first chunks only; each character is
-    searched once (a new chunk's search starts where the last one's stopped, less
-    :data:`LONGEST_WORD_CHARS`).
+@dataclass(frozen=True)
+class Snippet:
+    """A hit's snippet: ``text`` (whitespace runs as one space, about ``chars`` characters),
+    ``marks`` the ``(start, end)`` character offsets (code points, end exclusive, ascending, not
+    overlapping) of what matched in ``text``, and ``note`` why there is no marked passage
+    (:data:`NOTE_TITLE_ONLY` ...; None when there is one, or when the query has no words)."""
 
-    The same snippet as over the whole text, unless a matched word is longer than
-    :data:`LONGEST_WORD_CHARS` characters (then other matches may be chosen)."""
-    half = chars // 4
-    need = half + 1 + LONGEST_WORD_CHARS      # text past a match's end that settles its window
-    text, pos = "", 0
-    spans: list[tuple[int, int]] = []
-    it = iter(chunks)
-    complete = False
-    while not complete:
-        chunk = next(it, None)
-        if chunk is None:
-            complete = True
+    text: str
+    marks: tuple[tuple[int, int], ...] = ()
+    note: str | None = None
+
+
+class _Occurrence(NamedTuple):
+    """One token of the stored text: its span, token, whole identifier, and whether it stands
+    right after the previous occurrence in the index's positions."""
+
+    start: int
+    end: int
+    token: str
+    whole: str | None
+    word_start: int
+    word_end: int
+    adjacent: bool
+
+
+class _Match(NamedTuple):
+    start: int
+    end: int
+    key: tuple
+    weight: float
+
+
+class SnippetQuery:
+    """What a snippet looks for, from an analysed query tree (leaves under a ``Not`` left out).
+
+    Args:
+        tree: :func:`indexerd.index.querytokens.analyse_query`'s result.
+        analyzer: the analyzer the index was built with.
+    """
+
+    def __init__(self, tree, analyzer: Analyzer) -> None:
+        self.analyzer = analyzer
+        self.terms: set[str] = set()
+        self.ids: set[str] = set()
+        self.prefixes: set[str] = set()
+        self.id_prefixes: set[str] = set()
+        self.phrases: set[tuple[str, ...]] = set()
+
+        def walk(n) -> None:
+            if isinstance(n, Tokens):
+                if n.field == IDS_FIELD:
+                    self.ids.update(n.tokens)
+                elif len(n.tokens) == 1:
+                    self.terms.add(n.tokens[0])
+                else:
+                    self.phrases.add(n.tokens)
+            elif isinstance(n, TokenPrefix):
+                (self.id_prefixes if n.field == IDS_FIELD else self.prefixes).add(n.prefix)
+            elif isinstance(n, (And, Or)):
+                for c in n.children:
+                    walk(c)
+
+        walk(tree)
+        tokens = self.terms | self.ids | {t for p in self.phrases for t in p}
+        # a Porter stem ending in i may stand for a word's y (pony -> poni): the candidate is cut
+        self.rx = words_regex({t[:-1] if len(t) > 2 and t.endswith("i") else t for t in tokens},
+                              self.prefixes | self.id_prefixes)
+        self._spans: dict[str, list[tuple[int, int, str, str | None]]] = {}
+        self._phrase_starts: dict[str, list[tuple[str, ...]]] = {}
+        for p in self.phrases:
+            self._phrase_starts.setdefault(p[0], []).append(p)
+
+    @property
+    def has_words(self) -> bool:
+        """False when the query has nothing to mark (only filters, or only negations)."""
+        return self.rx is not None
+
+    # -- the stored text's tokens -------------------------------------------------------------
+    def occurrences(self, text: str, deadline: float, *, pos: int = 0, stop: int | None = None,
+                    prev_end: int = -1) -> tuple[list[_Occurrence], int, bool]:
+        """The tokens of the candidate words of ``text`` found from ``pos`` to ``stop`` (None: the
+        end), in order; where the scan stopped (the next ``pos``); and whether it stopped before
+        ``deadline`` (``time.monotonic()``).  ``prev_end``: where the last word of an earlier
+        scan ended (-1: none), for phrase adjacency."""
+        out: list[_Occurrence] = []
+        if self.rx is None:
+            return out, len(text), True
+        stop = len(text) if stop is None else stop
+        n = 0
+        search = self.rx.search
+        while True:
+            m = search(text, pos)
+            if m is None or m.start() >= stop:
+                return out, stop if m is not None else len(text), True
+            n += 1
+            if n % 64 == 0 and time.monotonic() > deadline:
+                return out, pos, False
+            ws, we = _word_bounds(text, m.start(), m.end())
+            pos = max(we, m.end())
+            spans = self._token_spans(text, ws, we)
+            if not spans:
+                continue
+            adjacent = bool(self.phrases) and prev_end >= 0 and self._nothing_between(text, prev_end, ws)
+            for i, (s, e, token, whole) in enumerate(spans):
+                out.append(_Occurrence(s, e, token, whole, ws, we, adjacent if i == 0 else True))
+            prev_end = we
+
+    @property
+    def keys(self) -> frozenset[tuple]:
+        """Every match key the query can give (:meth:`matches`)."""
+        return frozenset({("t", t) for t in self.terms} | {("p", p) for p in self.prefixes}
+                         | {("i", i) for i in self.ids} | {("ip", p) for p in self.id_prefixes}
+                         | {("ph", p) for p in self.phrases})
+
+    def _nothing_between(self, text: str, end: int, start: int) -> bool:
+        """True when ``text[end:start]`` gives the index no token (punctuation, stop words)."""
+        if start - end > MAX_GAP_CHARS:
+            return False
+        gap = text[end:start]
+        return _NO_WORD.fullmatch(gap) is not None or not self.analyzer.tokens(gap)
+
+    def _token_spans(self, text: str, ws: int, we: int) -> list[tuple[int, int, str, str | None]]:
+        """The analysed tokens of the word ``text[ws:we]``, each with its span in ``text``: an
+        identifier's parts their own spans, a CJK run's bigrams theirs, else the word's."""
+        word = text[ws:we]
+        cached = self._spans.get(word)
+        if cached is None:
+            cached = self._word_spans(word)
+            if len(self._spans) < 10_000:
+                self._spans[word] = cached
+        return [(ws + s, ws + e, t, whole) for s, e, t, whole in cached]
+
+    def _word_spans(self, word: str) -> list[tuple[int, int, str, str | None]]:
+        """:meth:`_token_spans` of one word, relative to its start."""
+        ws, we = 0, len(word)
+        units = self.analyzer.units(word)
+        if len(units) != 1:
+            return [(ws, we, t, u.whole) for u in units for t in u.tokens]
+        tokens, whole = units[0]
+        if not tokens:
+            return []
+        if whole is not None:
+            parts = [(p.start(), p.end()) for p in re.finditer(r"[^._]+", word)]
+            if len(parts) == len(tokens):
+                return [(s, e, t, whole) for (s, e), t in zip(parts, tokens)]
+        elif is_cjk(word[0]) and len(tokens) == max(1, len(word) - 1):
+            return [(i, min(we, i + 2), t, None) for i, t in enumerate(tokens)]
+        return [(ws, we, t, whole) for t in tokens]
+
+    # -- what matched -------------------------------------------------------------------------
+    def matches(self, occ: list[_Occurrence]) -> list[_Match]:
+        """The query's matches among ``occ``, in text order."""
+        out: list[_Match] = []
+        last_word = -1
+        for i, o in enumerate(occ):
+            if o.token in self.terms:
+                out.append(_Match(o.start, o.end, ("t", o.token), 1.0))
+            for p in self.prefixes:
+                if o.token.startswith(p):
+                    out.append(_Match(o.start, o.end, ("p", p), 1.0))
+            if o.whole is not None and o.word_start != last_word:
+                if o.whole in self.ids:
+                    out.append(_Match(o.word_start, o.word_end, ("i", o.whole), 2.0))
+                for p in self.id_prefixes:
+                    if o.whole.startswith(p):
+                        out.append(_Match(o.word_start, o.word_end, ("ip", p), 2.0))
+            last_word = o.word_start
+            for p in self._phrase_starts.get(o.token, ()):
+                k = len(p)
+                if i + k <= len(occ) and all(occ[i + j].token == p[j] and occ[i + j].adjacent
+                                             for j in range(1, k)):
+                    out.append(_Match(o.start, occ[i + k - 1].end, ("ph", p), 2.0 * k))
+        out.sort()
+        return out
+
+    def matches_in(self, text: str) -> list[_Match]:
+        """:meth:`matches` of a short text (a title), without a time bound."""
+        return self.matches(self.occurrences(text, float("inf"))[0])
+
+    def scan(self, text: str, deadline: float) -> tuple[list[_Match], bool]:
+        """The matches of ``text`` and whether all of it was scanned before ``deadline``: in
+        blocks of :data:`FIRST_BLOCK_CHARS`, 4x larger each, stopping early once one window of
+        the matches so far holds every term and phrase of the query (no later one can hold more
+        of them)."""
+        occ: list[_Occurrence] = []
+        pos, block, everything = 0, FIRST_BLOCK_CHARS, self.keys
+        while True:
+            prev_end = occ[-1].word_end if occ else -1
+            more, pos, in_time = self.occurrences(text, deadline, pos=pos, stop=pos + block, prev_end=prev_end)
+            occ += more
+            found = self.matches(occ)
+            if not in_time or pos >= len(text):
+                return found, in_time
+            if found and _best_window(found, FIT_CHARS_FOR_STOP)[2] >= everything:
+                return found, True
+            block *= 4
+
+
+def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: int, *, title: str = "",
+                 budget_seconds: float = SNIPPET_BUDGET_SECONDS) -> Snippet:
+    """The snippet of a hit: the best passage of ``text`` (the stored text, or its chunks in
+    order) for ``query``, about ``chars`` characters, its matches marked (module docstring).
+
+    Without a passage (nothing of the query in the text) the snippet is the text's start, unmarked,
+    and ``note`` says why: the match is in ``title`` only, the document has no stored text, or
+    the match lies outside the text kept for snippets.  ``query`` None or without words (a
+    filter-only query): the text's start, no note.  Takes at most about ``budget_seconds`` (then
+    the best passage of the text scanned so far)."""
+    if not isinstance(text, str):
+        text = "".join(text)
+    if query is None or not query.has_words:
+        return Snippet(_head(text, chars))
+    found, complete = query.scan(text, time.monotonic() + budget_seconds)
+    if not found:
+        if query.matches_in(title):
+            note = NOTE_TITLE_ONLY
+        elif not text.strip():
+            note = NOTE_NO_TEXT
         else:
-            text += chunk
-            if rx is None:
-                complete = len(text) > chars
-                continue
-        if rx is None:
+            note = NOTE_NOT_IN_TEXT if complete else NOTE_BUDGET
+        return Snippet(_head(text, chars), (), note)
+    start, end, _keys = _best_window(found, chars * 4 // 5)
+    return _render(text, found, start, end, chars)
+
+
+def _head(text: str, chars: int) -> str:
+    return " ".join(text[:chars].split())
+
+
+def _is_word_char(c: str) -> bool:
+    return c.isalnum() or c == "_" or unicodedata.category(c)[0] == "M"
+
+
+def _word_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """The analysis word (:mod:`indexerd.index.analysis`, step 2) around ``text[start:end]``:
+    word characters joined by single dots, a CJK run apart from letters; at most
+    :data:`LONGEST_WORD_CHARS` wider on each side."""
+    before = text[start - 1] if start else " "
+    after = text[end] if end < len(text) else " "
+    if not _is_word_char(before) and before != "." and not _is_word_char(after) and after != ".":
+        return start, end
+    cjk = is_cjk(text[start])
+    if cjk:
+        def inside(c: str) -> bool:
+            return is_cjk(c)
+    else:
+        def inside(c: str) -> bool:
+            return _is_word_char(c) and not is_cjk(c)
+    s, lo = start, max(0, start - LONGEST_WORD_CHARS)
+    while s > lo:
+        c = text[s - 1]
+        if inside(c) or (not cjk and c == "." and s >= 2 and inside(text[s - 2]) and inside(text[s])):
+            s -= 1
+        else:
             break
-        stopped = False
-        for m in rx.finditer(text, pos):
-            if not complete and m.end() + need > len(text):
-                pos, stopped = m.start(), True  # its word or window may go on in the next chunk
-                break
-            pos = m.end()
-            if spans and m.start() < spans[-1][1]:
-                continue
-            spans.append((max(0, m.start() - half), min(len(text), m.end() + half)))
-            if len(spans) == 2:
-                return _render(text, spans)
-        if not stopped:
-            pos = max(pos, len(text) - LONGEST_WORD_CHARS)
-    if not spans:
-        return " ".join(text[:chars].split())
-    return _render(text, spans)
+    e, hi = end, min(len(text), end + LONGEST_WORD_CHARS)
+    while e < hi:
+        c = text[e]
+        if inside(c) or (not cjk and c == "." and e + 1 < len(text) and inside(text[e + 1]) and e > s
+                         and inside(text[e - 1])):
+            e += 1
+        else:
+            break
+    return s, e
 
 
-def _render(text: str, spans: list[tuple[int, int]]) -> str:
-    """The windows ``spans`` of ``text``, each trimmed to whole words, joined by an ellipsis."""
-    parts = []
-    for start, end in spans:
-        frag = text[start:end]
-        if start > 0:
-            frag = frag.split(" ", 1)[-1]
-        if end < len(text):
-            frag = frag.rsplit(" ", 1)[0]
-        parts.append(" ".join(frag.split()))
-    return " … ".join(parts)
+def _best_window(found: list[_Match], fit: int) -> tuple[int, int, frozenset[tuple]]:
+    """The span from the first to the last match of the best window of matches (``found`` in
+    text order) that fits in ``fit`` characters (module docstring), earliest on a tie, and the
+    match keys it holds.  Linear: one window slides over the matches."""
+    best, best_i, best_j = -1.0, 0, 0
+    counts: dict[tuple, int] = {}
+    weight: dict[tuple, float] = {}
+    for m in found:
+        weight[m.key] = max(weight.get(m.key, 0.0), m.weight)
+    score, n, j = 0.0, 0, -1
+    for i, first in enumerate(found):
+        while j + 1 < len(found) and found[j + 1].end - first.start <= fit:
+            j += 1
+            k = found[j].key
+            counts[k] = counts.get(k, 0) + 1
+            score += weight[k] if counts[k] == 1 else 0.1
+            n += 1
+        if j < i:                       # one match longer than the window: a window of its own
+            j = i
+            counts[first.key] = 1
+            score, n = weight[first.key], 1
+        repeats = n - len(counts)
+        capped = score - 0.1 * repeats + min(0.5, 0.1 * repeats)
+        if capped > best + 1e-9:
+            best, best_i, best_j = capped, i, j
+        k = first.key
+        counts[k] -= 1
+        score -= weight[k] if counts[k] == 0 else 0.1
+        if counts[k] == 0:
+            del counts[k]
+        n -= 1
+    window = found[best_i:best_j + 1]
+    return window[0].start, max(m.end for m in window), frozenset(m.key for m in window)
+
+
+def _render(text: str, found: list[_Match], ms: int, me: int, chars: int) -> Snippet:
+    """The passage of about ``chars`` characters around ``text[ms:me]``, cut at whitespace, with
+    every match inside it marked (overlapping marks merged), whitespace runs as one space."""
+    pad = max(0, chars - (me - ms))
+    start = max(0, ms - pad // 3)
+    end = min(len(text), max(me, start + chars))
+    if end - start < chars:
+        start = max(0, min(start, end - chars))
+    if start > 0:
+        cut = _first_space(text, start, ms)
+        start = cut if cut is not None else start
+    if end < len(text):
+        cut = text.rfind(" ", me, end)
+        end = cut if cut > me else end
+    spans: list[list[int]] = []
+    for m in found:
+        if m.start >= start and m.end <= end:
+            if spans and m.start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], m.end)
+            else:
+                spans.append([m.start, m.end])
+    out: list[str] = []
+    marks: list[tuple[int, int]] = []
+    length = 0
+    at = start
+    for s, e in spans:
+        for piece, marked in ((text[at:s], False), (text[s:e], True)):
+            piece = re.sub(r"\s+", " ", piece)
+            if marked:
+                marks.append((length, length + len(piece)))
+            out.append(piece)
+            length += len(piece)
+        at = e
+    out.append(re.sub(r"\s+", " ", text[at:end]))
+    joined = "".join(out)
+    lead = len(joined) - len(joined.lstrip())
+    joined = joined.strip()
+    return Snippet(joined, tuple((s - lead, e - lead) for s, e in marks))
+
+
+def _first_space(text: str, start: int, limit: int) -> int | None:
+    """Where the first whole word after ``start`` begins, if before ``limit``."""
+    m = re.compile(r"\s+").search(text, start, limit)
+    return m.end() if m else None

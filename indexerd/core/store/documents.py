@@ -148,6 +148,18 @@ class DocumentRows(StoreConnection):
             found.update(r[0] for r in self._db.execute(sql, part).fetchall())
         return found
 
+    def content_hashes(self, keys: Iterable[str], *, chunk: int = 500) -> dict[str, str]:
+        """``{key: content hash}`` of those of ``keys`` that are indexed with a recorded hash,
+        looked up ``chunk`` at a time."""
+        keys = list(keys)
+        out: dict[str, str] = {}
+        for i in range(0, len(keys), chunk):
+            part = keys[i:i + chunk]
+            sql = (f"SELECT key, content_hash FROM documents WHERE key IN ({', '.join('?' * len(part))}) "
+                   f"AND status = 'indexed' AND content_hash IS NOT NULL")
+            out.update((r[0], r[1]) for r in self._db.execute(sql, part).fetchall())
+        return out
+
     def count_documents(self) -> int:
         """How many rows the store holds (every source, every status)."""
         return self._db.execute("SELECT count(*) FROM documents").fetchone()[0]

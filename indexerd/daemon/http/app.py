@@ -161,8 +161,7 @@ class SearchApp:
                 form = pages.SearchForm(q=request.args.get("q", "")[:pages.MAX_QUERY_CHARS])
         views, total_pages = [], 0
         if result is not None:
-            words = pages.query_words(form.q)
-            views = [pages.hit_view(h, words, format_utc) for h in result.hits]
+            views = [pages.hit_view(h, format_utc) for h in result.hits]
             total_pages = max(1, -(-min(result.total, MAX_RESULTS) // self.page_size))
 
         def page_url(n):

@@ -8,7 +8,6 @@ built in Python is :func:`highlight`'s ``<mark>``, around text it escaped itself
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from urllib.parse import unquote, urlsplit
@@ -99,34 +98,19 @@ def read_form(args) -> SearchForm:
     return form
 
 
-_OPERATORS = {"AND", "OR", "NOT", "ANDNOT", "ANDMAYBE"}
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_words(query: str) -> list[str]:
-    """The words of a query worth marking in a snippet: no operators, no field names, no
-    negated words; longest first."""
-    words = set()
-    text = re.sub(r"(?<![\w:])[A-Za-z_]\w*:(?=\S)", " ", query)   # field prefixes
-    text = re.sub(r"(^|\s)(NOT\s+|-)\S+", " ", text)                # negated terms
-    for w in _WORD.findall(text):
-        if w not in _OPERATORS and len(w) > 1:
-            words.add(w.casefold())
-    return sorted(words, key=lambda w: (-len(w), w))
-
-
-def highlight(snippet: str, words: list[str]) -> Markup:
-    """``snippet`` escaped, with every word starting with one of ``words`` in ``<mark>``."""
+def highlight(snippet: str, marks) -> Markup:
+    """``snippet`` escaped, with each ``(start, end)`` of ``marks`` (character offsets of what
+    matched, ascending, as :class:`indexerd.index.Hit` gives them) in ``<mark>``."""
     if not snippet:
         return Markup("")
-    if not words:
-        return escape(snippet)
-    rx = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\w*", re.IGNORECASE)
     out, last = [], 0
-    for m in rx.finditer(snippet):
-        out.append(escape(snippet[last:m.start()]))
-        out.append(Markup("<mark>") + escape(m.group(0)) + Markup("</mark>"))
-        last = m.end()
+    for start, end in marks:
+        start, end = max(start, last), min(end, len(snippet))
+        if start >= end:
+            continue
+        out.append(escape(snippet[last:start]))
+        out.append(Markup("<mark>") + escape(snippet[start:end]) + Markup("</mark>"))
+        last = end
     out.append(escape(snippet[last:]))
     return Markup("").join(out)
 
@@ -165,14 +149,17 @@ class HitView:
     source: str
     media_type: str | None
     snippet: Markup
+    snippet_note: str | None = None
+    also_at: tuple[str, ...] = ()
 
 
-def hit_view(hit, words: list[str], format_utc) -> HitView:
+def hit_view(hit, format_utc) -> HitView:
     """A :class:`indexerd.index.Hit` for the page."""
     return HitView(rank=hit.rank, key=hit.key, url=hit.url, web_url=web_url(hit.url),
                    path=file_path(hit.key, hit.path), title=hit.title, date=format_utc(hit.last_modified),
                    date_source=hit.date_source, source=hit.source, media_type=hit.media_type,
-                   snippet=highlight(hit.snippet, words))
+                   snippet=highlight(hit.snippet, hit.marks), snippet_note=hit.snippet_note,
+                   also_at=tuple(file_path(k, None) or k for k in hit.also_at))
 
 
 def page_numbers(current: int, pages: int, around: int = 3) -> list[int]:

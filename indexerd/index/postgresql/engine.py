@@ -32,10 +32,9 @@ from psycopg import sql
 from indexerd.core.errors import IndexUnavailable, RetryLater
 from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import ANALYSIS_VERSION, Hit, check_sort
-from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
-from indexerd.index.querytokens import analyse_query, highlight_words
-from indexerd.index.snippets import snippet
+from indexerd.index.querytokens import analyse_query
+from indexerd.index.snippets import SnippetQuery, make_snippet
 
 from . import schema
 from .compile import Where, compile_where, date_range, rank_tsquery
@@ -223,14 +222,16 @@ class PgIndex:
             inner=sql.SQL("last_modified DESC, key_hash") if sort == "date" else sql.SQL("score DESC, key_hash"),
             order=order)
         rows = self._read(q, params + where.params + (limit,))
-        rx = words_regex(*highlight_words(tree))
+        sq = SnippetQuery(tree, self.analyzer)
         hits = []
         for rank, (key, source, title, path, lm, date_source, media_type, score_, body) in enumerate(rows, 1):
             text = bytes(body).decode("utf-8", "replace") if body else ""
+            snip = make_snippet(text, sq, snippet_chars, title=from_bytes(title))
             hits.append(Hit(rank=rank, key=key, url=key, path=None if path is None else from_bytes(path),
                             source=source, title=from_bytes(title), last_modified=lm.astimezone(UTC),
                             date_source=date_source or None, media_type=media_type or None,
-                            score=float(score_), snippet=" ".join(snippet(text, rx, snippet_chars).split())))
+                            score=float(score_), snippet=snip.text, marks=snip.marks,
+                            snippet_note=snip.note))
         return hits
 
     def count(self, query: str | None = None, *, since: datetime | None = None,

@@ -19,10 +19,9 @@ import tantivy
 from indexerd.core.errors import IndexUnavailable
 from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, check_sort
-from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
-from indexerd.index.querytokens import analyse_query, highlight_words
-from indexerd.index.snippets import snippet
+from indexerd.index.querytokens import analyse_query
+from indexerd.index.snippets import SnippetQuery, make_snippet
 
 from .compile import compile_query, date_range
 from .schema import stored_fields
@@ -96,15 +95,16 @@ class TantivySearch:
                              order=tantivy.Order.Desc).hits
         else:
             found = s.search(q, limit=limit, count=False).hits
-        rx = words_regex(*highlight_words(tree))
+        sq = SnippetQuery(tree, self.analyzer)
         hits = []
         for rank, (score, addr) in enumerate(found, 1):
             f = stored_fields(s.doc(addr))
+            snip = make_snippet(f["text"], sq, snippet_chars, title=f["title"])
             hits.append(Hit(rank=rank, key=f["key"], url=f["key"], path=f["path"], source=f["source"],
                             title=f["title"], last_modified=f["last_modified"],
                             date_source=f["date_source"], media_type=f["media_type"],
                             score=float(score) if sort == "relevance" else 0.0,
-                            snippet=" ".join(snippet(f["text"], rx, snippet_chars).split())))
+                            snippet=snip.text, marks=snip.marks, snippet_note=snip.note))
         return hits
 
     def count(self, query: str | None = None, *, since: datetime | None = None,

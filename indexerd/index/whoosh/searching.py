@@ -14,10 +14,9 @@ from indexerd.core.errors import QueryError
 
 from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, Sort
-from indexerd.index.highlight import words_regex
 from indexerd.index.query import parse
-from indexerd.index.querytokens import analyse_query, highlight_words
-from indexerd.index.snippets import snippet_of_chunks
+from indexerd.index.querytokens import analyse_query
+from indexerd.index.snippets import SnippetQuery, make_snippet
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.session import naive_utc
 
@@ -129,7 +128,7 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
     q = compile_query(tree)
     if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
         return []
-    snippet_re = words_regex(*highlight_words(tree))
+    sq = SnippetQuery(tree, shared_analyzer(fold_diacritics=fold_diacritics))
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
         kwargs = {"sortedby": "last_modified", "reverse": True} if sort == "date" else {}
@@ -138,11 +137,12 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
         for i, h in enumerate(results, 1):
             stored = h.fields()
             text = stored_text_chunks(stored["text_z"]) if stored.get("text_z") else ()
+            snip = make_snippet(text, sq, snippet_chars, title=stored.get("title") or "")
             hits.append(Hit(rank=i, key=stored["key"],
                             url=stored["key"], path=stored.get("path"),
                             source=stored.get("source", ""), title=stored.get("title") or "",
                             last_modified=_utc(stored.get("last_modified")),
                             date_source=stored.get("date_source"), media_type=stored.get("media_type"),
                             score=float(h.score or 0.0) if sort == "relevance" else 0.0,
-                            snippet=" ".join(snippet_of_chunks(text, snippet_re, snippet_chars).split())))
+                            snippet=snip.text, marks=snip.marks, snippet_note=snip.note))
         return hits

@@ -1,0 +1,29 @@
+"""Identical documents collapse into one hit (issue 34): the first of them, "also at" the others.
+
+Two documents are identical when the state store records the same content hash for them
+(:func:`indexerd.extract.content_hash`: title and text), whatever their keys and sources: three
+packages shipping one changelog are one hit, listing the other two keys.  Pure functions of the
+hits and the hashes; the caller reads the hashes (:meth:`indexerd.core.store.DocumentRows.content_hashes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+
+def collapse(hits: list, hashes: dict[str, str]) -> tuple[list, int]:
+    """``hits`` (:class:`indexerd.index.Hit`, best first) with every hit whose content hash an
+    earlier hit has folded into that one's ``also_at`` (keys in rank order), ranks counted again
+    from 1; and how many hits were folded.  A hit without a known hash stays on its own."""
+    first: dict[str, int] = {}
+    groups: list[list] = []
+    for h in hits:
+        digest = hashes.get(h.key)
+        if digest is not None and digest in first:
+            groups[first[digest]].append(h)
+            continue
+        if digest is not None:
+            first[digest] = len(groups)
+        groups.append([h])
+    out = [replace(g[0], rank=i, also_at=tuple(x.key for x in g[1:])) for i, g in enumerate(groups, 1)]
+    return out, len(hits) - len(out)
