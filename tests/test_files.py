@@ -545,7 +545,7 @@ def test_a_worker_that_cannot_start_is_retried_at_the_next_pass(tmp_path, monkey
     blocked = tmp_path / "python-not-executable"
     blocked.write_text("#!/bin/sh\n")
     blocked.chmod(0o644)
-    isolation.configure(isolation.Limits())  # a new pool: its first worker starts below
+    isolation.configure(isolation.Limits(), restart=True)  # a new pool: its first worker starts below
     monkeypatch.setattr(isolation, "worker_argv", lambda memory: [str(blocked), "-m", "indexerd.extract.worker"])
     d, _ = run_pass(tmp_path, root)
     assert (d["indexed"], d["errors"]) == (1, 1), d
@@ -557,7 +557,7 @@ def test_a_worker_that_cannot_start_is_retried_at_the_next_pass(tmp_path, monkey
     finally:
         ix.close()
     monkeypatch.undo()
-    isolation.configure(isolation.Limits())
+    isolation.configure(isolation.Limits(), restart=True)
     d, _ = run_pass(tmp_path, root)
     assert (d["indexed"], d["unchanged"], d["errors"]) == (1, 1, 0), d
     assert search(tmp_path, root, "environmentword") == [str(root / "note.eml")]

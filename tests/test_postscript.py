@@ -186,7 +186,7 @@ def test_a_document_writes_no_file_outside_ghostscripts_own_temp_dir(tmp_path) -
 
 def test_without_ghostscript_a_file_is_skipped_unsupported_type_not_indexed_raw(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "no-gs-here"))
-    isolation.configure(Limits(workers=1))  # new limits: a new pool, whose workers get this PATH
+    isolation.configure(Limits(), restart=True)  # a new pool, whose workers get this PATH
     try:
         skipped = skip_of(make_ps(), "birds.ps")
         assert skipped.reason == "unsupported-type"
@@ -195,7 +195,7 @@ def test_without_ghostscript_a_file_is_skipped_unsupported_type_not_indexed_raw(
         assert skip_of(gzip.compress(make_ps()), "birds.ps.gz").reason == "unsupported-type"
     finally:
         monkeypatch.undo()
-        isolation.configure(Limits())
+        isolation.configure(Limits(), restart=True)
 
 
 def _tree(root: Path) -> dict[str, Path]:

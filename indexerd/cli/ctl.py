@@ -11,6 +11,7 @@ Each ``cmd_*`` takes the parsed arguments and returns the exit code (see :mod:`i
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from datetime import datetime, timezone
@@ -20,6 +21,8 @@ from indexerd.cli.terminal import (display_path as _display_path, emit, no_hits_
                                    stdout_is_tty)
 
 UTC = timezone.utc
+
+log = logging.getLogger(__name__)
 
 
 def _located(args):
@@ -145,8 +148,15 @@ def cmd_search(args) -> int:
     collapse = loc.config is None or loc.config.index.collapse_duplicates
 
     def hashes(keys: list[str]) -> dict[str, str]:
-        with _open_store_readonly(args) as store:
-            return store.content_hashes(keys)
+        """The content hashes to collapse identical hits by; none (each hit its own) when the
+        state store cannot be read: a search needs only the index (a reader without the
+        config, a store being migrated or written by a newer indexerd, a full disk)."""
+        try:
+            with _open_store_readonly(args) as store:
+                return store.content_hashes(keys)
+        except (IndexerdError, OSError) as e:
+            log.debug("identical hits not collapsed: %s", e)
+            return {}
 
     ix = _open_index_readonly(args)
     try:

@@ -13,7 +13,7 @@ from indexerd.core.dates import format_utc
 from indexerd.core.timespans import parse_since
 from indexerd.core.decide import REASONS
 from indexerd.sources.files.keys import key_to_path, path_to_key
-from indexerd.core.store import DocumentRecord, Store, from_db_time
+from indexerd.core.store import DocumentRecord, StateStore, from_db_time
 
 UTC = timezone.utc
 
@@ -28,7 +28,7 @@ def record_to_json(rec: DocumentRecord) -> dict:
     return out
 
 
-def date_report(store: Store, source: str | None = None) -> Iterator[dict]:
+def date_report(store: StateStore, source: str | None = None) -> Iterator[dict]:
     """Every document: key, last_modified, date_source, indexed_at, status (ordered by key)."""
     for rec in store.iter_records(source=source):
         yield {"key": rec.key, "last_modified": format_utc(rec.last_modified),
@@ -36,7 +36,7 @@ def date_report(store: Store, source: str | None = None) -> Iterator[dict]:
                "status": rec.status, "source": rec.source}
 
 
-def skipped_report(store: Store, source: str | None = None) -> Iterator[dict]:
+def skipped_report(store: StateStore, source: str | None = None) -> Iterator[dict]:
     """Every document not in the index for a reason of its own: status ``skipped`` or
     ``error``, with its reason word (``binary``, ``unsupported-type``, ``too-large``,
     ``parse-error``, ``timeout``, ``container`` ...), the detail, and when it was decided
@@ -48,7 +48,7 @@ def skipped_report(store: Store, source: str | None = None) -> Iterator[dict]:
                "decided_at": format_utc(rec.decided_at), "source": rec.source}
 
 
-def changed(store: Store, spec: str, now: datetime | None = None) -> Iterator[dict]:
+def changed(store: StateStore, spec: str, now: datetime | None = None) -> Iterator[dict]:
     """Documents whose last-modified falls in the span ``spec`` (see :func:`timespans.parse_since`),
     newest first.
 
@@ -80,7 +80,7 @@ def normalise_key(arg: str) -> str:
     return path_to_key(os.path.realpath(arg))
 
 
-def explain(store: Store, key: str) -> dict | None:
+def explain(store: StateStore, key: str) -> dict | None:
     """The stored record for ``key`` plus plain-language lines on its date and last decision."""
     rec = store.get(normalise_key(key))
     if rec is None:

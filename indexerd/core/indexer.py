@@ -19,9 +19,9 @@ from indexerd.core.errors import ConfigError, StoreError
 from indexerd.core.node import Node
 from indexerd.core.pipeline import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
-from indexerd.core.store import Store, store_address
+from indexerd.core.store import PgStore, StateStore, store_address
 from indexerd.extract import isolation
-from indexerd.sources.base import Source, TreeSource, trees
+from indexerd.sources.base import Source, TreeSource, as_tree, trees
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.registry import build_source, build_sources, join_cluster, kind
 
@@ -42,7 +42,7 @@ class PassSummary:
     elapsed_seconds: float = 0.0
 
     def as_dict(self) -> dict:
-        d = self.totals.as_dict()
+        d: dict = dict(self.totals.as_dict())
         d["elapsed_seconds"] = round(self.elapsed_seconds, 3)
         d["sources"] = {k: v.as_dict() for k, v in self.sources.items()}
         for k, v in self.sources.items():
@@ -51,7 +51,7 @@ class PassSummary:
         return d
 
 
-def mark_pass_started(store: Store, name: str, kind: str, started_at: datetime, node: str | None = None) -> None:
+def mark_pass_started(store: StateStore, name: str, kind: str, started_at: datetime, node: str | None = None) -> None:
     """Record that a pass of ``name`` runs on ``node`` (a cluster's node name, else None), so an
     interrupted one resumes at the next start; a store that cannot be written (full disk) does
     not stop the pass: it is logged."""
@@ -64,7 +64,9 @@ def mark_pass_started(store: Store, name: str, kind: str, started_at: datetime, 
 def adhoc_source(cfg: Config, path: str) -> TreeSource:
     """A filesystem source for a path given on the command line (named by its real path)."""
     real = os.path.realpath(path)
-    return build_source(cfg, "filesystem", FilesystemSource(name=real, path=real))
+    src = as_tree(build_source(cfg, "filesystem", FilesystemSource(name=real, path=real)))
+    assert src is not None, "a filesystem source is a tree"
+    return src
 
 
 class Indexer:
@@ -88,10 +90,30 @@ class Indexer:
         self.counters = Counters()
         self.cluster_node: Node | None = None  # this process in the cluster (a shared store)
         self._leave_kinds: Callable[[], None] | None = None  # undoes the kinds' cluster_join
-        self.store: Store | None = None
+        self._store: StateStore | None = None
         self._index = None
         self._writer = None
-        self.pipeline: Pipeline | None = None
+        self._pipeline: Pipeline | None = None
+
+    @property
+    def store(self) -> StateStore:
+        """The state store (this thread's connection), once :meth:`open` ran.
+
+        Raises:
+            RuntimeError: the indexer is not open."""
+        if self._store is None:
+            raise RuntimeError("the indexer is not open")
+        return self._store
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The document pipeline of the thread that opened the indexer, once :meth:`open` ran.
+
+        Raises:
+            RuntimeError: the indexer is not open."""
+        if self._pipeline is None:
+            raise RuntimeError("the indexer is not open")
+        return self._pipeline
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self, mode: str = "index", *, rebuild: bool = False) -> None:
@@ -106,7 +128,7 @@ class Indexer:
         isolation.configure(isolation.Limits.from_config(self.cfg.extract))
         try:
             self.state.record_store()
-            self.store = self.state.open_store()
+            self._store = self.state.open_store()
             wanted = wanted_identity(load_engine(self.cfg.index.engine), self.cfg.index.fold_diacritics)
             if self.state.shared:
                 recovery.check_cluster_identity(self.store, recovery.cluster_identity(wanted, self.cfg.index),
@@ -115,7 +137,7 @@ class Indexer:
             why = rebuild_reason(read_identity(self.state.path), wanted)
             if rebuild or why:
                 recovery.rebuild(self.state.path, self.store, why)
-            self.pipeline = Pipeline(self._get_writer, self.store, self.counters)
+            self._pipeline = Pipeline(self._get_writer, self.store, self.counters)
             if index_dir(self.state.path).exists() or self.state.shared:
                 # a corrupt index is reported now, not after a pass that looks fine; in a cluster
                 # the index is the shared one even in a new state dir (the reconcile must read
@@ -148,6 +170,7 @@ class Indexer:
     def _join_cluster(self) -> None:
         """Register this node, and give the process's politeness slots and robots.txt cache
         their shared rows (host leases, verdicts), each on a store connection of its own."""
+        assert self.node is not None, "a shared store names its node"
         self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
         self.cluster_node.start()
         self._leave_kinds = join_cluster(self.node, self.state.open_store)
@@ -227,8 +250,8 @@ class Indexer:
                 if self._index is not None:
                     ix, self._index = self._index, None
                     ix.close()
-                if self.store is not None:
-                    st, self.store = self.store, None
+                if self._store is not None:
+                    st, self._store = self._store, None
                     st.close()
                 for src in self.sources.values():
                     src.close()
@@ -259,8 +282,10 @@ class Indexer:
         left alone (nothing says whose it is)."""
         if self.cluster_node is not None:
             self.cluster_node.beat_now()  # the source list the others check against is ours now
-        runs = self.store.source_runs()
-        named = self.store.live_node_sources() - set(self.sources)
+        store = self.store
+        assert isinstance(store, PgStore), "a cluster's store is on PostgreSQL"
+        runs = store.source_runs()
+        named = store.live_node_sources() - set(self.sources)
         out = set()
         for n in gone - named:
             run = runs.get(n)
@@ -318,6 +343,7 @@ class Indexer:
         pass completed lately by another node runs again)."""
         if not self.state.shared:
             return Claim(True)
+        assert self.node is not None, "a shared store names its node"
         return claim_pass(self.store, self.state.store_address, self.node, src, forced=True)
 
     def _one_pass(self, src: Source, start: str | None, counts: PassCounts, *, paths: bool, progress: bool,
@@ -329,8 +355,9 @@ class Indexer:
         if not paths:
             mark_pass_started(self.store, src.name, src.kind, t0, self.node)
         try:
-            if start is not None and not os.path.isdir(start):
-                src.handle_path(start, self.pipeline, counts, forced=forced)
+            tree = as_tree(src)
+            if start is not None and not os.path.isdir(start) and tree is not None:
+                tree.handle_path(start, self.pipeline, counts, forced=forced)
             else:
                 src.run_pass(self.pipeline, counts, start=start, progress=bar, forced=forced, cancel=cancel,
                              recheck=recheck)
@@ -367,10 +394,10 @@ class Indexer:
                 real = os.path.realpath(p)
                 if not os.path.exists(real):
                     raise ConfigError(f"{p}: no such file or directory")
-                src = next((s for s in trees(self.sources.values()) if s.contains(real)), None)
-                if src is None:
-                    src = adhoc_source(self.cfg, real if os.path.isdir(real) else os.path.dirname(real))
-                jobs.append((src, None if real == src.root else real))
+                tree = next((s for s in trees(self.sources.values()) if s.contains(real)), None)
+                if tree is None:
+                    tree = adhoc_source(self.cfg, real if os.path.isdir(real) else os.path.dirname(real))
+                jobs.append((tree, None if real == tree.root else real))
         else:
             for n in names or list(self.sources):
                 if n not in self.sources:

@@ -15,8 +15,13 @@ import socket
 import threading
 from collections.abc import Callable
 
+from typing import TYPE_CHECKING
+
 from indexerd.core.errors import IndexerdError
 from indexerd.core.store.cluster import HEARTBEAT_SECONDS
+
+if TYPE_CHECKING:
+    from indexerd.core.store import PgStore
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +45,7 @@ class Node:
         self.working_on: Callable[[], str] = lambda: ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._store = None
+        self._store: PgStore | None = None
 
     def start(self) -> None:
         """Register (raises StoreError when a live node has this name) and start beating."""
@@ -49,11 +54,11 @@ class Node:
         from indexerd.core.store import PgStore
         from indexerd.core.store.cluster import node_application
 
-        self._store = PgStore(self.address, application_name=node_application(self.address.schema, self.name))
+        store = self._store = PgStore(self.address, application_name=node_application(self.address.schema, self.name))
         try:
-            self._store.register_node(self.name, socket.gethostname(), os.getpid(), __version__, self.sources())
+            store.register_node(self.name, socket.gethostname(), os.getpid(), __version__, self.sources())
         except BaseException:
-            self._store.close()
+            store.close()
             self._store = None
             raise
         self._thread = threading.Thread(target=self._beat, name="indexerd-heartbeat", daemon=True)
@@ -62,9 +67,11 @@ class Node:
 
     def _beat(self) -> None:
         failing = False
+        store = self._store
+        assert store is not None, "started"
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
-                self._store.heartbeat(self.name, self.working_on()[:200], self.sources())
+                store.heartbeat(self.name, self.working_on()[:200], self.sources())
                 if failing:
                     log.info("node %s: heartbeat written again", self.name)
                 failing = False

@@ -24,7 +24,7 @@ from indexerd.core.datechain import DateEvidence, resolve_date
 from indexerd.core.errors import SkipDocument, is_environment_failure
 from indexerd.core.fetched import Fetched, Policy
 from indexerd.core.outcome import Outcome, PageLinks, Verdict
-from indexerd.core.store import DocumentRecord, Store
+from indexerd.core.store import DocumentRecord, StateStore
 from indexerd.extract import content_hash, extract
 from indexerd.index import IndexDoc
 
@@ -50,7 +50,7 @@ class Pipeline:
     Thread safety: one Pipeline per thread (the store connection is per thread).
     """
 
-    def __init__(self, writer_factory: Callable[[], object], store: Store,
+    def __init__(self, writer_factory: Callable[[], object], store: StateStore,
                  counters: Counters | None = None, clock: Callable[[], datetime] = _now) -> None:
         self._writer_factory = writer_factory
         self._writer = None

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexerd.core.store import DocumentRecord, Store
+from indexerd.core.store import DocumentRecord, StateStore
 
 if TYPE_CHECKING:
     from indexerd.index.base import SearchIndex
@@ -21,7 +21,7 @@ log = logging.getLogger("indexerd.core.indexer")  # its lines, as before they mo
 UTC = timezone.utc
 
 
-def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
+def rebuild(state_path: Path, store: StateStore, why: str | None = None) -> None:
     """Make every document be read again into a new index: an index another engine or text
     analysis wrote (``why``) is deleted; one rebuilt on request (``--rebuild``, a corrupt
     index) is moved aside to ``index.broken-<UTC time>``."""
@@ -57,7 +57,7 @@ def cluster_identity(wanted, index_settings) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def check_cluster_identity(store: Store, wanted: str, *, rebuild: bool,
+def check_cluster_identity(store: StateStore, wanted: str, *, rebuild: bool,
                            index_documents: Callable[[], int] = lambda: 0) -> None:
     """A node joining a cluster must write the shared index as every other node does, in the
     same place (``wanted``: :func:`cluster_identity`; another server or schema would leave it
@@ -100,7 +100,7 @@ def check_cluster_identity(store: Store, wanted: str, *, rebuild: bool,
     store.write_batch([], meta={CLUSTER_IDENTITY_KEY: wanted})
 
 
-def reconcile_after_crash(state_path: Path, store: Store, index: Callable[[], SearchIndex]) -> None:
+def reconcile_after_crash(state_path: Path, store: StateStore, index: Callable[[], SearchIndex]) -> None:
     """After a crash the store may lag the index (or the index may be gone): repair both.
     ``index()`` opens the index (only called when there is one on disk).
 

@@ -79,8 +79,11 @@ class Jobs:
             st = d.states.get(name)
             if st is None or st.running or not kind(src.kind).pass_shared:
                 continue
+            pass_running = getattr(src, "pass_running", None)  # kinds whose passes the cluster shares
+            if pass_running is None:
+                continue
             try:
-                running = src.pass_running(d.indexer.store)
+                running = pass_running(d.indexer.store)
             except IndexerdError:
                 return  # the store is unreachable: the passes' own retries cover it
             if running:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from indexerd.config import Config, load_config, resolve_control_socket
+from indexerd.core.errors import IndexerdError
 from indexerd.core.indexer import Indexer
 from indexerd.daemon import commands, notify, status
 from indexerd.daemon.jobs import Jobs
@@ -91,8 +92,12 @@ class Daemon:
     def _content_hashes(self, keys: list[str]) -> dict[str, str]:
         """The state store's content hash of each of ``keys`` that has one (a query worker's own
         read-only connection)."""
-        with self.indexer.state.open_store(readonly=True) as store:
-            return store.content_hashes(keys)
+        try:
+            with self.indexer.state.open_store(readonly=True) as store:
+                return store.content_hashes(keys)
+        except IndexerdError as e:  # the hits are still right, only not collapsed
+            log.debug("identical hits not collapsed: %s", e)
+            return {}
 
     @property
     def sources(self) -> dict[str, Source]:

@@ -227,7 +227,7 @@ def unit_warnings(cfg: Config, user: str, interpreter: str | None = None) -> lis
     out = []
     trees = [(f"sources.filesystem[{i}].path", os.path.expanduser(fs.path)) for i, fs in enumerate(cfg.sources.filesystem)]
     trees += [(f"sources.web[{i}].mirror_dir", os.path.expanduser(w.mirror_dir))
-              for i, w in enumerate(cfg.sources.web) if getattr(w, "mirror_dir", None)]
+              for i, w in enumerate(cfg.sources.web) if w.mirror_dir]
     for key, path in trees:
         real = os.path.realpath(path)
         tmp = next((d for d in PRIVATE_TMP_DIRS if real == d or real.startswith(d + os.sep)), None)

@@ -346,12 +346,13 @@ def default_pool() -> WorkerPool:
 _configured = Limits()
 
 
-def configure(limits: Limits) -> None:
+def configure(limits: Limits, *, restart: bool = False) -> None:
     """Set the limits of the process-wide pool; a running pool is closed (its workers end) and
-    the next extraction starts one with the new limits.  The same limits again change nothing."""
+    the next extraction starts one with the new limits.  The same limits again change nothing,
+    unless ``restart`` (new workers, which see this process's environment as it is now)."""
     global _configured, _default
     with _default_lock:
-        if limits == _configured:
+        if limits == _configured and not restart:
             return
         _configured = limits
         old, _default = _default, None

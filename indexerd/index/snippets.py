@@ -224,11 +224,11 @@ class SnippetQuery:
                     if o.whole.startswith(p):
                         out.append(_Match(o.word_start, o.word_end, ("ip", p), 2.0))
             last_word = o.word_start
-            for p in self._phrase_starts.get(o.token, ()):
-                k = len(p)
-                if i + k <= len(occ) and all(occ[i + j].token == p[j] and occ[i + j].adjacent
+            for phrase in self._phrase_starts.get(o.token, ()):
+                k = len(phrase)
+                if i + k <= len(occ) and all(occ[i + j].token == phrase[j] and occ[i + j].adjacent
                                              for j in range(1, k)):
-                    out.append(_Match(o.start, occ[i + k - 1].end, ("ph", p), 2.0 * k))
+                    out.append(_Match(o.start, occ[i + k - 1].end, ("ph", phrase), 2.0 * k))
         out.sort()
         return out
 

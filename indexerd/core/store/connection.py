@@ -34,6 +34,10 @@ class StoreConnection:
     shared: bool = False
     readonly: bool = False
     _db: Any = None
+    #: the PostgreSQL connection's lock (statements of several threads, one at a time)
+    _lock: Any = None
+    #: the ``crawl`` table's columns (:class:`~indexerd.core.store.crawl.CrawlRows`)
+    CRAWL_COLUMNS: tuple[str, ...] = ()
 
     @property
     def schema_version(self) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from typing import Any
 import time
 
 from indexerd.config import HttpSettings
@@ -45,7 +46,7 @@ class HttpListener:
 
     def __init__(self, app, host: str, port: int, *, threads: int = 8) -> None:
         self.app, self.host, self.port, self.threads = app, host, port, threads
-        self._server = None
+        self._server: Any = None  # waitress's server (one TCP socket, or several)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:

@@ -164,11 +164,11 @@ class _Zstd:
         import zstandard
 
         self._z = zstandard.ZstdDecompressor().decompressobj()
-        self._tail = b""
+        self._tail: bytes | memoryview = b""
         self.needs_input = False
 
     def decompress(self, data: bytes | memoryview, max_length: int) -> bytes:
-        source = self._tail + data if self._tail else data
+        source = bytes(self._tail) + bytes(data) if self._tail else data
         out = bytearray()
         i = 0
         while i < len(source) and len(out) < max_length and not self._z.eof:

@@ -110,7 +110,8 @@ def _decoded(part: EmailMessage) -> str:
     reads it (``iso-8859-1`` and ``us-ascii`` are windows-1252, as mail clients treat them: the
     bytes 0x80-0x9F are curly quotes and dashes, not control characters), else the bytes decoded
     as a document's (BOM, UTF-8, detection: :func:`~indexerd.extract.decode.decode_text`)."""
-    payload = part.get_payload(decode=True) or b""
+    raw = part.get_payload(decode=True)
+    payload = raw if isinstance(raw, bytes) else b""  # decode=True gives the bytes of a leaf part
     codec = codec_for_label(part.get_content_charset() or "")
     if codec is not None:
         return payload.decode(codec, "replace")
@@ -123,7 +124,8 @@ def _has_plain_sibling(message: EmailMessage, html_part: EmailMessage) -> bool:
         if part.get_content_type() == "multipart/alternative":
             children = part.get_payload()
             if isinstance(children, list) and any(c is html_part for c in children):
-                return any(c.get_content_type() == "text/plain" for c in children)
+                return any(isinstance(c, EmailMessage) and c.get_content_type() == "text/plain"
+                           for c in children)
     return False
 
 

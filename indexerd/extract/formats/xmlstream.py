@@ -16,6 +16,7 @@ whose ``tag`` is not a ``str``; every reader here skips them.
 
 from __future__ import annotations
 
+import io
 from typing import IO, TYPE_CHECKING, Iterable, Iterator
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ _PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, 
                        remove_comments=True, remove_pis=True)
 
 
-def iter_units(stream: IO[bytes], units: Iterable[str]) -> Iterator:
+def iter_units(stream: IO[bytes] | io.RawIOBase, units: Iterable[str]) -> Iterator:
     """Yield each element whose tag (``{namespace}local``) is in ``units`` when it ends; once
     the caller moves on, it is cleared and removed from its parent.  A unit nested in another
     is yielded (and removed) first, so the outer one no longer holds it.

@@ -313,7 +313,7 @@ class TreeWatcher:
             return
         self._started = False
         logging.getLogger("watchdog.observers.inotify_c").removeHandler(self._hook)
-        if threading.excepthook == self._thread_died:
+        if threading.excepthook == self._thread_died and self._prev_excepthook is not None:
             threading.excepthook = self._prev_excepthook
         self._observer.stop()
         self._observer.join(timeout=5)

@@ -35,6 +35,7 @@ def drain(feed: SqlFeed, pipeline: Pipeline, counts: PassCounts, *, cancel=None)
 
     c = feed.cfg
     eng = feed.engine()
+    assert c.incremental_sql is not None, "a queue source has its incremental_sql (config check)"
     if c.pre_update_sql:
         with eng.begin() as conn, interruptible(conn, cancel):
             conn.execute(text(bind_placeholders(c.pre_update_sql)), feed.params(c.pre_update_sql))
@@ -76,6 +77,7 @@ def acknowledge(feed: SqlFeed, rows: list[tuple[Mapping[str, Any], str]], counts
     from sqlalchemy import text
 
     c = feed.cfg
+    assert c.post_update_sql is not None, "called only when post_update_sql is set"
     stmt = text(bind_placeholders(c.post_update_sql))
 
     def params(row):

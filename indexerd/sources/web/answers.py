@@ -82,11 +82,11 @@ class Answers:
             st = self.sched.done(task, resp, v.reason)
             self.counters.inc("web.redirect")
             self.sched.reschedule(st, UNCHANGED)  # a failure to follow it reschedules it as failed
-            self._follow_redirect(task, resp, st, resp.location, resp.permanent_redirect)
-        elif v.action == "retry":
+            self._follow_redirect(task, resp, st, resp.location or "", resp.permanent_redirect)
+        elif v.action == "retry" and v.retry is not None:
             self.counters.inc(f"web.retry.{v.reason}")
             self.sched.retry(v.retry)
-        elif v.action == "get":  # HEAD not supported there: ask with GET
+        elif v.action == "get" and v.retry is not None:  # HEAD not supported there: ask with GET
             self.sched.retry(v.retry)
         elif v.action == "gone":
             self._gone(task, resp, v.reason)
@@ -174,20 +174,21 @@ class Answers:
         origin = task.origin or task.url
         origin_key = self.sched.state(origin).doc_key if permanent and origin != task.url else None
         v = redirect_verdict(task, location, permanent=permanent, origin_key=origin_key, encoding=encoding)
-        if v.failure is not None:
-            self.failed(task, resp, v.failure)
+        if v.failure is not None or v.target is None:
+            self.failed(task, resp, v.failure or "bad-redirect")
             return
+        target = v.target
         if task.kind == "requisite":  # the target is the requisite, wherever it moved
-            self.sched.follow_requisites([v.target], task)
+            self.sched.follow_requisites([target], task)
             return
-        st.doc_key = v.target
+        st.doc_key = target
         for key in v.retire:
-            self.retire(key, f"moved permanently to {v.target}", key)
-        reason = self.sched.scope_reason(v.target, task.hops, task.seed_depth)
+            self.retire(key, f"moved permanently to {target}", key)
+        reason = self.sched.scope_reason(target, task.hops, task.seed_depth)
         if reason is not None:
             self.counters.inc(f"web.drop.redirect-{reason}")
             return
-        self.sched.enqueue(v.target, hops=task.hops, seed_depth=task.seed_depth, via="redirect", origin=origin,
+        self.sched.enqueue(target, hops=task.hops, seed_depth=task.seed_depth, via="redirect", origin=origin,
                            redirects=task.redirects + 1, front=True)
 
     # -- pages ------------------------------------------------------------------------------
@@ -310,13 +311,15 @@ class Answers:
         key = task.url
         old_key = st.doc_key
         self.duplicates.begin()
+        def rekey(page: object) -> str | None:
+            return self._canonical_key(page, key) if isinstance(page, PageLinks) else None
+
         out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.sched.forced,
-                                   rekey=lambda page: self._canonical_key(page, key), redirects=True,
-                                   duplicate_of=self.duplicates.duplicate_of)
-        if out.verdict is Verdict.REDIRECT:
+                                   rekey=rekey, redirects=True, duplicate_of=self.duplicates.duplicate_of)
+        if out.verdict is Verdict.REDIRECT and out.links is not None and out.links.redirect:
             self._html_redirect(task, resp, st, out.links.redirect, out.links.encoding)
             return
-        if out.content_hash is not None:
+        if out.content_hash is not None and out.key is not None:
             for alias in self.duplicates.kept(out.key, out.content_hash):
                 self.mirror.remove(alias)
         new_key = out.key or key

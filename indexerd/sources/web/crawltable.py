@@ -23,7 +23,7 @@ from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Callable, Iterator, NamedTuple
 
-from indexerd.core.store import Store, to_db_time
+from indexerd.core.store import StateStore, to_db_time
 from indexerd.sources.web.urlstate import PassState, UrlState
 
 #: Spilled states written to the store at once.
@@ -70,7 +70,7 @@ class CrawlTable:
             a host this node claimed: :meth:`share`).
     """
 
-    def __init__(self, store: Store, source: str, *, lazy: bool = True) -> None:
+    def __init__(self, store: StateStore, source: str, *, lazy: bool = True) -> None:
         self.store = store
         self.source = source
         self.lazy = lazy

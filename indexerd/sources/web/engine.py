@@ -33,6 +33,7 @@ from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.mirror import PassMirror
 from indexerd.sources.web.scheduler import Scheduler
+from indexerd.core.store import PgStore
 from indexerd.core.store.cluster import SourceLock, lock_key
 from indexerd.sources.web.seeding import Seeder
 from indexerd.sources.web.sharedfrontier import CLUSTER, SharedFrontier
@@ -133,15 +134,17 @@ class CrawlPass:
         False when there is nothing to do (the pass this node was to join ended meanwhile: the
         pass counts as left to the others, so the daemon asks the claim again shortly)."""
         s = self.sched
+        store = self.pipeline.store
+        assert isinstance(store, PgStore) and CLUSTER.node is not None, "a cluster: PostgreSQL, a node name"
         state = self.table.load_pass_state()
-        held = lock_key("source", self.src.name, self.pipeline.store.address.schema) in SourceLock.held_here
+        held = lock_key("source", self.src.name, store.address.schema) in SourceLock.held_here
         if not state.running and not held:
             # the claim found a pass running and took no lock; it ended since: that pass is
             # done, and whether another is due is the claim's to say (asked again shortly)
             log.debug("%s: the crawl pass node %s was to join has ended", self.src.name, CLUSTER.node)
             self.counts.left_to_others = True
             return False
-        shared = SharedFrontier(s, self.pipeline.store, CLUSTER.node, self.answers.out_of_scope,
+        shared = SharedFrontier(s, store, CLUSTER.node, self.answers.out_of_scope,
                                 self.pipeline.write_pending)
         # this node's rows are those of the hosts it claims: this pass's in memory, the others
         # (not due) read back when asked
@@ -152,7 +155,7 @@ class CrawlPass:
                 s.pass_start = state.started
             log.info("%s: node %s joins crawl pass %d", self.src.name, CLUSTER.node, s.pass_id)
         else:
-            self.pipeline.store.frontier_reset(self.src.name)
+            store.frontier_reset(self.src.name)
             self.seeder.start(state)   # every URL goes to the shared store: no host is ours yet
             self.table.rows.clear()    # a host's rows are read again when it is claimed
             log.info("%s: node %s began crawl pass %d for the cluster", self.src.name, CLUSTER.node, s.pass_id)
@@ -221,6 +224,9 @@ class CrawlPass:
             self._robots_answer(task, resp)
         elif task.skip is not None:
             self._skipped(task)
+        elif resp is None:  # a page task always has a response (a worker's failure is one)
+            log.error("%s: %s: no response to process", self.src.name, task.url)
+            self.counters.inc("error.internal")
         elif task.kind == "sitemap":
             self.seeder.sitemap_answer(task, resp)
         else:
@@ -237,7 +243,8 @@ class CrawlPass:
             rules = self.src.robots.put_response(task.host, resp)
         self.counters.inc(f"web.robots.{rules.status}")
         if rules.status == "unreachable":
-            self._host_unreachable(task.host, resp.error or f"HTTP {resp.status}")
+            why = (resp.error or f"HTTP {resp.status}") if resp is not None else rules.detail
+            self._host_unreachable(task.host, why or "no response")
         self.seeder.robots_known(task.host, rules)
 
     def _host_unreachable(self, host: str, why: str) -> None:
@@ -259,7 +266,7 @@ class CrawlPass:
             rules = self.src.robots.get(task.host)
             self._host_unreachable(task.host, f"{rules.detail if rules else 'no response'}, "
                                               "the verdict cached from an earlier attempt")
-        if task.skip not in ("robots", "robots-unreachable", "host-down"):
+        if task.skip is not None and task.skip not in ("robots", "robots-unreachable", "host-down"):
             st = self.table.get(task.url)
             if st is not None:
                 self.answers.out_of_scope(st, task.skip)
@@ -267,7 +274,7 @@ class CrawlPass:
                 self.counters.inc(f"web.drop.{task.skip}")
             return
         self.counters.inc(f"web.drop.{task.skip}")
-        st = self.sched.done(task, None, task.skip)
+        st = self.sched.done(task, None, task.skip or "skipped")
         if task.kind == "sitemap":
             return
         if self.only is not None:  # asked for by name (ctl reindex URL): say it was not fetched

@@ -184,7 +184,9 @@ class Fetcher:
         with REQUEST_WATCH.watch(deadline, cancel) as watch:
             try:
                 r = session.request(method, url, headers=headers, auth=auth, allow_redirects=False, stream=True,
-                                    timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout,
+                                    # requests hands a urllib3 Timeout to urllib3 as it is (its stubs
+                                    # say float or a pair)
+                                    timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout,  # type: ignore[arg-type]
                                                             total=self.timeout))
             except (requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader):
                 raise  # both are ValueErrors: the caller's URL or stored validator is malformed

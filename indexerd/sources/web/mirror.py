@@ -148,7 +148,7 @@ class Mirror:
         canon = canonicalize(url)
         p = urlsplit(canon)
         segs = p.path.split("/")[1:]  # canonical paths start with '/'
-        names = [_host_dir(p.scheme, p.hostname, p.port)]
+        names = [_host_dir(p.scheme, p.hostname or "", p.port)]
         names += [_dir_name(s) for s in segs[:-1]]
         names.append(_file_name(segs[-1], p.query))
         return names
@@ -333,7 +333,7 @@ class PassMirror:
         self.failures += 1
         if self.failures == 1:
             log.warning("%s: mirror_dir %s: %s %s failed: %s; further mirror failures of this pass are "
-                        "only counted (error.mirror)", self.source, self.mirror.root, what, url, e)
+                        "only counted (error.mirror)", self.source, self._root(), what, url, e)
         else:
             log.debug("%s: mirror %s of %s failed: %s", self.source, what, url, e)
 
@@ -341,4 +341,7 @@ class PassMirror:
         """At the end of a pass: one warning with the number of failures, if more than one."""
         if self.failures > 1:
             log.warning("%s: %d mirror writes/removals under mirror_dir %s failed in this pass",
-                        self.source, self.failures, self.mirror.root)
+                        self.source, self.failures, self._root())
+
+    def _root(self) -> str:
+        return str(self.mirror.root) if self.mirror is not None else "(none)"

@@ -17,12 +17,13 @@ string.  Pure (no I/O); never raises on bad input.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Final
 from urllib.parse import urljoin
 
 from indexerd.extract.decode import decode_document
 
 #: How a URL found as a page requisite is queued (:data:`~indexerd.sources.web.urlstate.Via`).
-VIA = "requisite"
+VIA: Final = "requisite"
 #: The last outcome of a URL kept as a requisite: it stays one at later passes.
 OUTCOME = "requisite"
 #: (CSS selector, attribute) pairs whose URL a page needs to display.

@@ -235,7 +235,7 @@ class Scheduler:
             self.counters.inc("web.drop.frontier-full")
             return False
         self.seen.add(url)
-        if offer:
+        if offer and self.shared is not None:
             # another node's host, or the window is full: the URL waits in the shared store
             self.spilled += 1
             self.shared.offer(UrlState(url, pass_id=self.pass_id, hops=hops, seed_depth=seed_depth,

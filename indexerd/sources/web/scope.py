@@ -168,7 +168,7 @@ class Scope:
                 raise ValueError(f"seeds: bad seed URL {s!r}: {e}") from None
         self.seeds: tuple[str, ...] = tuple(canon)
         if allowed_domains is None:
-            doms = [urlsplit(s).hostname.rstrip(".") for s in self.seeds]
+            doms = [(urlsplit(s).hostname or "").rstrip(".") for s in self.seeds]
         else:
             doms = [_domain(d) for d in _as_tuple(allowed_domains)]
         self.allowed_domains: tuple[str, ...] = tuple(dict.fromkeys(doms))

@@ -176,7 +176,7 @@ class Seeder:
         s = self.sched
         s.pass_id = state.id
         depth = {host_key(canonicalize(u)): path_depth(canonicalize(u)) for u in self.cfg.seeds}
-        for url in s.only:
+        for url in s.only or ():
             st = s.table.get(url)
             hops, seed_depth = (st.hops, st.seed_depth) if st else (0, depth.get(host_key(url), path_depth(url)))
             s.enqueue(url, hops=hops, seed_depth=seed_depth, via="reindex", front=True)
@@ -282,7 +282,8 @@ class Seeder:
                 page.sitemap_lastmod = entry.lastmod or page.sitemap_lastmod
                 page.changefreq = entry.changefreq or page.changefreq
             known = s.table.get(url)  # None: unknown, or another node's host in a shared pass
-            if s.deferred(known) and url not in s.seen and self._changed_since_checked(known, entry.lastmod):
+            if known is not None and s.deferred(known) and url not in s.seen \
+                    and self._changed_since_checked(known, entry.lastmod):
                 s.undefer(known)  # the sitemap says it changed: due now
                 s.enqueue(url, hops=known.hops, seed_depth=known.seed_depth, via="recheck")
             elif s.enqueue(url, hops=hops, seed_depth=seed_depth, via="sitemap"):

@@ -257,7 +257,7 @@ class SharedFrontier:
         with work: more nodes are alive than when they were claimed, or the others finished
         theirs): hosts with nothing in flight, their waiting URLs put back in the store (state
         ``spilled``) before the host is released; returns how many were given back."""
-        s, given = self.sched, []
+        s, given = self.sched, list[str]()
         for origin in sorted(self.active):
             if len(given) >= excess:
                 break

@@ -86,12 +86,14 @@ class WebSource:
     # -- plumbing -------------------------------------------------------------------------
     def _password(self) -> str:
         a = self.cfg.auth
+        assert a is not None, "asked only for a source with auth"
         if a.password_env:
             value = os.environ.get(a.password_env)
             if value is None:
                 raise ConfigError(f"sources.web {self.name}: auth.password_env: environment variable "
                                   f"{a.password_env} is not set")
             return value
+        assert a.password_file is not None, "auth has password_env or password_file (config check)"
         try:
             with open(os.path.expanduser(a.password_file), encoding="utf-8") as fh:
                 return fh.read().rstrip("\r\n")
