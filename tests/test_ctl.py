@@ -368,6 +368,18 @@ def test_help_texts():
     assert p.returncode == 2 and "--dates" in p.stderr and "--skipped" in p.stderr, p.stderr
 
 
+def test_an_unknown_option_is_reported_with_its_command_s_usage():
+    """A new user's trial: `ctl scan NAME --all` printed the top level's usage (`indexerd [-h]
+    ... COMMAND ...`), which says nothing about scan; now the command's own usage, and where
+    --all belongs."""
+    p = cli("ctl", "scan", "docs", "--all")
+    assert p.returncode == 2, p
+    assert p.stderr.startswith("usage: indexerd ctl scan"), p.stderr
+    assert "unrecognized arguments: --all" in p.stderr and "ctl crawl" in p.stderr, p.stderr
+    p = cli("index", "--bogus")
+    assert p.returncode == 2 and p.stderr.startswith("usage: indexerd index"), p.stderr
+
+
 def test_help_says_what_the_code_does_for_log_levels_and_the_socket_search_order():
     """`run --help` claimed `warning (default)` (run uses the config's log_level, default info)
     and left out critical; `ctl --help` left out root's /run/indexerd/indexerd.sock."""

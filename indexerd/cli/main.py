@@ -395,10 +395,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _mark_leaves(parser: argparse.ArgumentParser) -> None:
+    """Give every command's parser to its parsed arguments (``_leaf``), so an unknown option is
+    reported with that command's usage, not the top level's."""
+    for action in parser._actions:  # argparse keeps subcommands there (no public accessor)
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.set_defaults(_leaf=child)
+                _mark_leaves(child)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``indexerd`` console script; returns the exit code."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    _mark_leaves(parser)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        leaf = getattr(args, "_leaf", None) or parser
+        hint = ""
+        if "--all" in extras and getattr(args, "ctl_command", None) in ("scan", "poll"):
+            hint = " (--all is ctl crawl's: every known page of a web source asked now)"
+        leaf.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     _setup_logging(getattr(args, "log_level", None) or "warning")
     try:
         return args.func(args)
