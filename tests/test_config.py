@@ -100,16 +100,23 @@ def test_zero_commit_interval() -> None:
     assert "index.commit_interval" in config_error('[index]\ncommit_interval = "0s"\n')
 
 
-@pytest.mark.parametrize("text,path", [
-    ('stat_dir = "/x"\n', "stat_dir"),
-    ('[index]\ncommit_intervall = "1s"\n', "index.commit_intervall"),
-    (src('exlcude = ["*.tmp"]\n'), "sources.filesystem[0].exlcude"),
-    (src() + src("folow_symlinks = true\n", name="b", path="/b"), "sources.filesystem[1].folow_symlinks"),
-    ("[sources]\nftp = []\n", "sources.ftp"),
+@pytest.mark.parametrize("text,path,meant", [
+    ('stat_dir = "/x"\n', "stat_dir", "state_dir"),
+    ('[index]\ncommit_intervall = "1s"\n', "index.commit_intervall", "commit_interval"),
+    (src('exlcude = ["*.tmp"]\n'), "sources.filesystem[0].exlcude", "exclude"),
+    (src() + src("folow_symlinks = true\n", name="b", path="/b"), "sources.filesystem[1].folow_symlinks",
+     "follow_symlinks"),
+    ("[sources]\nftp = []\n", "sources.ftp", None),
+    ('[[sources.web]]\nname = "w"\nseeds = ["http://e.test/"]\n[sources.web.politeness]\nmin_dealy = "1s"\n',
+     "sources.web[0].politeness.min_dealy", "min_delay"),
+    ("zzz = 1\n", "zzz", None),
 ])
-def test_unknown_key_names_the_path(text, path) -> None:
+def test_unknown_key_names_the_path_and_the_key_meant(text, path, meant) -> None:
+    """A new user's trial: a mistyped key was only "unknown"; now the schema's closest key of
+    that table is offered."""
     msg = config_error(text)
     assert f": {path}: unknown key" in msg, msg
+    assert (f"(did you mean {meant!r}?)" in msg) if meant else "did you mean" not in msg, msg
 
 
 def test_origin_is_not_a_config_key() -> None:

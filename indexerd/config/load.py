@@ -4,10 +4,13 @@ then the checks msgspec cannot express (:mod:`indexerd.config.checks`)."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
+import typing
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -49,6 +52,31 @@ def _friendly(what: str, path: str = "") -> str:
     return what
 
 
+def _keys_at(path: str) -> list[str]:
+    """The keys the schema allows in the table at ``path`` (``sources.web[0]``), for a "did you
+    mean" on an unknown one; none when the path is not a table of the schema."""
+    cls: Any = ConfigFile
+    for part in [p for p in re.sub(r"\[\d+\]", "", path).split(".") if p]:
+        field = next((f for f in msgspec.structs.fields(cls) if f.encode_name == part), None)
+        if field is None:
+            return []
+        cls = _struct_in(field.type)
+        if cls is None:
+            return []
+    return [f.encode_name for f in msgspec.structs.fields(cls)]
+
+
+def _struct_in(tp: Any) -> Any:
+    """The msgspec Struct class in a field's type (``X``, ``X | None``, ``list[X]``), or None."""
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _struct_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
     """Validate TOML text into a :class:`Config`.
 
@@ -64,8 +92,9 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
         # "unknown key `x` - at `$.sources`" -> "sources.x: unknown key"
         m = re.match(r"Object contains unknown field `([^`]+)`", what)
         if m:
+            close = difflib.get_close_matches(m.group(1), _keys_at(path), n=1, cutoff=0.75)
             path = f"{path}.{m.group(1)}" if path else m.group(1)
-            what = "unknown key"
+            what = f"unknown key (did you mean {close[0]!r}?)" if close else "unknown key"
         m = re.match(r"Object missing required field `([^`]+)`", what)
         if m:
             path = f"{path}.{m.group(1)}" if path else m.group(1)
