@@ -142,6 +142,20 @@ def test_crawl_rows_spill_links_and_schedule(open_any_store) -> None:
     assert s.get_meta("web:web:pass") == "{}"
 
 
+def test_orphan_pages_are_the_indexed_ones_no_crawl_row_asks_again(open_any_store) -> None:
+    """After a kill -9 (issue 29's rounds): a page whose document committed while its row was
+    never written, or whose row says gone while its deletion was lost, is an orphan; a page
+    with its row, a skipped document and another source's are not."""
+    s = open_any_store()
+    s.write_batch([rec("http://h/kept", source="web"), rec("http://h/norow", source="web"),
+                   rec("http://h/gone", source="web"), rec("http://h/skip", source="web", status="skipped"),
+                   rec("http://h/other", source="web2")])
+    s.crawl_write("web", [crawl_row("http://h/kept", state="done", last_status=200),
+                          crawl_row("http://h/gone", state="done", last_status=404, last_outcome="gone")])
+    assert s.crawl_orphan_keys("web") == ["http://h/gone", "http://h/norow"]
+    assert s.crawl_orphan_keys("web2") == ["http://h/other"]
+
+
 def test_a_reader_cannot_write(open_any_store) -> None:
     open_any_store().write_batch([rec("a")])
     ro = open_any_store(readonly=True)

@@ -141,6 +141,20 @@ class CrawlRows(StoreConnection):
         self._exec_many("DELETE FROM crawl WHERE source = ? AND pass_id >= ? AND state = 'spilled'",
                         [(source, since_pass)])
 
+    def crawl_orphan_keys(self, source: str) -> list[str]:
+        """The keys of ``source``'s indexed documents whose page no crawl row will ask again:
+        no row under that URL (a page first fetched by a process killed before its row was
+        written: its document committed, its row not), or a row that says the page is gone
+        (its deletion's commit lost).  Read after an interrupted pass only: the cost is the
+        source's indexed documents, one key lookup each (``documents_source``, the crawl's
+        primary key).  A document kept under a canonical key other than its URL is listed too
+        (asking it once more is harmless)."""
+        cur = self._db.execute(
+            "SELECT d.key FROM documents d LEFT JOIN crawl c ON c.source = d.source AND c.url = d.key "
+            "WHERE d.source = ? AND d.status = 'indexed' AND (c.url IS NULL OR c.last_outcome = 'gone') "
+            "ORDER BY d.key", (source,))
+        return [r[0] for r in cur]
+
     def crawl_links(self, source: str, url: str) -> str | None:
         """The JSON list of outlinks stored for ``url`` at its last parse, or None."""
         row = self._db.execute("SELECT links FROM crawl WHERE source = ? AND url = ?", (source, url)).fetchone()

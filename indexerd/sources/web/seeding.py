@@ -86,6 +86,7 @@ class Seeder:
         - only when the scope settings changed since the last pass is every known URL checked
           against them (:meth:`rescope`), the ones no longer covered forgotten."""
         s = self.sched
+        interrupted = state.running
         s.pass_id = state.id + 1
         s.pass_start = self.src.clock()
         s.table.drop_spilled(state.id)  # the last pass's overflow, if a stop left it
@@ -97,6 +98,8 @@ class Seeder:
         if forgotten:
             log.info("%s: forgot %d URLs the interrupted pass %d queued and never asked",
                      self.src.name, forgotten, state.id)
+        if interrupted:
+            self.requeue_orphans()
         # in a shared pass only what queueing needs, since the due states go to the shared
         # store and this node keeps none of them
         due: dict[str, UrlState | _Due] = {}
@@ -216,9 +219,35 @@ class Seeder:
         s.seq = itertools.count(last + 1)
         if requeued:
             s.counters.inc("web.resume.requeued", requeued)
+        self.requeue_orphans()
         log.info("%s: resuming crawl pass %d (%d URLs seen, %d queued%s)", self.src.name, s.pass_id,
                  len(s.seen), s.frontier.queued(),
                  f", {requeued} of them fetched before the interruption but not stored" if requeued else "")
+
+    def requeue_orphans(self) -> None:
+        """After an interrupted pass: queue the indexed pages no crawl row would ask again
+        (:meth:`~indexerd.core.store.crawl.CrawlRows.crawl_orphan_keys`: a new page's document
+        committed before its row was written, or a gone page whose deletion's commit was lost),
+        so each is asked now, conditionally: a ``304`` keeps it and writes its row, a ``404``
+        deletes it.  Without this a page the server deleted meanwhile stayed indexed for good
+        (issue 29's kill -9 rounds)."""
+        s = self.sched
+        depth = {host_key(canonicalize(u)): path_depth(canonicalize(u)) for u in self.cfg.seeds}
+        queued = 0
+        for key in s.table.store.crawl_orphan_keys(self.src.name):
+            if not key.startswith(("http://", "https://")) or key in s.seen:
+                continue
+            known = s.table.get(key)
+            if known is not None and known.last_outcome == "gone":
+                known.last_outcome = "orphan"  # asked again: no longer a confirmed gone page
+                s.table.put(known)
+            if s.enqueue(key, hops=known.hops if known else 1, seed_depth=known.seed_depth if known
+                         else depth.get(host_key(key), path_depth(key)), via="recheck"):
+                queued += 1
+        if queued:
+            s.counters.inc("web.resume.orphans", queued)
+            log.info("%s: %d indexed pages no crawl row would ask again (an interrupted pass) "
+                     "are asked now", self.src.name, queued)
 
     # -- sitemaps -------------------------------------------------------------------------
     def robots_known(self, host: str, rules: RobotsRules) -> None:
