@@ -19,6 +19,25 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("indexerd.core.indexer")  # its lines, as before they moved here
 UTC = timezone.utc
+#: the store's meta key holding when the index was last rebuilt from the sources (aware UTC, as
+#: the store writes times): searches are partial until each source's pass ends after it
+REBUILT_AT_KEY = "index_rebuilt_at"
+
+
+def rebuilt_at(store: Store) -> datetime | None:
+    """When the index was last rebuilt from the sources (aware UTC), None if never (since the
+    time was first recorded)."""
+    from indexerd.core.store.values import from_db_time
+
+    return from_db_time(store.get_meta(REBUILT_AT_KEY))
+
+
+def rebuild_pending(completed_at: datetime | None, rebuilt: datetime | None) -> bool:
+    """Whether a source whose last completed pass ended at ``completed_at`` (None: never) must
+    read every document again, unconditionally (a forced pass: no validators, no unchanged
+    stat), because the index was rebuilt at ``rebuilt`` (None: never) after it: its documents
+    are in the store, not in the index.  A pass interrupted before the rebuild does not resume."""
+    return rebuilt is not None and (completed_at is None or completed_at < rebuilt)
 
 
 def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
@@ -37,8 +56,10 @@ def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
         aside = state_path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
         shutil.move(str(ix_dir), str(aside))
         log.warning("moved the old index to %s", aside)
-    store.reset_every_stat()
-    store.write_batch([], meta={"index_generation": ""})
+    from indexerd.core.store.values import to_db_time
+
+    store.reset_every_stat()  # searches are partial until each source's next pass ends
+    store.write_batch([], meta={"index_generation": "", REBUILT_AT_KEY: to_db_time(datetime.now(UTC))})
 
 #: The shared store's meta key holding the identity of the cluster's index.
 CLUSTER_IDENTITY_KEY = "cluster:index_identity"

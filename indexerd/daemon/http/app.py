@@ -9,6 +9,8 @@ The application knows the daemon only through a *backend* object with these meth
 daemon's :class:`indexerd.daemon.http.server.DaemonBackend`; tests may pass their own):
 
 - ``search(SearchRequest) -> SearchResult`` (bounded: :mod:`indexerd.daemon.queries`);
+- ``coverage() -> Coverage`` (:mod:`indexerd.daemon.coverage`: whether a rebuild or a first pass
+  runs, so that answers are partial, and its progress);
 - ``explain(key) -> dict | None`` (``ctl explain --json``'s object);
 - ``status() -> dict`` (``ctl status --json``'s object);
 - ``healthy() -> bool``; ``source_names() -> list[str]``; ``media_types() -> list[str]``;
@@ -151,10 +153,12 @@ class SearchApp:
     def on_search(self, request, adapter):
         asked = "q" in request.args
         form, result, error, status = pages.SearchForm(), None, None, 200
+        coverage = None
         try:
             form = pages.read_form(request.args)
             if form.q:
                 result = self._search(form, self.page_size)
+                coverage = self.backend.coverage()
         except IndexerdError as e:         # malformed query or field, a timeout: said on the page
             error, status = str(e), 400 if isinstance(e, ConfigError) or e.exit_code == 2 else 503
             if form == pages.SearchForm():  # the form itself was refused: keep what was typed
@@ -169,6 +173,7 @@ class SearchApp:
 
         return self._render(adapter, "search.html", status=status, form=form, asked=asked, error=error,
                             result=_ResultView(result, views) if result is not None else None,
+                            coverage=coverage,
                             pages=total_pages, page_numbers=pages.page_numbers(form.page, total_pages),
                             page_url=page_url, sources=self.backend.source_names(),
                             media_types=sorted(set(self.backend.media_types()) | set(form.media_types)))
@@ -199,13 +204,14 @@ class SearchApp:
             if not form.q:
                 raise ConfigError("q: the query is empty")
             result = self._search(form, limit)
+            coverage = self.backend.coverage()
         except ValueError:
             return self._json({"error": f"limit must be a number, got {request.args.get('limit')!r}"}, 400)
         except IndexerdError as e:
             return self._json({"error": str(e)}, 400 if e.exit_code == 2 else 503)
         return self._json({"query": form.q, "total": result.total,
                            "offset": result.offset, "elapsed_seconds": round(result.elapsed_seconds, 6),
-                           "hits": hits_json(result.hits)})
+                           **coverage.as_json(), "hits": hits_json(result.hits)})
 
     def on_api_status(self, request, adapter):
         return self._json(self.backend.status())

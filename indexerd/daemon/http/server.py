@@ -101,6 +101,10 @@ class DaemonBackend:
     def search(self, req):
         return self.daemon.queries.run(req, via="http")
 
+    def coverage(self):
+        """Whether answers are partial now (:meth:`indexerd.daemon.coverage.CoverageWatch.current`)."""
+        return self.daemon.coverage.current()
+
     def explain(self, key: str) -> dict | None:
         from indexerd.cli import reports
 
