@@ -327,8 +327,8 @@ class Indexer:
         t0 = datetime.now(UTC)
         bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit)
         if not paths:
-            completed = (self.store.source_runs().get(src.name) or {}).get("completed_at")
-            if not forced and recovery.rebuild_pending(completed, recovery.rebuilt_at(self.store)):
+            run = self.store.source_runs().get(src.name)
+            if not forced and recovery.rebuild_pending(run, recovery.rebuilt_at(self.store)):
                 forced = True  # the rebuilt index holds none of it: nothing is unchanged
                 log.info("%s: the index was rebuilt since its last pass: every document is read again", src.name)
             mark_pass_started(self.store, src.name, src.kind, t0, self.node)

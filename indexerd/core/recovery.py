@@ -32,12 +32,19 @@ def rebuilt_at(store: Store) -> datetime | None:
     return from_db_time(store.get_meta(REBUILT_AT_KEY))
 
 
-def rebuild_pending(completed_at: datetime | None, rebuilt: datetime | None) -> bool:
-    """Whether a source whose last completed pass ended at ``completed_at`` (None: never) must
-    read every document again, unconditionally (a forced pass: no validators, no unchanged
-    stat), because the index was rebuilt at ``rebuilt`` (None: never) after it: its documents
-    are in the store, not in the index.  A pass interrupted before the rebuild does not resume."""
-    return rebuilt is not None and (completed_at is None or completed_at < rebuilt)
+def rebuild_pending(run: dict | None, rebuilt: datetime | None) -> bool:
+    """Whether a source's next pass must read every document again, unconditionally (a forced
+    pass: no validators, no unchanged stat), because the index was rebuilt at ``rebuilt`` (aware
+    UTC; None: never) after its last completed pass ended, or after its interrupted pass began
+    (that pass does not resume: what it read before the rebuild is in the store, not in the
+    index).  ``run``: the source's row of :meth:`Store.source_runs` (None: it never ran, so its
+    first pass reads everything anyway)."""
+    if rebuilt is None or run is None:
+        return False
+    if run.get("completed_at") is not None:
+        return run["completed_at"] < rebuilt
+    began = run.get("running_since") or run.get("started_at")
+    return began is not None and began < rebuilt
 
 
 def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:

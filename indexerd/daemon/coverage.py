@@ -165,11 +165,11 @@ class CoverageWatch:
         """Whether source ``name``'s next pass must read everything again, unconditionally (a
         forced pass: :func:`indexerd.core.recovery.rebuild_pending`), read from the store now."""
         runs, rebuilt = self._runs(fresh=True)
-        done = (runs.get(name) or {}).get("completed_at")
+        run = dict(runs.get(name) or {})
         here = self._completed_here().get(name)
-        if here is not None and (done is None or here > done):
-            done = here
-        return rebuild_pending(done, rebuilt)
+        if here is not None and (run.get("completed_at") is None or here > run["completed_at"]):
+            run["completed_at"] = here
+        return rebuild_pending(run or None, rebuilt)
 
     def _completed_here(self) -> dict[str, datetime]:
         d = self.d
