@@ -196,6 +196,24 @@ def test_a_download_is_an_attachment_and_only_of_a_tree(daemon):
         leak.unlink()
 
 
+def test_only_in_this_folder_narrows_to_a_file_hits_folder(daemon, page):
+    _search(page, daemon, "bird")
+    first = page.locator("#hits li.hit").first
+    folder = str(Path(first.locator(".path").inner_text()).parent)
+    first.locator("a.folder").click()
+    page.wait_for_selector("#summary")
+    assert page.input_value("#q") == f'bird dir:"{folder}"'
+    in_folder = sum(1 for p in Path(folder).iterdir() if p.name.startswith("bird-"))
+    assert page.inner_text("#summary").startswith(f"{in_folder} hits") and 0 < in_folder < BIRD_DOCS
+    paths = page.locator("#hits .path").all_inner_texts()
+    assert page.locator("#hits a.folder").count() == 0       # narrowed to it already
+    if in_folder > 10:
+        page.click("#next")
+        page.wait_for_selector("#summary")
+        paths += page.locator("#hits .path").all_inner_texts()
+    assert len(paths) == in_folder and all(p.startswith(folder + "/") for p in paths)
+
+
 def test_malformed_query_says_so(daemon, page):
     _search(page, daemon, '"unbalanced')
     assert "unbalanced double quote" in page.inner_text("#error")

@@ -181,11 +181,17 @@ class SearchApp:
         def page_url(n):
             return adapter.build("search", {}) + "?" + _query_string(form.params(page=n))
 
+        def folder_url(hit):
+            narrowed = pages.folder_query(form.q, hit.path)
+            if narrowed is None:
+                return None
+            return adapter.build("search", {}) + "?" + _query_string(form.params(q=narrowed, page=1))
+
         return self._render(adapter, "search.html", status=status, form=form, asked=asked, error=error,
                             result=_ResultView(result, views) if result is not None else None,
                             coverage=coverage,
                             pages=total_pages, page_numbers=pages.page_numbers(form.page, total_pages),
-                            page_url=page_url, sources=self.backend.source_names(),
+                            page_url=page_url, folder_url=folder_url, sources=self.backend.source_names(),
                             media_types=sorted(set(self.backend.media_types()) | set(form.media_types)))
 
     def on_document(self, request, adapter):

@@ -9,6 +9,7 @@ built in Python is :func:`highlight`'s ``<mark>``, around text it escaped itself
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -169,6 +170,24 @@ def file_path(key: str, path: str | None) -> str | None:
     if key.startswith("file://"):
         return unquote(urlsplit(key).path)
     return None
+
+
+def folder_query(q: str, path: str | None) -> str | None:
+    """``q`` narrowed to the folder holding the file ``path`` (``q dir:"/srv/docs"``), for the
+    hit's "only in this folder" link; None when there is no path, when the folder cannot be
+    written in a query or a URL (a ``"`` or undecodable bytes in it), or when ``q`` already
+    narrows to it."""
+    if not path or not path.startswith("/"):
+        return None
+    folder = posixpath.dirname(path)
+    try:
+        folder.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    term = f'dir:"{folder}"'
+    if '"' in folder or term in q:
+        return None
+    return f"{q} {term}"
 
 
 @dataclass(frozen=True)
