@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexerd.core.store import DocumentRecord, Store
+from indexerd.core.store import DocumentRecord, StateStore, Store
 
 if TYPE_CHECKING:
     from indexerd.index.base import SearchIndex
@@ -24,7 +24,7 @@ UTC = timezone.utc
 REBUILT_AT_KEY = "index_rebuilt_at"
 
 
-def rebuilt_at(store: Store) -> datetime | None:
+def rebuilt_at(store: StateStore) -> datetime | None:
     """When the index was last rebuilt from the sources (aware UTC), None if never (since the
     time was first recorded)."""
     from indexerd.core.store.values import from_db_time
@@ -63,10 +63,8 @@ def rebuild(state_path: Path, store: Store, why: str | None = None) -> None:
         aside = state_path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
         shutil.move(str(ix_dir), str(aside))
         log.warning("moved the old index to %s", aside)
-    from indexerd.core.store.values import to_db_time
-
     store.reset_every_stat()  # searches are partial until each source's next pass ends
-    store.write_batch([], meta={"index_generation": "", REBUILT_AT_KEY: to_db_time(datetime.now(UTC))})
+    store.write_batch([], meta={"index_generation": "", REBUILT_AT_KEY: datetime.now(UTC).isoformat()})
 
 #: The shared store's meta key holding the identity of the cluster's index.
 CLUSTER_IDENTITY_KEY = "cluster:index_identity"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from indexerd.core.errors import IndexerdError
+from indexerd.core.progress import Progress
 from indexerd.core.recovery import rebuild_pending, rebuilt_at
 
 #: how long a read of the store's run records is reused (seconds); a pass ending here refreshes it
@@ -111,7 +112,7 @@ def incomplete_sources(names: Iterable[str], runs: Mapping[str, dict], rebuilt_a
     return out
 
 
-def coverage(incomplete: Mapping[str, str], progress: Mapping[str, tuple[bool, object]]) -> Coverage:
+def coverage(incomplete: Mapping[str, str], progress: Mapping[str, tuple[bool, Progress | None]]) -> Coverage:
     """The :class:`Coverage` of ``incomplete`` (:func:`incomplete_sources`) given each source's
     ``(running, Progress or None)``.  A pass's total is known once its walk is over (files,
     rows); a crawl's never is (it finds pages as it goes)."""
@@ -179,7 +180,7 @@ class CoverageWatch:
                     and not st.last_interrupted and st.last_started is not None
                     and st.last_started >= d.started_at}
 
-    def _progress(self) -> dict[str, tuple[bool, object]]:
+    def _progress(self) -> dict[str, tuple[bool, Progress | None]]:
         d = self.d
         with d.lock:
             return {n: (st.running, st.progress if st.running else None) for n, st in d.states.items()}
