@@ -13,6 +13,7 @@ import pytest
 from werkzeug.test import Client
 
 from indexerd.core.errors import ConfigError
+from indexerd.daemon.coverage import Coverage
 from indexerd.daemon.http.app import SearchApp
 from indexerd.daemon.http.auth import TokenCheck
 from indexerd.daemon.queries import MAX_PAGE_SIZE, MAX_RESULTS, QueryRunner, QueryTimeout, SearchRequest
@@ -50,6 +51,9 @@ class Backend:
 
     def source_names(self):
         return ["notes"]
+
+    def coverage(self):
+        return Coverage()
 
     def media_types(self):
         return ["text/plain"]

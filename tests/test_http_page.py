@@ -13,6 +13,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
@@ -84,8 +85,10 @@ def test_type_a_query_and_see_the_top_hit(daemon, page):
     assert marks and set(marks) == {"falcon"}
     summary = page.inner_text("#summary")
     assert re.match(r"^2 hits in \d+\.\d{3} s$", summary), summary
-    # a file: key links nowhere: the path is shown as text, not as a link
-    assert first.locator("h2.title a").count() == 0
+    # a file: key opens nothing in a browser: its title opens the preview, the query passed along
+    href = urlsplit(first.locator("h2.title a").get_attribute("href"))
+    assert (href.path, parse_qs(href.query)) == \
+        ("/doc", {"key": [(daemon.notes / "falcon.html").as_uri()], "q": ["falcon"]})
 
 
 def test_filters_by_source_media_type_and_date(daemon, page):
@@ -153,6 +156,62 @@ def test_document_page(daemon, page):
     assert "last decision at" in why and "new" in why
     facts = page.inner_text("#facts")
     assert "notes" in facts and "text/html" in facts
+
+
+def test_a_file_hit_opens_its_text_with_the_matches_marked_and_downloads(daemon, page):
+    _search(page, daemon, "falcon")
+    page.locator("#hits li.hit").first.locator("h2.title a").click()
+    page.wait_for_selector("#preview")
+    assert page.inner_text("#doc-title") == "Peregrine falcon"
+    text = page.inner_text("#preview")
+    assert "The peregrine falcon is the fastest falcon; a falcon stoops at prey." in text
+    marks = page.locator("#preview mark").all_inner_texts()
+    assert [m.lower() for m in marks] == ["falcon"] * len(re.findall(r"\bfalcon\b", text, re.I))
+    assert len(marks) == 6                       # the heading's and the paragraph's five
+    assert page.inner_text("#preview-summary").startswith("6 matches of falcon marked")
+    with page.expect_download() as info:
+        page.click("#download")
+    download = info.value
+    assert download.suggested_filename == "falcon.html"
+    assert Path(download.path()).read_bytes() == (daemon.notes / "falcon.html").read_bytes()
+
+
+def test_a_download_is_an_attachment_and_only_of_a_tree(daemon):
+    hostile = daemon.notes / "hostile.html"       # a stored HTML file with <script>: never our page
+    status, headers, body = daemon.get("/raw?" + urlencode({"key": hostile.as_uri()}))
+    assert (status, body) == (200, hostile.read_bytes())
+    assert headers["Content-Type"] == "text/html"
+    assert headers["Content-Disposition"] == "attachment; filename=hostile.html"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    leak = daemon.notes / "leak.txt"              # a symlink out of the tree, made after the start
+    leak.symlink_to(daemon.base / "daemon.log")
+    try:
+        for key in ("file:///etc/passwd", leak.as_uri(), (daemon.base / "indexerd.toml").as_uri(),
+                    "https://example.com/", (daemon.notes / "birds").as_uri()):
+            status, _, body = daemon.get("/raw?" + urlencode({"key": key}), check=False)
+            assert status == 404, (key, status)
+            assert b"daemon" not in body.lower() or b"no file of a configured tree" in body
+    finally:
+        leak.unlink()
+
+
+def test_only_in_this_folder_narrows_to_a_file_hits_folder(daemon, page):
+    _search(page, daemon, "bird")
+    first = page.locator("#hits li.hit").first
+    folder = str(Path(first.locator(".path").inner_text()).parent)
+    first.locator("a.folder").click()
+    page.wait_for_selector("#summary")
+    assert page.input_value("#q") == f'bird dir:"{folder}"'
+    in_folder = sum(1 for p in Path(folder).iterdir() if p.name.startswith("bird-"))
+    assert page.inner_text("#summary").startswith(f"{in_folder} hits") and 0 < in_folder < BIRD_DOCS
+    paths = page.locator("#hits .path").all_inner_texts()
+    assert page.locator("#hits a.folder").count() == 0       # narrowed to it already
+    if in_folder > 10:
+        page.click("#next")
+        page.wait_for_selector("#summary")
+        paths += page.locator("#hits .path").all_inner_texts()
+    assert len(paths) == in_folder and all(p.startswith(folder + "/") for p in paths)
 
 
 def test_malformed_query_says_so(daemon, page):

@@ -278,3 +278,43 @@ def test_the_snippet_shows_and_marks_where_the_query_matched_on_every_engine(tmp
         assert hit.marks == () and hit.snippet_note.startswith("the match is not in the text kept for snippets")
     finally:
         ix.close()
+
+
+def test_a_folder_filter_finds_the_files_below_it_on_every_engine(tmp_path, index_engine) -> None:
+    """``dir:/some/path`` (issue 34): the files below the folder at any depth, not a sibling
+    folder whose name starts the same, not a web page whose URL path looks the same."""
+    from datetime import datetime, timezone
+
+    from conftest import index_settings
+    from indexerd.index import IndexDoc
+    from indexerd.sources.files.keys import path_to_key
+
+    docs = {"a": "/srv/docs/a.txt", "b": "/srv/docs/sub/deep/b.txt", "c": "/srv/docs-old/c.txt",
+            "d": "/srv/My Docs/d.txt", "e": "https://example.com/srv/docs/e.html", "f": "/srv/docs.txt"}
+    ix = open_index(tmp_path, index_settings(index_engine))
+    s = ix.session()
+    for name, where in docs.items():
+        key = where if where.startswith("https:") else path_to_key(where)
+        s.update(IndexDoc(key=key, source="s", url=key, path=None if where.startswith("https:") else where,
+                          title=name, content=f"falcon {name}", media_type="text/plain", size=1,
+                          last_modified=datetime(2024, 1, 1, tzinfo=timezone.utc), date_source="mtime"))
+    s.commit(merge=False)
+
+    def found(query: str) -> list[str]:
+        hits = sorted(h.title for h in ix.search(query, limit=20))
+        assert ix.count(query) == len(hits), (ix.engine, query)
+        return hits
+
+    try:
+        assert found("falcon dir:/srv/docs") == ["a", "b"]
+        assert found("dir:/srv/docs/") == ["a", "b"]                 # a filter alone, slash or not
+        assert found("falcon dir:/srv/docs/sub") == ["b"]
+        assert found("falcon DIR:/srv/./docs/sub/..//") == ["a", "b"]
+        assert found('falcon dir:"/srv/My Docs"') == ["d"]           # quoted: a space, encoded in keys
+        assert found("falcon -dir:/srv/docs") == ["c", "d", "e", "f"]
+        assert found('falcon dir:(/srv/docs-old OR "/srv/My Docs")') == ["c", "d"]
+        assert found("dir:/") == ["a", "b", "c", "d", "f"]            # every file, no web page
+        with pytest.raises(QueryError, match=r"dir: takes a folder's absolute path .* at character 5"):
+            ix.search("dir:docs")
+    finally:
+        ix.close()

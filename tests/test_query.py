@@ -47,6 +47,12 @@ def d(*args) -> datetime:
     ("key:file:///etc/x", Keyword("key", "file:///etc/x")),
     ("date_source:meta", Keyword("date_source", "meta")),
     ("source:(a OR b)", Or((Keyword("source", "a"), Keyword("source", "b")))),
+    # a folder: the file keys below it (a path field's value starts with '/')
+    ("notes dir:/srv/docs", And((Word("notes"), Keyword("key", "file:///srv/docs/", prefix=True)))),
+    ('dir:"/srv/My Docs/"', Keyword("key", "file:///srv/My%20Docs/", prefix=True)),
+    ("-Dir:/srv/a/../b", Not(Keyword("key", "file:///srv/b/", prefix=True))),
+    ("dir:/", Keyword("key", "file:///", prefix=True)),
+    ("subdir:/x", Word("subdir:/x")),
     # colons that are not fields are words
     ("std::vector", Word("std::vector")),
     ("http://example.com/x", Word("http://example.com/x")),
@@ -127,10 +133,14 @@ def test_ranges_combine_with_words() -> None:
     ("a NOT", "malformed query 'a NOT': 'NOT' needs a term after it at character 3"),
     ("NOT", "malformed query 'NOT': 'NOT' needs a term after it at character 1"),
     ("path:tmp", "malformed query 'path:tmp': field 'path' is stored but not searchable (searchable: "
-                 "content, date_source, key, last_modified, media_type, size, source, title) at character 1"),
+                 "content, date_source, dir, key, last_modified, media_type, size, source, title) at character 1"),
     ("a nosuchfield:x", "malformed query 'a nosuchfield:x': no field 'nosuchfield' (searchable: content, "
-                        "date_source, key, last_modified, media_type, size, source, title); to search for "
+                        "date_source, dir, key, last_modified, media_type, size, source, title); to search for "
                         "the text itself, quote it: '\"nosuchfield:...\"' at character 3"),
+    ("dir:docs", "malformed query 'dir:docs': dir: takes a folder's absolute path (dir:/srv/docs), "
+                 "got 'docs' at character 5"),
+    ("dir:/srv/do*", "malformed query 'dir:/srv/do*': dir: takes a folder, not a pattern: it finds every "
+                     "file below it at character 12"),
     ("title:(content:x)", "malformed query 'title:(content:x)': field 'content' inside field 'title' at character 8"),
     ("title:()", "malformed query 'title:()': empty parentheses at character 7"),
     ("title:)", "malformed query 'title:)': field 'title' has no value at character 1"),

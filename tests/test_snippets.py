@@ -82,8 +82,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from indexerd.index.analysis import analyzer  # noqa: E402
 from indexerd.index.query import parse  # noqa: E402
 from indexerd.index.querytokens import analyse_query  # noqa: E402
-from indexerd.index.snippets import (NOTE_NOT_IN_TEXT, NOTE_TITLE_ONLY, SnippetQuery,  # noqa: E402
-                                     make_snippet)
+from indexerd.index.snippets import (FIRST_BLOCK_CHARS, NOTE_NOT_IN_TEXT, NOTE_TITLE_ONLY,  # noqa: E402
+                                     SnippetQuery, make_snippet, mark_all)
 from indexerd.index.whoosh.searching import stored_text_chunks  # noqa: E402
 
 
@@ -126,6 +126,23 @@ def test_no_passage_says_why():
     assert (s.note, s.marks, s.text) == (NOTE_TITLE_ONLY, (), "nothing of it here")
     assert _snip("nothing of it here", "quokka", title="x").note == NOTE_NOT_IN_TEXT
     assert _snip("some text", "size:>10").note is None
+
+
+def test_a_preview_marks_every_match_of_the_whole_text_as_snippets_mark_them():
+    a = analyzer()
+
+    def marked(text, query, **kw):
+        s = mark_all(text, SnippetQuery(analyse_query(parse(query), a), a), **kw)
+        assert s.text == text                                    # the text whole, as it is
+        return [text[x:y] for x, y in s.marks], s.note
+
+    far = "x " * FIRST_BLOCK_CHARS                               # past the snippet's first block
+    text = "Edit pg_hba.conf, not pg_dump. " + far + "Then pg_hba again; the event of the loop."
+    assert marked(text, "pg_hba") == (["pg_hba", "pg_hba"], None)   # both, the far one too
+    assert marked(text, '"event loop" edit') == (["Edit", "event of the loop"], None)
+    assert marked(text, "loop -event") == (["loop"], None)
+    assert marked("nothing here", "quokka", title="Quokka") == ([], NOTE_TITLE_ONLY)
+    assert mark_all("text", None).marks == ()
 
 
 @settings(max_examples=200, deadline=None)

@@ -134,7 +134,7 @@ def cmd_search(args) -> int:
     if reply is not None:
         emit(search_reply_text(args.query, reply["hits"], reply["scores"], as_json=args.json,
                                tty=stdout_is_tty()))
-        return 0
+        return _partial_said(args, reply, found=bool(reply["hits"]))
     from indexerd.core.dates import format_utc
     from indexerd.core.timespans import parse_since
     from indexerd.daemon.queries import hits_json
@@ -168,6 +168,26 @@ def cmd_search(args) -> int:
         emit(json.dumps(hits_json(hits), ensure_ascii=True) + "\n")
         return 0
     return _print_hits(args, hits, format_utc=format_utc)
+
+
+#: ``ctl search``'s exit status when the index is partial (a rebuild or a first pass runs) and
+#: nothing matched: "no documents match" may only mean "not indexed yet"
+EXIT_PARTIAL_EMPTY = 5
+
+
+def _partial_said(args, reply: dict, *, found: bool) -> int:
+    """Say on stderr that the daemon answered from a partial index (``reply["coverage"]``), as
+    a line for people or, with ``--json``, as one JSON object (``{"partial": true, "progress":
+    [...]}``: stdout keeps the array of hits); the exit status: 0, or :data:`EXIT_PARTIAL_EMPTY`
+    when nothing matched."""
+    cov = reply.get("coverage")
+    if not cov or not cov.get("partial"):
+        return 0
+    if args.json:
+        print(json.dumps(cov, ensure_ascii=True), file=sys.stderr)
+    else:
+        print(f"indexerd: {safe(reply.get('coverage_text', 'the index is incomplete'))}", file=sys.stderr)
+    return 0 if found else EXIT_PARTIAL_EMPTY
 
 
 def _print_hits(args, hits, *, format_utc) -> int:

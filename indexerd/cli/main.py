@@ -351,7 +351,8 @@ def _parser() -> argparse.ArgumentParser:
                         epilog="examples:\n  indexerd ctl search 'asyncio event loop'\n"
                                "  indexerd ctl search '\"GNU General Public License\"' --json\n"
                                "  indexerd ctl search 'title:sqlite3 OR cursor*' --since 2d\n"
-                               "  indexerd ctl search 'size:>100k last_modified:2024-01..2024-03' --sort date")
+                               "  indexerd ctl search 'size:>100k last_modified:2024-01..2024-03' --sort date\n"
+                               "exit 5: nothing matched while a rebuild or a first pass runs (stderr says how far)")
     s.add_argument("query", help="query: words (ANDed), \"phrases\", AND/OR/NOT, title:word, prefix*")
     s.add_argument("--limit", type=int, default=10, help="most hits to show (default 10)")
     s.add_argument("--since", metavar="SPEC",

@@ -353,6 +353,10 @@ class Indexer:
         t0 = datetime.now(UTC)
         bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit)
         if not paths:
+            run = self.store.source_runs().get(src.name)
+            if not forced and recovery.rebuild_pending(run, recovery.rebuilt_at(self.store)):
+                forced = True  # the rebuilt index holds none of it: nothing is unchanged
+                log.info("%s: the index was rebuilt since its last pass: every document is read again", src.name)
             mark_pass_started(self.store, src.name, src.kind, t0, self.node)
         try:
             tree = as_tree(src)

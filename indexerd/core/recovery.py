@@ -19,6 +19,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("indexerd.core.indexer")  # its lines, as before they moved here
 UTC = timezone.utc
+#: the store's meta key holding when the index was last rebuilt from the sources (aware UTC, as
+#: the store writes times): searches are partial until each source's pass ends after it
+REBUILT_AT_KEY = "index_rebuilt_at"
+
+
+def rebuilt_at(store: StateStore) -> datetime | None:
+    """When the index was last rebuilt from the sources (aware UTC), None if never (since the
+    time was first recorded)."""
+    from indexerd.core.store.values import from_db_time
+
+    return from_db_time(store.get_meta(REBUILT_AT_KEY))
+
+
+def rebuild_pending(run: dict | None, rebuilt: datetime | None) -> bool:
+    """Whether a source's next pass must read every document again, unconditionally (a forced
+    pass: no validators, no unchanged stat), because the index was rebuilt at ``rebuilt`` (aware
+    UTC; None: never) after its last completed pass ended, or after its interrupted pass began
+    (that pass does not resume: what it read before the rebuild is in the store, not in the
+    index).  ``run``: the source's row of :meth:`Store.source_runs` (None: it never ran, so its
+    first pass reads everything anyway)."""
+    if rebuilt is None or run is None:
+        return False
+    if run.get("completed_at") is not None:
+        return run["completed_at"] < rebuilt
+    began = run.get("running_since") or run.get("started_at")
+    return began is not None and began < rebuilt
 
 
 def rebuild(state_path: Path, store: StateStore, why: str | None = None) -> None:
@@ -37,8 +63,8 @@ def rebuild(state_path: Path, store: StateStore, why: str | None = None) -> None
         aside = state_path / f"index.broken-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
         shutil.move(str(ix_dir), str(aside))
         log.warning("moved the old index to %s", aside)
-    store.reset_every_stat()
-    store.write_batch([], meta={"index_generation": ""})
+    store.reset_every_stat()  # searches are partial until each source's next pass ends
+    store.write_batch([], meta={"index_generation": "", REBUILT_AT_KEY: datetime.now(UTC).isoformat()})
 
 #: The shared store's meta key holding the identity of the cluster's index.
 CLUSTER_IDENTITY_KEY = "cluster:index_identity"

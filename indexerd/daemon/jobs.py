@@ -11,6 +11,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from indexerd.core.recovery import rebuilt_at
 from indexerd.daemon.sourcestate import first_run_time
 
 if TYPE_CHECKING:
@@ -112,11 +113,12 @@ class Jobs:
                 job.remove()  # unchanged sources keep their schedule across a reload
         now = datetime.now(UTC)
         runs = d.indexer.store.source_runs() if initial else {}
+        rebuilt = rebuilt_at(d.indexer.store) if initial else None
         for name, src in d.sources.items():
             st = d.states[name]
             interval = float(src.cfg.interval)
             if initial:
-                first = first_run_time(src.kind, interval, runs.get(name), now)
+                first = first_run_time(src.kind, interval, runs.get(name), now, rebuilt)
                 if first > now:  # not run at start: status shows the pass the next run counts from
                     r = runs[name]
                     st.last_started, st.last_finished, st.last_counts = (r["started_at"], r["finished_at"],

@@ -61,6 +61,7 @@ class Daemon:
     """
 
     def __init__(self, cfg: Config, config_path: str | None) -> None:
+        from indexerd.daemon.coverage import CoverageWatch
         from indexerd.daemon.http.metrics import DaemonMetrics
         from indexerd.daemon.queries import QueryRunner, workers_for
 
@@ -88,6 +89,8 @@ class Daemon:
                                    workers=workers_for(cfg.index.engine),
                                    observe=lambda via, s: self.metrics.query_seconds.labels(via=via).observe(s),
                                    hashes=self._content_hashes if cfg.index.collapse_duplicates else None)
+        #: whether searches answer from a partial index (a rebuild, a first pass) and how far it is
+        self.coverage = CoverageWatch(self)
 
     def _content_hashes(self, keys: list[str]) -> dict[str, str]:
         """The state store's content hash of each of ``keys`` that has one (a query worker's own

@@ -78,6 +78,9 @@ class Passes:
         if st.removed:   # removed by a reload while this waited for the lock
             st.lock.release()
             return None
+        if not forced and d.coverage.rebuild_pending(name):
+            forced = True  # not a page, row or file may be skipped as unchanged: none is indexed
+            log.info("%s: the index was rebuilt since its last pass: every document is read again", name)
         claim = self._claim(name, src, st, forced, asked)
         if not claim.run:
             st.lock.release()

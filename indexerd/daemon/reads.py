@@ -8,7 +8,9 @@ read (``state_dir``); a daemon that serves another one answers ``other_state_dir
 client reads its own (a user's own index is never answered from the service's).
 
 Replies (besides ``ok``): ``search`` -> ``hits`` (as ``--json`` prints them) and ``scores``
-(full precision, for the text form), or with ``render`` ``rendered``: the text ``ctl search``
+(full precision, for the text form) and, while the index is partial (a rebuild or a first pass
+runs: :mod:`indexerd.daemon.coverage`), ``coverage`` (``{"partial": true, "progress": [...]}``)
+and ``coverage_text``; or with ``render``, when the index is complete, ``rendered``: the text ``ctl search``
 prints (:func:`indexerd.cli.terminal.search_reply_text`, sent as
 :func:`indexerd.daemon.control.encode` frames it); ``report``/``changed`` -> ``rows``, or ``too_many`` when
 over :data:`MAX_ROWS` (the client then reads the store itself); ``explain`` -> ``explain``
@@ -98,7 +100,7 @@ def _rows(rows) -> dict:
 def _search(daemon, req: dict) -> dict:
     """``ctl search QUERY [--since SPAN] [--limit N] [--sort S]``: through the daemon's query
     runner; with ``render`` (``{"tty": bool, "json": bool}``) the printed text instead of the
-    hits."""
+    hits, unless the index is partial (then ``coverage``)."""
     from indexerd.core.timespans import parse_since
 
     render = req.get("render")
@@ -115,6 +117,9 @@ def _search(daemon, req: dict) -> dict:
                                               limit=limit, sort=req.get("sort") or "relevance"),
                                 via="ctl", unbounded=True)
     hits, scores = hits_json(result.hits), [h.score for h in result.hits]
+    cov = daemon.coverage.current()
+    if cov.partial:   # never rendered: the full command line says it and picks the exit code
+        return {"hits": hits, "scores": scores, "coverage": cov.as_json(), "coverage_text": cov.text()}
     if render is not None:
         from indexerd.cli.terminal import search_reply_text
 

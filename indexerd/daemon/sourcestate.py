@@ -57,20 +57,23 @@ class SourceState:
         self.owned_elsewhere = False
 
 
-def first_run_time(kind_name: str, interval_seconds: float, run: dict | None, now: datetime) -> datetime:
+def first_run_time(kind_name: str, interval_seconds: float, run: dict | None, now: datetime,
+                   rebuilt_at: datetime | None = None) -> datetime:
     """When a source's first pass after a start runs (the start-up rule).
 
     A kind whose :attr:`~indexerd.sources.registry.Kind.reconcile_at_start` is set (a local
     tree: its stat reconcile is cheap, and the watch was off): now.  Any other (web, SQL): now if
     it never completed a pass or its last pass was interrupted (``running_since`` set: it
-    resumes); else when its interval since the end of its last completed pass is due -- so a
-    restart, or ``indexerd index`` followed by ``indexerd run``, does not crawl or poll again.
+    resumes) or if that pass ended before the index was rebuilt (``rebuilt_at``, aware UTC: its
+    documents are no longer in the index); else when its interval since the end of its last
+    completed pass is due -- so a restart, or ``indexerd index`` followed by ``indexerd run``,
+    does not crawl or poll again.
 
     Args:
         kind_name: the source's kind (``Source.kind``).
         run: the source's row of :meth:`Store.source_runs`, or None.
     """
     if kind(kind_name).reconcile_at_start or run is None or run["running_since"] is not None \
-            or run["completed_at"] is None:
+            or run["completed_at"] is None or (rebuilt_at is not None and run["completed_at"] < rebuilt_at):
         return now
     return max(now, run["completed_at"] + timedelta(seconds=interval_seconds))

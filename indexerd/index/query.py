@@ -34,6 +34,10 @@ Fields (names case-insensitive):
   searches both (and, for an identifier like ``pg_hba.conf``, the whole-identifier field).
 - ``source``, ``media_type``, ``date_source``, ``key`` (alias ``url``): the exact stored value
   (``media_type:text/html``); a trailing ``*`` is a prefix (``key:https://example.com/*``).
+- ``dir``: a folder's absolute path (``dir:/srv/docs``, ``dir:"/home/me/My Documents"``): the
+  files below it, at any depth (a prefix of their ``file:`` keys, ``/`` ended, so ``/srv/docs``
+  is not ``/srv/docs-old``; ``.`` and ``..`` resolved by text, symlinks not); web pages and SQL
+  rows are in no folder.
 - ``size``: bytes, ``100000``, ``100k``, ``1.5MB``, ``2MiB`` (as in the config); a range.
 - ``last_modified``: a UTC date ``2024``, ``2024-03``, ``2024-03-05``, ``2024-03-05T10:30``
   (``:SS``, ``Z`` or ``+02:00`` allowed); a bare date is its whole span (the year, the month,
@@ -56,20 +60,32 @@ field that has none, a bad size or date or an empty range, a ``*`` that is not a
 
 from __future__ import annotations
 
+import posixpath
 import re
 from datetime import datetime, timedelta, timezone
 
 from indexerd.core.errors import QueryError
 from indexerd.index.querylex import Lexer, Token
-from indexerd.index.querytree import (DATE_FIELDS, KEYWORD_FIELDS, NUMBER_FIELDS, And, DateRange, Keyword,
-                                      Node, Not, NumberRange, Or, Phrase, Prefix, Word)
+from indexerd.index.querytree import (DATE_FIELDS, KEYWORD_FIELDS, NUMBER_FIELDS, PATH_FIELDS, And, DateRange,
+                                      Keyword, Node, Not, NumberRange, Or, Phrase, Prefix, Word)
 
-__all__ = ["parse", "date_span", "MAX_NESTING"]
+__all__ = ["parse", "date_span", "folder_key_prefix", "MAX_NESTING"]
 
 UTC = timezone.utc
 #: The deepest a query may nest parentheses and NOT/``-`` (each level is a recursion of the
 #: parser and of every engine's compiler: 490 levels overflowed Python's stack, an HTTP 500).
 MAX_NESTING = 32
+
+
+def folder_key_prefix(path: str) -> str:
+    """The prefix of the ``file:`` keys of every file below the absolute folder ``path``:
+    ``/srv/docs/`` as :func:`indexerd.sources.files.keys.path_to_key` writes it
+    (``file:///srv/docs/``; a folder with a space, ``file:///srv/My%20Docs/``).  ``.``, ``..``
+    and repeated slashes are resolved by text; ``/`` gives every file's prefix."""
+    from indexerd.sources.files.keys import path_to_key
+
+    folder = posixpath.normpath(path).lstrip("/")
+    return path_to_key("/" + folder + ("/" if folder else ""))
 
 
 def parse(text: str) -> Node:
@@ -194,16 +210,28 @@ class _Parser:
             raise self.fail("'*' is only allowed at the end of a word (prefix search)", t.at + star)
         if text == "*":
             raise self.fail("a '*' alone matches nothing: give a prefix before it", t.at)
+        if field in PATH_FIELDS:
+            return self.folder(text, t.at)
         if field in KEYWORD_FIELDS:
             return Keyword(field, text.rstrip("*"), prefix=star >= 0)
         return Prefix(text[:-1], field) if star >= 0 else Word(text, field)
 
     def phrase(self, t: Token, field: str | None) -> Node:
+        if field in PATH_FIELDS:
+            return self.folder(t.text, t.at + 1)
         if field in KEYWORD_FIELDS:
             return Keyword(field, t.text)
         if field in NUMBER_FIELDS or field in DATE_FIELDS:
             raise self.fail(f"field {field!r} takes a value or a range, not a phrase", t.at)
         return Phrase(t.text, field)
+
+    def folder(self, path: str, at: int) -> Node:
+        """``dir:PATH``: the ``file:`` keys below the folder ``PATH`` (:func:`folder_key_prefix`)."""
+        if not path.startswith("/"):
+            raise self.fail(f"dir: takes a folder's absolute path (dir:/srv/docs), got {path!r}", at)
+        if "*" in path:
+            raise self.fail("dir: takes a folder, not a pattern: it finds every file below it", at + path.find("*"))
+        return Keyword("key", folder_key_prefix(path), prefix=True)
 
     # -- ranges --
 

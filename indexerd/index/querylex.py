@@ -1,8 +1,9 @@
 """The query language's lexer: query text -> tokens (words, phrases, fields, ranges, operators).
 
 ``NAME:`` is a field only when NAME is a letter-led name and the next character is not white
-space, ``:`` or ``/`` (so ``std::vector``, ``http://x`` and ``12:30`` are words); the field name
-is checked here against :data:`indexerd.index.querytree.SEARCHABLE_FIELDS`.
+space, ``:`` or ``/`` (so ``std::vector``, ``http://x`` and ``12:30`` are words), except a path
+field (``dir:/srv/docs``: :data:`indexerd.index.querytree.PATH_FIELDS`), whose value starts with
+``/``; the field name is checked here against :data:`indexerd.index.querytree.SEARCHABLE_FIELDS`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from indexerd.core.errors import QueryError
-from indexerd.index.querytree import FIELD_ALIASES, SEARCHABLE_FIELDS, STORED_ONLY_FIELDS
+from indexerd.index.querytree import FIELD_ALIASES, PATH_FIELDS, SEARCHABLE_FIELDS, STORED_ONLY_FIELDS
 
 __all__ = ["Token", "Lexer"]
 
@@ -26,6 +27,7 @@ class Token:
 
 
 _FIELD = re.compile(r"([A-Za-z_]\w*):(?=[^\s:/])")
+_PATH_FIELD = re.compile(r"(" + "|".join(PATH_FIELDS) + r"):(?=/)", re.IGNORECASE)
 _WORD_END = re.compile(r'[\s()"]')
 
 
@@ -88,7 +90,7 @@ class Lexer:
                 i += 1
                 continue  # the term follows
             else:
-                m = None if after_field else _FIELD.match(text, i)
+                m = None if after_field else (_FIELD.match(text, i) or _PATH_FIELD.match(text, i))
                 if m:
                     out.append(Token("FIELD", self._field_name(m.group(1), i), i))
                     i = m.end()

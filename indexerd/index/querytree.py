@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 __all__ = [
-    "TEXT_FIELDS", "KEYWORD_FIELDS", "NUMBER_FIELDS", "DATE_FIELDS", "FIELD_ALIASES",
+    "TEXT_FIELDS", "KEYWORD_FIELDS", "NUMBER_FIELDS", "DATE_FIELDS", "PATH_FIELDS", "FIELD_ALIASES",
     "STORED_ONLY_FIELDS", "SEARCHABLE_FIELDS", "SORTS", "Word", "Phrase", "Prefix", "Keyword",
     "NumberRange", "DateRange", "And", "Or", "Not", "Node",
 ]
@@ -21,10 +21,12 @@ KEYWORD_FIELDS = ("source", "media_type", "date_source", "key")
 """Fields matched on their exact stored value (or a prefix of it with a trailing ``*``)."""
 NUMBER_FIELDS = ("size",)
 DATE_FIELDS = ("last_modified",)
+PATH_FIELDS = ("dir",)
+"""A folder given as an absolute path: the files below it (a prefix of their ``file:`` keys)."""
 FIELD_ALIASES = {"url": "key"}
 STORED_ONLY_FIELDS = ("path",)
 """Names the index stores but does not search: named as such in the error."""
-SEARCHABLE_FIELDS = tuple(sorted(TEXT_FIELDS + KEYWORD_FIELDS + NUMBER_FIELDS + DATE_FIELDS))
+SEARCHABLE_FIELDS = tuple(sorted(TEXT_FIELDS + KEYWORD_FIELDS + NUMBER_FIELDS + DATE_FIELDS + PATH_FIELDS))
 SORTS = ("relevance", "date")
 """Result orders a search accepts: best match first, or newest ``last_modified`` first."""
 

@@ -282,6 +282,37 @@ def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: i
     return _render(text, found, start, end, chars)
 
 
+#: time a document preview may take to mark its text (seconds): past it, what was scanned is marked
+PREVIEW_BUDGET_SECONDS = 1.0
+
+
+def mark_all(text: str, query: SnippetQuery | None, *, title: str = "",
+             budget_seconds: float = PREVIEW_BUDGET_SECONDS) -> Snippet:
+    """A document's preview: ``text`` whole, every match of ``query`` in it marked (as a
+    snippet marks them: :meth:`SnippetQuery.matches`; overlapping matches as one mark), and
+    ``note`` why nothing is marked (the match is in ``title`` only, there is no text, it lies
+    outside the text, or the ``budget_seconds`` ran out first: then only the text scanned by
+    then is marked).  ``query`` None or without words: the text unmarked, no note."""
+    if query is None or not query.has_words:
+        return Snippet(text)
+    occ, _pos, in_time = query.occurrences(text, time.monotonic() + budget_seconds)
+    spans: list[list[int]] = []
+    for m in query.matches(occ):
+        if spans and m.start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], m.end)
+        else:
+            spans.append([m.start, m.end])
+    if spans:
+        return Snippet(text, tuple((s, e) for s, e in spans), None if in_time else NOTE_BUDGET)
+    if query.matches_in(title):
+        note = NOTE_TITLE_ONLY
+    elif not text.strip():
+        note = NOTE_NO_TEXT
+    else:
+        note = NOTE_NOT_IN_TEXT if in_time else NOTE_BUDGET
+    return Snippet(text, (), note)
+
+
 def _head(text: str, chars: int) -> str:
     return " ".join(text[:chars].split())
 

@@ -9,13 +9,22 @@ The application knows the daemon only through a *backend* object with these meth
 daemon's :class:`indexerd.daemon.http.server.DaemonBackend`; tests may pass their own):
 
 - ``search(SearchRequest) -> SearchResult`` (bounded: :mod:`indexerd.daemon.queries`);
+- ``coverage() -> Coverage`` (:mod:`indexerd.daemon.coverage`: whether a rebuild or a first pass
+  runs, so that answers are partial, and its progress);
 - ``explain(key) -> dict | None`` (``ctl explain --json``'s object);
+- ``preview(key, query) -> Preview | None`` (:mod:`indexerd.daemon.preview`: the stored text
+  with the query's matches marked);
+- ``open_original(key) -> Original | None`` (:mod:`indexerd.sources.files.originals`: a
+  file inside a configured tree, opened for ``/raw``);
 - ``status() -> dict`` (``ctl status --json``'s object);
 - ``healthy() -> bool``; ``source_names() -> list[str]``; ``media_types() -> list[str]``;
 - ``metrics() -> bytes`` (the Prometheus text exposition).
 
-Nothing here opens a file other than the templates and the stylesheet: a document is shown from
-what the index and the state store hold, never read from its path.
+A document is shown from what the index and the state store hold; the one file opened besides
+the templates and the stylesheet is a download's (``/raw``), and only through
+:func:`~indexerd.sources.files.originals.open_original` (a stored ``file:`` key inside a
+configured tree, confined as the tree reads it), sent as an attachment with its stored media
+type and ``nosniff``, so a stored HTML file never renders as this origin's page.
 
 Access: when a token is set (:mod:`indexerd.daemon.http.auth`), every request must carry it;
 without one (loopback only) only this machine's loopback names are answered as ``Host``, and
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from importlib import resources
 from urllib.parse import urlencode
 
@@ -33,6 +43,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from werkzeug.exceptions import HTTPException, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
+from werkzeug.wsgi import wrap_file
 
 from indexerd.core.dates import format_utc
 from indexerd.core.errors import ConfigError, IndexerdError
@@ -53,6 +64,7 @@ _READ = ("GET", "HEAD")
 URLS = Map([
     Rule("/", endpoint="search", methods=_READ),
     Rule("/doc", endpoint="document", methods=_READ),
+    Rule("/raw", endpoint="raw", methods=_READ),
     Rule("/status", endpoint="status", methods=_READ),
     Rule("/api/search", endpoint="api_search", methods=_READ),
     Rule("/api/status", endpoint="api_status", methods=_READ),
@@ -151,10 +163,12 @@ class SearchApp:
     def on_search(self, request, adapter):
         asked = "q" in request.args
         form, result, error, status = pages.SearchForm(), None, None, 200
+        coverage = None
         try:
             form = pages.read_form(request.args)
             if form.q:
                 result = self._search(form, self.page_size)
+                coverage = self.backend.coverage()
         except IndexerdError as e:         # malformed query or field, a timeout: said on the page
             error, status = str(e), 400 if isinstance(e, ConfigError) or e.exit_code == 2 else 503
             if form == pages.SearchForm():  # the form itself was refused: keep what was typed
@@ -167,20 +181,52 @@ class SearchApp:
         def page_url(n):
             return adapter.build("search", {}) + "?" + _query_string(form.params(page=n))
 
+        def folder_url(hit):
+            narrowed = pages.folder_query(form.q, hit.path)
+            if narrowed is None:
+                return None
+            return adapter.build("search", {}) + "?" + _query_string(form.params(q=narrowed, page=1))
+
         return self._render(adapter, "search.html", status=status, form=form, asked=asked, error=error,
                             result=_ResultView(result, views) if result is not None else None,
+                            coverage=coverage,
                             pages=total_pages, page_numbers=pages.page_numbers(form.page, total_pages),
-                            page_url=page_url, sources=self.backend.source_names(),
+                            page_url=page_url, folder_url=folder_url, sources=self.backend.source_names(),
                             media_types=sorted(set(self.backend.media_types()) | set(form.media_types)))
 
     def on_document(self, request, adapter):
         key = request.args.get("key", "")
+        q = request.args.get("q", "")[:pages.MAX_QUERY_CHARS]
         doc = self.backend.explain(key) if key else None
         if doc is None:
             raise NotFound(f"{key or '(no key)'}: not known to indexerd")
         facts = [(k, v) for k, v in doc.items() if k != "explanation" and v is not None]
-        return self._render(adapter, "document.html", doc=doc, facts=facts,
-                            web_url=pages.web_url(doc.get("key", "")))
+        preview, preview_error = None, None
+        try:
+            preview = self.backend.preview(doc["key"], q)
+        except IndexerdError as e:       # a query timeout, no index: the rest of the page stands
+            preview_error = str(e)
+        raw_url = (adapter.build("raw", {"key": doc["key"]}) if doc["key"].startswith("file://")
+                   and doc.get("status") == "indexed" else None)
+        return self._render(adapter, "document.html", doc=doc, facts=facts, q=q,
+                            web_url=pages.web_url(doc.get("key", "")), raw_url=raw_url,
+                            preview=pages.preview_view(preview) if preview is not None else None,
+                            preview_error=preview_error)
+
+    def on_raw(self, request, adapter):
+        key = request.args.get("key", "")
+        doc = self.backend.explain(key) if key.startswith("file://") else None
+        original = self.backend.open_original(doc["key"]) if doc is not None else None
+        if original is None:         # one answer for unknown, outside every tree, a symlink out
+            raise NotFound(f"{key or '(no key)'}: no file of a configured tree to download")
+        fh = os.fdopen(original.fd, "rb")
+        response = Response(wrap_file(request.environ, fh), direct_passthrough=True,
+                            content_type=pages.download_type(doc.get("media_type")))
+        response.content_length = original.size_bytes
+        response.headers.set("Content-Disposition", "attachment",
+                             filename=pages.download_name(original.filename))
+        response.headers["Cache-Control"] = "private, no-cache"
+        return response
 
     def on_status(self, request, adapter):
         return self._render(adapter, "status.html", st=self.backend.status())
@@ -199,13 +245,14 @@ class SearchApp:
             if not form.q:
                 raise ConfigError("q: the query is empty")
             result = self._search(form, limit)
+            coverage = self.backend.coverage()
         except ValueError:
             return self._json({"error": f"limit must be a number, got {request.args.get('limit')!r}"}, 400)
         except IndexerdError as e:
             return self._json({"error": str(e)}, 400 if e.exit_code == 2 else 503)
         return self._json({"query": form.q, "total": result.total,
                            "offset": result.offset, "elapsed_seconds": round(result.elapsed_seconds, 6),
-                           "hits": hits_json(result.hits)})
+                           **coverage.as_json(), "hits": hits_json(result.hits)})
 
     def on_api_status(self, request, adapter):
         return self._json(self.backend.status())

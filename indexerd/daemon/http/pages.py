@@ -8,6 +8,9 @@ built in Python is :func:`highlight`'s ``<mark>``, around text it escaped itself
 
 from __future__ import annotations
 
+import os
+import posixpath
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from urllib.parse import unquote, urlsplit
@@ -115,6 +118,41 @@ def highlight(snippet: str, marks) -> Markup:
     return Markup("").join(out)
 
 
+#: a media type as the download's Content-Type may carry it (type/subtype, parameters dropped)
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
+
+
+def download_type(media_type: str | None) -> str:
+    """The Content-Type of a download: the stored media type when it is one, else
+    ``application/octet-stream``."""
+    mt = (media_type or "").split(";")[0].strip()
+    return mt if _MEDIA_TYPE.fullmatch(mt) else "application/octet-stream"
+
+
+def download_name(filename: str) -> str:
+    """A file name a Content-Disposition may carry: undecodable bytes as U+FFFD, control
+    characters and path separators as ``_``."""
+    name = os.fsencode(filename).decode("utf-8", "replace")
+    return "".join("_" if ord(c) < 32 or c in '/\\\x7f' else c for c in name) or "download"
+
+
+@dataclass(frozen=True)
+class PreviewView:
+    """A document preview as the page shows it: ``text`` safe markup (marks in ``<mark>``),
+    how many matches are marked, and why none is (or None)."""
+
+    text: Markup
+    marked: int
+    note: str | None
+    query_error: str | None
+
+
+def preview_view(preview) -> PreviewView:
+    """A :class:`indexerd.daemon.preview.Preview` for the page."""
+    return PreviewView(highlight(preview.text, preview.marks), len(preview.marks), preview.note,
+                       preview.query_error)
+
+
 def web_url(key: str) -> str | None:
     """The key when a browser can follow it (an http or https URL), else None: a ``file:`` key
     opens nothing from a web page, and a ``sql:`` key is no address."""
@@ -132,6 +170,24 @@ def file_path(key: str, path: str | None) -> str | None:
     if key.startswith("file://"):
         return unquote(urlsplit(key).path)
     return None
+
+
+def folder_query(q: str, path: str | None) -> str | None:
+    """``q`` narrowed to the folder holding the file ``path`` (``q dir:"/srv/docs"``), for the
+    hit's "only in this folder" link; None when there is no path, when the folder cannot be
+    written in a query or a URL (a ``"`` or undecodable bytes in it), or when ``q`` already
+    narrows to it."""
+    if not path or not path.startswith("/"):
+        return None
+    folder = posixpath.dirname(path)
+    try:
+        folder.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    term = f'dir:"{folder}"'
+    if '"' in folder or term in q:
+        return None
+    return f"{q} {term}"
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,27 @@ class DaemonBackend:
     def search(self, req):
         return self.daemon.queries.run(req, via="http")
 
+    def preview(self, key: str, query: str):
+        """The stored text of ``key`` with ``query``'s matches marked, or None
+        (:func:`indexerd.daemon.preview.document_preview`, through the bounded query runner)."""
+        from indexerd.daemon.preview import document_preview
+
+        from indexerd.index.analysis import analyzer
+
+        return document_preview(self.search, key, query,
+                                analyzer(fold_diacritics=self.daemon.cfg.index.fold_diacritics))
+
+    def open_original(self, key: str):
+        """The original file of ``key`` opened for a download, or None
+        (:func:`indexerd.sources.files.originals.open_original`: inside a configured tree only)."""
+        from indexerd.sources.files.originals import open_original
+
+        return open_original(key, list(self.daemon.sources.values()))
+
+    def coverage(self):
+        """Whether answers are partial now (:meth:`indexerd.daemon.coverage.CoverageWatch.current`)."""
+        return self.daemon.coverage.current()
+
     def explain(self, key: str) -> dict | None:
         from indexerd.cli import reports
 
