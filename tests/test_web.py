@@ -1037,6 +1037,27 @@ def test_index_recheck_asks_every_known_page_and_requisite_with_its_validators(t
     assert summary["indexed"] == 1, summary
 
 
+def test_convert_links_points_a_duplicate_s_alias_at_the_kept_page(tmp_path, site) -> None:
+    """A new user's trial: /index.html, the alias of / (same content), is never written to the
+    mirror, yet convert_links pointed links to it at a file named after it (%2569ndex.html),
+    and a link to a page the pass did not keep at a relative path.  The pass's pages are
+    converted once it knows what it kept: links to the alias go to /'s file, others absolute."""
+    home = html("Home", "homeword", ["/b.html"])
+    site.static("/", home, etag='"h"')
+    site.static("/index.html", home, etag='"h"')
+    site.static("/b.html", html("B", "betaword", ["/index.html", "/", "/missing.html", "/b.html#x"]), etag='"b"')
+    site.add("/missing.html", status=404, body=b"gone", headers={"Content-Type": "text/plain"})
+    mirror_dir = tmp_path / "mirror"
+    crawl = Crawl(tmp_path, site, seeds=("/b.html",), mirror_dir=str(mirror_dir), convert_links=True)
+    crawl.run()
+    m = Mirror(mirror_dir)
+    copy = m.path_for(site.url("/b.html")).read_text(encoding="utf-8")
+    assert not m.path_for(site.url("/index.html")).exists() and m.path_for(site.url("/")).name == "index.html"
+    assert copy.count('href="index.html"') == 2, copy
+    assert f'href="{site.url("/missing.html")}"' in copy and 'href="b.html#x"' in copy, copy
+    assert crawl.counters["web.mirror.converted"] >= 1
+
+
 def test_no_requisites_without_a_mirror_or_when_turned_off(tmp_path, site) -> None:
     """Without ``mirror_dir``, or with ``page_requisites = false``, nothing but pages is asked:
     a stylesheet or script is never requested."""

@@ -65,6 +65,8 @@ class Answers:
         self.counters = pipeline.counters
         self.mirror = mirror
         self.duplicates = DuplicateFinder(self.src.name, pipeline)
+        #: (URL, charset) of the HTML pages the mirror kept in this pass, for ``convert_links``
+        self.to_convert: list[tuple[str, str | None]] = []
         #: per host: requests in a row without any HTTP answer (see HOST_FAILURE_LIMIT)
         self.unanswered: dict[str, int] = {}
 
@@ -258,28 +260,47 @@ class Answers:
             return
         self.sched.follow_requisites(urls, task)
 
-    def _mirror_copy(self, task: Task, resp: Response) -> bytes:
-        """What the mirror keeps of a page: its bytes, or with ``convert_links`` an HTML page
-        with its links made for offline browsing (:mod:`indexerd.sources.web.convertlinks`)."""
-        mirror = self.mirror.mirror
+    def _keep_for_conversion(self, task: Task, resp: Response) -> None:
+        """With ``convert_links``, remember an HTML page the mirror kept in this pass: its links
+        are rewritten once the pass knows what it kept (:meth:`convert_mirrored_pages`)."""
         ctype = resp.headers.get("Content-Type") or ""
-        if mirror is None or not self.src.cfg.convert_links or "html" not in ctype.lower():
-            return resp.body
-        scope = self.src.scope
-        page_file = str(mirror.path_for(task.url))
+        if self.mirror.mirror is not None and self.src.cfg.convert_links and "html" in ctype.lower():
+            self.to_convert.append((task.url, content_charset(ctype)))
 
-        def local(url: str, displays: bool) -> str | None:
-            try:
-                canon = canonicalize(url)
-                # kept: a requisite (what an element displays) or a page in scope, or kept already
-                kept = (scope.check_requisite(canon) is None if displays
-                        else scope.check(canon, hops=0, seed_depth=task.seed_depth) is None) \
-                    or mirror.exists(canon)
-                return relative_path(page_file, str(mirror.path_for(canon))) if kept else None
-            except ValueError:
-                return None
+    def convert_mirrored_pages(self) -> None:
+        """Rewrite the links of the pages kept in this pass for offline browsing (``convert_links``,
+        :mod:`indexerd.sources.web.convertlinks`), as wget's ``-k`` does once its crawl is done: a
+        link to a file the mirror holds becomes a relative path to it (a link to a duplicate's
+        alias, to the kept page's file), any other an absolute URL.  The file keeps its time."""
+        mirror = self.mirror.mirror
+        pages, self.to_convert = self.to_convert, []
+        if mirror is None or not pages:
+            return
+        converted = 0
+        for url, charset in pages:
+            kept = mirror.read(url)
+            if kept is None:
+                continue
+            page_file = str(mirror.path_for(url))
 
-        return convert_page(resp.body, content_charset(ctype), task.url, local)
+            def local(link: str, displays: bool) -> str | None:
+                try:
+                    target = canonicalize(link)
+                    if not mirror.exists(target):
+                        rec = self.pipeline.stored(target)
+                        detail = (rec.detail or "") if rec is not None and rec.reason == "duplicate" else ""
+                        target = detail.removeprefix("same content as ") if detail.startswith("same content as ") else ""
+                        if not target or not mirror.exists(target):
+                            return None
+                    return relative_path(page_file, str(mirror.path_for(target)))
+                except ValueError:
+                    return None
+
+            data = convert_page(kept[0], charset, url, local)
+            if data != kept[0]:
+                self.mirror.write(url, data, kept[1])
+                converted += 1
+        self.counters.inc("web.mirror.converted", converted)
 
     def _page(self, task: Task, resp: Response) -> None:
         if task.kind == "requisite":
@@ -330,7 +351,8 @@ class Answers:
             self.sched.state(task.origin).doc_key = new_key
         st.last_outcome = f"{Verdict(out.verdict).value}:{out.reason}"  # "indexed:new", not "Verdict.INDEXED:new"
         if out.verdict in ("indexed", "unchanged"):
-            self.mirror.write(task.url, self._mirror_copy(task, resp), out.last_modified)
+            self.mirror.write(task.url, resp.body, out.last_modified)
+            self._keep_for_conversion(task, resp)
             self._page_requisites(task, resp)
         elif out.verdict in ("skipped", "errors"):
             self.mirror.remove(task.url)

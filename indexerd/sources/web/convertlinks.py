@@ -3,11 +3,10 @@
 a link to anything else an absolute URL.  Only the copy on disk changes: the bytes indexed and
 dated stay the server's.
 
-wget converts once the whole crawl is done, when it knows what was downloaded; a pass here
-writes each page as it comes, so a link is made relative when its target's file exists already
-or its target is one the source keeps (a page in scope, or, from an element that displays
-something, a page requisite in scope).  A page in scope that ends up not kept (a 404) leaves a
-relative link to a missing file until its page is fetched again.
+As wget does, the pages a pass kept are converted once the pass is over, when it knows what it
+kept (:meth:`indexerd.sources.web.answers.Answers.convert_mirrored_pages`): a link is made relative
+when its target's file exists (or, for a duplicate's alias, the kept page's), else absolute.  A
+page not fetched again in a later pass keeps the links it was given then.
 
 Attribute values are replaced in place in the decoded text (the page's codec, undecodable bytes
 kept by ``surrogateescape``), so everything else in the copy is byte for byte the server's.

@@ -115,6 +115,7 @@ class CrawlPass:
         finally:
             self._stop(workers)
             self.pipeline.flush()
+            self.answers.convert_mirrored_pages()  # what the pass kept is known now
             self.sched.persist(finished=finished)
             if self.sched.shared is not None:
                 self.sched.shared.leave(finished)

@@ -264,6 +264,24 @@ class Mirror:
         except (ValueError, OSError):
             return False
 
+    def read(self, url: str) -> tuple[bytes, datetime] | None:
+        """The bytes and modification time (aware UTC) of the file for ``url``, or None when
+        there is no regular file (a symlink is not followed) or it cannot be read."""
+        names = self._parts(url)
+        try:
+            with self._open_dirs(names[:-1], create=False) as dfd:
+                if dfd is None:
+                    return None
+                fd = os.open(names[-1], os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=dfd)
+                with os.fdopen(fd, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    if not stat.S_ISREG(st.st_mode):
+                        return None
+                    data = f.read()
+                return data, datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC)
+        except (ValueError, OSError):
+            return None
+
     def remove(self, url: str) -> bool:
         """Delete the file for ``url``; True if there was one (a regular file or a symlink).
 
