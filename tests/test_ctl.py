@@ -39,6 +39,21 @@ def test_c_is_accepted_before_and_after_ctl_and_its_command(daemon):
     assert p.returncode == 0 and len(json.loads(p.stdout)) == 1, p.stderr
 
 
+def test_a_config_whose_socket_another_config_s_daemon_holds_is_told_so(daemon, tmp_path):
+    """A new user's trial: two configs without control_socket share root's default socket;
+    `ctl status -c other.toml` printed the other config's daemon (exit 0) and `ctl crawl` said
+    the source was not configured.  A daemon now refuses commands for another state dir: exit 3
+    naming both; the one-shot reads still read their own state dir."""
+    d = daemon
+    other = tmp_path / "other.toml"
+    other.write_text(f'state_dir = "{tmp_path / "state"}"\ncontrol_socket = "{d.sock}"\n', encoding="utf-8")
+    for args in (("ctl", "status"), ("ctl", "scan", "docs"), ("ctl", "reindex", "--all")):
+        p = cli("-c", str(other), *args)
+        assert p.returncode == 3, (args, p.returncode, p.stdout, p.stderr)
+        assert str(d.base / "state") in p.stderr and "control_socket" in p.stderr, p.stderr
+    assert cli("-c", str(d.client_cfg), "ctl", "status").returncode == 0
+
+
 # -- 1. + 2. a broken config on disk: ctl still reaches the daemon; the refusal is visible ------
 def test_ctl_reaches_the_daemon_while_its_config_is_broken_and_shows_the_refused_reload(daemon):
     d = daemon

@@ -299,6 +299,10 @@ def _daemon_request(args, payload: dict, timeout: float = 30.0) -> dict:
 
     loc = _located(args)
     sockets = loc.sockets
+    if (loc.config is not None and loc.config.state_dir) or os.environ.get("STATE_DIRECTORY"):
+        # a state dir the config names: a daemon serving another one (another config's, on the
+        # same control_socket) refuses the command; a guessed one is not sent
+        payload = {**payload, "state_dir": str(loc.state_dir)}
     for i, sock in enumerate(sockets):
         try:
             reply = request(sock, payload, timeout=timeout)

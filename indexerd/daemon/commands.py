@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from indexerd.core.errors import ConfigError
+from indexerd.core.errors import ConfigError, DaemonNotRunning
 from indexerd.core.pipeline import PassCounts
 from indexerd.daemon import reads
 from indexerd.daemon.passes import PassFailed
@@ -40,6 +40,13 @@ def handle(d: Daemon, req: dict) -> dict:
     handler = COMMANDS.get(str(req.get("cmd")))
     if handler is None:
         raise ConfigError(f"unknown control command {req.get('cmd')!r}")
+    if req.get("cmd") not in reads.HANDLERS:  # a read answers other_state_dir itself
+        own = str(d.indexer.state.path)
+        if reads.other_state_dir(req, own) is not None:
+            raise DaemonNotRunning(
+                f"the indexerd answering on this control socket serves state dir {own}, not "
+                f"{req['state_dir']}: it runs another config; give each config its own "
+                "control_socket to run both")
     return handler(d, req)
 
 

@@ -47,12 +47,15 @@ def remove_stale(path: Path) -> None:
     except (ConnectionRefusedError, FileNotFoundError):
         pass                                 # stale (or just gone): replace it
     except TimeoutError:
-        raise StateDirLocked(f"control socket {path} is in use by a running indexerd") \
-            from None
+        raise StateDirLocked(f"control socket {path} is in use by a running indexerd (another "
+                             "config's daemon, if its state dir is not this one's: set "
+                             "control_socket to run both)") from None
     except OSError as e:
         raise ConfigError(f"control socket {path}: cannot test it: {e.strerror}") from None
     else:
-        raise StateDirLocked(f"control socket {path} is in use by a running indexerd")
+        raise StateDirLocked(f"control socket {path} is in use by a running indexerd (another "
+                             "config's daemon, if its state dir is not this one's: set "
+                             "control_socket to run both)")
     finally:
         probe.close()
     log.info("removing stale control socket %s", path)
