@@ -109,7 +109,7 @@ class SearchApp:
             denied = self.hosts.deny(request) or self.token.deny(request) \
                 or self._peer_denied(request)
             if denied is not None:
-                response = denied
+                response = self._as_api_error(request, denied)
             else:
                 endpoint, values = adapter.match()
                 response = getattr(self, "on_" + endpoint)(request, adapter, **values)
@@ -126,6 +126,17 @@ class SearchApp:
         return response(environ, start_response)
 
     # -- helpers -----------------------------------------------------------------------------
+    def _as_api_error(self, request: Request, denied: Response) -> Response:
+        """A refusal (401, 421) as the API's errors are (``{"error": ...}``) on ``/api/``, as
+        it is (plain text) elsewhere; its headers (``WWW-Authenticate``) kept."""
+        if not request.path.startswith("/api/"):
+            return denied
+        response = self._json({"error": denied.get_data(as_text=True).strip()}, denied.status_code)
+        for name, value in denied.headers.items():
+            if name.lower() not in ("content-type", "content-length"):
+                response.headers[name] = value
+        return response
+
     def _peer_denied(self, request: Request) -> Response | None:
         if self.peers is None or request.path == "/healthz":
             return None
