@@ -52,6 +52,8 @@ def test_a_config_whose_socket_another_config_s_daemon_holds_is_told_so(daemon, 
         assert p.returncode == 3, (args, p.returncode, p.stdout, p.stderr)
         assert str(d.base / "state") in p.stderr and "control_socket" in p.stderr, p.stderr
     assert cli("-c", str(d.client_cfg), "ctl", "status").returncode == 0
+    p = cli("-c", str(d.client_cfg), "ctl", "reindex", "--source", "nosuch")
+    assert p.returncode == 2 and "no source named 'nosuch' (configured: " in p.stderr, p.stderr
 
 
 # -- 1. + 2. a broken config on disk: ctl still reaches the daemon; the refusal is visible ------

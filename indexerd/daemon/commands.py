@@ -102,7 +102,7 @@ def reindex(d: Daemon, req: dict) -> dict:
     targets = req.get("targets") or []
     name = req.get("source")
     if name is not None and name not in d.sources:
-        raise ConfigError(f"no source named {name!r}")
+        raise ConfigError(f"no source named {name!r} (configured: {', '.join(sorted(d.sources)) or 'none'})")
     if not (targets or name or req.get("all")):
         raise ConfigError("reindex: name targets, a source, or all (a forced pass of every source)")
     counts = PassCounts()
