@@ -110,6 +110,7 @@ def test_zero_commit_interval() -> None:
     ('[[sources.web]]\nname = "w"\nseeds = ["http://e.test/"]\n[sources.web.politeness]\nmin_dealy = "1s"\n',
      "sources.web[0].politeness.min_dealy", "min_delay"),
     ("zzz = 1\n", "zzz", None),
+    ('[[sources.filesystem]]\nname = "d"\nroot = "/x"\n', "sources.filesystem[0].root", "path"),
 ])
 def test_unknown_key_names_the_path_and_the_key_meant(text, path, meant) -> None:
     """A new user's trial: a mistyped key was only "unknown"; now the schema's closest key of

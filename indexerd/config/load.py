@@ -52,6 +52,12 @@ def _friendly(what: str, path: str = "") -> str:
     return what
 
 
+#: words people write for a key that is spelled otherwise (``ctl status`` shows a tree's path
+#: as its root)
+_SYNONYMS = {"root": "path", "dir": "path", "directory": "path", "url": "seeds", "urls": "seeds",
+             "seed": "seeds"}
+
+
 def _keys_at(path: str) -> list[str]:
     """The keys the schema allows in the table at ``path`` (``sources.web[0]``), for a "did you
     mean" on an unknown one; none when the path is not a table of the schema."""
@@ -92,7 +98,9 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
         # "unknown key `x` - at `$.sources`" -> "sources.x: unknown key"
         m = re.match(r"Object contains unknown field `([^`]+)`", what)
         if m:
-            close = difflib.get_close_matches(m.group(1), _keys_at(path), n=1, cutoff=0.75)
+            keys = _keys_at(path)
+            close = [_SYNONYMS[m.group(1)]] if _SYNONYMS.get(m.group(1)) in keys else \
+                difflib.get_close_matches(m.group(1), keys, n=1, cutoff=0.75)
             path = f"{path}.{m.group(1)}" if path else m.group(1)
             what = f"unknown key (did you mean {close[0]!r}?)" if close else "unknown key"
         m = re.match(r"Object missing required field `([^`]+)`", what)
