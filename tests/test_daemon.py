@@ -217,7 +217,7 @@ class DaemonUnderTest:
         idle_since = None
         while True:
             st = self.status()
-            idle = (st["change_queue"] == 0 and st["writer"]["queue"] == 0
+            idle = (st["change_queue"] == 0 and st["changes_applying"] == 0 and st["writer"]["queue"] == 0
                     and not any(s["running"] for s in st["sources"].values()))
             now = time.monotonic()
             if idle:

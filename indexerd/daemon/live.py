@@ -96,6 +96,10 @@ class LivePath:
         (due, not yet taken by a worker)."""
         return len(self.changes) + self.board.waiting()
 
+    def applying(self) -> int:
+        """Live changes a change worker is applying now."""
+        return self.board.applying()
+
     # -- watches --------------------------------------------------------------------------
     def watch_all(self) -> None:
         """Watch every tree source that wants live changes (after a start or a reload) and

@@ -41,7 +41,7 @@ def status_document(d: Daemon) -> dict:
         "pid": os.getpid(), "uptime_seconds": round((datetime.now(UTC) - d.started_at).total_seconds(), 1),
         "state_dir": str(d.indexer.state.path), "config": d.config_path,
         "reload": d.reloader.status(),
-        "sources": sources, "change_queue": d.live.queued(),
+        "sources": sources, "change_queue": d.live.queued(), "changes_applying": d.live.applying(),
         "writer": {"queue": w.queue_depth() if w else 0, "commits": w.stats.commits if w else 0,
                    "last_commit": format_utc(w.stats.last_commit_at) if w else None,
                    "commit_errors": w.stats.commit_errors if w else 0,
