@@ -271,13 +271,7 @@ def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: i
         return Snippet(_head(text, chars))
     found, complete = query.scan(text, time.monotonic() + budget_seconds)
     if not found:
-        if query.matches_in(title):
-            note = NOTE_TITLE_ONLY
-        elif not text.strip():
-            note = NOTE_NO_TEXT
-        else:
-            note = NOTE_NOT_IN_TEXT if complete else NOTE_BUDGET
-        return Snippet(_head(text, chars), (), note)
+        return Snippet(_head(text, chars), (), _why_unmarked(query, text, title, complete))
     start, end, _keys = _best_window(found, chars * 4 // 5)
     return _render(text, found, start, end, chars)
 
@@ -304,13 +298,17 @@ def mark_all(text: str, query: SnippetQuery | None, *, title: str = "",
             spans.append([m.start, m.end])
     if spans:
         return Snippet(text, tuple((s, e) for s, e in spans), None if in_time else NOTE_BUDGET)
+    return Snippet(text, (), _why_unmarked(query, text, title, in_time))
+
+
+def _why_unmarked(query: SnippetQuery, text: str, title: str, complete: bool) -> str:
+    """Why ``text`` has no match of ``query`` to mark: the match is in ``title`` only, there is
+    no text, it lies outside the text, or the text was not all scanned (``complete`` False)."""
     if query.matches_in(title):
-        note = NOTE_TITLE_ONLY
-    elif not text.strip():
-        note = NOTE_NO_TEXT
-    else:
-        note = NOTE_NOT_IN_TEXT if in_time else NOTE_BUDGET
-    return Snippet(text, (), note)
+        return NOTE_TITLE_ONLY
+    if not text.strip():
+        return NOTE_NO_TEXT
+    return NOTE_NOT_IN_TEXT if complete else NOTE_BUDGET
 
 
 def _head(text: str, chars: int) -> str:
