@@ -1103,7 +1103,9 @@ def _watched_again_once_gone(d, word: str) -> None:
     d.poll(lambda: d.status()["sources"]["docs"], lambda s: s["watched"] and not s["watch_error"],
            10.0, "watched again")
     write(d.root / "later.txt", f"{word}\n")
-    d.wait_hits(word, 1, timeout=LIVE_SECONDS + 1)
+    # live, not by a reconcile (the tree's interval is an hour); how fast a live change shows
+    # is the latency tests' subject, not this one's (3 s failed once on a loaded CI machine)
+    d.wait_hits(word, 1, timeout=15.0)
 
 
 @pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
