@@ -53,6 +53,31 @@ def pytest_runtest_protocol(item, nextitem):
         fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield
 
+# -- the suite's budget: where its time goes, printed at the end of every run --------------------
+# Per test file: the seconds its tests took (set-up, call and teardown) and how many of them ran
+# ``alone`` (the other worker idle meanwhile): what to cut or split first.
+_FILE_SECONDS: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    spent = _FILE_SECONDS.setdefault(path, [0.0, 0.0])
+    spent[0] += report.duration
+    if "alone" in report.keywords:
+        spent[1] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FILE_SECONDS or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rows = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1][0])
+    total, alone = sum(v[0] for v in _FILE_SECONDS.values()), sum(v[1] for v in _FILE_SECONDS.values())
+    tr = terminalreporter
+    tr.write_sep("=", f"seconds per test file: {total:.0f} s of tests, {alone:.0f} s of them alone")
+    for path, (spent, by_alone) in rows[:25]:
+        tr.write_line(f"{spent:8.1f} s  {by_alone:8.1f} s alone  {path}")
+
+
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
 
