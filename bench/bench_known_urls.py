@@ -152,7 +152,7 @@ def make_due_again(cfg: Path, layout: str, pg_url: str | None, tag: str, base: s
 def first_fetch(cfg: Path, site) -> float:
     """Seconds from ``run_pass`` to the first request the site sees."""
     from indexerd.config import load_config
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
 
     ix = Indexer(load_config(str(cfg)))
     ix.open("index")

@@ -5,7 +5,7 @@
 
 A generated site (``--pages`` HTML pages, each linked from ``index.html`` and from three
 neighbours; mtimes fixed) is served by nginx on loopback (bench/nginxsite.py, as bench_web.py
-does).  The crawler runs in process (``indexerd.core.indexer.Indexer``, one per pass like one
+does).  The crawler runs in process (``indexerd.runtime.indexer.Indexer``, one per pass like one
 ``indexerd index``), with politeness off and the web source's clock set to simulated time: pass
 ``k`` runs at ``T0 + k x interval`` (``interval = "1h"``), so hundreds of hourly passes take
 minutes.  Before each pass after the first, 1% of the pages (random, the same sequence for both
@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 from nginxsite import Nginx, NginxError  # noqa: E402
 
 from indexerd.config import parse_config  # noqa: E402
-from indexerd.core.indexer import Indexer  # noqa: E402
+from indexerd.runtime.indexer import Indexer  # noqa: E402
 
 FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

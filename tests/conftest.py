@@ -118,7 +118,7 @@ def engine_toml(engine: str, *, fresh: bool = False, schema: str | None = None) 
 def one_pass(config) -> dict:
     """The totals of one pass of every source of ``config`` through the real indexer (opened for
     ``index``, closed after)."""
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
 
     ix = Indexer(config)
     ix.open("index")

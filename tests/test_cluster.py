@@ -508,7 +508,7 @@ def test_a_node_sent_to_join_a_pass_that_ended_meanwhile_begins_none(tmp_path, m
     # it again, the pass ended before the node began, and the node began pass 2 on its own --
     # unscheduled, an hour early, every page fetched again
     from indexerd.config import parse_config
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
     from indexerd.sources.web.source import WebSource
     from test_web import web_config
 

@@ -199,7 +199,7 @@ def test_a_store_connection_the_server_ended_is_replaced(address, pg_index_serve
 def test_a_node_whose_index_is_elsewhere_is_refused(address) -> None:
     from indexerd.config import parse_config
     from indexerd.core.errors import ConfigError
-    from indexerd.core.recovery import check_cluster_identity, cluster_identity
+    from indexerd.runtime.recovery import check_cluster_identity, cluster_identity
     from indexerd.index import load_engine, wanted_identity
 
     wanted = wanted_identity(load_engine("postgresql"))
@@ -223,7 +223,7 @@ def test_a_node_whose_store_is_not_the_clusters_is_refused_before_it_crawls_anyt
     from conftest import engine_toml, fresh_schema, store_toml
     from indexerd.config import parse_config
     from indexerd.core.errors import ConfigError
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
 
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -414,7 +414,7 @@ def test_a_tree_stays_with_its_stopped_owner_until_the_config_moves_it(address) 
     from datetime import datetime, timezone
     from types import SimpleNamespace
 
-    from indexerd.core.claims import claim_pass
+    from indexerd.sources.claims import claim_pass
 
     n1 = PgStore(address, application_name=node_application(address.schema, "n1"))  # its heartbeat connection
     store = PgStore(address)
@@ -444,7 +444,7 @@ def test_a_web_pass_just_completed_is_not_begun_again_for_a_node_that_joined_as_
     from datetime import datetime, timedelta, timezone
     from types import SimpleNamespace
 
-    from indexerd.core.claims import claim_pass
+    from indexerd.sources.claims import claim_pass
     from indexerd.sources.web.source import WebSource
     from indexerd.sources.web.urlstate import PassState
 
@@ -485,7 +485,7 @@ def test_a_node_takes_up_the_hosts_its_ended_part_of_a_pass_still_holds(tmp_path
     from test_web import Crawl as OneNodeCluster, html
     from indexerd.config import parse_config
     from indexerd.config.paths import resolve_node_name
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
     from indexerd.sources.web.urls import canonicalize
     from indexerd.sources.web.urlstate import PassState, UrlState
 

@@ -1,12 +1,12 @@
 """What the index holds of its sources (indexerd/daemon/coverage.py) and which pass after a
-rebuild must read everything again (indexerd/core/recovery.py; issue 34): pure functions."""
+rebuild must read everything again (indexerd/runtime/recovery.py; issue 34): pure functions."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 from indexerd.core.progress import Progress
-from indexerd.core.recovery import rebuild_pending
+from indexerd.runtime.recovery import rebuild_pending
 from indexerd.daemon.coverage import FIRST_PASS, REBUILD, coverage, incomplete_sources
 
 T = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)

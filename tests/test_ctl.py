@@ -811,7 +811,7 @@ def test_search_sort_date_gives_newest_first_with_and_without_the_daemon(tree):
 
 def test_status_of_an_index_not_readable_now_says_so(capsys) -> None:
     # a trial: during a database outage `ctl status` printed "index (postgresql): None documents"
-    from indexerd.cli.terminal import print_status
+    from indexerd.output.terminal import print_status
 
     doc = {"pid": 1, "uptime_seconds": 5, "state_dir": "/s", "change_queue": 0, "sources": {},
            "writer": {"queue": 0, "last_commit": None, "last_error": None},

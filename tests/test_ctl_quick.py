@@ -360,7 +360,7 @@ def test_output_closed_or_on_a_full_disk_ends_alike_on_both_paths(d) -> None:
 
 
 def test_a_title_with_undecodable_bytes_prints_as_an_escape(tmp_path) -> None:
-    from indexerd.cli.terminal import safe
+    from indexerd.output.terminal import safe
 
     assert safe("weird_\udce9.conf") == "weird_\\udce9.conf"
     assert safe("café 東京 😀") == "café 東京 😀"

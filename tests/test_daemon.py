@@ -980,7 +980,7 @@ def test_writer_add_then_remove_or_update_in_one_batch(tmp_path, index_engine):
 
     from indexerd.index import IndexDoc, open_index
     from indexerd.core.store import DocumentRecord
-    from indexerd.core.writer import IndexWriter
+    from indexerd.pipeline.writer import IndexWriter
 
     ix = open_index(tmp_path, index_settings(index_engine))
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=False, commit_batch=1000)
@@ -1010,7 +1010,7 @@ def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval
 
     from indexerd.index import IndexDoc, open_index
     from indexerd.core.store import DocumentRecord
-    from indexerd.core.writer import IndexWriter
+    from indexerd.pipeline.writer import IndexWriter
 
     ix = open_index(tmp_path, index_settings(index_engine))
     w = IndexWriter(ix, tmp_path / "state.sqlite3", live=True, commit_interval_seconds=3.0)

@@ -33,7 +33,7 @@ import pytest
 from test_daemon import ENV, REPO, DaemonUnderTest, write
 
 from indexerd.daemon.control import request
-from indexerd.sources.files.keys import path_to_key
+from indexerd.core.filekeys import path_to_key
 from indexerd.index import open_index
 
 
@@ -665,7 +665,7 @@ def test_full_state_dir_is_logged_once_scan_wait_fails_and_no_temp_toc_is_left(b
     assert 1 <= len(lines) <= 8, "\n".join(lines)            # not one per document (40)
     # a write that failed inside a document left Whoosh's writer in it: every later document
     # then failed with "Called start_doc when already in a doc", one ERROR line each
-    writer_lines = [line for line in d.log().splitlines() if "indexerd.core.writer" in line and
+    writer_lines = [line for line in d.log().splitlines() if "indexerd.pipeline.writer" in line and
                     ("ERROR" in line or "WARNING" in line)]
     assert len(writer_lines) <= 8 and not any("already in a doc" in line for line in writer_lines), \
         "\n".join(writer_lines)

@@ -1,6 +1,6 @@
 """The file source, in process: keys, include/exclude globs, and what a pass may delete.
 
-Passes run through a real :class:`~indexerd.core.indexer.Indexer` built from a parsed config, on real
+Passes run through a real :class:`~indexerd.runtime.indexer.Indexer` built from a parsed config, on real
 temp trees, with the real store and index: the SQLite store and Whoosh index in a temp state dir,
 and (each test that builds an indexer) the store and the index on PostgreSQL.
 """
@@ -19,8 +19,9 @@ import pytest
 from indexerd.config import parse_config
 from indexerd.core.errors import IndexUnavailable
 from indexerd.sources.files.globs import PathMatcher
-from indexerd.sources.files.keys import display_path, key_to_path, path_to_key
-from indexerd.core.indexer import Indexer
+from indexerd.core.filekeys import key_to_path, path_to_key
+from indexerd.sources.files.keys import display_path
+from indexerd.runtime.indexer import Indexer
 from conftest import layout_toml
 
 #: The helpers whose tests run on every state store (conftest.pytest_generate_tests).

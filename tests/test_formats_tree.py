@@ -23,7 +23,7 @@ from test_formats import (RTF, make_docx, make_epub, make_message, make_odf, mak
                           million_empty_cells_xlsx, zip_bomb_docx)
 from test_hostile_files import run_measured
 
-from indexerd.sources.files.keys import path_to_key
+from indexerd.core.filekeys import path_to_key
 
 RSS_LIMIT_MB = 400
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 
-from indexerd.sources.files.keys import path_to_key
+from indexerd.core.filekeys import path_to_key
 from indexerd.index import open_index
 
 #: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
@@ -317,7 +317,7 @@ def test_directory_swapped_for_a_symlink_never_indexes_the_outside(tmp_path) -> 
     import threading
 
     from indexerd.config import parse_config
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
     from indexerd.core.counts import PassCounts
 
     root, outside = tmp_path / "root", tmp_path / "outside"

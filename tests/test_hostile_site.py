@@ -18,7 +18,7 @@ from httpsite import site as site_fixture
 
 from indexerd.config import parse_config
 from indexerd.index import open_index
-from indexerd.core.indexer import Indexer
+from indexerd.runtime.indexer import Indexer
 
 
 site = site_fixture  # the fixture (see tests/httpsite.py)

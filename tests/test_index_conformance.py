@@ -287,7 +287,7 @@ def test_a_folder_filter_finds_the_files_below_it_on_every_engine(tmp_path, inde
 
     from conftest import index_settings
     from indexerd.index import IndexDoc
-    from indexerd.sources.files.keys import path_to_key
+    from indexerd.core.filekeys import path_to_key
 
     docs = {"a": "/srv/docs/a.txt", "b": "/srv/docs/sub/deep/b.txt", "c": "/srv/docs-old/c.txt",
             "d": "/srv/My Docs/d.txt", "e": "https://example.com/srv/docs/e.html", "f": "/srv/docs.txt"}

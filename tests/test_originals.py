@@ -10,7 +10,7 @@ import pytest
 
 from indexerd.config import parse_config
 from indexerd.sources import registry
-from indexerd.sources.files.keys import path_to_key
+from indexerd.core.filekeys import path_to_key
 from indexerd.sources.files.originals import open_original
 
 

@@ -21,7 +21,7 @@ from indexerd.core.errors import SkipDocument
 from indexerd.extract import extract, guess_media_type, isolation
 from indexerd.extract import formats as F
 from indexerd.extract.isolation import Limits, WorkerPool
-from indexerd.sources.files.keys import path_to_key
+from indexerd.core.filekeys import path_to_key
 
 #: wall-clock bounds: no other test runs beside these (tests/conftest.py)
 pytestmark = pytest.mark.alone

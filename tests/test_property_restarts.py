@@ -1,7 +1,7 @@
 """Property test of the whole decision path (issue 7): random sequences of file operations on a
 temp tree -- create, edit, edit to the same content with a new mtime, touch, edit with an *older*
 mtime (a restored backup), empty a file, delete, rename (also over an existing file) -- interleaved
-with ``indexerd index`` passes and restarts (close and reopen the :class:`~indexerd.core.indexer.Indexer`
+with ``indexerd index`` passes and restarts (close and reopen the :class:`~indexerd.runtime.indexer.Indexer`
 on the same state dir, as a second ``indexerd index`` run does).  The passes run in process
 (``Indexer`` + ``parse_config``, as tests/test_files.py does): a subprocess per pass would cost
 ~0.3 s each.
@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 
 from indexerd.config import parse_config
 from indexerd.core.errors import RetryLater, StoreError
-from indexerd.sources.files.keys import path_to_key
-from indexerd.core.indexer import Indexer
+from indexerd.core.filekeys import path_to_key
+from indexerd.runtime.indexer import Indexer
 
 
 NAMES = ("a.txt", "b.txt", "sub/c.txt", "sub/deeper/d.txt", "e.txt")
@@ -66,7 +66,7 @@ op_strategy = st.one_of(
     st.tuples(st.just("restart")),
 )
 # a pass whose index commits land but whose store rows do not (kill -9 between the two), then a
-# restart: the start-up reconcile (indexerd.core.recovery.reconcile_after_crash) must repair it
+# restart: the start-up reconcile (indexerd.runtime.recovery.reconcile_after_crash) must repair it
 crash_op_strategy = st.one_of(op_strategy, st.tuples(st.just("crash")))
 
 

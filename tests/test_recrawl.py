@@ -12,7 +12,7 @@ from httpsite import site as site_fixture
 from test_web import Crawl, html, web_config
 
 from indexerd.config import parse_config
-from indexerd.core.indexer import Indexer
+from indexerd.runtime.indexer import Indexer
 from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
 
 site = site_fixture

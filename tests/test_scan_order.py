@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from indexerd.config import parse_config
-from indexerd.core.indexer import Indexer
+from indexerd.runtime.indexer import Indexer
 from indexerd.core.store import DocumentRecord
 import indexerd.core.store.documents as documents
 from indexerd.sources.files.globs import PathMatcher
-from indexerd.sources.files.keys import path_to_key
+from indexerd.core.filekeys import path_to_key
 from indexerd.sources.files.walk import Unlisted, walk
 from conftest import layout_toml
 

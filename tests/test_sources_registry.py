@@ -13,7 +13,7 @@ import pytest
 
 from indexerd.config import Sources, parse_config
 from indexerd.core.errors import ConfigError
-from indexerd.core.pipeline import PassCounts
+from indexerd.pipeline.stages import PassCounts
 from indexerd.core.store import Store
 from indexerd.sources import registry
 from indexerd.sources.base import Source, TreeSource, as_tree, trees
@@ -120,7 +120,7 @@ def test_shared_status_is_there_only_for_kinds_that_have_one(tmp_path) -> None:
 
 
 def test_a_tree_reindexes_paths_and_names_the_unknown(tmp_path) -> None:
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
 
     (tmp_path / "tree").mkdir()
     (tmp_path / "tree" / "a.txt").write_text("alpha\n")
@@ -173,7 +173,7 @@ def test_the_core_and_the_daemon_import_no_crawler_module() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, indexerd.core.indexer, indexerd.daemon.main, indexerd.cli.main\n"
+    code = ("import sys, indexerd.runtime.indexer, indexerd.daemon.main, indexerd.cli.main\n"
             "print(sorted(m for m in sys.modules if m.startswith('indexerd.sources.web')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out

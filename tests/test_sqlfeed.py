@@ -654,7 +654,7 @@ def _in_process_pass(cfg_path: Path, fail_commits: int, monkeypatch) -> dict:
     """One pass in this process whose first ``fail_commits`` index commits fail (a full disk),
     on the engine the config names."""
     from indexerd.config import load_config
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
 
     cfg = load_config(str(cfg_path))
     if cfg.index.engine == "postgresql":

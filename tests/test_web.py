@@ -1,6 +1,6 @@
 """The web source end to end: the real crawler against the real loopback server (tests/httpsite.py).
 
-Most passes run in process (a real :class:`~indexerd.core.indexer.Indexer` from a parsed config, one
+Most passes run in process (a real :class:`~indexerd.runtime.indexer.Indexer` from a parsed config, one
 per pass, like one ``indexerd index`` run); a few go through the real CLI in a subprocess
 (``indexerd index -c CFG --json``, ``indexerd ctl search ... --json``).  Assertions are on what
 the server saw (``site.log``), the pass counts, the named counters, search hits and the state
@@ -31,7 +31,7 @@ from httpsite import site as site_fixture
 from indexerd.config import parse_config
 from indexerd.core.errors import ConfigError
 from indexerd.index import open_index
-from indexerd.core.indexer import Indexer
+from indexerd.runtime.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
 
 #: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)

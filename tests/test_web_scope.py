@@ -48,7 +48,7 @@ def _cancelled_pass(crawl: Crawl, site, path: str, gate) -> None:
     import threading
 
     from indexerd.config import parse_config
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
 
     ix = Indexer(parse_config(crawl.config()))
     ix.open("index")

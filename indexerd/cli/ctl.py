@@ -4,7 +4,7 @@ Two kinds: requests to the running daemon over its control socket (``status``, `
 ``scan``/``crawl``/``poll``, ``reindex``, ``forget``), and reads of the index and state store
 that work with the daemon stopped (``search``, ``report``, ``changed``, ``explain``).  Both
 find what they talk to with :func:`indexerd.cli.locate.locate` (a broken config file does not lock
-``ctl`` out); text output of values from documents goes through :func:`indexerd.cli.terminal.safe`.
+``ctl`` out); text output of values from documents goes through :func:`indexerd.output.terminal.safe`.
 Each ``cmd_*`` takes the parsed arguments and returns the exit code (see :mod:`indexerd.cli.main`).
 """
 
@@ -17,7 +17,7 @@ import sys
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
-from indexerd.cli.terminal import (display_path as _display_path, emit, no_hits_text, safe, search_reply_text,
+from indexerd.output.terminal import (display_path as _display_path, emit, no_hits_text, safe, search_reply_text,
                                    stdout_is_tty)
 
 UTC = timezone.utc
@@ -194,14 +194,14 @@ def _print_hits(args, hits, *, format_utc) -> int:
     if not hits:
         emit(no_hits_text(args.query))
         return 0
-    from indexerd.cli.terminal import print_hits
+    from indexerd.output.terminal import print_hits
 
     print_hits(hits, display_path=_display_path, format_utc=format_utc)
     return 0
 
 
 def _print_rows(rows: list[dict], cols: list[str], as_json: bool, empty: str) -> None:
-    from indexerd.cli.terminal import print_rows
+    from indexerd.output.terminal import print_rows
 
     if as_json:
         print(json.dumps(rows, ensure_ascii=True))
@@ -226,7 +226,7 @@ def cmd_report(args) -> int:
     if reply is not None and "rows" in reply:
         rows = reply["rows"]
     else:
-        from indexerd.cli.reports import date_report, skipped_report
+        from indexerd.output.reports import date_report, skipped_report
 
         store = _open_store_readonly(args)
         try:
@@ -245,7 +245,7 @@ def cmd_changed(args) -> int:
     if reply is not None and "rows" in reply:
         rows = reply["rows"]
     else:
-        from indexerd.cli.reports import changed
+        from indexerd.output.reports import changed
 
         store = _open_store_readonly(args)
         try:
@@ -267,7 +267,7 @@ def cmd_explain(args) -> int:
     if reply is not None:
         out = reply["explain"]
     else:
-        from indexerd.cli.reports import explain
+        from indexerd.output.reports import explain
 
         store = _open_store_readonly(args)
         try:
@@ -279,7 +279,7 @@ def cmd_explain(args) -> int:
     if args.json:
         print(json.dumps(out, ensure_ascii=True))
         return 0
-    from indexerd.cli.terminal import print_explain
+    from indexerd.output.terminal import print_explain
 
     print_explain(out)
     return 0
@@ -331,7 +331,7 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(r, ensure_ascii=True))
         return 0
-    from indexerd.cli.terminal import print_status
+    from indexerd.output.terminal import print_status
 
     print_status(r)
     return 0
@@ -377,7 +377,7 @@ def cmd_reindex(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    from indexerd.cli.reports import normalise_key
+    from indexerd.output.reports import normalise_key
 
     # a path is resolved here, as the user sees it (relative to this cwd); URLs canonicalised
     r = _daemon_request(args, {"cmd": "forget", "key": normalise_key(args.key)})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from indexerd.cli.terminal import UNSAFE_KEEP_NEWLINE, escape
+from indexerd.output.terminal import UNSAFE_KEEP_NEWLINE, escape
 
 
 class SafeLogFormatter(logging.Formatter):

@@ -24,7 +24,7 @@ from indexerd import __version__
 from indexerd.cli import ctl as ctlcmd
 from indexerd.core.errors import IndexerdError
 from indexerd.cli.logformat import SafeLogFormatter
-from indexerd.cli.terminal import safe
+from indexerd.output.terminal import safe
 
 log = logging.getLogger("indexerd")
 
@@ -69,7 +69,7 @@ def _with_the_state_dirs_engine(cfg):
 
 # -- commands -------------------------------------------------------------------------------
 def cmd_index(args) -> int:
-    from indexerd.core.indexer import Indexer
+    from indexerd.runtime.indexer import Indexer
 
     cfg = _with_the_state_dirs_engine(_load(args))
     if not args.paths and not (cfg.sources.filesystem or cfg.sources.sql or cfg.sources.web):

@@ -6,7 +6,7 @@ pathlib, dataclasses; even ``json`` (through ``re``) and ``tomllib`` cost more t
 answer.  For the one command people run in a loop, ``ctl search`` with the daemon up, this
 module asks the daemon for the very text to print (a ``render`` request,
 :mod:`indexerd.daemon.control`) with nothing but ``os``, ``sys`` and ``_socket``; the daemon
-renders it with :func:`indexerd.cli.terminal.search_reply_text`, the function the full path
+renders it with :func:`indexerd.output.terminal.search_reply_text`, the function the full path
 prints the same reply with.  The config file's two keys come from
 :mod:`indexerd.cli.configmemo` while the file is unchanged, else from ``tomllib``.
 
@@ -293,9 +293,9 @@ def answer(argv: list[str]) -> int | None:
 
 
 def _emit(text: str) -> int:
-    """Write ``text`` as the full path does (:func:`indexerd.cli.stdout.write_stdout`): 0, or 1
+    """Write ``text`` as the full path does (:func:`indexerd.output.stdout.write_stdout`): 0, or 1
     with the full path's line when the write fails (a full disk)."""
-    from indexerd.cli.stdout import write_stdout
+    from indexerd.output.stdout import write_stdout
 
     problem = write_stdout(text)
     if problem is None:

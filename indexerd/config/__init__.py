@@ -13,14 +13,14 @@ Modules: :mod:`~indexerd.config.schema` (the tables and their defaults),
 :mod:`~indexerd.config.units` (durations and sizes), :mod:`~indexerd.config.load` (finding,
 reading, decoding, error text), :mod:`~indexerd.config.checks` (what types cannot say),
 :mod:`~indexerd.config.paths` (state dir and control socket), :mod:`~indexerd.config.policy`
-(a source's effective settings, secrets masked), :mod:`~indexerd.config.render` (``check-config``
+(a source's effective settings), :mod:`~indexerd.config.render` (``check-config``
 output).  The names below are the package's interface.
 """
 
 from indexerd.config.checks import is_loopback
 from indexerd.config.load import DEFAULT_CONFIG_PATH, find_config_path, load_config, parse_config
 from indexerd.config.paths import resolve_control_socket, resolve_node_name, resolve_state_dir
-from indexerd.config.policy import SourcePolicy, mask_url, mask_userinfo, source_policy
+from indexerd.config.policy import SourcePolicy, source_policy
 from indexerd.config.render import to_toml
 from indexerd.config.schema import (
     DEFAULT_EXCLUDES,
@@ -48,7 +48,7 @@ __all__ = [
     "DEFAULT_CONFIG_PATH", "DEFAULT_EXCLUDES", "DEFAULTS_ORIGIN", "MAX_BYTES", "MAX_SECONDS", "Bytes",
     "Config", "ConfigError", "ConfigFile", "ExtractSettings", "FilesystemSource", "HttpSettings", "IndexSettings", "StoreSettings",
     "Politeness", "Seconds", "SourcePolicy", "Sources", "SqlSource", "PostgresqlSettings", "TantivySettings", "WebAuth",
-    "WebSource", "WhooshSettings", "find_config_path", "is_loopback", "load_config", "mask_url",
-    "mask_userinfo", "parse_config", "parse_size", "resolve_control_socket", "resolve_node_name", "resolve_state_dir",
+    "WebSource", "WhooshSettings", "find_config_path", "is_loopback", "load_config",
+    "parse_config", "parse_size", "resolve_control_socket", "resolve_node_name", "resolve_state_dir",
     "source_policy", "to_toml",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from indexerd.config.policy import mask_url, mask_userinfo
+from indexerd.core.secrets import mask_url, mask_userinfo
 from indexerd.config.schema import (
     Config,
     ExtractSettings,

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from indexerd.config.policy import mask_url, mask_userinfo
+from indexerd.core.secrets import mask_url, mask_userinfo
 from indexerd.config.schema import Config
 from indexerd.config.units import Bytes, Seconds
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from indexerd.core.errors import ConfigError, IndexerdError
-from indexerd.core.secrets import read_password
+from indexerd.core.secrets import mask_url, read_password
 
 __all__ = ["PgAddress", "mask", "strip_password"]
 
@@ -28,8 +28,6 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 def mask(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for messages)."""
-    from indexerd.config import mask_url
-
     return mask_url(url)
 
 

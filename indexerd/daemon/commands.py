@@ -18,12 +18,12 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from indexerd.core.errors import ConfigError, DaemonNotRunning
-from indexerd.core.pipeline import PassCounts
+from indexerd.pipeline.stages import PassCounts
 from indexerd.daemon import reads
 from indexerd.daemon.passes import PassFailed
 from indexerd.daemon.status import status_document
 from indexerd.sources.base import TreeSource
-from indexerd.sources.files.keys import key_to_path
+from indexerd.core.filekeys import key_to_path
 from indexerd.sources.registry import VERBS, of_kind
 from indexerd.sources.registry import kind as kind_of
 
@@ -92,7 +92,7 @@ def run_pass(d: Daemon, req: dict, kind: str) -> dict:
 
 def reindex(d: Daemon, req: dict) -> dict:
     """``ctl reindex``: a forced pass of one source or all, or the named targets read again now
-    (:func:`indexerd.cli.ctlverbs.reindex`).
+    (:func:`indexerd.runtime.verbs.reindex`).
 
     Raises:
         ConfigError: an unknown source, nothing named, a bad target (exit 2).
@@ -118,11 +118,11 @@ def reindex(d: Daemon, req: dict) -> dict:
                              f"the pass was cancelled and the source forgotten")
         d.passes.raise_if_failed(names)
         return {"counts": counts.as_dict()}
-    from indexerd.cli import ctlverbs
+    from indexerd.runtime import verbs
 
     try:
         with d.passes.pipeline() as pipeline:
-            ctlverbs.reindex(d.sources, targets, pipeline, counts, confined_path=partial(confined_path, d),
+            verbs.reindex(d.sources, targets, pipeline, counts, confined_path=partial(confined_path, d),
                              cancel=d.stop_event)
     finally:  # an unknown key fails the request after the other targets were read: commit them
         d.indexer.flush(timeout=60)
@@ -133,11 +133,11 @@ def reindex(d: Daemon, req: dict) -> dict:
 
 
 def forget(d: Daemon, req: dict) -> dict:
-    """``ctl forget KEY``: :func:`indexerd.cli.ctlverbs.forget`, committed before the reply."""
-    from indexerd.cli import ctlverbs
+    """``ctl forget KEY``: :func:`indexerd.runtime.verbs.forget`, committed before the reply."""
+    from indexerd.runtime import verbs
 
     with d.passes.pipeline() as pipeline:
-        key = ctlverbs.forget(d.sources, req.get("key") or "", pipeline)
+        key = verbs.forget(d.sources, req.get("key") or "", pipeline)
     d.indexer.flush(timeout=60)
     return {"forgotten": key}
 

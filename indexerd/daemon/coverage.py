@@ -2,8 +2,8 @@
 or a source's first pass runs are partial, and say so with that pass's progress.
 
 A source is *incomplete* while it never completed a pass, or while its last completed pass
-ended before the index was last rebuilt (:data:`~indexerd.core.recovery.REBUILT_AT_KEY`, which
-:func:`indexerd.core.recovery.rebuild` records in the state store: another engine or text
+ended before the index was last rebuilt (:data:`~indexerd.runtime.recovery.REBUILT_AT_KEY`, which
+:func:`indexerd.runtime.recovery.rebuild` records in the state store: another engine or text
 analysis, or a corrupt index moved aside).  Its progress is what ``ctl status`` counts for its
 running pass (:class:`indexerd.core.progress.Progress`).
 
@@ -21,7 +21,7 @@ from datetime import datetime
 
 from indexerd.core.errors import IndexerdError
 from indexerd.core.progress import Progress
-from indexerd.core.recovery import rebuild_pending, rebuilt_at
+from indexerd.runtime.recovery import rebuild_pending, rebuilt_at
 
 #: how long a read of the store's run records is reused (seconds); a pass ending here refreshes it
 READ_TTL_SECONDS = 2.0
@@ -164,7 +164,7 @@ class CoverageWatch:
 
     def rebuild_pending(self, name: str) -> bool:
         """Whether source ``name``'s next pass must read everything again, unconditionally (a
-        forced pass: :func:`indexerd.core.recovery.rebuild_pending`), read from the store now."""
+        forced pass: :func:`indexerd.runtime.recovery.rebuild_pending`), read from the store now."""
         runs, rebuilt = self._runs(fresh=True)
         run = dict(runs.get(name) or {})
         here = self._completed_here().get(name)

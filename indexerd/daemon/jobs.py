@@ -11,7 +11,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from indexerd.core.recovery import rebuilt_at
+from indexerd.runtime.recovery import rebuilt_at
 from indexerd.daemon.sourcestate import first_run_time
 
 if TYPE_CHECKING:

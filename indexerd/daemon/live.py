@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING
 
 from indexerd.core.errors import IndexerdError, IndexUnavailable, RetryLater, StoreError
-from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.daemon import notify
 from indexerd.daemon.changeboard import ChangeBoard
 from indexerd.sources.base import TreeSource, as_tree, trees

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from indexerd.config import Config, load_config, resolve_control_socket
 from indexerd.core.errors import IndexerdError
-from indexerd.core.indexer import Indexer
+from indexerd.runtime.indexer import Indexer
 from indexerd.daemon import commands, notify, status
 from indexerd.daemon.jobs import Jobs
 from indexerd.daemon.live import LivePath

@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from indexerd.core.claims import STANDBY_SECONDS, Claim, claim_pass
+from indexerd.sources.claims import STANDBY_SECONDS, Claim, claim_pass
 from indexerd.core.errors import IndexerdError, IndexUnavailable, RetryLater, StoreError
-from indexerd.core.indexer import mark_pass_started
-from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.runtime.indexer import mark_pass_started
+from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.core.progress import Progress
 from indexerd.sources.registry import kind
 
@@ -91,7 +91,7 @@ class Passes:
             claim.release()  # released already unless the pass raised before it ended
 
     def _claim(self, name: str, src, st: SourceState, forced: bool, asked: bool) -> Claim:
-        """In a cluster, whether this node runs the pass (:func:`~indexerd.core.claims.claim_pass`);
+        """In a cluster, whether this node runs the pass (:func:`~indexerd.sources.claims.claim_pass`);
         a node standing by for a pass another node runs asks again in a few seconds (still as a
         request when it was one: that pass may have started before the request)."""
         d = self.d
@@ -205,7 +205,7 @@ class Passes:
         """This node's part in a web pass the cluster crawls together ended while the pass goes
         on elsewhere (nothing was left for it): no pass ended here, so no run record, status or
         metric changes (a ``--wait`` request gets ``counts``, this node's part); the node comes
-        back in :data:`~indexerd.core.claims.STANDBY_SECONDS` for what the pass may have for it
+        back in :data:`~indexerd.sources.claims.STANDBY_SECONDS` for what the pass may have for it
         then."""
         d = self.d
         with d.lock:

@@ -11,7 +11,7 @@ Replies (besides ``ok``): ``search`` -> ``hits`` (as ``--json`` prints them) and
 (full precision, for the text form) and, while the index is partial (a rebuild or a first pass
 runs: :mod:`indexerd.daemon.coverage`), ``coverage`` (``{"partial": true, "progress": [...]}``)
 and ``coverage_text``; or with ``render``, when the index is complete, ``rendered``: the text ``ctl search``
-prints (:func:`indexerd.cli.terminal.search_reply_text`, sent as
+prints (:func:`indexerd.output.terminal.search_reply_text`, sent as
 :func:`indexerd.daemon.control.encode` frames it); ``report``/``changed`` -> ``rows``, or ``too_many`` when
 over :data:`MAX_ROWS` (the client then reads the store itself); ``explain`` -> ``explain``
 (``None`` for an unknown key: the client words the error with the key as typed).
@@ -58,7 +58,7 @@ def _store(daemon):
 
 def _explain(daemon, req: dict) -> dict:
     """``ctl explain KEY``."""
-    from indexerd.cli import reports
+    from indexerd.output import reports
 
     with _store(daemon) as store:
         return {"explain": reports.explain(store, _text(req, "key"))}
@@ -66,7 +66,7 @@ def _explain(daemon, req: dict) -> dict:
 
 def _report(daemon, req: dict) -> dict:
     """``ctl report [SOURCE] [--skipped]``: the dates report, or the skipped documents."""
-    from indexerd.cli import reports
+    from indexerd.output import reports
 
     report = reports.skipped_report if req.get("report") == "skipped" else reports.date_report
     with _store(daemon) as store:
@@ -75,7 +75,7 @@ def _report(daemon, req: dict) -> dict:
 
 def _changed(daemon, req: dict) -> dict:
     """``ctl changed SINCE``."""
-    from indexerd.cli import reports
+    from indexerd.output import reports
 
     with _store(daemon) as store:
         return _rows(reports.changed(store, _text(req, "since")))
@@ -121,7 +121,7 @@ def _search(daemon, req: dict) -> dict:
     if cov.partial:   # never rendered: the full command line says it and picks the exit code
         return {"hits": hits, "scores": scores, "coverage": cov.as_json(), "coverage_text": cov.text()}
     if render is not None:
-        from indexerd.cli.terminal import search_reply_text
+        from indexerd.output.terminal import search_reply_text
 
         return {"rendered": search_reply_text(req["query"], hits, scores, as_json=render.get("json", False),
                                               tty=render.get("tty", False))}

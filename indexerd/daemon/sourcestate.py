@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timedelta
 
-from indexerd.core.pipeline import PassCounts
+from indexerd.pipeline.stages import PassCounts
 from indexerd.core.progress import Progress
 from indexerd.sources.registry import kind
 

@@ -1,7 +1,7 @@
 """What the daemon says about itself: the ``ctl status`` document, systemd's one-line
 ``STATUS=``, and the metrics seeded from the store at a start.
 
-The document (``ctl status --json`` prints it as is; :func:`indexerd.cli.terminal.print_status`
+The document (``ctl status --json`` prints it as is; :func:`indexerd.output.terminal.print_status`
 words it): ``pid``, ``uptime_seconds``, ``state_dir``, ``config``, ``reload`` (the last reload),
 ``sources`` (per source: ``kind``, ``root``, ``watched``, ``watch_error``, ``documents`` by
 status, ``running``, ``current``, ``progress``, ``current_run``, ``last_run``, ``last_error``,

@@ -15,7 +15,7 @@ reply at most ``timeout_seconds``:
   ``parse-error`` naming the signal.
 
 A skipped file is retried only when it changes: the file source reads a file again only when
-its stat changes, and a web page is asked with a conditional GET (``indexerd.core.pipeline``,
+its stat changes, and a web page is asked with a conditional GET (``indexerd.pipeline.stages``,
 ``indexerd.sources.files.scan``).  HTML, text and Markdown stay in the calling process
 (the fast path; their extractors are linear by design, see ``indexerd.extract``); PDF does
 not (pypdf's cost per page is the size of the page's content streams, which pages may share:

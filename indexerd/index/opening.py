@@ -119,7 +119,7 @@ def open_index(state_dir: str | Path, settings: Any | None = None, *, create: bo
     ``settings`` is the config's ``[index]`` (``engine``, ``fold_diacritics`` and the engines'
     tables); None (a reader without a config, such as ``ctl search``) uses the engine and the
     analysis that wrote the index, else the defaults.  A writer (``create``) must first rebuild an index :func:`rebuild_reason` rejects
-    (:class:`~indexerd.core.indexer.Indexer` does, from the sources); a reader gets an error.
+    (:class:`~indexerd.runtime.indexer.Indexer` does, from the sources); a reader gets an error.
 
     Raises:
         ConfigError: the engine is unknown or not installed (names the pip extra).

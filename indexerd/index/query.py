@@ -79,10 +79,10 @@ MAX_NESTING = 32
 
 def folder_key_prefix(path: str) -> str:
     """The prefix of the ``file:`` keys of every file below the absolute folder ``path``:
-    ``/srv/docs/`` as :func:`indexerd.sources.files.keys.path_to_key` writes it
+    ``/srv/docs/`` as :func:`indexerd.core.filekeys.path_to_key` writes it
     (``file:///srv/docs/``; a folder with a space, ``file:///srv/My%20Docs/``).  ``.``, ``..``
     and repeated slashes are resolved by text; ``/`` gives every file's prefix."""
-    from indexerd.sources.files.keys import path_to_key
+    from indexerd.core.filekeys import path_to_key
 
     folder = posixpath.normpath(path).lstrip("/")
     return path_to_key("/" + folder + ("/" if folder else ""))

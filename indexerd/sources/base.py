@@ -18,7 +18,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:  # the config imports this module: its start stays light
-    from indexerd.core.pipeline import PassCounts, Pipeline
+    from indexerd.pipeline.stages import PassCounts, Pipeline
     from indexerd.core.progress import Progress
 
 

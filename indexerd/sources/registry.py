@@ -51,7 +51,7 @@ class Kind:
             sources of the kind share (the web's politeness slots by host), or None.
         node_owned: in a cluster, a source of the kind belongs to one node (a tree is on one
             machine); otherwise its passes run on one node at a time, under a lock
-            (:mod:`indexerd.core.claims`).
+            (:mod:`indexerd.sources.claims`).
         pass_shared: in a cluster, every live node takes part in a pass of a source of the
             kind (the web's frontier is shared, host by host:
             :mod:`indexerd.sources.web.sharedfrontier`); its lock is for beginning a pass, and a

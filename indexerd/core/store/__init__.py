@@ -7,7 +7,7 @@ only there).  :func:`open_store` opens either from a :data:`StoreLocation`.
 
 Contract relied on: on SQLite, WAL mode allows one writer and many concurrent readers across
 threads and processes; on PostgreSQL every write batch is one transaction and an upsert is
-atomic under concurrent writers.  The writer thread (:mod:`indexerd.core.writer`) is the only
+atomic under concurrent writers.  The writer thread (:mod:`indexerd.pipeline.writer`) is the only
 code that writes document rows during a pass; readers (the scan's stat map, ``ctl report``) open
 their own connection.  The few writes that bypass the writer are listed, each with why it is
 safe, in :data:`WRITES_OUTSIDE_THE_WRITER` (tests/test_store_writers.py holds every module to
@@ -40,7 +40,7 @@ __all__ = ["Store", "PgStore", "StateStore", "StoreLocation", "DocumentRecord", 
 
 #: Store writes made outside the writer thread: method -> (the package paths, relative to
 #: ``indexerd/``, allowed to call it; why that is safe).  Every other write goes through
-#: :class:`~indexerd.core.writer.IndexWriter`.  SQLite serialises the transactions themselves
+#: :class:`~indexerd.pipeline.writer.IndexWriter`.  SQLite serialises the transactions themselves
 #: (WAL, ``busy_timeout``); what makes each safe is that no other thread writes the same rows.
 WRITES_OUTSIDE_THE_WRITER: dict[str, tuple[tuple[str, ...], str]] = {
     "crawl_write": (("sources/web/",), "the crawl table is written only by the one pass of its "
@@ -49,16 +49,16 @@ WRITES_OUTSIDE_THE_WRITER: dict[str, tuple[tuple[str, ...], str]] = {
     "crawl_forget_unasked": (("sources/web/",), "the same rows as crawl_write, the same owner"),
     "crawl_due_now": (("sources/web/source.py",), "one crawl row's schedule, for `ctl forget`; a crawl "
                       "running meanwhile keeps its own schedule for that page (documented there)"),
-    "pass_started": (("core/indexer.py",), "the source_runs row of the source whose pass starts, "
+    "pass_started": (("runtime/indexer.py",), "the source_runs row of the source whose pass starts, "
                      "from the thread that runs that pass, under the source's pass lock"),
-    "record_run": (("core/indexer.py", "daemon/passes.py"), "the same row as pass_started, from the "
+    "record_run": (("runtime/indexer.py", "daemon/passes.py"), "the same row as pass_started, from the "
                    "same thread, after the pass's last flush"),
-    "write_batch": (("core/recovery.py", "sources/sql/"), "the reconcile at start, before the writer "
+    "write_batch": (("runtime/recovery.py", "sources/sql/"), "the reconcile at start, before the writer "
                     "thread exists, under the state dir lock; the SQL source's own meta keys "
                     "(full-load time, forgotten ids), which nothing else writes"),
-    "reset_stats": (("core/recovery.py",), "the reconcile and rebuild at start, before the writer "
+    "reset_stats": (("runtime/recovery.py",), "the reconcile and rebuild at start, before the writer "
                     "thread exists"),
-    "forget_source": (("core/indexer.py",), "a removed source's rows after its removals were "
+    "forget_source": (("runtime/indexer.py",), "a removed source's rows after its removals were "
                       "flushed by the writer; no pass of that source runs any more"),
 }
 

@@ -1,6 +1,6 @@
 """Document rows: one per document key, the verdict, the date and why, the stat and hash.
 
-The writer thread (:mod:`indexerd.core.writer`) writes them (:meth:`DocumentRows.write_batch`);
+The writer thread (:mod:`indexerd.pipeline.writer`) writes them (:meth:`DocumentRows.write_batch`);
 the sources and ``ctl`` read them.
 """
 

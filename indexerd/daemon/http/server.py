@@ -124,7 +124,7 @@ class DaemonBackend:
         return self.daemon.coverage.current()
 
     def explain(self, key: str) -> dict | None:
-        from indexerd.cli import reports
+        from indexerd.output import reports
 
         with self.daemon.indexer.state.open_store(readonly=True) as store:
             return reports.explain(store, key)

@@ -1,31 +1,12 @@
-"""``file:`` keys and the stat facts of local files: path <-> key, the racy-ctime rule, display.
+"""The stat facts of local files: the racy-ctime rule, what a stored stat is, display.
 
-Keys are ``file:`` URIs of the real path as ``pathlib.Path.as_uri()`` writes them: bytes that are
-not UTF-8 are percent-encoded, and :func:`key_to_path` maps a key back to the same bytes.
+Their keys (path <-> ``file:`` URI) are :mod:`indexerd.core.filekeys`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from urllib.parse import quote_from_bytes, unquote_to_bytes
-
-URI_SAFE = re.compile(r"[A-Za-z0-9_.~/-]*")  # characters quote() leaves alone (safe="/")
-
-
-def path_to_key(path: str) -> str:
-    """Absolute path (str, may hold surrogate escapes) -> ``file:`` URI, as ``Path.as_uri()``."""
-    if URI_SAFE.fullmatch(path):  # the common case: nothing to percent-encode (3x faster)
-        return "file://" + path
-    return "file://" + quote_from_bytes(os.fsencode(path))
-
-
-def key_to_path(key: str) -> str:
-    """``file:`` URI -> path str whose ``os.fsencode`` gives back the original bytes."""
-    if not key.startswith("file://"):
-        raise ValueError(f"not a file key: {key!r}")
-    return os.fsdecode(unquote_to_bytes(key[len("file://"):]))
-
 
 #: How close (ns) to the moment a file is read its ctime may be before a write in the same
 #: timestamp tick could leave its stat unchanged: a file system that keeps whole seconds (ext3,

@@ -11,10 +11,12 @@ import stat as stat_mod
 import threading
 from typing import TYPE_CHECKING
 
-from indexerd.sources.files.keys import display_path, path_to_key
+from indexerd.core.filekeys import path_to_key
+
+from indexerd.sources.files.keys import display_path
 
 if TYPE_CHECKING:
-    from indexerd.core.pipeline import PassCounts, Pipeline
+    from indexerd.pipeline.stages import PassCounts, Pipeline
     from indexerd.sources.files.scan import FileSource
 
 log = logging.getLogger(__name__)

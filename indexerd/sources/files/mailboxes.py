@@ -25,7 +25,7 @@ import os
 from datetime import datetime
 from typing import IO
 
-from indexerd.core.pipeline import Fetched, PassCounts, Pipeline
+from indexerd.pipeline.stages import Fetched, PassCounts, Pipeline
 from indexerd.extract.formats import MBOX_NAMES, MEDIA_EML, MEDIA_MBOX
 from indexerd.extract.formats.mail import iter_mbox, message_fragment
 from indexerd.extract.sniff import SNIFF_BYTES, classify

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from indexerd.sources.base import trees
 from indexerd.sources.files import confined
-from indexerd.sources.files.keys import key_to_path
+from indexerd.core.filekeys import key_to_path
 
 
 class Original(NamedTuple):

@@ -8,10 +8,11 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from indexerd.core.pipeline import Fetched, PassCounts, Pipeline
+from indexerd.pipeline.stages import Fetched, PassCounts, Pipeline
 from indexerd.extract.sniff import SNIFF_BYTES
 from indexerd.sources.files import confined, mailboxes
-from indexerd.sources.files.keys import display_path, path_to_key, trusted_ctime_ns
+from indexerd.core.filekeys import path_to_key
+from indexerd.sources.files.keys import display_path, trusted_ctime_ns
 
 if TYPE_CHECKING:
     from indexerd.sources.files.scan import FileSource

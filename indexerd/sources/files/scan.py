@@ -6,7 +6,7 @@ handed to the pipeline, which decides.  Files gone since the last scan are delet
 -- but never below a directory that could not be listed this time, and never when the root
 itself is missing (an unmounted disk must not empty the index).
 
-Keys: :mod:`indexerd.sources.files.keys`; include/exclude globs: :mod:`indexerd.sources.files.globs`.
+Keys: :mod:`indexerd.core.filekeys`, stat facts: :mod:`indexerd.sources.files.keys`; include/exclude globs: :mod:`indexerd.sources.files.globs`.
 
 Symlinks are not followed by default.  With ``follow_symlinks = true`` each directory is entered
 once per (st_dev, st_ino), so a loop ends at once, and a file reached through a link is keyed by
@@ -26,12 +26,13 @@ from indexerd.sources.files.change import unchanged
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.readfile import read_file
 from indexerd.sources.files.walk import Unlisted, WalkedFile, walk
-from indexerd.sources.files.keys import (display_path, key_to_path, path_to_key, stat_of, too_large_stands)
+from indexerd.core.filekeys import key_to_path, path_to_key
+from indexerd.sources.files.keys import display_path, stat_of, too_large_stands
 from indexerd.config import FilesystemSource, SourcePolicy
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import IndexUnavailable, StoreError
-from indexerd.core.pipeline import PassCounts, Pipeline, Policy
+from indexerd.pipeline.stages import PassCounts, Pipeline, Policy
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc

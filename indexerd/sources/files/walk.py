@@ -22,7 +22,8 @@ from typing import Iterator, NamedTuple
 from urllib.parse import quote_from_bytes
 
 from indexerd.sources.files.globs import PathMatcher
-from indexerd.sources.files.keys import URI_SAFE, display_path, path_to_key
+from indexerd.core.filekeys import URI_SAFE, path_to_key
+from indexerd.sources.files.keys import display_path
 
 log = logging.getLogger("indexerd.sources.files.scan")  # the scan's logger, as before the split
 

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from indexerd.config import mask_url
+from indexerd.core.secrets import mask_url
 from indexerd.core.errors import ConfigError
 
 log = logging.getLogger(__name__)

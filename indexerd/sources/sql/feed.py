@@ -41,11 +41,12 @@ import logging
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from indexerd.config import SourcePolicy, SqlSource, mask_url
+from indexerd.config import SourcePolicy, SqlSource
+from indexerd.core.secrets import mask_url
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
-from indexerd.core.pipeline import PassCounts, Pipeline, Policy
+from indexerd.pipeline.stages import PassCounts, Pipeline, Policy
 from indexerd.core.secrets import read_password
 from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
 from indexerd.sources.sql import queue, reread
@@ -59,11 +60,9 @@ UTC = timezone.utc
 
 
 def queue_lock_name(src) -> tuple[str, str]:
-    """The cluster lock of a SQL source's drain (:mod:`indexerd.core.claims`): named by its
+    """The cluster lock of a SQL source's drain (:mod:`indexerd.sources.claims`): named by its
     database (URL without password) and the query that reads its queue, so that two sources
     reading one queue never drain it at once."""
-    from indexerd.config import mask_url
-
     cfg = src.cfg
     return "queue", f"{mask_url(cfg.url)}|{(cfg.incremental_sql or cfg.full_sql).strip()}"
 

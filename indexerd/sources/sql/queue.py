@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Mapping
 
 from indexerd.core.errors import IndexerdError
-from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.sources.sql.conn import interruptible
 from indexerd.sources.sql.placeholders import bind_placeholders
 from indexerd.sources.sql.rows import BadRow

@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from indexerd.core.pipeline import PassCounts, Pipeline
+    from indexerd.pipeline.stages import PassCounts, Pipeline
     from indexerd.sources.sql.feed import SqlFeed
 
 

@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from indexerd.config import SqlSource
 from indexerd.core.counts import PassCounts
-from indexerd.core.fetched import Fetched, Policy
-from indexerd.core.pipeline import Pipeline
+from indexerd.pipeline.fetched import Fetched, Policy
+from indexerd.pipeline.stages import Pipeline
 from indexerd.sources.sql.conn import TooLarge, Undecodable
 
 log = logging.getLogger(__name__)

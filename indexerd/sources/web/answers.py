@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 from indexerd.core.dates import parse_date
 from indexerd.core.errors import SkipDocument
 from indexerd.core.counts import PassCounts
-from indexerd.core.fetched import Fetched
+from indexerd.pipeline.fetched import Fetched
 from indexerd.core.outcome import PageLinks, Verdict
-from indexerd.core.pipeline import Pipeline
+from indexerd.pipeline.stages import Pipeline
 from indexerd.extract import extract
 from indexerd.sources.web.convertlinks import convert_page, relative_path
 from indexerd.sources.web.duplicates import DuplicateFinder

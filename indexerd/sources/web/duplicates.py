@@ -12,7 +12,7 @@ of earlier passes (the store's ``documents_hash`` index).
 from __future__ import annotations
 
 from indexerd.core.counts import PassCounts
-from indexerd.core.pipeline import Pipeline
+from indexerd.pipeline.stages import Pipeline
 from indexerd.sources.web.urls import host_key, preferred_key
 
 

@@ -26,7 +26,7 @@ import time
 from indexerd.core.errors import IndexerdError
 from indexerd.core.counts import PassCounts
 from indexerd.core.outcome import Verdict
-from indexerd.core.pipeline import Pipeline
+from indexerd.pipeline.stages import Pipeline
 from indexerd.sources.web.answers import Answers
 from indexerd.sources.web.crawltable import CrawlTable
 from indexerd.sources.web.httpresponse import Response
@@ -131,7 +131,7 @@ class CrawlPass:
 
     def _begin_shared(self) -> bool:
         """In a cluster: join the pass the nodes crawl together, or begin one when this node
-        holds the source's lock (taken by the claim, :func:`~indexerd.core.claims.claim_pass`);
+        holds the source's lock (taken by the claim, :func:`~indexerd.sources.claims.claim_pass`);
         False when there is nothing to do (the pass this node was to join ended meanwhile: the
         pass counts as left to the others, so the daemon asks the claim again shortly)."""
         s = self.sched

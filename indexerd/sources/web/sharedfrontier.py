@@ -53,13 +53,13 @@ OFFER_BATCH = 500
 #: has to reach the host.
 FENCE_MARGIN_SECONDS = 2.0
 #: Seconds a node with nothing to do and nothing to claim stays in a pass before it leaves it to
-#: the nodes still working (it comes back in a few seconds: :data:`~indexerd.core.claims.STANDBY_SECONDS`).
+#: the nodes still working (it comes back in a few seconds: :data:`~indexerd.sources.claims.STANDBY_SECONDS`).
 LEAVE_SECONDS = 1.0
 
 
 class ClusterMembership:
     """This process's node name in a cluster (None: not in one); set by the indexer when it
-    joins the cluster (:meth:`~indexerd.core.indexer.Indexer.open`)."""
+    joins the cluster (:meth:`~indexerd.runtime.indexer.Indexer.open`)."""
 
     node: str | None = None
 
@@ -79,7 +79,7 @@ class SharedFrontier:
         out_of_scope: ``out_of_scope(state, reason)`` forgets a known URL the config no longer
             covers (as the :class:`~indexerd.sources.web.seeding.Seeder`'s).
         write_pending: ``write_pending(key)`` -> whether the writer still holds a document of
-            ``key`` not committed (:meth:`~indexerd.core.pipeline.Pipeline.write_pending`): a
+            ``key`` not committed (:meth:`~indexerd.pipeline.stages.Pipeline.write_pending`): a
             host is idle only once every page of it is in the store, so that a node dying after
             it leaves no page the next holder would not know to ask again.
     """

@@ -18,8 +18,8 @@ from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError
 from indexerd.core.counts import PassCounts
-from indexerd.core.fetched import Policy
-from indexerd.core.pipeline import Pipeline
+from indexerd.pipeline.fetched import Policy
+from indexerd.pipeline.stages import Pipeline
 from indexerd.sources.web.engine import CrawlPass
 from indexerd.sources.web.fetch import Fetcher
 from indexerd.sources.web.mirror import Mirror

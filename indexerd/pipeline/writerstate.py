@@ -1,8 +1,8 @@
 """What the writer keeps: queued operations, the overlay of pending writes, the open batch, its
 counters, and the episode of write failures being logged.
 
-The producers (:mod:`indexerd.core.writer`) make :class:`WriteOp` s and note them in
-:class:`PendingWrites`; the writer thread (:mod:`indexerd.core.writerthread`) owns the rest.
+The producers (:mod:`indexerd.pipeline.writer`) make :class:`WriteOp` s and note them in
+:class:`PendingWrites`; the writer thread (:mod:`indexerd.pipeline.writerthread`) owns the rest.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from indexerd.index import IndexDoc
 
 __all__ = ["WriterStats", "FailureEpisode", "WriteOp", "PendingWrites", "Batch"]
 
-log = logging.getLogger("indexerd.core.writer")  # one logger for the writer, whichever side
+log = logging.getLogger("indexerd.pipeline.writer")  # one logger for the writer, whichever side
 
 
 @dataclass

@@ -17,7 +17,7 @@ from indexerd.core.store import DocumentRecord, StateStore
 if TYPE_CHECKING:
     from indexerd.index.base import SearchIndex
 
-log = logging.getLogger("indexerd.core.indexer")  # its lines, as before they moved here
+log = logging.getLogger("indexerd.runtime.indexer")  # its lines, as before they moved here
 UTC = timezone.utc
 #: the store's meta key holding when the index was last rebuilt from the sources (aware UTC, as
 #: the store writes times): searches are partial until each source's pass ends after it

@@ -1,14 +1,14 @@
 """candidate -> extract -> resolve date -> decide -> hand to the writer.
 
-Sources only discover and fetch: they give the pipeline a :class:`~indexerd.core.fetched.Fetched` (bytes plus the
+Sources only discover and fetch: they give the pipeline a :class:`~indexerd.pipeline.fetched.Fetched` (bytes plus the
 protocol facts) or tell it a document is gone, skipped or failed.  The pipeline never touches
-the index or SQLite rows itself: it submits operations to the one :class:`~indexerd.core.writer.IndexWriter`.
+the index or SQLite rows itself: it submits operations to the one :class:`~indexerd.pipeline.writer.IndexWriter`.
 
 Every outcome the pipeline returns (:mod:`indexerd.core.outcome`) is counted in the pass's
 :class:`~indexerd.core.counts.PassCounts` in one place, :meth:`Pipeline._counted`, through
 :meth:`~indexerd.core.counts.PassCounts.record`: no caller increments a count by hand, so
 ``seen = indexed + unchanged + skipped + errors`` holds.  What a source hands in is
-:mod:`indexerd.core.fetched`.
+:mod:`indexerd.pipeline.fetched`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from indexerd.core import decide as decide_mod
 from indexerd.core.counts import Counters, PassCounts
 from indexerd.core.datechain import DateEvidence, resolve_date
 from indexerd.core.errors import SkipDocument, is_environment_failure
-from indexerd.core.fetched import Fetched, Policy
+from indexerd.pipeline.fetched import Fetched, Policy
 from indexerd.core.outcome import Outcome, PageLinks, Verdict
 from indexerd.core.store import DocumentRecord, StateStore
 from indexerd.extract import content_hash, extract
@@ -42,7 +42,7 @@ class Pipeline:
     """Turns fetched documents into writer operations.
 
     Args:
-        writer_factory: returns the :class:`~indexerd.core.writer.IndexWriter`; called lazily on the
+        writer_factory: returns the :class:`~indexerd.pipeline.writer.IndexWriter`; called lazily on the
             first write, so a pass over an unchanged tree never opens the index.
         store: a read connection to the state store (stored records for the decision).
         counters: named counters shared with ``ctl status``.

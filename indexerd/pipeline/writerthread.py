@@ -1,10 +1,10 @@
-"""The writer thread's side of :class:`~indexerd.core.writer.IndexWriter`: batching and committing.
+"""The writer thread's side of :class:`~indexerd.pipeline.writer.IndexWriter`: batching and committing.
 
-:class:`WriterThread` takes the operations the producers queued (:class:`~indexerd.core.writerstate.WriteOp`), applies them
+:class:`WriterThread` takes the operations the producers queued (:class:`~indexerd.pipeline.writerstate.WriteOp`), applies them
 to one index session and one batch of store rows, and commits by the rules in
-:mod:`indexerd.core.writer` (live: on drain when urgent, else at the commit interval; bulk: every
+:mod:`indexerd.pipeline.writer` (live: on drain when urgent, else at the commit interval; bulk: every
 ``commit_batch`` documents), the index first, then the batch's rows with the commit token.  It
-logs under the writer's logger, ``indexerd.core.writer``.
+logs under the writer's logger, ``indexerd.pipeline.writer``.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 
 from indexerd.core.errors import IndexerdError, RetryLater
 from indexerd.core.store import StateStore, open_store
-from indexerd.core.writerstate import Batch, FailureEpisode, PendingWrites, WriteOp
+from indexerd.pipeline.writerstate import Batch, FailureEpisode, PendingWrites, WriteOp
 
 if TYPE_CHECKING:
-    from indexerd.core.writer import IndexWriter
+    from indexerd.pipeline.writer import IndexWriter
 
 __all__ = ["WriterThread"]
 
-log = logging.getLogger("indexerd.core.writer")  # one logger for the writer, whichever side
+log = logging.getLogger("indexerd.pipeline.writer")  # one logger for the writer, whichever side
 UTC = timezone.utc
 
 
@@ -32,7 +32,7 @@ class WriterThread:
     """The body of the writer thread: one index session, one batch, the commit rules.
 
     Args:
-        writer: the :class:`~indexerd.core.writer.IndexWriter` it serves (its index, mode,
+        writer: the :class:`~indexerd.pipeline.writer.IndexWriter` it serves (its index, mode,
             commit settings, stats and callbacks are read from it).
         ops: the queue the producers fill.
         pending: the producers' overlay of uncommitted writes, emptied as batches commit.

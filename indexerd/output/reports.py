@@ -12,7 +12,7 @@ from typing import Iterator
 from indexerd.core.dates import format_utc
 from indexerd.core.timespans import parse_since
 from indexerd.core.decide import REASONS
-from indexerd.sources.files.keys import key_to_path, path_to_key
+from indexerd.core.filekeys import key_to_path, path_to_key
 from indexerd.core.store import DocumentRecord, StateStore, from_db_time
 
 UTC = timezone.utc

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from indexerd.config import Config, FilesystemSource, resolve_node_name, resolve_state_dir
-from indexerd.core import recovery
-from indexerd.core.claims import Claim, claim_pass
+from indexerd.runtime import recovery
+from indexerd.sources.claims import Claim, claim_pass
 from indexerd.core.errors import ConfigError, StoreError
 from indexerd.core.node import Node
-from indexerd.core.pipeline import Counters, PassCounts, Pipeline
+from indexerd.pipeline.stages import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
 from indexerd.core.store import PgStore, StateStore, store_address
 from indexerd.extract import isolation
@@ -210,13 +210,13 @@ class Indexer:
         return self._writer is not None and self._writer._thread.is_alive()
 
     def writer(self):
-        """The :class:`~indexerd.core.writer.IndexWriter` (started on first use; thread-safe
+        """The :class:`~indexerd.pipeline.writer.IndexWriter` (started on first use; thread-safe
         once started: every thread submits to the one writer)."""
         return self._get_writer()
 
     def _get_writer(self):
         if self._writer is None:
-            from indexerd.core.writer import IndexWriter
+            from indexerd.pipeline.writer import IndexWriter
 
             s = self.cfg.index
             self._writer = IndexWriter(

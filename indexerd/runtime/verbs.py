@@ -20,9 +20,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from indexerd.cli.reports import normalise_key
+from indexerd.output.reports import normalise_key
 from indexerd.core.errors import ConfigError, UnknownKey
-from indexerd.core.pipeline import PassCounts, Pipeline
+from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.sources.base import Source, TreeSource
 
 

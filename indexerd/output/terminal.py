@@ -128,13 +128,13 @@ def stdout_is_tty() -> bool:
 
 
 def emit(text: str) -> None:
-    """Write ``text`` to standard output (:func:`indexerd.cli.stdout.write_stdout`).
+    """Write ``text`` to standard output (:func:`indexerd.output.stdout.write_stdout`).
 
     Raises:
         BrokenPipeError: the reader went away (the caller exits 0, as ``print`` would).
         IndexerdError: the write failed otherwise (a full disk: exit 1, said in one line).
     """
-    from indexerd.cli.stdout import write_stdout
+    from indexerd.output.stdout import write_stdout
 
     problem = write_stdout(text)
     if problem is not None:

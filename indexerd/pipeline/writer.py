@@ -24,7 +24,7 @@ The writer knows only the :class:`~indexerd.index.base.IndexSession` protocol: t
 written twice in one batch is the session's concern (the last write wins until commit).
 
 This module is the producers' side (submit, the overlay of pending writes, flush, close); the
-thread's batching and commits are :mod:`indexerd.core.writerthread`.
+thread's batching and commits are :mod:`indexerd.pipeline.writerthread`.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Callable
 
 from indexerd.core.errors import RetryLater
 from indexerd.core.store import DocumentRecord
-from indexerd.core.writerstate import PendingWrites, WriteOp, WriterStats
-from indexerd.core.writerthread import WriterThread
+from indexerd.pipeline.writerstate import PendingWrites, WriteOp, WriterStats
+from indexerd.pipeline.writerthread import WriterThread
 from indexerd.index import IndexDoc, SearchIndex
 
 __all__ = ["IndexWriter", "WriterStats"]

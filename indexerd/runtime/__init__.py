@@ -1,0 +1,4 @@
+"""The wiring of one state dir: sources from the config, the store, the index and the pipeline
+(:mod:`~indexerd.runtime.indexer`), and the repairs made at a start
+(:mod:`~indexerd.runtime.recovery`).  ``indexerd index`` and the daemon both run on it.
+"""

@@ -1,0 +1,71 @@
+"""The packages' layers (README, "The folders are the data flow"): a package of indexerd imports
+only the packages below it, at the top of a module or inside a function alike, so that no two
+packages need each other (the foundation, ``core``, imports nothing above it).
+
+Read from the source text with :mod:`ast`, not by importing: a lazy import inside a function is
+a dependency too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import indexerd
+
+PACKAGE = Path(indexerd.__file__).parent
+
+#: Bottom to top: each package may import those before it.  ``output`` (what the command line and
+#: the daemon both show) sits below both; the daemon below the command line that starts it.
+LAYERS = ("core", "config", "extract", "index", "pipeline", "sources", "output", "runtime", "daemon", "cli")
+
+#: Upward imports still made, each with why; the list only shrinks.  A source kind's config
+#: checks (and the engine a config names) are asked by ``config/checks.py`` until the kinds
+#: describe themselves to the config (DESIGN.md, "A source kind describes itself").
+ALLOWED_UPWARD = {
+    ("config/checks.py", "sources"): "each kind's table checks (registry, web scope and URLs)",
+    ("config/checks.py", "index"): "the engine a config names must load",
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute ``indexerd.*`` import in the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+    return [(line, m) for line, m in found if m.startswith("indexerd.")]
+
+
+def test_every_package_is_in_a_layer() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(LAYERS), f"put the new package in LAYERS: {sorted(packages ^ set(LAYERS))}"
+
+
+def test_no_package_imports_one_above_it() -> None:
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    upward, used = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if len(rel.parts) < 2:
+            continue  # indexerd/__init__.py, __main__.py: the entry points
+        here = rel.parts[0]
+        for line, module in _imports(path):
+            there = module.split(".")[1]
+            if there not in rank or rank[there] <= rank[here]:
+                continue
+            if (rel.as_posix(), there) in ALLOWED_UPWARD:
+                used.add((rel.as_posix(), there))
+                continue
+            upward.append(f"indexerd/{rel.as_posix()}:{line}: {here} imports {module}")
+    assert upward == [], "a package imports one above it:\n" + "\n".join(upward)
+    assert used == set(ALLOWED_UPWARD), f"no longer needed, drop from ALLOWED_UPWARD: {set(ALLOWED_UPWARD) - used}"
+
+
+def test_the_check_finds_an_upward_import(tmp_path) -> None:
+    """The reading itself: an import inside a function is found like one at the top."""
+    module = tmp_path / "m.py"
+    module.write_text("import os\n\ndef f():\n    from indexerd.daemon.main import run_daemon\n", encoding="utf-8")
+    assert _imports(module) == [(4, "indexerd.daemon.main")]
