@@ -101,7 +101,7 @@ class Passes:
         assert node is not None  # a shared store is opened with a node name
         try:
             shared = sum(1 for s in d.sources.values() if not (kind(s.kind).node_owned or kind(s.kind).pass_shared))
-            claim = claim_pass(d.indexer.store, d.indexer.state.store_address, node, src,
+            claim = claim_pass(d.indexer.cluster_store, d.indexer.state.store_address, node, src,
                                forced=forced or asked, shared_sources=shared)
         except IndexerdError as e:
             claim = Claim(False, f"cannot reach the cluster's store: {e}", standby=True, error=True)

@@ -19,7 +19,7 @@ from indexerd.core.errors import ConfigError, StoreError
 from indexerd.core.node import Node
 from indexerd.pipeline.stages import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
-from indexerd.core.store import PgStore, StateStore, store_address
+from indexerd.core.store import ClusterStateStore, PgStore, StateStore, store_address
 from indexerd.extract import isolation
 from indexerd.sources.base import Source, TreeSource, as_tree, trees
 from indexerd.sources.files.keys import display_path
@@ -104,6 +104,18 @@ class Indexer:
         if self._store is None:
             raise RuntimeError("the indexer is not open")
         return self._store
+
+    @property
+    def cluster_store(self) -> ClusterStateStore:
+        """The state store a cluster shares (PostgreSQL), once :meth:`open` ran.
+
+        Raises:
+            RuntimeError: the indexer is not open, or its store is not shared.
+        """
+        store = self.store
+        if not isinstance(store, PgStore):
+            raise RuntimeError("not in a cluster: the state store is not shared")
+        return store
 
     @property
     def pipeline(self) -> Pipeline:
@@ -344,7 +356,7 @@ class Indexer:
         if not self.state.shared:
             return Claim(True)
         assert self.node is not None, "a shared store names its node"
-        return claim_pass(self.store, self.state.store_address, self.node, src, forced=True)
+        return claim_pass(self.cluster_store, self.state.store_address, self.node, src, forced=True)
 
     def _one_pass(self, src: Source, start: str | None, counts: PassCounts, *, paths: bool, progress: bool,
                   forced: bool, cancel, recheck: bool = False) -> None:

@@ -17,6 +17,9 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
+if TYPE_CHECKING:
+    from indexerd.core.store.protocols import StateStore
+
 if TYPE_CHECKING:  # the config imports this module: its start stays light
     from indexerd.pipeline.stages import PassCounts, Pipeline
     from indexerd.core.progress import Progress
@@ -89,7 +92,7 @@ class Source(Protocol):
             IndexerdError: the source cannot be read (exit 1); ConfigError: credentials.
         """
 
-    def on_forgotten(self, store, key: str) -> None:
+    def on_forgotten(self, store: StateStore, key: str) -> None:
         """``ctl forget KEY`` dropped this source's document ``key``: make the next pass read it
         again if it is still there (a tree's next scan finds it anyway)."""
 

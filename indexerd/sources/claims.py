@@ -23,11 +23,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from indexerd.core.store.cluster import SourceLock
 from indexerd.sources.registry import kind
+
+if TYPE_CHECKING:
+    from indexerd.core.store.protocols import ClusterStateStore
 
 __all__ = ["Claim", "STANDBY_SECONDS", "claim_pass"]
 
@@ -63,7 +68,7 @@ def fair_share(shared_sources: int, alive_nodes: int) -> int:
     return -(-max(shared_sources, 1) // max(alive_nodes, 1))
 
 
-def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: int = 1,
+def claim_pass(store: ClusterStateStore, address, node: str, src, *, forced: bool, shared_sources: int = 1,
                now: datetime | None = None) -> Claim:
     """Whether node ``node`` runs a pass of ``src`` now (see the module docstring).
 
@@ -119,7 +124,7 @@ def claim_pass(store, address, node: str, src, *, forced: bool, shared_sources: 
     # a shared pass's own state says it is over (else it was joined above): a running mark left
     # by a node that joined as it ended does not make the pass due again
     ended = run is not None and (k.pass_shared or run["running_since"] is None)
-    if not forced and ended and run["completed_at"] is not None:
+    if not forced and run is not None and ended and run["completed_at"] is not None:
         age = (now - run["completed_at"]).total_seconds()
         if age < 0.9 * float(src.cfg.interval):
             lock.release()

@@ -19,6 +19,7 @@ The package, by job: :mod:`.connection` (what both connections offer), :mod:`.sq
 :class:`~indexerd.core.errors.SchemaTooNew`), :mod:`.documents` (document rows),
 :mod:`.runs` (a source's passes, and the source as a whole), :mod:`.crawl` (the web crawl's rows),
 :mod:`.cluster` (nodes and host leases), :mod:`.values` (times as sortable UTC text).
+What a consumer may ask of a store is declared by concern in :mod:`.protocols`.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from indexerd.core.store.cluster import ClusterRows
 from indexerd.core.store.crawl import CrawlRows
 from indexerd.core.store.documents import DocumentRecord, DocumentRows
 from indexerd.core.store.postgresql import PgConnection, PgStoreAddress
+from indexerd.core.store.protocols import ClusterStateStore, StateStore
 from indexerd.core.store.runs import SourceRuns
 from indexerd.core.store.sharedfrontier import SharedFrontierRows
 from indexerd.core.store.sqlite import SqliteConnection
 from indexerd.core.store.values import from_db_time, to_db_time
 
-__all__ = ["Store", "PgStore", "StateStore", "StoreLocation", "DocumentRecord", "PgStoreAddress",
+__all__ = ["Store", "PgStore", "StateStore", "ClusterStateStore", "StoreLocation", "DocumentRecord", "PgStoreAddress",
            "WRITES_OUTSIDE_THE_WRITER", "open_store", "open_store_in_dir", "store_address", "from_db_time", "to_db_time"]
 
 #: Store writes made outside the writer thread: method -> (the package paths, relative to
@@ -87,8 +89,6 @@ class PgStore(DocumentRows, SourceRuns, CrawlRows, ClusterRows, SharedFrontierRo
     """
 
 
-#: Either store.
-StateStore = Union[Store, PgStore]
 #: Where a store is: the SQLite file's path, or the PostgreSQL server's address.
 StoreLocation = Union[Path, PgStoreAddress]
 

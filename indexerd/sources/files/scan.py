@@ -19,7 +19,7 @@ import logging
 import os
 import stat as stat_mod
 from datetime import timezone
-from typing import Iterator
+from typing import Iterator, TYPE_CHECKING
 
 from indexerd.sources.files import confined, live, mailboxes
 from indexerd.sources.files.change import unchanged
@@ -33,6 +33,9 @@ from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import IndexUnavailable, StoreError
 from indexerd.pipeline.stages import PassCounts, Pipeline, Policy
+
+if TYPE_CHECKING:
+    from indexerd.core.store.protocols import StateStore
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -164,7 +167,7 @@ class FileSource:
         neither there (nor selected by the include/exclude rules) nor stored."""
         return [p for p in items if self.handle_path(p, pipeline, counts, forced=True) == "ignored"]
 
-    def on_forgotten(self, store, key: str) -> None:
+    def on_forgotten(self, store: StateStore, key: str) -> None:
         """Nothing to remember: the next scan finds a forgotten file that is still there."""
 
     def status_facts(self) -> dict:

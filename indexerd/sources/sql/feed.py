@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Mapping, TYPE_CHECKING
 
 from indexerd.config import SourcePolicy, SqlSource
 from indexerd.core.secrets import mask_url
@@ -53,6 +53,9 @@ from indexerd.sources.sql import queue, reread
 from indexerd.sources.sql.queue import short_error
 from indexerd.sources.sql.placeholders import bind_placeholders, used_params  # noqa: F401 (re-exported)
 from indexerd.sources.sql.rows import BadRow, SqlRows
+
+if TYPE_CHECKING:
+    from indexerd.core.store.protocols import StateStore
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -236,7 +239,7 @@ class SqlFeed:
         """``sql:<this source>/<id>`` with an id."""
         return key.startswith(f"sql:{self.name}/") and len(key) > len(f"sql:{self.name}/")
 
-    def on_forgotten(self, store, key: str) -> None:
+    def on_forgotten(self, store: StateStore, key: str) -> None:
         """``ctl forget``: :meth:`remember_forgotten` the row of ``key``."""
         self.remember_forgotten(store, key[len(f"sql:{self.name}/"):])
 
@@ -254,11 +257,11 @@ class SqlFeed:
         except SQLAlchemyError as e:
             raise IndexerdError(f"source {self.name}: reading {', '.join(ids)} failed: {short_error(e)}") from None
 
-    def forgotten(self, store) -> list[str]:
+    def forgotten(self, store: StateStore) -> list[str]:
         """Ids ``ctl forget`` dropped since this source's last pass (:func:`reread.forgotten_ids`)."""
         return reread.forgotten_ids(store, self.name)
 
-    def remember_forgotten(self, store, row_id: str) -> None:
+    def remember_forgotten(self, store: StateStore, row_id: str) -> None:
         """``ctl forget sql:NAME/ID``: :func:`reread.remember_forgotten`."""
         reread.remember_forgotten(store, self.name, row_id)
 

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from indexerd.core.store.protocols import StateStore
     from indexerd.pipeline.stages import PassCounts, Pipeline
     from indexerd.sources.sql.feed import SqlFeed
 
@@ -15,12 +16,12 @@ def _forgotten_key(name: str) -> str:
     return f"sql:{name}:forgotten"
 
 
-def forgotten_ids(store, name: str) -> list[str]:
+def forgotten_ids(store: StateStore, name: str) -> list[str]:
     """Ids ``ctl forget`` dropped from source ``name`` since its last pass (read again at the next)."""
     return json.loads(store.get_meta(_forgotten_key(name)) or "[]")
 
 
-def remember_forgotten(store, name: str, row_id: str) -> None:
+def remember_forgotten(store: StateStore, name: str, row_id: str) -> None:
     """``ctl forget sql:NAME/ID``: the next pass reads this row again (it comes back if
     ``full_sql`` still returns it), as a forgotten file or page comes back at the next pass."""
     ids = forgotten_ids(store, name)

@@ -30,6 +30,8 @@ distributed locking", 2016), with the claim's expiry as the token's limit.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import logging
 import time
 
@@ -37,6 +39,9 @@ from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, url_origin
 from indexerd.sources.web.seeding import lost_with_the_process
 from indexerd.sources.web.urls import host_key
 from indexerd.sources.web.urlstate import UrlState
+
+if TYPE_CHECKING:
+    from indexerd.core.store.protocols import ClusterStateStore
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +89,7 @@ class SharedFrontier:
             it leaves no page the next holder would not know to ask again.
     """
 
-    def __init__(self, sched, store, node: str, out_of_scope, write_pending=lambda key: False) -> None:
+    def __init__(self, sched, store: ClusterStateStore, node: str, out_of_scope, write_pending=lambda key: False) -> None:
         self.sched = sched
         self.out_of_scope = out_of_scope
         self.write_pending = write_pending

@@ -7,6 +7,8 @@ HTTP client, the mirror); a pass is run by :class:`~indexerd.sources.web.engine.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 import threading
 from datetime import datetime, timezone
@@ -27,6 +29,9 @@ from indexerd.sources.web.politeness import HOST_SLOTS, HostSlots, PolitenessSet
 from indexerd.sources.web.robots import RobotsCache
 from indexerd.sources.web.scope import Scope
 from indexerd.sources.web.urls import canonicalize, host_key, path_depth
+
+if TYPE_CHECKING:
+    from indexerd.core.store.protocols import StateStore, StoreBasics
 
 UTC = timezone.utc
 
@@ -121,7 +126,7 @@ class WebSource:
     def status_facts(self) -> dict:
         return {"root": None}
 
-    def on_forgotten(self, store, key: str) -> None:
+    def on_forgotten(self, store: StateStore, key: str) -> None:
         """``ctl forget URL``: the page is due at the next crawl whatever its adaptive-recrawl
         schedule said (a crawl running now keeps its own schedule for it)."""
         store.crawl_due_now(self.name, key, "forgotten (ctl forget): due at the next crawl")
@@ -143,7 +148,7 @@ class WebSource:
         """
         CrawlPass(self, pipeline, counts, progress, forced, cancel, recheck=recheck).run()
 
-    def pass_running(self, store) -> bool:
+    def pass_running(self, store: StoreBasics) -> bool:
         """Whether a pass of this source is under way in ``store`` (begun, not finished: in a
         cluster, a node joins it).
 
@@ -155,7 +160,7 @@ class WebSource:
 
         return PassState.from_json(store.get_meta(pass_meta_key(self.name))).running
 
-    def pass_begun_at(self, store) -> datetime | None:
+    def pass_begun_at(self, store: StoreBasics) -> datetime | None:
         """When the source's latest pass began (aware UTC; running or not), or None before any.
 
         Raises:
