@@ -11,8 +11,10 @@ Outside contract relied on (watchdog 7 on Linux, ``InotifyObserver``, LIBRARIES.
   ``watchdog.observers.inotify_c`` ("Inotify queue overflowed"), so we hook that logger;
 - the per-user watch limit (``fs.inotify.max_user_watches``) raises ``OSError(ENOSPC)``;
 - a watch walks its tree with ``os.walk``, which recurses once per directory level on Python
-  before 3.12: a tree about 1,000 levels deep raises ``RecursionError`` from ``schedule`` (when
-  the watch is set up) or kills the emitter thread silently (when such a tree is moved in).
+  3.11: a tree about 1,000 levels deep raised ``RecursionError`` from ``schedule`` (when the
+  watch is set up) or killed the emitter thread silently (when such a tree is moved in), and
+  with it the watch of the whole tree; :mod:`~indexerd.sources.files.watchwalk` gives watchdog
+  an iterative walk, so a deep tree is watched like any other;
 
 So every path is ``stat``-ed again when it is processed (the queue holds paths, not facts), a
 vanished directory removes every document under it, and an overflow or a watch-limit error asks
@@ -196,6 +198,9 @@ class TreeWatcher:
     def _new_observer():
         from watchdog.observers import Observer
 
+        from indexerd.sources.files import watchwalk
+
+        watchwalk.install()  # a tree of any depth keeps its watch
         return Observer()
 
     def start(self) -> None:
