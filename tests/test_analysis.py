@@ -209,3 +209,18 @@ def test_fused_positions_keep_memory_per_word_small() -> None:
         tracemalloc.stop()
     assert n == 5000
     assert peak < 16 * 1024 * 1024, peak
+
+
+def test_a_prefix_also_means_the_stems_of_the_words_it_begins() -> None:
+    """``runnin*`` is typed for *running*, indexed as ``run``: the prefix search adds the stems,
+    shorter than the prefix, of the prefix's likely completions; none for short or non-English
+    prefixes (the prefix search alone)."""
+    from indexerd.index.analysis import analyzer
+
+    a = analyzer()
+    assert a.prefix_stems("runnin") == ("run",)
+    assert a.prefix_stems("connectio") == ("connect",)
+    assert a.prefix_stems("fetche") == ("fetch",)
+    assert a.prefix_stems("quickl") == ()      # quickli starts with quickl: the prefix finds it
+    assert a.prefix_stems("run") == ()         # too short to guess from
+    assert a.prefix_stems("東京") == () and a.prefix_stems("naïve") == ()

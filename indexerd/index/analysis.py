@@ -57,6 +57,12 @@ ANALYSIS_VERSION = 2
 """The token-stream contract's version; 1 was the first engine's own stemming analyzer (before
 this module)."""
 
+PREFIX_COMPLETIONS = ("", "e", "s", "es", "d", "ed", "g", "ng", "ing", "n", "on", "ion", "ions", "y", "ly",
+                      "r", "er", "ers", "al", "ally", "ment", "ments", "ness", "ity", "ive", "ize", "ise",
+                      "ation", "ations", "able", "ible", "ful", "ism", "ist", "ists")
+"""English endings a typed prefix is completed with to find the stems of the words it begins
+(:meth:`Analyzer.prefix_stems`): inflections and the commonest derivations."""
+
 _CACHE_MAX = 50_000
 """Distinct words whose result is kept per analyzer (cleared when full).  Words are
 Zipf-distributed, so 50,000 keeps nearly every hit."""
@@ -226,6 +232,23 @@ class Analyzer:
         """A typed prefix as the index spells words (normalised, folded; not stemmed)."""
         text = normalise(text)
         return fold_diacritics(text) if self.fold_diacritics else text
+
+    def prefix_stems(self, prefix: str) -> tuple[str, ...]:
+        """The stems, shorter than ``prefix``, of the words ``prefix`` most likely begins: what a
+        prefix search must also match because the index holds stems, not the words typed
+        (``runnin*`` is written for *running*, whose stem ``run`` does not start with
+        ``runnin``; ``connectio*`` for *connection*, stem ``connect``).
+
+        ``prefix`` is normalised as :meth:`normalise_prefix` gives it.  Each of
+        :data:`PREFIX_COMPLETIONS` is appended and the word stemmed; a stem of at least 3
+        characters that ``prefix`` starts with, and that is not ``prefix`` itself, is kept.
+        Stems that start with ``prefix`` are left out: the prefix search finds those already.
+        Only for ASCII letters (Porter stems English); otherwise ``()``.
+        """
+        if not (prefix.isascii() and prefix.isalpha()) or len(prefix) < 4:
+            return ()
+        stems = {self._stem(prefix + ending) for ending in PREFIX_COMPLETIONS}
+        return tuple(sorted(s for s in stems if len(s) >= 3 and len(s) < len(prefix) and prefix.startswith(s)))
 
     def _word(self, w: str):
         """One word's result: a token (``""`` when dropped), a tuple of CJK bigrams, or a

@@ -27,7 +27,8 @@ How words become leaves (a term without a field searches ``title`` and ``content
   ``pg-hba-conf`` too);
 - ``"a phrase"``: the phrase of all its tokens (identifiers by their parts);
 - ``prefix*``: normalised like a word but not stemmed; a prefix holding ``.`` or ``_`` matches
-  whole identifiers (``ids``), any other the terms of the field(s).
+  whole identifiers (``ids``), any other the terms of the field(s) that start with it, or are the
+  stem of a word it likely begins (``runnin*``: also ``run``, :meth:`Analyzer.prefix_stems`).
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ def _lower(node, analyzer: Analyzer):
             return None
         if "." in prefix or "_" in prefix:
             return TokenPrefix(IDS_FIELD, prefix)
-        return _any([TokenPrefix(f, prefix) for f in _fields(node.field)])
+        stems = analyzer.prefix_stems(prefix)  # runnin* -> also the term run (running's stem)
+        return _any([leaf for f in _fields(node.field)
+                     for leaf in (TokenPrefix(f, prefix), *(Tokens(f, (stem,)) for stem in stems))])
     if isinstance(node, (Keyword, NumberRange, DateRange)):
         return node
     if isinstance(node, Not):
