@@ -18,9 +18,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 # ``ctl search`` memorises a config file's keys under $XDG_CACHE_HOME (indexerd/cli/configmemo.py):
 # the tests' processes write theirs in a directory of this run, not in the user's home.
+import atexit as _atexit  # noqa: E402
 import tempfile as _tempfile  # noqa: E402
 
 os.environ["XDG_CACHE_HOME"] = _tempfile.mkdtemp(prefix="indexerd-tests-cache-")
+_atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)  # each run's own, gone with it
 
 # -- parallel runs (pytest-xdist, ``-n 2`` in pyproject.toml) ---------------------------------------
 # A test marked ``alone`` asserts a wall-clock or memory bound (an edit searchable within 2 s, a
