@@ -17,6 +17,11 @@ Authentication: ``initdb -A trust`` for the superuser ``postgres``; every other 
 its password (``scram-sha-256``) over the socket, so a test can prove that a configured
 password is really sent (:meth:`PgServer.create_role`).
 
+A hot standby of a server (streaming replication, read-only queries; :meth:`PgServer.start_standby`)
+is a second server in its own temp dir and socket dir, made by ``pg_basebackup -R`` from the
+primary (which has ``wal_level = replica`` and lets ``postgres`` connect for replication over
+the socket); :meth:`PgServer.wait_replayed` awaits its replay of the primary's WAL.
+
 Nothing here imports pytest: :func:`pg_or_skip` is the one place that decides between
 ``pytest.skip`` (locally) and ``pytest.fail`` (in CI, ``$CI`` set: a missing server must never
 pass silently).
@@ -137,16 +142,73 @@ class PgServer:
         with open(conf, "a", encoding="utf-8") as f:
             f.write("\n# tests/pg.py\nlisten_addresses = ''\nfsync = off\nsynchronous_commit = off\n"
                     "full_page_writes = off\nmax_connections = 100\n"
-                    "password_encryption = 'scram-sha-256'\n")
+                    "password_encryption = 'scram-sha-256'\n"
+                    "wal_level = replica\nmax_wal_senders = 4\nhot_standby = on\n")
         (self.data / "pg_hba.conf").write_text(
-            "# tests/pg.py: the superuser is trusted, every other role needs its password\n"
+            "# tests/pg.py: the superuser is trusted (also for streaming replication), every other\n"
+            "# role needs its password\n"
             "local all postgres trust\n"
+            "local replication postgres trust\n"
             "local all all scram-sha-256\n", encoding="utf-8")
         if self.prefix:
             import pwd
 
             pw = pwd.getpwnam("postgres")
             os.chown(self.data / "pg_hba.conf", pw.pw_uid, pw.pw_gid)
+
+    def start_standby(self) -> "PgServer":
+        """A hot standby of this server: ``pg_basebackup -R`` (streaming the WAL, a fast
+        checkpoint) into a fresh temp dir, started on a socket dir of its own; it answers
+        read-only queries and replays what this server writes.  Always call its :meth:`stop`.
+
+        Raises:
+            RuntimeError: the base backup or the start failed (the message holds the log's tail).
+        """
+        base = Path(tempfile.mkdtemp(prefix="ixpg"))
+        standby = PgServer(self.bindir, base, self.prefix)
+        try:
+            if self.prefix:
+                import pwd
+
+                pw = pwd.getpwnam("postgres")
+                os.chown(base, pw.pw_uid, pw.pw_gid)
+            os.chmod(base, 0o700)
+            standby._run("pg_basebackup", "-h", str(self.sockdir), "-U", "postgres", "-D", str(standby.data),
+                         "-R", "-X", "stream", "-c", "fast", "--no-sync")
+            with open(standby.data / "postgresql.conf", "a", encoding="utf-8") as f:
+                f.write("\n# tests/pg.py: a hot standby\nhot_standby = on\n")
+            standby._run("pg_ctl", "-D", str(standby.data), "-l", str(standby.log), "-w",
+                         "-t", str(START_TIMEOUT),
+                         "-o", f"-k {standby.sockdir} -c listen_addresses=''", "start",
+                         timeout=START_TIMEOUT + 15)
+            standby.running = True
+            standby.wait_ready()
+        except BaseException:
+            standby.stop()
+            raise
+        return standby
+
+    def wal_lsn(self) -> str:
+        """This (primary) server's current WAL write position (``pg_current_wal_lsn()``)."""
+        return str(self.admin("SELECT pg_current_wal_lsn()::text")[0][0])
+
+    def wait_replayed(self, lsn: str, timeout: float = 30.0, *, received_only: bool = False) -> None:
+        """Until this standby has replayed (``received_only``: received) the primary's WAL up
+        to ``lsn`` (:meth:`wal_lsn`).
+
+        Raises:
+            TimeoutError: not within ``timeout`` seconds.
+        """
+        fn = "pg_last_wal_receive_lsn()" if received_only else "pg_last_wal_replay_lsn()"
+        deadline = time.monotonic() + timeout
+        while True:
+            (done,), = self.admin(f"SELECT coalesce({fn} >= %s::pg_lsn, false)", (lsn,))
+            if done:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the standby did not {'receive' if received_only else 'replay'} "
+                                   f"the WAL up to {lsn} within {timeout:g} s")
+            time.sleep(0.02)
 
     def restart(self) -> None:
         """Restart the server (fast): every connection ends, as at a database server's reboot."""
