@@ -152,6 +152,8 @@ def check_semantics(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: index.postgresql: set password_env or password_file, not both")
     if pg is not None:
         _no_password_in_url(pg.url, "index.postgresql.url", origin)
+        if pg.read_url is not None:
+            _no_password_in_url(pg.read_url, "index.postgresql.read_url", origin)
     if cfg.index.engine != "whoosh":  # the default is a dependency; another needs its extra
         from indexerd.index.base import load_engine
 

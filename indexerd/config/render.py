@@ -30,8 +30,9 @@ def to_toml(cfg: Config) -> str:
     for src in data.get("sources", {}).get("sql", []):
         src["url"] = mask_url(src["url"])
     for table in (data.get("store"), (data.get("index") or {}).get("postgresql")):
-        if table and table.get("url"):
-            table["url"] = mask_url(table["url"])
+        for key in ("url", "read_url"):
+            if table and table.get(key):
+                table[key] = mask_url(table[key])
     for src in data.get("sources", {}).get("web", []):
         src["seeds"] = [mask_userinfo(u) for u in src["seeds"]]
     return _dump_toml(data)

@@ -61,9 +61,13 @@ class PostgresqlSettings(_Struct, frozen=True):
     accepted too) without the password, which comes from ``password_env`` or ``password_file``
     and is never logged or shown; ``schema`` holds the index's tables (created when missing);
     ``timeout`` bounds connecting and each statement (seconds).
+    ``read_url`` (optional) names a read-only server that searches and counts use, a streaming
+    replication hot standby of ``url``'s server (same roles, so the same password); every write
+    and the index's bookkeeping still go to ``url``.  None: everything reads ``url``.
     """
 
     url: str
+    read_url: str | None = None
     password_env: str | None = None
     password_file: str | None = None
     schema: str = "indexerd"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -44,7 +44,9 @@ def strip_password(url: str) -> str:
 @dataclass(frozen=True)
 class PgAddress:
     """A server and a schema.  ``url`` is a libpq URL (a ``+psycopg`` driver suffix is dropped);
-    ``timeout_seconds`` bounds connecting and every statement.
+    ``timeout_seconds`` bounds connecting and every statement.  ``read_url`` (None: none) is a
+    read-only server, a streaming-replication hot standby of ``url``'s, reached with the same
+    password and schema (:meth:`reader`).
 
     Subclasses name what they address: :attr:`OWNER` (the config table, first word of every
     message), :attr:`WHAT` (``PostgreSQL index``), :attr:`ERROR` (the exception a failed
@@ -56,6 +58,8 @@ class PgAddress:
     password_env: str | None = None
     password_file: str | None = None
     timeout_seconds: float = 30.0
+    #: a read-only server (a hot standby of ``url``'s) for reads that may lag; None: none
+    read_url: str | None = None
 
     OWNER: ClassVar[str] = "postgresql"
     WHAT: ClassVar[str] = "PostgreSQL server"
@@ -76,13 +80,12 @@ class PgAddress:
         schema = str(getattr(settings, "schema", default_schema) or default_schema)
         if not _IDENT.fullmatch(schema):
             raise ConfigError(f"{cls.OWNER}.schema: expected a plain SQL name (letters, digits, _), got {schema!r}")
-        url = str(settings.url)
-        scheme, sep, rest = url.partition("://")
-        if sep and scheme.startswith("postgresql+"):
-            url = "postgresql://" + rest
-        return cls(url=url, schema=schema, password_env=getattr(settings, "password_env", None),
+        read_url = getattr(settings, "read_url", None)
+        return cls(url=_libpq_url(str(settings.url)), schema=schema,
+                   password_env=getattr(settings, "password_env", None),
                    password_file=getattr(settings, "password_file", None),
-                   timeout_seconds=float(getattr(settings, "timeout", 30.0)))
+                   timeout_seconds=float(getattr(settings, "timeout", 30.0)),
+                   read_url=_libpq_url(str(read_url)) if read_url else None)
 
     @classmethod
     def from_file(cls, directory: Path) -> Self | None:
@@ -104,14 +107,16 @@ class PgAddress:
         if not isinstance(d, dict):
             raise cls.ERROR(f"{where}: not a JSON object")
         for key, types in (("url", str), ("schema", str), ("password_env", (str, type(None))),
-                           ("password_file", (str, type(None))), ("timeout_seconds", (int, float))):
+                           ("password_file", (str, type(None))), ("timeout_seconds", (int, float)),
+                           ("read_url", (str, type(None)))):
             if key in ("url", "schema") and key not in d:
                 raise cls.ERROR(f"{where}: no {key!r}")
             if key in d and (not isinstance(d[key], types) or isinstance(d[key], bool)):
                 raise cls.ERROR(f"{where}: {key!r} is {json.dumps(d[key])[:60]}, not a "
                                 f"{'number' if key == 'timeout_seconds' else 'string'}")
         return cls(url=d["url"], schema=d["schema"], password_env=d.get("password_env"),
-                   password_file=d.get("password_file"), timeout_seconds=float(d.get("timeout_seconds", 30.0)))
+                   password_file=d.get("password_file"), timeout_seconds=float(d.get("timeout_seconds", 30.0)),
+                   read_url=d.get("read_url"))
 
     def record(self, directory: Path) -> None:
         """Write :attr:`FILENAME` in ``directory`` (atomically; the URL without its password)."""
@@ -119,9 +124,18 @@ class PgAddress:
         directory.mkdir(parents=True, exist_ok=True)
         d = asdict(self)
         d["url"] = strip_password(self.url)
+        if self.read_url is not None:
+            d["read_url"] = strip_password(self.read_url)
         tmp = directory / (self.FILENAME + ".tmp")
         tmp.write_text(json.dumps(d, indent=1) + "\n", encoding="utf-8")
         os.replace(tmp, directory / self.FILENAME)
+
+    def reader(self) -> Self | None:
+        """The read-only server's address (``read_url`` as the URL, same schema, password and
+        timeout, no further reader); None when there is none."""
+        if self.read_url is None:
+            return None
+        return replace(self, url=self.read_url, read_url=None)
 
     @property
     def shown(self) -> str:
@@ -160,6 +174,15 @@ class PgAddress:
             return psycopg.connect(self.url, autocommit=autocommit, **kw)
         except psycopg.Error as e:
             raise self.ERROR(f"{self.WHAT} at {self.shown}: cannot connect: {first_line(e)}") from None
+
+
+def _libpq_url(url: str) -> str:
+    """``url`` with an SQLAlchemy driver suffix dropped (``postgresql+psycopg://`` ->
+    ``postgresql://``)."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.startswith("postgresql+"):
+        return "postgresql://" + rest
+    return url
 
 
 def first_line(e: BaseException) -> str:
