@@ -134,6 +134,7 @@ def cmd_search(args) -> int:
     if reply is not None:
         emit(search_reply_text(args.query, reply["hits"], reply["scores"], as_json=args.json,
                                tty=stdout_is_tty()))
+        _replica_lag_said(args, reply.get("replica_lag_seconds"))
         return _partial_said(args, reply, found=bool(reply["hits"]))
     from indexerd.core.dates import format_utc
     from indexerd.core.timespans import parse_since
@@ -161,18 +162,36 @@ def cmd_search(args) -> int:
     ix = _open_index_readonly(args)
     try:
         req = SearchRequest(query=args.query, since=since, until=until, sort=sort, limit=args.limit)
-        hits = search_any_engine(ix, req, exact=True, hashes=hashes if collapse else None).hits
+        result = search_any_engine(ix, req, exact=True, hashes=hashes if collapse else None)
     finally:
         ix.close()
+    hits = result.hits
     if args.json:
         emit(json.dumps(hits_json(hits), ensure_ascii=True) + "\n")
+        _replica_lag_said(args, result.replica_lag_seconds)
         return 0
-    return _print_hits(args, hits, format_utc=format_utc)
+    code = _print_hits(args, hits, format_utc=format_utc)
+    _replica_lag_said(args, result.replica_lag_seconds)
+    return code
 
 
 #: ``ctl search``'s exit status when the index is partial (a rebuild or a first pass runs) and
 #: nothing matched: "no documents match" may only mean "not indexed yet"
 EXIT_PARTIAL_EMPTY = 5
+
+
+def _replica_lag_said(args, lag_seconds) -> None:
+    """Say on stderr that a read replica lagging ``lag_seconds`` behind its primary answered
+    (None: say nothing): a line for people or, with ``--json``, one JSON object
+    (``{"replica_lag_seconds": 12.3}``: stdout keeps the array of hits)."""
+    if not isinstance(lag_seconds, (int, float)) or isinstance(lag_seconds, bool):
+        return
+    from indexerd.daemon.queries import replica_lag_text
+
+    if args.json:
+        print(json.dumps({"replica_lag_seconds": lag_seconds}), file=sys.stderr)
+    else:
+        print(f"indexerd: {replica_lag_text(float(lag_seconds))}", file=sys.stderr)
 
 
 def _partial_said(args, reply: dict, *, found: bool) -> int:

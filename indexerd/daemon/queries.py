@@ -38,6 +38,9 @@ MAX_PAGE_SIZE = 100
 #: default bound on one query's wait, in seconds
 DEFAULT_TIMEOUT_SECONDS = 5.0
 SORTS = ("relevance", "date")
+#: a search read from a replica more than this many seconds behind its primary says so
+#: (``replica_lag_seconds``); less is the ordinary delay of streaming replication
+REPLICA_LAG_NOTE_SECONDS = 1.0
 
 
 class QueryTimeout(IndexerdError):
@@ -84,13 +87,31 @@ class SearchRequest:
 class SearchResult:
     """The hits of one page (``indexerd.index.Hit``, ranks counted from 1 over the whole result),
     the number of hits of the whole query and the time the
-    query took in seconds (from the moment a worker ran it)."""
+    query took in seconds (from the moment a worker ran it).  ``replica_lag_seconds``: how far
+    behind its primary the read replica that answered was, when more than
+    :data:`REPLICA_LAG_NOTE_SECONDS` (documents indexed in that time may be missing); None
+    otherwise (no replica, a replica caught up, or the primary answered)."""
 
     hits: list
     total: int
     elapsed_seconds: float
     offset: int = 0
     request: SearchRequest | None = field(default=None, repr=False)
+    replica_lag_seconds: float | None = None
+
+
+def replica_lag_noted(lag_seconds: float | None) -> float | None:
+    """``lag_seconds`` (rounded to ms) when a search must say its replica lags (more than
+    :data:`REPLICA_LAG_NOTE_SECONDS`), else None."""
+    if lag_seconds is None or lag_seconds <= REPLICA_LAG_NOTE_SECONDS:
+        return None
+    return round(lag_seconds, 3)
+
+
+def replica_lag_text(lag_seconds: float) -> str:
+    """The note a lagging replica's answer carries (``ctl search``, the search page)."""
+    return (f"these results come from a read replica {lag_seconds:.1f} s behind the primary: "
+            "documents indexed or changed since may be missing or out of date")
 
 
 _FILTER_VALUE = re.compile(r"[A-Za-z0-9_.+/-]+")
@@ -129,6 +150,9 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
     request comes from ``ctl search`` and goes to ``ix.search`` as ``ctl search`` sends it when
     it reads the index itself (same hits either way); no count then.
 
+    An index with a read replica (``replica_lag_seconds()``, the PostgreSQL engine's) is asked
+    after the search how far behind it is (:func:`replica_lag_noted`).
+
     ``hashes`` (keys -> ``{key: content hash}``, the state store's): identical documents collapse
     into their best-ranked hit (:mod:`indexerd.daemon.collapse`), which lists the others in
     ``also_at``; the hits read are twice the page's depth, doubled while collapsing leaves the
@@ -164,8 +188,10 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
         total = len(hits)
     else:
         total = ix.count(query, since=req.since, until=req.until) - folded
+    measure = getattr(ix, "replica_lag_seconds", None)
+    lag = replica_lag_noted(measure()) if measure is not None else None
     return SearchResult(hits=hits, total=total, offset=req.offset, request=req,
-                        elapsed_seconds=time.perf_counter() - started)
+                        elapsed_seconds=time.perf_counter() - started, replica_lag_seconds=lag)
 
 
 def workers_for(engine: str) -> int:

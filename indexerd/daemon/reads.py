@@ -10,7 +10,8 @@ client reads its own (a user's own index is never answered from the service's).
 Replies (besides ``ok``): ``search`` -> ``hits`` (as ``--json`` prints them) and ``scores``
 (full precision, for the text form) and, while the index is partial (a rebuild or a first pass
 runs: :mod:`indexerd.daemon.coverage`), ``coverage`` (``{"partial": true, "progress": [...]}``)
-and ``coverage_text``; or with ``render``, when the index is complete, ``rendered``: the text ``ctl search``
+and ``coverage_text``; when a read replica that lags answered, ``replica_lag_seconds`` and
+``replica_lag_text`` (:func:`indexerd.daemon.queries.replica_lag_text`); or with ``render``, when the index is complete, ``rendered``: the text ``ctl search``
 prints (:func:`indexerd.output.terminal.search_reply_text`, sent as
 :func:`indexerd.daemon.control.encode` frames it); ``report``/``changed`` -> ``rows``, or ``too_many`` when
 over :data:`MAX_ROWS` (the client then reads the store itself); ``explain`` -> ``explain``
@@ -23,7 +24,7 @@ import os
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError
-from indexerd.daemon.queries import SearchRequest, hits_json
+from indexerd.daemon.queries import SearchRequest, hits_json, replica_lag_text
 
 UTC = timezone.utc
 #: rows a report or changed list may carry in one reply (the client reads more itself)
@@ -100,7 +101,8 @@ def _rows(rows) -> dict:
 def _search(daemon, req: dict) -> dict:
     """``ctl search QUERY [--since SPAN] [--limit N] [--sort S]``: through the daemon's query
     runner; with ``render`` (``{"tty": bool, "json": bool}``) the printed text instead of the
-    hits, unless the index is partial (then ``coverage``)."""
+    hits, unless the index is partial (then ``coverage``) or a lagging read replica answered
+    (then ``replica_lag_seconds``)."""
     from indexerd.core.timespans import parse_since
 
     render = req.get("render")
@@ -118,8 +120,14 @@ def _search(daemon, req: dict) -> dict:
                                 via="ctl", unbounded=True)
     hits, scores = hits_json(result.hits), [h.score for h in result.hits]
     cov = daemon.coverage.current()
-    if cov.partial:   # never rendered: the full command line says it and picks the exit code
-        return {"hits": hits, "scores": scores, "coverage": cov.as_json(), "coverage_text": cov.text()}
+    lag = result.replica_lag_seconds
+    if cov.partial or lag is not None:   # never rendered: the full command line says it
+        out: dict = {"hits": hits, "scores": scores}
+        if cov.partial:                  # (and picks the exit code)
+            out.update(coverage=cov.as_json(), coverage_text=cov.text())
+        if lag is not None:
+            out.update(replica_lag_seconds=lag, replica_lag_text=replica_lag_text(lag))
+        return out
     if render is not None:
         from indexerd.output.terminal import search_reply_text
 

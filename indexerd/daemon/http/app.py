@@ -50,7 +50,7 @@ from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.daemon.http import pages
 from indexerd.daemon.http.auth import HostCheck, TokenCheck
 from indexerd.daemon.http.peer import PeerCheck
-from indexerd.daemon.queries import MAX_RESULTS, SearchRequest, hits_json
+from indexerd.daemon.queries import MAX_RESULTS, SearchRequest, hits_json, replica_lag_text
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,8 @@ class SearchApp:
             return self._json({"error": str(e)}, 400 if e.exit_code == 2 else 503)
         return self._json({"query": form.q, "total": result.total,
                            "offset": result.offset, "elapsed_seconds": round(result.elapsed_seconds, 6),
-                           **coverage.as_json(), "hits": hits_json(result.hits)})
+                           **coverage.as_json(), "replica_lag_seconds": result.replica_lag_seconds,
+                           "hits": hits_json(result.hits)})
 
     def on_api_status(self, request, adapter):
         return self._json(self.backend.status())
@@ -292,6 +293,9 @@ class _ResultView:
         self.total = result.total
         self.offset = result.offset
         self.elapsed_seconds = result.elapsed_seconds
+        lag = result.replica_lag_seconds
+        #: the page's note when a lagging read replica answered, else None
+        self.replica_lag_text = replica_lag_text(lag) if lag is not None else None
 
 
 def _query_string(pairs) -> str:

@@ -13,6 +13,10 @@ Outside contract relied on (PostgreSQL 15, psycopg 3):
   ``tsv`` has; a GIN index answers ``tsv @@ tsquery``;
 - a server-side (named) cursor reads one snapshot of the table, fetched in pages.
 
+Searches and counts read the replica ``read_url`` names when there is one (a hot standby:
+:mod:`.replica`), and the primary while the replica does not answer; every write, the commit
+counter, the keys and the status read the primary.
+
 Nothing is on local disk but :data:`~.connect.TARGET_FILE` and the identity file: ``size_bytes``
 is the tables' size on the server.  There is no writer lock: each node has its own state dir
 (whose lock keeps one writer per node) and the nodes write the same tables at once.
@@ -40,6 +44,7 @@ from . import schema
 from .compile import Where, compile_where, date_range, rank_tsquery
 from .connect import PgTarget
 from .documents import from_bytes
+from .replica import LAG_SQL, ReplicaHealth, lag_seconds
 from .session import PgSession, _first_line
 
 log = logging.getLogger(__name__)
@@ -73,7 +78,9 @@ READ_CONNECT_SECONDS = 3.0
 
 
 class PgIndex:
-    """The full-text index in ``target``'s schema; ``path`` the local index directory.
+    """The full-text index in ``target``'s schema; ``path`` the local index directory.  Searches
+    go to ``target``'s read replica when it names one (:meth:`replica_lag_seconds` says how far
+    behind it is).
 
     Thread safety: readers may run in any thread (a pool of connections); sessions are used by
     one thread each, and several may be open at once (on several nodes) without a lock.
@@ -87,6 +94,10 @@ class PgIndex:
         self.where = f"PostgreSQL index at {target.shown}"
         self.analyzer = shared_analyzer(fold_diacritics=fold_diacritics)
         self._pool = target.pool()
+        reader = target.reader()
+        self._read_pool = reader.pool() if reader is not None else None
+        self.replica = ReplicaHealth(reader.shown) if reader is not None else None
+        self._replica_where = f"read replica at {reader.shown}" if reader is not None else self.where
         s = sql.Identifier(target.schema)
         self._docs = sql.SQL("{}.documents").format(s)
         self._commits = sql.SQL("{}.commits").format(s)
@@ -119,34 +130,67 @@ class PgIndex:
         return cls(target, path, fold_diacritics=fold_diacritics)
 
     # -- connections ----------------------------------------------------------------------
-    def _read(self, query, params=(), *, one: bool = False):
+    def _read(self, query, params=(), *, one: bool = False, replica: bool = False):
         """Rows of one read statement on a pooled connection (tried on a second one when the
-        first was broken: a server restart drops every pooled connection).
+        first was broken: a server restart drops every pooled connection).  ``replica``: on the
+        read replica (:meth:`_search_read`).
 
         Raises:
             IndexUnavailable: the server cannot be reached or the statement failed.
         """
-        if self._pool is None:
+        pool, where = (self._read_pool, self._replica_where) if replica else (self._pool, self.where)
+        if pool is None:
             raise IndexUnavailable(f"{self.where}: the index is closed")
         from psycopg_pool import PoolTimeout
 
         for attempt in (1, 2):
             try:
-                with self._pool.connection(timeout=READ_CONNECT_SECONDS) as conn:
+                with pool.connection(timeout=READ_CONNECT_SECONDS) as conn:
                     cur = conn.execute(query, params)
                     return cur.fetchone() if one else cur.fetchall()
             except PoolTimeout:  # (an OperationalError too) no connection at all: not retried
-                raise IndexUnavailable(f"{self.where}: the server does not answer (no connection within "
+                raise IndexUnavailable(f"{where}: the server does not answer (no connection within "
                                        f"{READ_CONNECT_SECONDS:g} s); is it running?") from None
             except psycopg.OperationalError as e:  # a pooled connection the server dropped
                 if attempt == 2:
-                    raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
+                    raise IndexUnavailable(f"{where}: {_first_line(e)}") from None
                 try:  # a server restart ended every pooled connection: drop them all, not one
-                    self._pool.check()
+                    pool.check()
                 except Exception:
                     pass
             except psycopg.Error as e:
-                raise IndexUnavailable(f"{self.where}: {_first_line(e)}") from None
+                raise IndexUnavailable(f"{where}: {_first_line(e)}") from None
+
+    def _search_read(self, query, params=(), *, one: bool = False):
+        """:meth:`_read` on the read replica when there is one and it answers, else on the
+        primary (a replica that fails is left alone for a while: :class:`.replica.ReplicaHealth`).
+
+        Raises:
+            IndexUnavailable: the primary cannot be reached either, or the statement failed.
+        """
+        if self.replica is not None and self._read_pool is not None and self.replica.usable():
+            try:
+                rows = self._read(query, params, one=one, replica=True)
+            except IndexUnavailable as e:
+                self.replica.failed(str(e))
+            else:
+                self.replica.answered()
+                return rows
+        return self._read(query, params, one=one)
+
+    def replica_lag_seconds(self) -> float | None:
+        """How far behind the primary the read replica is, in seconds (0.0: it has replayed all
+        it received; :func:`.replica.lag_seconds`); None when there is no replica or searches
+        read the primary now (the replica did not answer)."""
+        if self.replica is None or self._read_pool is None or not self.replica.usable():
+            return None
+        try:
+            row = self._read(sql.SQL(LAG_SQL), one=True, replica=True)
+        except IndexUnavailable as e:
+            self.replica.failed(str(e))
+            return None
+        self.replica.answered()
+        return lag_seconds(bool(row[0]), bool(row[1]), None if row[2] is None else float(row[2]))
 
     # -- writing ---------------------------------------------------------------------------
     def session(self, *, timeout_seconds: float = 10.0, **_ignored) -> PgSession:
@@ -221,7 +265,7 @@ class PgIndex:
             score=score, docs=self._docs, where=sql.SQL(where.sql),
             inner=sql.SQL("last_modified DESC, key_hash") if sort == "date" else sql.SQL("score DESC, key_hash"),
             order=order)
-        rows = self._read(q, params + where.params + (limit,))
+        rows = self._search_read(q, params + where.params + (limit,))
         sq = SnippetQuery(tree, self.analyzer)
         hits = []
         for rank, (key, source, title, path, lm, date_source, media_type, score_, body) in enumerate(rows, 1):
@@ -244,13 +288,13 @@ class PgIndex:
             IndexUnavailable: the server cannot be reached.
         """
         if query is None and since is None and until is None:
-            return int(self._read(sql.SQL("SELECT documents FROM {}").format(self._commits), one=True)[0])
+            return int(self._search_read(sql.SQL("SELECT documents FROM {}").format(self._commits), one=True)[0])
         where = Where("TRUE") if query is None else compile_where(self._analysed(query))
         if where is None:
             return 0
         where = self._with_range(where, since, until)
         q = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._docs, sql.SQL(where.sql))
-        return int(self._read(q, where.params, one=True)[0])
+        return int(self._search_read(q, where.params, one=True)[0])
 
     def keys(self) -> Iterator[tuple[str, str]]:
         """``(key, source)`` of every live document, from one snapshot (a server-side cursor on
@@ -286,18 +330,24 @@ class PgIndex:
 
     def status(self) -> dict[str, Any]:
         """``engine``, ``documents``, ``size_bytes``, ``segments`` (None: no segments),
-        ``last_commit`` (ISO UTC), ``commits`` (the counter) and ``server`` (masked URL, schema).
+        ``last_commit`` (ISO UTC), ``commits`` (the counter), ``server`` (masked URL, schema)
+        and, with a read replica, ``read_server`` (its masked URL and schema).
 
         Raises:
             IndexUnavailable: the server cannot be reached.
         """
         n, docs, at = self._read(sql.SQL("SELECT n, documents, committed_at FROM {}").format(self._commits), one=True)
-        return {"engine": self.engine, "documents": int(docs), "size_bytes": self.size_bytes(),
-                "segments": None, "last_commit": at.astimezone(UTC).isoformat(), "commits": int(n),
-                "server": self.target.shown}
+        out = {"engine": self.engine, "documents": int(docs), "size_bytes": self.size_bytes(),
+               "segments": None, "last_commit": at.astimezone(UTC).isoformat(), "commits": int(n),
+               "server": self.target.shown}
+        reader = self.target.reader()
+        if reader is not None:
+            out["read_server"] = reader.shown
+        return out
 
     def close(self) -> None:
-        """Close the readers' pool; safe to call twice."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        """Close the readers' pools; safe to call twice."""
+        pools, self._pool, self._read_pool = (self._pool, self._read_pool), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.close()

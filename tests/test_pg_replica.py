@@ -1,0 +1,231 @@
+"""Searching from a read replica (``[index.postgresql] read_url``, issue 30): a real primary and
+a hot standby made by ``pg_basebackup -R`` on loopback sockets (tests/pg.py), started once for
+this module.  A document indexed on the primary is found through the replica once replayed;
+while replay is paused a new one is not, and the answer says how far behind the replica is
+(the engine, ``/api/search``, the search page, ``ctl search``); after resuming it is found.  A
+replica that does not answer leaves searches to the primary, said once in the log.
+
+Missing server binaries skip these tests locally and fail them in CI (``pg_or_skip``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.parse
+from datetime import datetime, timezone
+
+import pytest
+from daemonhttp import HttpDaemon, serving, short_base
+from pg import pg_or_skip
+
+from indexerd.config import parse_config
+from indexerd.core.errors import ConfigError
+from indexerd.daemon.queries import REPLICA_LAG_NOTE_SECONDS, SearchRequest, search_any_engine
+from indexerd.index import IndexDoc, open_index
+from indexerd.index.postgresql.connect import PgTarget
+from indexerd.index.postgresql.replica import REPLICA_RETRY_SECONDS, ReplicaHealth, lag_seconds
+
+UTC = timezone.utc
+AWAIT_SECONDS = 30.0
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """``(primary, standby)``: a server and its hot standby, one database ``ix`` on both."""
+    primary = pg_or_skip(pytest)
+    standby = None
+    try:
+        primary.create_database("ix")
+        standby = primary.start_standby()
+        standby.wait_replayed(primary.wal_lsn())
+        yield primary, standby
+    finally:
+        if standby is not None:
+            standby.stop()
+        primary.stop()
+
+
+def settings_toml(primary, standby, schema: str, read_url: str | None = None) -> str:
+    read_url = read_url if read_url is not None else standby.url("ix")
+    return (f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{primary.url("ix")}"\n'
+            f'read_url = "{read_url}"\nschema = "{schema}"\n')
+
+
+def doc(key: str, text: str) -> IndexDoc:
+    return IndexDoc(key=key, source="s", url=key, path=None, title="t", content=text,
+                    last_modified=datetime(2024, 1, 1, tzinfo=UTC), date_source="mtime",
+                    media_type="text/plain", size=len(text))
+
+
+def index_one(ix, key: str, text: str) -> None:
+    s = ix.session()
+    s.update(doc(key, text))
+    s.commit(merge=False)
+
+
+def await_value(fn, what: str, timeout: float = AWAIT_SECONDS):
+    """``fn()``'s first truthy value, polled until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:g} s")
+        time.sleep(0.05)
+
+
+# -- without a server ------------------------------------------------------------------------
+def test_lag_is_the_age_of_the_last_replayed_commit_only_while_received_wal_waits() -> None:
+    assert lag_seconds(True, True, 12.5) == 12.5
+    assert lag_seconds(True, False, 3600.0) == 0.0      # replayed all it received: caught up
+    assert lag_seconds(False, True, 99.0) == 0.0        # not a standby (promoted, or a primary)
+    assert lag_seconds(True, True, -0.2) == 0.0         # clocks a hair apart
+    assert lag_seconds(True, True, None) == 0.0
+
+
+def test_a_replica_that_fails_is_left_alone_then_tried_again_and_the_log_says_so_once(caplog) -> None:
+    now = [100.0]
+    health = ReplicaHealth("postgresql://r@/ix schema s", clock=lambda: now[0])
+    assert health.usable() and not health.down
+    with caplog.at_level(logging.INFO, logger="indexerd.index.postgresql.replica"):
+        health.failed("connection refused")
+        health.failed("connection refused")
+        assert not health.usable() and health.down
+        now[0] += REPLICA_RETRY_SECONDS
+        assert health.usable()
+        health.answered()
+        health.answered()
+    texts = [r.getMessage() for r in caplog.records]
+    assert len(texts) == 2
+    assert "does not answer (connection refused); searching the primary" in texts[0]
+    assert "answers again" in texts[1]
+
+
+def test_read_url_is_checked_masked_and_recorded_without_its_password(tmp_path) -> None:
+    base = '[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://ix@db1/ix"\n'
+    with pytest.raises(ConfigError, match="index.postgresql.read_url: the URL holds a password"):
+        parse_config(base + 'read_url = "postgresql://ix:pw@db2/ix"\n')
+    cfg = parse_config(base + 'read_url = "postgresql+psycopg://ix@db2/ix"\npassword_env = "PGPW"\n')
+    target = PgTarget.from_settings(cfg.index.postgresql)
+    assert target.read_url == "postgresql://ix@db2/ix"
+    reader = target.reader()
+    assert reader is not None and reader.url == "postgresql://ix@db2/ix" and reader.read_url is None
+    assert reader.password_env == "PGPW" and reader.schema == target.schema
+    target.record(tmp_path)
+    again = PgTarget.from_index_dir(tmp_path)
+    assert again == target                     # ctl search without the config reads the replica too
+    assert PgTarget.from_settings(parse_config(base).index.postgresql).reader() is None
+
+
+# -- a primary and its hot standby ------------------------------------------------------------
+def test_a_search_through_the_replica_finds_what_was_replayed_and_says_when_it_lags(pair, tmp_path) -> None:
+    primary, standby = pair
+    ix = open_index(tmp_path, parse_config(settings_toml(primary, standby, "eng")).index)
+    try:
+        index_one(ix, "doc:first", "kingfisher by the river")
+        standby.wait_replayed(primary.wal_lsn())
+        result = search_any_engine(ix, SearchRequest(query="kingfisher"))
+        assert [h.key for h in result.hits] == ["doc:first"] and result.total == 1
+        assert result.replica_lag_seconds is None and ix.replica_lag_seconds() < REPLICA_LAG_NOTE_SECONDS
+
+        standby.admin("SELECT pg_wal_replay_pause()")
+        try:
+            index_one(ix, "doc:second", "kingfisher nesting in a bank")
+            standby.wait_replayed(primary.wal_lsn(), received_only=True)
+            lagging = await_value(
+                lambda: (r := search_any_engine(ix, SearchRequest(query="kingfisher"))).replica_lag_seconds and r,
+                "the answer says the replica lags")
+            assert [h.key for h in lagging.hits] == ["doc:first"] and lagging.total == 1
+            assert lagging.replica_lag_seconds > REPLICA_LAG_NOTE_SECONDS
+            assert search_any_engine(ix, SearchRequest(query="nesting")).hits == []
+            assert ix.count() == 1                        # the replica's count
+            assert ix.status()["documents"] == 2          # the primary's bookkeeping
+        finally:
+            standby.admin("SELECT pg_wal_replay_resume()")
+        standby.wait_replayed(primary.wal_lsn())
+        result = search_any_engine(ix, SearchRequest(query="kingfisher"))
+        assert sorted(h.key for h in result.hits) == ["doc:first", "doc:second"]
+        assert result.replica_lag_seconds is None
+        assert [h.key for h in search_any_engine(ix, SearchRequest(query="nesting")).hits] == ["doc:second"]
+        assert ix.status()["read_server"].startswith("postgresql://postgres@/ix")
+    finally:
+        ix.close()
+
+
+def test_a_replica_that_does_not_answer_leaves_searches_to_the_primary_said_once(pair, tmp_path, caplog) -> None:
+    primary, standby = pair
+    nowhere = f"postgresql://postgres@/ix?host={tmp_path / 'nosock'}"
+    ix = open_index(tmp_path, parse_config(settings_toml(primary, standby, "down", read_url=nowhere)).index)
+    try:
+        index_one(ix, "doc:heron", "grey heron wading")
+        with caplog.at_level(logging.INFO, logger="indexerd.index.postgresql.replica"):
+            for _ in range(3):
+                result = search_any_engine(ix, SearchRequest(query="heron"))
+                assert [h.key for h in result.hits] == ["doc:heron"] and result.total == 1
+                assert result.replica_lag_seconds is None      # the primary answered
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert "searching the primary until it does" in warnings[0] and "nosock" in warnings[0]
+        assert ix.replica.down
+    finally:
+        ix.close()
+
+
+# -- the daemon: API, search page, ctl search --------------------------------------------------
+@pytest.fixture(scope="module")
+def daemon(pair):
+    primary, standby = pair
+    d = HttpDaemon(short_base())
+    text = d.cfg.read_text(encoding="utf-8").replace(
+        "[index]\n", '[index]\nengine = "postgresql"\n', 1)
+    text += (f'\n[index.postgresql]\nurl = "{primary.url("ix")}"\nread_url = "{standby.url("ix")}"\n'
+             'schema = "daemon"\n')
+    d.cfg.write_text(text, encoding="utf-8")
+    with serving(d):
+        yield d
+
+
+def api(d, q: str) -> dict:
+    return d.get_json("/api/search?" + urllib.parse.urlencode({"q": q}))
+
+
+def test_the_daemon_answers_from_the_replica_and_says_while_it_lags(pair, daemon) -> None:
+    primary, standby = pair
+    standby.wait_replayed(primary.wal_lsn())
+    body = api(daemon, "falcon")
+    assert body["hits"][0]["title"] == "Peregrine falcon" and body["replica_lag_seconds"] is None
+
+    standby.admin("SELECT pg_wal_replay_pause()")
+    try:
+        (daemon.notes / "osprey.txt").write_text("ospreywatch at the lake\n", encoding="utf-8")
+        await_value(lambda: primary.admin("SELECT count(*) FROM daemon.documents WHERE key LIKE %s",
+                                          ("%osprey.txt",), dbname="ix")[0][0],
+                    "the daemon indexed the new file on the primary")
+        standby.wait_replayed(primary.wal_lsn(), received_only=True)
+        lagging = await_value(lambda: (b := api(daemon, "ospreywatch"))["replica_lag_seconds"] and b,
+                              "the API says the replica lags")
+        assert lagging["total"] == 0 and lagging["hits"] == []
+        assert lagging["replica_lag_seconds"] > REPLICA_LAG_NOTE_SECONDS
+
+        status, _, page = daemon.get("/?" + urllib.parse.urlencode({"q": "ospreywatch"}))
+        assert status == 200
+        assert b'id="replica-lag"' in page and b"behind the primary" in page
+
+        p = daemon.ctl("search", "ospreywatch", "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout) == []
+        note = json.loads(p.stderr.strip().splitlines()[-1])
+        assert note["replica_lag_seconds"] > REPLICA_LAG_NOTE_SECONDS
+        p = daemon.ctl("search", "ospreywatch")
+        assert p.returncode == 0 and "read replica" in p.stderr and "behind the primary" in p.stderr
+    finally:
+        standby.admin("SELECT pg_wal_replay_resume()")
+    standby.wait_replayed(primary.wal_lsn())
+    body = api(daemon, "ospreywatch")
+    assert [h["key"].rsplit("/", 1)[-1] for h in body["hits"]] == ["osprey.txt"]
+    assert body["replica_lag_seconds"] is None
+    p = daemon.ctl("search", "ospreywatch")
+    assert p.returncode == 0 and "osprey.txt" in p.stdout and "replica" not in p.stderr
