@@ -159,11 +159,17 @@ class PgServer:
     def start_standby(self) -> "PgServer":
         """A hot standby of this server: ``pg_basebackup -R`` (streaming the WAL, a fast
         checkpoint) into a fresh temp dir, started on a socket dir of its own; it answers
-        read-only queries and replays what this server writes.  Always call its :meth:`stop`.
+        read-only queries and replays what this server writes.  This server's commits become
+        synchronous (``synchronous_commit = on``: what a commit wrote is in the WAL the standby
+        is sent when it returns).  Always call the standby's :meth:`stop`.
 
         Raises:
             RuntimeError: the base backup or the start failed (the message holds the log's tail).
         """
+        # a commit returns once its WAL is written, so the WAL position read after it
+        # (:meth:`wal_lsn`) covers it (with synchronous_commit = off it may still be in memory)
+        self.admin("ALTER SYSTEM SET synchronous_commit = on")
+        self.admin("SELECT pg_reload_conf()")
         base = Path(tempfile.mkdtemp(prefix="ixpg"))
         standby = PgServer(self.bindir, base, self.prefix)
         try:

@@ -25,7 +25,8 @@ from indexerd.core.errors import ConfigError
 from indexerd.daemon.queries import REPLICA_LAG_NOTE_SECONDS, SearchRequest, search_any_engine
 from indexerd.index import IndexDoc, open_index
 from indexerd.index.postgresql.connect import PgTarget
-from indexerd.index.postgresql.replica import REPLICA_RETRY_SECONDS, ReplicaHealth, lag_seconds
+from indexerd.core.replica import REPLICA_RETRY_SECONDS, ReplicaHealth
+from indexerd.index.postgresql.replica import lag_seconds
 
 UTC = timezone.utc
 AWAIT_SECONDS = 30.0
@@ -90,7 +91,7 @@ def test_a_replica_that_fails_is_left_alone_then_tried_again_and_the_log_says_so
     now = [100.0]
     health = ReplicaHealth("postgresql://r@/ix schema s", clock=lambda: now[0])
     assert health.usable() and not health.down
-    with caplog.at_level(logging.INFO, logger="indexerd.index.postgresql.replica"):
+    with caplog.at_level(logging.INFO, logger="indexerd.core.replica"):
         health.failed("connection refused")
         health.failed("connection refused")
         assert not health.usable() and health.down
@@ -100,7 +101,7 @@ def test_a_replica_that_fails_is_left_alone_then_tried_again_and_the_log_says_so
         health.answered()
     texts = [r.getMessage() for r in caplog.records]
     assert len(texts) == 2
-    assert "does not answer (connection refused); searching the primary" in texts[0]
+    assert "does not answer (connection refused); searches go to the primary" in texts[0]
     assert "answers again" in texts[1]
 
 
@@ -161,14 +162,14 @@ def test_a_replica_that_does_not_answer_leaves_searches_to_the_primary_said_once
     ix = open_index(tmp_path, parse_config(settings_toml(primary, standby, "down", read_url=nowhere)).index)
     try:
         index_one(ix, "doc:heron", "grey heron wading")
-        with caplog.at_level(logging.INFO, logger="indexerd.index.postgresql.replica"):
+        with caplog.at_level(logging.INFO, logger="indexerd.core.replica"):
             for _ in range(3):
                 result = search_any_engine(ix, SearchRequest(query="heron"))
                 assert [h.key for h in result.hits] == ["doc:heron"] and result.total == 1
                 assert result.replica_lag_seconds is None      # the primary answered
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) == 1, warnings
-        assert "searching the primary until it does" in warnings[0] and "nosock" in warnings[0]
+        assert "searches go to the primary until it does" in warnings[0] and "nosock" in warnings[0]
         assert ix.replica.down
     finally:
         ix.close()
@@ -229,3 +230,60 @@ def test_the_daemon_answers_from_the_replica_and_says_while_it_lags(pair, daemon
     assert body["replica_lag_seconds"] is None
     p = daemon.ctl("search", "ospreywatch")
     assert p.returncode == 0 and "osprey.txt" in p.stdout and "replica" not in p.stderr
+
+
+# -- the state store's search reads -------------------------------------------------------------
+def store_record(key: str):
+    from indexerd.core.store import DocumentRecord
+
+    t = datetime(2024, 1, 1, tzinfo=UTC)
+    return DocumentRecord(key=key, source="docs", status="indexed", reason="new", title="t",
+                          media_type="text/plain", size=10, mtime_ns=1, last_modified=t, date_source="mtime",
+                          content_hash="h-" + key, indexed_at=t, checked_at=t, decided_at=t)
+
+
+def test_the_stores_search_reads_go_to_its_replica_and_to_the_primary_when_it_is_down(pair, tmp_path, caplog) -> None:
+    """``[store] read_url``: the content hashes that collapse identical hits are read on the
+    standby (what it has replayed); a standby that does not answer leaves them to the primary,
+    said once in the log."""
+    from indexerd.core.statedir import StateDir
+    from indexerd.core.store import open_store, store_address
+
+    primary, standby = pair
+    base = (f'[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "{primary.url("ix")}"\n'
+            f'[store]\nurl = "{primary.url("ix")}"\nschema = "st"\n')
+    cfg = parse_config(base + f'read_url = "{standby.url("ix")}"\n')
+    state = StateDir(tmp_path, store_address(cfg))
+    writer = open_store(state.store_location)
+    try:
+        writer.write_batch([store_record("file:///a")])
+        standby.wait_replayed(primary.wal_lsn())
+        with state.open_search_store() as store:
+            assert store._db.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
+            assert store.content_hashes(["file:///a"]) == {"file:///a": "h-file:///a"}
+            assert store.media_types() == ["text/plain"]
+        standby.admin("SELECT pg_wal_replay_pause()")
+        try:
+            writer.write_batch([store_record("file:///b")])
+            standby.wait_replayed(primary.wal_lsn(), received_only=True)
+            with state.open_search_store() as store:        # the replica: b not replayed yet
+                assert store.content_hashes(["file:///a", "file:///b"]) == {"file:///a": "h-file:///a"}
+        finally:
+            standby.admin("SELECT pg_wal_replay_resume()")
+        standby.wait_replayed(primary.wal_lsn())
+        with state.open_search_store() as store:
+            assert set(store.content_hashes(["file:///a", "file:///b"])) == {"file:///a", "file:///b"}
+    finally:
+        writer.close()
+
+    nowhere = f"postgresql://postgres@/ix?host={tmp_path / 'nosock'}"
+    down = StateDir(tmp_path, store_address(parse_config(base + f'read_url = "{nowhere}"\n')))
+    with caplog.at_level(logging.INFO, logger="indexerd.core.replica"):
+        for _ in range(3):
+            with down.open_search_store() as store:
+                assert store._db.execute("SELECT pg_is_in_recovery()").fetchone()[0] is False
+                assert len(store.content_hashes(["file:///a", "file:///b"])) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "the state store's search reads go to the primary" in warnings[0], warnings
+    with pytest.raises(ConfigError, match="store.read_url: the URL holds a password"):
+        parse_config(base + 'read_url = "postgresql://u:pw@db2/ix"\n')

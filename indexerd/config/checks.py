@@ -202,6 +202,10 @@ def _check_cluster(cfg: Config, origin: str) -> None:
     if st.password_env and st.password_file:
         raise ConfigError(f"{origin}: store: set password_env or password_file, not both")
     _no_password_in_url(st.url, "store.url", origin)
+    if st.read_url is not None:
+        if not st.read_url.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+            raise ConfigError(f"{origin}: store.read_url: expected a postgresql:// URL, got {mask_url(st.read_url)!r}")
+        _no_password_in_url(st.read_url, "store.read_url", origin)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", st.schema):
         raise ConfigError(f"{origin}: store.schema: expected a plain SQL name (letters, digits, _), got {st.schema!r}")
     if cfg.index.engine != "postgresql":

@@ -82,9 +82,13 @@ class StoreSettings(_Struct, frozen=True):
     accepted too) without the password, which comes from ``password_env`` or ``password_file``
     and is never logged or shown; ``schema`` holds the store's tables (created when missing; not
     the index's schema); ``timeout`` bounds connecting and each statement (seconds).
+    ``read_url`` (optional) names a read-only server, a streaming-replication hot standby of
+    ``url``'s, for the store's reads that serve searches (the content hashes that collapse
+    identical hits, the media types of the search form); everything else reads and writes ``url``.
     """
 
     url: str
+    read_url: str | None = None
     password_env: str | None = None
     password_file: str | None = None
     schema: str = "indexerd_state"

@@ -30,6 +30,13 @@ class StateDir:
         self.path = Path(path)
         self.store_address = store  # a PgStoreAddress, or None: the SQLite file here
         self._fd: int | None = None
+        reader = store.reader() if store is not None else None
+        #: whether the store's read replica (``[store] read_url``) takes search reads now
+        self.store_replica = None
+        if reader is not None:
+            from indexerd.core.replica import ReplicaHealth
+
+            self.store_replica = ReplicaHealth(reader.shown, what="the state store's search reads")
 
     @property
     def store_path(self) -> Path:
@@ -55,6 +62,28 @@ class StateDir:
         from indexerd.core.store import open_store
 
         return open_store(self.store_location, readonly=readonly)
+
+    def open_search_store(self):
+        """A new read-only connection for the store's reads that serve a search (collapsing
+        identical hits, the search form's media types): on ``[store] read_url``'s replica when
+        there is one and it answers (:class:`indexerd.core.replica.ReplicaHealth`), else as
+        :meth:`open_store` with ``readonly``.
+
+        Raises: as :func:`indexerd.core.store.open_store` (for the primary).
+        """
+        health, address = self.store_replica, self.store_address
+        reader = address.reader() if address is not None else None
+        if health is not None and reader is not None and health.usable():
+            from indexerd.core.store import open_store
+
+            try:
+                store = open_store(reader, readonly=True)
+            except StoreError as e:
+                health.failed(str(e))
+            else:
+                health.answered()
+                return store
+        return self.open_store(readonly=True)
 
     def record_store(self) -> None:
         """Leave the PostgreSQL store's address (no password) in the state dir for readers

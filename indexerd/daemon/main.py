@@ -94,9 +94,9 @@ class Daemon:
 
     def _content_hashes(self, keys: list[str]) -> dict[str, str]:
         """The state store's content hash of each of ``keys`` that has one (a query worker's own
-        read-only connection)."""
+        read-only connection, to the store's read replica when it has one)."""
         try:
-            with self.indexer.state.open_store(readonly=True) as store:
+            with self.indexer.state.open_search_store() as store:
                 return store.content_hashes(keys)
         except IndexerdError as e:  # the hits are still right, only not collapsed
             log.debug("identical hits not collapsed: %s", e)

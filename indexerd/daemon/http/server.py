@@ -144,7 +144,7 @@ class DaemonBackend:
             at, types = self._media_types
             if time.monotonic() - at < MEDIA_TYPES_TTL_SECONDS:
                 return types
-            with self.daemon.indexer.state.open_store(readonly=True) as store:
+            with self.daemon.indexer.state.open_search_store() as store:
                 types = store.media_types()
             self._media_types = (time.monotonic(), types)
             return types

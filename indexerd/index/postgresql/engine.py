@@ -34,6 +34,7 @@ import psycopg
 from psycopg import sql
 
 from indexerd.core.errors import IndexUnavailable, RetryLater
+from indexerd.core.replica import ReplicaHealth
 from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import ANALYSIS_VERSION, Hit, check_sort
 from indexerd.index.query import parse
@@ -44,7 +45,7 @@ from . import schema
 from .compile import Where, compile_where, date_range, rank_tsquery
 from .connect import PgTarget
 from .documents import from_bytes
-from .replica import LAG_SQL, ReplicaHealth, lag_seconds
+from .replica import LAG_SQL, lag_seconds
 from .session import PgSession, _first_line
 
 log = logging.getLogger(__name__)
