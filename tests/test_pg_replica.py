@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 import urllib.parse
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from daemonhttp import HttpDaemon, serving, short_base
@@ -30,6 +34,7 @@ from indexerd.index.postgresql.replica import lag_seconds
 
 UTC = timezone.utc
 AWAIT_SECONDS = 30.0
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +81,14 @@ def await_value(fn, what: str, timeout: float = AWAIT_SECONDS):
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout:g} s")
         time.sleep(0.05)
+
+
+def ctl_search_alone(state_dir, *args: str) -> subprocess.CompletedProcess:
+    """``indexerd ctl search ARGS`` reading ``state_dir`` itself (no config, no daemon)."""
+    env = dict(os.environ, STATE_DIRECTORY=str(state_dir))
+    env.pop("INDEXERD_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", "search", *args],
+                          capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
 
 
 # -- without a server ------------------------------------------------------------------------
@@ -144,6 +157,11 @@ def test_a_search_through_the_replica_finds_what_was_replayed_and_says_when_it_l
             assert search_any_engine(ix, SearchRequest(query="nesting")).hits == []
             assert ix.count() == 1                        # the replica's count
             assert ix.status()["documents"] == 2          # the primary's bookkeeping
+            # ctl search without a daemon or a config: the state dir's record names the replica
+            p = ctl_search_alone(tmp_path, "kingfisher", "--json")
+            assert p.returncode == 0, p.stderr
+            assert [h["key"] for h in json.loads(p.stdout)] == ["doc:first"]
+            assert json.loads(p.stderr.strip().splitlines()[-1])["replica_lag_seconds"] > REPLICA_LAG_NOTE_SECONDS
         finally:
             standby.admin("SELECT pg_wal_replay_resume()")
         standby.wait_replayed(primary.wal_lsn())
