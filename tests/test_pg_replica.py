@@ -193,6 +193,26 @@ def test_a_replica_that_does_not_answer_leaves_searches_to_the_primary_said_once
         ix.close()
 
 
+def test_a_statement_the_replica_refuses_is_an_error_not_a_replica_down(pair, tmp_path, caplog) -> None:
+    """Only a replica that cannot be reached sends searches to the primary: a statement it
+    refuses (here a write; a statement timeout alike) is the search's error, not run again on
+    the primary, and the replica stays in use."""
+    from psycopg import sql
+
+    from indexerd.core.errors import IndexUnavailable
+
+    primary, standby = pair
+    ix = open_index(tmp_path, parse_config(settings_toml(primary, standby, "refuse")).index)
+    try:
+        with caplog.at_level(logging.WARNING, logger="indexerd.core.replica"):
+            with pytest.raises(IndexUnavailable, match="read replica at .*read-only transaction"):
+                ix._search_read(sql.SQL("CREATE TEMP TABLE probe (x int)"))
+        assert not ix.replica.down and caplog.records == []
+        assert ix.replica_lag_seconds() is not None        # still measured on the replica
+    finally:
+        ix.close()
+
+
 # -- the daemon: API, search page, ctl search --------------------------------------------------
 @pytest.fixture(scope="module")
 def daemon(pair):

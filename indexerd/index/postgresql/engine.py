@@ -73,6 +73,15 @@ def wanted_marks(format_version: int, fold_diacritics: bool = True) -> dict[str,
     return marks
 
 
+class ReplicaMissed(IndexUnavailable):
+    """The read replica did not run a read; ``down``: it cannot be reached (else it cancelled
+    the statement for a conflict with recovery).  The read goes to the primary."""
+
+    def __init__(self, message: str, *, down: bool) -> None:
+        super().__init__(message)
+        self.down = down
+
+
 #: Seconds a read (a search, a count) waits for a pooled connection: a server that is down is
 #: reported within the daemon's query bound instead of after the connect timeout.
 READ_CONNECT_SECONDS = 3.0
@@ -137,7 +146,8 @@ class PgIndex:
         read replica (:meth:`_search_read`).
 
         Raises:
-            IndexUnavailable: the server cannot be reached or the statement failed.
+            IndexUnavailable: the server cannot be reached or the statement failed; with
+                ``replica``, :class:`ReplicaMissed` when the replica could not run it.
         """
         pool, where = (self._read_pool, self._replica_where) if replica else (self._pool, self.where)
         if pool is None:
@@ -150,30 +160,41 @@ class PgIndex:
                     cur = conn.execute(query, params)
                     return cur.fetchone() if one else cur.fetchall()
             except PoolTimeout:  # (an OperationalError too) no connection at all: not retried
-                raise IndexUnavailable(f"{where}: the server does not answer (no connection within "
-                                       f"{READ_CONNECT_SECONDS:g} s); is it running?") from None
+                msg = f"{where}: the server does not answer (no connection within {READ_CONNECT_SECONDS:g} s)"
+                if replica:
+                    raise ReplicaMissed(msg, down=True) from None
+                raise IndexUnavailable(msg + "; is it running?") from None
             except psycopg.OperationalError as e:  # a pooled connection the server dropped
                 if attempt == 2:
+                    if replica and not isinstance(e, psycopg.errors.QueryCanceled):
+                        raise ReplicaMissed(f"{where}: {_first_line(e)}", down=True) from None
                     raise IndexUnavailable(f"{where}: {_first_line(e)}") from None
                 try:  # a server restart ended every pooled connection: drop them all, not one
                     pool.check()
                 except Exception:
                     pass
+            except psycopg.errors.SerializationFailure as e:
+                if replica:  # a conflict with recovery cancelled it: the primary runs it
+                    raise ReplicaMissed(f"{where}: {_first_line(e)}", down=False) from None
+                raise IndexUnavailable(f"{where}: {_first_line(e)}") from None
             except psycopg.Error as e:
                 raise IndexUnavailable(f"{where}: {_first_line(e)}") from None
 
     def _search_read(self, query, params=(), *, one: bool = False):
         """:meth:`_read` on the read replica when there is one and it answers, else on the
-        primary (a replica that fails is left alone for a while: :class:`.replica.ReplicaHealth`).
+        primary: a replica that cannot be reached is left alone for a while
+        (:class:`indexerd.core.replica.ReplicaHealth`); a statement it cancelled for a conflict
+        with recovery runs on the primary; any other error of the statement is the read's.
 
         Raises:
-            IndexUnavailable: the primary cannot be reached either, or the statement failed.
+            IndexUnavailable: the server cannot be reached, or the statement failed.
         """
         if self.replica is not None and self._read_pool is not None and self.replica.usable():
             try:
                 rows = self._read(query, params, one=one, replica=True)
-            except IndexUnavailable as e:
-                self.replica.failed(str(e))
+            except ReplicaMissed as e:
+                if e.down:
+                    self.replica.failed(str(e))
             else:
                 self.replica.answered()
                 return rows
@@ -187,8 +208,11 @@ class PgIndex:
             return None
         try:
             row = self._read(sql.SQL(LAG_SQL), one=True, replica=True)
-        except IndexUnavailable as e:
-            self.replica.failed(str(e))
+        except ReplicaMissed as e:
+            if e.down:
+                self.replica.failed(str(e))
+            return None
+        except IndexUnavailable:   # the search answered: an unknown lag is no error
             return None
         self.replica.answered()
         return lag_seconds(bool(row[0]), bool(row[1]), None if row[2] is None else float(row[2]))
