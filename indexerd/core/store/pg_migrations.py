@@ -182,6 +182,14 @@ PG_MIGRATIONS: tuple[str, ...] = (
         REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION {s}.document_counts_updated();
     """,
+    # 4 -> 5: the fencing token of a host claim (indexerd.core.store.sharedfrontier): a number
+    # from one sequence, drawn anew each time a node claims the host (a new claim, a take-over,
+    # a claim again), so it grows at every hand-over, across passes too; a write of a page
+    # fetched under an older one is refused (0: never claimed)
+    """
+    CREATE SEQUENCE {s}.crawl_claim_tokens;
+    ALTER TABLE {s}.crawl_hosts ADD COLUMN claim_token bigint NOT NULL DEFAULT 0;
+    """,
 )
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
