@@ -167,9 +167,10 @@ class SharedFrontierRows(StoreConnection):
         ``fences`` (host -> the claim its page was fetched under) are written only while that
         host's row holds the fence's node and token -- checked at the start of the transaction,
         to name the hosts refused, and again by every statement, so a take-over committed in
-        between refuses them too; the others (and ``meta``) are written as ``crawl_write``
-        writes them.  One transaction.  Returns the hosts refused (each logged once per token
-        by the caller's choice: see :class:`~indexerd.sources.web.sharedfrontier.SharedFrontier`).
+        between refuses them too (not named in the answer: the node learns it lost the host at
+        its next round); the others (and ``meta``) are written as ``crawl_write`` writes them.
+        One transaction, no row lock held on ``crawl_hosts`` (a node paused inside it blocks no
+        claim).  Returns the hosts refused at the check.
 
         Raises:
             StoreError: the store cannot be written.
