@@ -76,8 +76,34 @@ class SharedFrontierRows(StoreConnection):
     """The ``crawl_hosts`` table and the shared use of the ``crawl`` rows (see the module docstring)."""
 
     def frontier_reset(self, source: str) -> None:
-        """A new pass of ``source`` begins: forget the host claims of the last one."""
-        self._exec_many("DELETE FROM crawl_hosts WHERE source = ?", [(source,)])
+        """A new pass of ``source`` begins: forget the host claims of the last one and what the
+        nodes fetched in it."""
+        self._transaction([("DELETE FROM crawl_hosts WHERE source = ?", [(source,)]),
+                           ("DELETE FROM crawl_node_counts WHERE source = ?", [(source,)])])
+
+    def frontier_count(self, source: str, pass_id: int, node: str, counts: dict[str, tuple[int, int]]) -> None:
+        """Add to what ``node`` fetched in pass ``pass_id`` of ``source``: ``counts`` is ``{host:
+        (GET requests the server answered, requests without an answer)}`` since the last call.
+        One transaction.
+
+        Raises:
+            StoreError: the store cannot be written (nothing was added).
+        """
+        self._exec_many("INSERT INTO crawl_node_counts AS c (source, pass_id, host, node, fetched, errors) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, pass_id, host, node) DO UPDATE SET "
+                        "fetched = c.fetched + excluded.fetched, errors = c.errors + excluded.errors",
+                        [(source, pass_id, h, node, f, e) for h, (f, e) in sorted(counts.items()) if f or e])
+
+    def frontier_fetched(self) -> list[dict]:
+        """What each node fetched of each host in the latest pass of every web source the
+        cluster crawled together: ``{source, pass_id, host, node, fetched, errors}`` (requests
+        the server answered, and those it did not), by source, host and node.  The cost is
+        the rows of those passes' hosts times their nodes, not the URLs."""
+        cur = self._db.execute(
+            "SELECT c.source, c.pass_id, c.host, c.node, c.fetched, c.errors FROM crawl_node_counts c "
+            "WHERE c.pass_id = (SELECT max(pass_id) FROM crawl_node_counts m WHERE m.source = c.source) "
+            "ORDER BY c.source, c.host, c.node")
+        return [dict(r) for r in cur]
 
     def frontier_offer(self, source: str, pass_id: int, rows: Iterable[dict]) -> None:
         """Queue URLs for pass ``pass_id`` in the store: each of ``rows`` (``{column: value}``

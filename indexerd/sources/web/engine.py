@@ -228,6 +228,10 @@ class CrawlPass:
             self.sched.done(task, resp, "invalid-url")
             self.counters.inc("web.drop.invalid")
             return
+        shared = self.sched.shared
+        if shared is not None and resp is not None and task.kind != "robots" and task.skip is None \
+                and resp.method == "GET":
+            shared.fetched(task.url, answered=resp.status is not None)  # the cluster pass's counts
         if resp is not None and resp.status is not None:   # /metrics: fetches by status, bytes
             self.counters.inc(f"web.fetch.{resp.status}")
             if resp.body:

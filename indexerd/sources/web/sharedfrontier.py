@@ -111,6 +111,8 @@ class SharedFrontier:
         #: lost: what was fetched under it is refused by the store)
         self.tokens: dict[str, int] = {}
         self._refusals_logged: set[tuple[str, int]] = set()
+        #: origin -> [GET requests answered, requests without an answer] not yet in the store
+        self._fetched: dict[str, list[int]] = {}
         self.active: set[str] = set()  # of them, those with URLs in memory or in flight
         self.offers: list[dict] = []
         self.dropped = False           # the page budget is spent: no more hosts
@@ -131,6 +133,21 @@ class SharedFrontier:
         frontier under its lock: a dictionary look-up."""
         until = self.fenced_until.get(host)
         return until is None or time.monotonic() < until
+
+    def fetched(self, url: str, answered: bool) -> None:
+        """This node made a GET request for ``url`` (not a robots.txt), which the server
+        ``answered`` (an HTTP status) or not: added to the cluster pass's counts of this node
+        and the host at the next round (what every node's status shows)."""
+        counts = self._fetched.setdefault(url_origin(url), [0, 0])
+        counts[0 if answered else 1] += 1
+
+    def _send_counts(self) -> None:
+        """What this node fetched since the last round, into the store (kept for the next round
+        when the store cannot be written)."""
+        if self._fetched:
+            counts = {h: (c[0], c[1]) for h, c in self._fetched.items()}
+            self.store.frontier_count(self.source, self.sched.pass_id, self.node, counts)
+            self._fetched = {}
 
     def fence_for(self, url: str) -> ClaimFence | None:
         """The claim this node fetches ``url`` under (the last one it had on its host), which
@@ -206,6 +223,7 @@ class SharedFrontier:
         self._next_tick = t + TICK_SECONDS
         s, frontier = self.sched, self.sched.frontier
         self.flush()
+        self._send_counts()
         if not self.dropped:
             claims = self.store.frontier_claim_rows(self.source, self.node, self.sched.pass_id)
             held = set(claims)
@@ -412,5 +430,6 @@ class SharedFrontier:
         """The pass ends on this node: offers sent; stopped before the end (``finished``
         False), its hosts are handed back so that the other nodes take them over at once."""
         self.flush()
+        self._send_counts()
         if not finished:
             self.store.frontier_hand_back(self.source, self.node)
