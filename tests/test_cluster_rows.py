@@ -669,6 +669,9 @@ def test_a_write_under_a_lost_claims_token_is_refused_and_the_new_holders_rows_s
         assert b.frontier_claims("site", "n2") == {"http://h1": pytest.approx(20.0, abs=1)}
         assert b.frontier_stale([fence_b]) == set()
         b.frontier_release("site", "n2", "http://h1")
+        # handed back and not claimed since: what b still had in flight is written (no newer token)
+        assert b.frontier_stale([fence_b]) == set()
+        assert b.frontier_write("site", {"http://h1": fence_b}, [dict(done_b, last_status=304)]) == set()
         fence_a2 = _fence(a, "n1")
         assert fence_a2.token > fence_b.token
         assert a.frontier_stale([fence_a, fence_b, fence_a2]) == {fence_a, fence_b}
@@ -749,3 +752,27 @@ def test_a_take_over_between_the_fence_check_and_the_write_still_refuses_it(addr
     finally:
         a.close()
         b.close()
+
+
+def test_what_each_node_fetched_adds_up_per_host_for_the_latest_pass(address) -> None:
+    """The cluster pass's figures every node's status shows: each node adds what it fetched of
+    a host as it goes; the latest pass of each source is read, and a new pass starts from 0."""
+    from indexerd.daemon.status import cluster_passes
+
+    with beating_node(address, "n1") as a, beating_node(address, "n2") as b:
+        a.frontier_count("site", 1, "n1", {"http://h1": (3, 1), "http://h2": (0, 0)})
+        a.frontier_count("site", 1, "n1", {"http://h1": (2, 0)})
+        b.frontier_count("site", 1, "n2", {"http://h1": (1, 0), "http://h2": (4, 0)})
+        b.frontier_count("other", 7, "n2", {"http://h9": (5, 2)})
+        fetched = a.frontier_fetched()
+        assert [(r["source"], r["pass_id"], r["host"], r["node"], r["fetched"], r["errors"]) for r in fetched] == [
+            ("other", 7, "http://h9", "n2", 5, 2), ("site", 1, "http://h1", "n1", 5, 1),
+            ("site", 1, "http://h1", "n2", 1, 0), ("site", 1, "http://h2", "n2", 4, 0)]
+        frontier = [{"source": "site", "host": "http://h1", "queued": 2, "done": 6, "node": "n2"},
+                    {"source": "site", "host": "http://h2", "queued": 0, "done": 4, "node": None}]
+        assert cluster_passes(frontier, fetched)["site"] == {
+            "pass_id": 1, "fetched": 10, "errors": 1, "done": 10, "queued": 2,
+            "nodes": {"n1": {"fetched": 5, "errors": 1}, "n2": {"fetched": 5, "errors": 0}}}
+        a.frontier_reset("site")  # the next pass begins
+        a.frontier_count("site", 2, "n1", {"http://h1": (1, 0)})
+        assert [(r["source"], r["pass_id"], r["fetched"]) for r in a.frontier_fetched()] == [("other", 7, 5), ("site", 2, 1)]

@@ -20,7 +20,7 @@ claim ran out or its node died, a claim again), so the token grows at every hand
 keeps it.  A node remembers the token of each host it claimed (:class:`ClaimFence`), and what
 it writes for a page it fetched of that host carries it: the crawl rows
 (:meth:`~SharedFrontierRows.frontier_write`, each statement conditional on the host's row
-still holding that node and token, in the transaction that writes them) and the page's document
+still holding that token, and that node or none, in the transaction that writes them) and the page's document
 (the writer asks :meth:`~SharedFrontierRows.frontier_stale` before the index gets it).  A write
 under a token that is no longer the host's is refused: a node paused, partitioned or slow past
 its claim never overwrites what the host's new holder wrote.
@@ -50,9 +50,10 @@ _OFFER_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via",
 #: :meth:`SharedFrontierRows.frontier_held`).
 _FREE = (f"(c.node IS NULL OR NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.name = c.node AND {_ALIVE} "
          f"AND (c.claim_until >= now() OR nodes.heartbeat_at < pg_postmaster_start_time())))")
-#: SQL: the crawl host row of (source, host) still holds (node, claim token): ``?`` x 4.
-_FENCE = ("EXISTS (SELECT 1 FROM crawl_hosts h WHERE h.source = ? AND h.host = ? AND h.node = ? "
-          "AND h.claim_token = ?)")
+#: SQL: the crawl host row of (source, host) still holds the claim token, and the node's claim or
+#: none (handed back, and nobody claimed it since): ``?`` x 4, :meth:`ClaimFence.args`.
+_FENCE = ("EXISTS (SELECT 1 FROM crawl_hosts h WHERE h.source = ? AND h.host = ? AND h.claim_token = ? "
+          "AND (h.node IS NULL OR h.node = ?))")
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,23 @@ class ClaimFence:
     """The claim a node fetched a page under: node ``node``'s claim on ``host``
     (``scheme://host[:port]``) in web source ``source``, with the token the store gave it
     (:meth:`SharedFrontierRows.frontier_claim_tokens`; larger is newer).  A write carrying it
-    is refused once the host's row holds another node or another token."""
+    is refused once the host's row holds another token (claimed since, by any node) or another
+    node; a claim the node handed back that nobody took since (its page budget was spent while
+    requests were in flight) still takes its writes: no one else wrote under a newer token."""
 
     source: str
     host: str
     node: str
     token: int
 
-    def args(self) -> tuple[str, str, str, int]:
+    def args(self) -> tuple[str, str, int, str]:
         """The four values of :data:`_FENCE`."""
-        return self.source, self.host, self.node, self.token
+        return self.source, self.host, self.token, self.node
+
+    def holds(self, node: str | None, token: int) -> bool:
+        """Whether a host row holding ``node`` (None: nobody's) and ``token`` takes a write under
+        this claim (the rule :data:`_FENCE` says in SQL)."""
+        return token == self.token and node in (None, self.node)
 
 
 class SharedFrontierRows(StoreConnection):
@@ -191,7 +199,7 @@ class SharedFrontierRows(StoreConnection):
         """:meth:`~indexerd.core.store.crawl.CrawlRows.crawl_write` of a node in a shared pass,
         fenced: the rows, deletions and outlinks of a URL whose host (:func:`url_origin`) is in
         ``fences`` (host -> the claim its page was fetched under) are written only while that
-        host's row holds the fence's node and token -- checked at the start of the transaction,
+        host's row takes them (:meth:`ClaimFence.holds`) -- checked at the start of the transaction,
         to name the hosts refused, and again by every statement, so a take-over committed in
         between refuses them too (not named in the answer: the node learns it lost the host at
         its next round); the others (and ``meta``) are written as ``crawl_write`` writes them.
@@ -218,10 +226,10 @@ class SharedFrontierRows(StoreConnection):
         def steps(read) -> list[tuple[str, list[tuple]]]:
             refused.clear()
             if fenced:
-                held = {(r[0], r[1], int(r[2])) for r in read(
+                held = {r[0]: (r[1], int(r[2])) for r in read(
                     "SELECT host, node, claim_token FROM crawl_hosts WHERE source = ? AND host = ANY(?)",
                     (source, fenced))}
-                refused.update(h for h in fenced if (h, fences[h].node, fences[h].token) not in held)
+                refused.update(h for h in fenced if h not in held or not fences[h].holds(*held[h]))
             mine = [r for r in rows if url_origin(r["url"]) not in refused]
             plain = [(source,) + tuple(r[c] for c in self.CRAWL_COLUMNS) for r in mine if fence_of(r["url"]) is None]
             checked = [(source,) + tuple(r[c] for c in self.CRAWL_COLUMNS) + f.args() + f.args()
@@ -241,16 +249,17 @@ class SharedFrontierRows(StoreConnection):
         return set(refused)
 
     def frontier_stale(self, fences: Iterable[ClaimFence]) -> set[ClaimFence]:
-        """Those of ``fences`` whose host's row no longer holds their node and token (another
-        node claimed it since, or the node itself claimed it again): what was fetched under
-        them must not be written.  One query."""
+        """Those of ``fences`` whose host's row no longer takes their writes
+        (:meth:`ClaimFence.holds`: another node claimed it since, or the node itself claimed it
+        again, or a new pass began): what was fetched under them must not be written.  One
+        query."""
         fences = set(fences)
         if not fences:
             return set()
-        held = {(r[0], r[1], r[2], int(r[3])) for r in self._db.execute(
+        held = {(r[0], r[1]): (r[2], int(r[3])) for r in self._db.execute(
             "SELECT source, host, node, claim_token FROM crawl_hosts WHERE host = ANY(?)",
             (sorted({f.host for f in fences}),))}
-        return {f for f in fences if f.args() not in held}
+        return {f for f in fences if (f.source, f.host) not in held or not f.holds(*held[(f.source, f.host)])}
 
     def frontier_pending_hosts(self, source: str, node: str) -> list[str]:
         """The hosts ``node`` holds that are pending, now marked not pending and active: the
