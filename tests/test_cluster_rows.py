@@ -776,3 +776,26 @@ def test_what_each_node_fetched_adds_up_per_host_for_the_latest_pass(address) ->
         a.frontier_reset("site")  # the next pass begins
         a.frontier_count("site", 2, "n1", {"http://h1": (1, 0)})
         assert [(r["source"], r["pass_id"], r["fetched"]) for r in a.frontier_fetched()] == [("other", 7, 5), ("site", 2, 1)]
+
+
+def test_a_schema_4_store_migrates_its_host_claims_to_fenced_ones(address) -> None:
+    """PostgreSQL schema 4 -> 5: a store from before the fencing tokens keeps its host claims
+    (token 0: none drawn yet), the next claim draws a larger one, and the fetch counts start."""
+    from indexerd.core.store.pg_migrations import PG_SCHEMA_VERSION
+
+    assert PG_SCHEMA_VERSION == 5
+    with beating_node(address, "n1") as a:
+        a.frontier_offer("site", 1, [offer_row("http://h1/p", 1), offer_row("http://h2/p", 1)])
+        assert a.frontier_claim("site", 1, "n1", 1) == ["http://h1"]
+        a._exec_many("ALTER TABLE crawl_hosts DROP COLUMN claim_token", [()])
+        a._exec_many("DROP SEQUENCE crawl_claim_tokens", [()])
+        a._exec_many("DROP TABLE crawl_node_counts", [()])
+        a._exec_many("UPDATE store_schema SET version = 4", [()])
+    with PgStore(address) as s:
+        assert s.schema_version == 5
+        assert s.frontier_claim_rows("site", "n1") == {"http://h1": (pytest.approx(20.0, abs=2), 0)}
+        s.frontier_count("site", 1, "n1", {"http://h1": (1, 0)})
+        assert [r["fetched"] for r in s.frontier_fetched()] == [1]
+    with beating_node(address, "n1") as a:
+        tokens = a.frontier_claim_tokens("site", 1, "n1", 5)
+        assert sorted(tokens) == ["http://h1", "http://h2"] and sorted(tokens.values()) == [1, 2]
