@@ -192,7 +192,11 @@ def host_claims(db: SharedDb) -> dict[str, str | None]:
 
 def test_three_nodes_crawl_one_site_together_host_by_host(one_site) -> None:
     nodes, sites, db, urls = one_site(pages=10)
-    for n in nodes:
+    agents = {"ixtest-first": "n1", "ixtest-second": "n2", "ixtest-third": "n3"}
+    for agent, n in zip(agents, nodes):  # each node signs its requests: the servers' logs say who fetched what
+        text = n.cfg.read_text(encoding="utf-8")
+        n.cfg.write_text(text.replace('name = "site"', f'name = "site"\nuser_agent = "{agent}/1.0"', 1),
+                         encoding="utf-8")
         n.start()
     wait_for("the cluster's pass of the site", lambda: site_pass_done(db), 120, nodes)
 
@@ -221,6 +225,31 @@ def test_three_nodes_crawl_one_site_together_host_by_host(one_site) -> None:
     assert all(f["node"] in (None, *claimed[h]) for h, f in frontier.items()), frontier
     text = nodes[1].ctl("status").stdout
     assert f"frontier site {sites[0].base}: queued 0, done 10" in text, text
+    # issue 30: every node's status shows the cluster pass's totals, each node's share of them
+    # and, per host, the nodes that fetched it -- as the servers' logs tell them
+    fetchers = {s.base: Counter(agents[h.header("User-Agent").split("/")[0]] for h in s.log
+                                if h.method == "GET" and h.path != "/robots.txt") for s in sites}
+    shares = sum(fetchers.values(), Counter())
+    assert sum(shares.values()) == sum(gets.values()) == len(urls)
+
+    def the_pass_as_logged(node):
+        def seen():
+            p = (node.status()["cluster"].get("passes") or {}).get("site")
+            return p if p is not None and p["fetched"] == len(urls) else None
+        return seen
+    for n in nodes:
+        p = wait_for(f"the cluster pass's totals on {n.name}", the_pass_as_logged(n), 30, nodes)
+        assert (p["fetched"], p["errors"], p["done"], p["queued"]) == (len(urls), 0, len(urls), 0), p
+        assert {k: v["fetched"] for k, v in p["nodes"].items()} == dict(shares), (p, shares)
+        assert sum(v["fetched"] for v in p["nodes"].values()) == p["fetched"]
+        frontier = {f["host"]: f for f in n.status()["cluster"]["frontier"] if f["source"] == "site"}
+        assert {h: f["fetched_by"] for h, f in frontier.items()} == {h: dict(c) for h, c in fetchers.items()}
+    text = nodes[0].ctl("status").stdout
+    assert f"pass {p['pass_id']} of site (the cluster's): fetched {len(urls)}, unanswered 0, done {len(urls)}, " \
+           "queued 0; by node: " + ", ".join(f"{n} {k}" for n, k in sorted(shares.items())) in text, text
+    first = fetchers[sites[0].base]
+    assert f"frontier site {sites[0].base}: queued 0, done 10, crawled by " + ", ".join(
+        f"{n} ({k})" for n, k in sorted(first.items(), key=lambda x: (-x[1], x[0]))) in text, text
     assert f"index (postgresql): {len(urls)} documents, " in text and "None segments" not in text, text
 
     keys = {r[0] for r in db.rows("SELECT key FROM {s}.documents WHERE status = 'indexed'")}

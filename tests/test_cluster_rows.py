@@ -623,3 +623,179 @@ def test_statements_made_while_the_server_restarts_wait_for_it(tmp_path) -> None
             assert len(s.crawl_spilled("site", 1, 100_000)) == written + 1
     finally:
         server.stop()
+
+
+# -- fencing: a write under a claim's old token is refused by the store ------------------------
+def _fence(node: PgStore, name: str, pass_id: int = 1):
+    from indexerd.core.store.sharedfrontier import ClaimFence
+
+    tokens = node.frontier_claim_tokens("site", pass_id, name, 1)
+    assert list(tokens) == ["http://h1"]
+    return ClaimFence("site", "http://h1", name, tokens["http://h1"])
+
+
+def test_a_write_under_a_lost_claims_token_is_refused_and_the_new_holders_rows_stay(address) -> None:
+    """Issue 30 (Kleppmann's fencing token): node a claims a host, its claim runs out (a was
+    paused) and b takes the host over; the page a fetched under its old token is refused by
+    the store, crawl row, outlinks, a deletion and a new URL alike, and nothing b wrote is
+    overwritten; a write under the current token passes."""
+    a, b = beating_node(address, "n1"), beating_node(address, "n2")
+    try:
+        a.frontier_offer("site", 1, [offer_row("http://h1/p", 1), offer_row("http://h1/q", 1)])
+        fence_a = _fence(a, "n1")
+        a._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])  # a paused
+        fence_b = _fence(b, "n2")
+        assert fence_b.token > fence_a.token
+        done_b = dict(offer_row("http://h1/p", 1), state="done", last_status=200, last_outcome="indexed:new")
+        assert b.frontier_write("site", {"http://h1": fence_b}, [done_b], links={"http://h1/p": '["http://h1/q"]'}) == set()
+        # a wakes and writes what it fetched under its old token: refused, every part of it
+        stale = dict(done_b, last_status=404, last_outcome="gone:404")
+        refused = a.frontier_write("site", {"http://h1": fence_a}, [stale, offer_row("http://h1/new", 1)],
+                                   deletes=["http://h1/q"], links={"http://h1/p": None},
+                                   meta={"web:site:pass": "a's"})
+        assert refused == {"http://h1"}
+        row = a.crawl_row("site", "http://h1/p")
+        assert (row["state"], row["last_status"], row["last_outcome"]) == ("done", 200, "indexed:new")
+        assert a.crawl_links("site", "http://h1/p") == '["http://h1/q"]'
+        assert a.crawl_row("site", "http://h1/q") is not None and a.crawl_row("site", "http://h1/new") is None
+        assert a.get_meta("web:site:pass") == "a's"  # the pass state is not the host's: written
+        # the writer's check before a page goes to the index: a's fence is stale, b's current
+        assert a.frontier_stale([fence_a, fence_b]) == {fence_a}
+        # a write under the current token passes
+        assert b.frontier_write("site", {"http://h1": fence_b}, [dict(done_b, last_status=304)]) == set()
+        assert b.crawl_row("site", "http://h1/p")["last_status"] == 304
+        # a renewal after an outage keeps the token (no hand-over); a claim again draws a new one
+        b._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
+        assert b.frontier_claims("site", "n2") == {"http://h1": pytest.approx(20.0, abs=1)}
+        assert b.frontier_stale([fence_b]) == set()
+        b.frontier_release("site", "n2", "http://h1")
+        # handed back and not claimed since: what b still had in flight is written (no newer token)
+        assert b.frontier_stale([fence_b]) == set()
+        assert b.frontier_write("site", {"http://h1": fence_b}, [dict(done_b, last_status=304)]) == set()
+        fence_a2 = _fence(a, "n1")
+        assert fence_a2.token > fence_b.token
+        assert a.frontier_stale([fence_a, fence_b, fence_a2]) == {fence_a, fence_b}
+        assert b.frontier_write("site", {"http://h1": fence_b}, [dict(done_b, last_status=500)]) == {"http://h1"}
+        assert a.crawl_row("site", "http://h1/p")["last_status"] == 304
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_page_fetched_under_a_stale_token_is_not_written_to_the_index(address, tmp_path) -> None:
+    """The writer asks the store, before a page goes to the index, whether the claim it was
+    fetched under still holds: a page of a lost claim is neither indexed nor stored, counted as
+    ``web.fenced_writes``; a page under the current claim is written."""
+    from datetime import datetime, timezone
+
+    from indexerd.core.counts import Counters
+    from indexerd.core.store import DocumentRecord
+    from indexerd.index import IndexDoc, open_index
+    from indexerd.pipeline.writer import IndexWriter
+
+    a, b = beating_node(address, "n1"), beating_node(address, "n2")
+    counters = Counters()
+    ix = open_index(tmp_path)
+    w = IndexWriter(ix, address, live=False, counters=counters)
+    now = datetime.now(timezone.utc)
+
+    def doc(key: str) -> IndexDoc:
+        return IndexDoc(key=key, source="site", url=key, path=None, title="t", content=f"fencedword {key}",
+                        last_modified=now, date_source="header", media_type="text/html", size=1)
+    try:
+        a.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
+        fence_a = _fence(a, "n1")
+        a._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
+        fence_b = _fence(b, "n2")
+        w.submit_index(doc("http://h1/p"), DocumentRecord(key="http://h1/p", source="site", status="indexed"),
+                       fence=fence_b)
+        w.flush(30)
+        w.submit_index(doc("http://h1/stale"), DocumentRecord(key="http://h1/stale", source="site",
+                                                              status="indexed"), fence=fence_a)
+        w.submit_remove("http://h1/p", fence=fence_a)  # a's page said gone: b's document stays
+        w.submit_remove_many(["http://h1/p"], fence=fence_a)
+        w.flush(30)
+        assert w.pending_record("http://h1/stale") == (False, None)
+        assert [h.key for h in ix.search("fencedword")] == ["http://h1/p"]
+        assert a.get("http://h1/stale") is None and a.get("http://h1/p") is not None
+        assert counters.snapshot()["web.fenced_writes"] == 3
+    finally:
+        w.close()
+        ix.close()
+        a.close()
+        b.close()
+
+
+def test_a_take_over_between_the_fence_check_and_the_write_still_refuses_it(address, monkeypatch) -> None:
+    """The fence is checked again by every statement of the write, not only at its start: a
+    host taken over after the check (another transaction, committed meanwhile) is not written."""
+    a, b = beating_node(address, "n1"), beating_node(address, "n2")
+    try:
+        a.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
+        fence_a = _fence(a, "n1")
+        a._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
+        real = a._read_then_write
+
+        def taken_over_after_the_check(steps):
+            def late(read):
+                out = steps(read)  # the check: a's claim holds
+                _fence(b, "n2")    # b takes the host over, committed before a's statements run
+                return out
+            real(late)
+        monkeypatch.setattr(a, "_read_then_write", taken_over_after_the_check)
+        a.frontier_write("site", {"http://h1": fence_a}, [dict(offer_row("http://h1/p", 1), state="done", last_status=200),
+                                                          offer_row("http://h1/new", 1)],
+                         links={"http://h1/p": '["x"]'})
+        row = b.crawl_row("site", "http://h1/p")
+        assert (row["state"], row["last_status"]) == ("spilled", None)
+        assert b.crawl_row("site", "http://h1/new") is None and b.crawl_links("site", "http://h1/p") is None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_what_each_node_fetched_adds_up_per_host_for_the_latest_pass(address) -> None:
+    """The cluster pass's figures every node's status shows: each node adds what it fetched of
+    a host as it goes; the latest pass of each source is read, and a new pass starts from 0."""
+    from indexerd.daemon.status import cluster_passes
+
+    with beating_node(address, "n1") as a, beating_node(address, "n2") as b:
+        a.frontier_count("site", 1, "n1", {"http://h1": (3, 1), "http://h2": (0, 0)})
+        a.frontier_count("site", 1, "n1", {"http://h1": (2, 0)})
+        b.frontier_count("site", 1, "n2", {"http://h1": (1, 0), "http://h2": (4, 0)})
+        b.frontier_count("other", 7, "n2", {"http://h9": (5, 2)})
+        fetched = a.frontier_fetched()
+        assert [(r["source"], r["pass_id"], r["host"], r["node"], r["fetched"], r["errors"]) for r in fetched] == [
+            ("other", 7, "http://h9", "n2", 5, 2), ("site", 1, "http://h1", "n1", 5, 1),
+            ("site", 1, "http://h1", "n2", 1, 0), ("site", 1, "http://h2", "n2", 4, 0)]
+        frontier = [{"source": "site", "host": "http://h1", "queued": 2, "done": 6, "node": "n2"},
+                    {"source": "site", "host": "http://h2", "queued": 0, "done": 4, "node": None}]
+        assert cluster_passes(frontier, fetched)["site"] == {
+            "pass_id": 1, "fetched": 10, "errors": 1, "done": 10, "queued": 2,
+            "nodes": {"n1": {"fetched": 5, "errors": 1}, "n2": {"fetched": 5, "errors": 0}}}
+        a.frontier_reset("site")  # the next pass begins
+        a.frontier_count("site", 2, "n1", {"http://h1": (1, 0)})
+        assert [(r["source"], r["pass_id"], r["fetched"]) for r in a.frontier_fetched()] == [("other", 7, 5), ("site", 2, 1)]
+
+
+def test_a_schema_4_store_migrates_its_host_claims_to_fenced_ones(address) -> None:
+    """PostgreSQL schema 4 -> 5: a store from before the fencing tokens keeps its host claims
+    (token 0: none drawn yet), the next claim draws a larger one, and the fetch counts start."""
+    from indexerd.core.store.pg_migrations import PG_SCHEMA_VERSION
+
+    assert PG_SCHEMA_VERSION == 5
+    with beating_node(address, "n1") as a:
+        a.frontier_offer("site", 1, [offer_row("http://h1/p", 1), offer_row("http://h2/p", 1)])
+        assert a.frontier_claim("site", 1, "n1", 1) == ["http://h1"]
+        a._exec_many("ALTER TABLE crawl_hosts DROP COLUMN claim_token", [()])
+        a._exec_many("DROP SEQUENCE crawl_claim_tokens", [()])
+        a._exec_many("DROP TABLE crawl_node_counts", [()])
+        a._exec_many("UPDATE store_schema SET version = 4", [()])
+    with PgStore(address) as s:
+        assert s.schema_version == 5
+        assert s.frontier_claim_rows("site", "n1") == {"http://h1": (pytest.approx(20.0, abs=2), 0)}
+        s.frontier_count("site", 1, "n1", {"http://h1": (1, 0)})
+        assert [r["fetched"] for r in s.frontier_fetched()] == [1]
+    with beating_node(address, "n1") as a:
+        tokens = a.frontier_claim_tokens("site", 1, "n1", 5)
+        assert sorted(tokens) == ["http://h1", "http://h2"] and sorted(tokens.values()) == [1, 2]

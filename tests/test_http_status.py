@@ -120,3 +120,32 @@ def test_metrics_count_fetches_by_status_and_bytes_downloaded(web_daemon):
     assert got == by_status and got["200"] >= 3 and got["404"] == 1, (got, by_status)
     assert m[("indexerd_downloaded_bytes_total", ())] >= len(ROBOTS) + sum(map(len, PAGES.values()))
     assert m[("indexerd_documents_failed_total", (("reason", "root-missing"),))] >= 1
+
+
+def test_the_status_page_shows_the_cluster_passs_totals_and_each_nodes_share() -> None:
+    """Issue 30: the status page of any node of a cluster shows each web source's cluster pass
+    (ctl status's ``cluster.passes``): its totals and each node's share (the real application
+    and template, werkzeug's test client, a status document as a node of three gives it)."""
+    from werkzeug.test import Client
+
+    from indexerd.daemon.http.app import SearchApp
+    from indexerd.daemon.http.auth import TokenCheck
+
+    doc = {"pid": 1, "uptime_seconds": 3.0, "state_dir": "/s", "config": None, "reload": None,
+           "index": {"documents": 30, "size_bytes": 1, "segments": 1}, "writer": {"commits": 1, "queue": 0},
+           "change_queue": 0, "sources": {}, "hosts": {}, "counters": {"web.fenced_writes": 2},
+           "cluster": {"node": "n2", "frontier": [], "passes": {"site": {
+               "pass_id": 4, "fetched": 30, "errors": 1, "done": 30, "queued": 0,
+               "nodes": {"n1": {"fetched": 10, "errors": 0}, "n2": {"fetched": 12, "errors": 1},
+                         "n3": {"fetched": 8, "errors": 0}}}}}}
+
+    class Backend:
+        def status(self):
+            return doc
+
+    page = Client(SearchApp(Backend(), TokenCheck(None))).get("/status").get_data(as_text=True)
+    row = re.search(r'<table class="passes" id="cluster-passes">.*?</table>', page, re.S)
+    assert row is not None, page
+    cells = re.sub(r"<[^>]+>", " ", row.group(0))
+    assert " ".join(cells.split()).endswith("site 4 30 1 30 0 n1 10, n2 12 (1 unanswered), n3 8"), cells
+    assert "this node: n2" in page

@@ -29,3 +29,19 @@ def test_a_running_pass_and_a_clusters_frontier_are_exported() -> None:
     assert got[("indexerd_frontier_urls", (("host", "http://a"), ("source", "site"), ("state", "queued")))] == 5
     assert got[("indexerd_frontier_urls", (("host", "http://a"), ("source", "site"), ("state", "done")))] == 9
     assert got[("indexerd_documents", (("source", "site"), ("status", "indexed")))] == 7
+
+
+def test_a_cluster_passs_requests_are_exported_per_node() -> None:
+    """Issue 30: every node's ``/metrics`` holds the cluster pass's figures (ctl status's
+    ``cluster.passes``), each node's share a series, so summing over ``node`` gives the pass's
+    totals whichever node is scraped."""
+    doc = {"sources": {}, "cluster": {"node": "n1", "frontier": [], "passes": {"site": {
+        "pass_id": 4, "fetched": 11, "errors": 2, "done": 11, "queued": 0,
+        "nodes": {"n1": {"fetched": 3, "errors": 0}, "n2": {"fetched": 8, "errors": 2}}}}}}
+    got = samples(doc)
+    fam = "indexerd_cluster_pass_requests"
+    assert {k[1]: v for k, v in got.items() if k[0] == fam} == {
+        (("node", "n1"), ("outcome", "fetched"), ("source", "site")): 3,
+        (("node", "n1"), ("outcome", "errors"), ("source", "site")): 0,
+        (("node", "n2"), ("outcome", "fetched"), ("source", "site")): 8,
+        (("node", "n2"), ("outcome", "errors"), ("source", "site")): 2}

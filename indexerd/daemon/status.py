@@ -54,17 +54,49 @@ def status_document(d: Daemon) -> dict:
 
 def cluster_status(d: Daemon) -> dict | None:
     """In a cluster (a shared store): this node's name, every node (alive, last heartbeat, what
-    it works on), every host's lease (which node has a request in flight, the next-allowed time)
-    and the shared frontier per source and host (queued, done); None on a single machine.  A
-    store that cannot be read gives ``{"node", "error"}``."""
+    it works on), every host's lease (which node has a request in flight, the next-allowed time),
+    the shared frontier per source and host (queued, done, ``node`` whose claim holds now,
+    ``fetched_by``: the nodes that fetched its pages in the pass, with how many) and each web
+    source's latest cluster pass (:func:`cluster_passes`); None on a single machine.  A store
+    that cannot be read gives ``{"node", "error"}``."""
     if not d.indexer.state.shared:
         return None
     try:
         with d.indexer.state.open_store(readonly=True) as store:
+            frontier, fetched = store.frontier_by_host(), store.frontier_fetched()
+            by_host: dict[tuple[str, str], dict[str, int]] = {}
+            for r in fetched:
+                by_host.setdefault((r["source"], r["host"]), {})[r["node"]] = r["fetched"]
+            for f in frontier:
+                f["fetched_by"] = by_host.get((f["source"], f["host"]), {})
             return {"node": d.indexer.node, "nodes": store.nodes(), "hosts": store.host_leases(),
-                    "frontier": store.frontier_by_host()}
+                    "frontier": frontier, "passes": cluster_passes(frontier, fetched)}
     except IndexerdError as e:
         return {"node": d.indexer.node, "error": str(e)}
+
+
+def cluster_passes(frontier: list[dict], fetched: list[dict]) -> dict[str, dict]:
+    """Each web source's latest pass the cluster crawled together, as every node shows it:
+    ``{source: {pass_id, fetched, errors, done, queued, nodes: {node: {fetched, errors}}}}``:
+    GET requests the servers answered (``fetched``) and requests without an answer
+    (``errors``), for the pass and per node (each node's share: the shares add up to the
+    totals), and the pass's URLs done and queued (summed over ``frontier``'s hosts).
+    ``frontier``: :meth:`~indexerd.core.store.ClusterRows.frontier_by_host`'s rows;
+    ``fetched``: :meth:`~indexerd.core.store.sharedfrontier.SharedFrontierRows.frontier_fetched`'s."""
+    out: dict[str, dict] = {}
+    for r in fetched:
+        p = out.setdefault(r["source"], {"pass_id": r["pass_id"], "fetched": 0, "errors": 0, "done": 0,
+                                         "queued": 0, "nodes": {}})
+        share = p["nodes"].setdefault(r["node"], {"fetched": 0, "errors": 0})
+        for what in ("fetched", "errors"):
+            share[what] += r[what]
+            p[what] += r[what]
+    for f in frontier:
+        p = out.setdefault(f["source"], {"pass_id": None, "fetched": 0, "errors": 0, "done": 0, "queued": 0,
+                                         "nodes": {}})
+        p["done"] += f["done"]
+        p["queued"] += f["queued"]
+    return out
 
 
 def working_on(d: Daemon) -> str:

@@ -251,7 +251,8 @@ def print_status(r: dict) -> None:
 
 
 def print_cluster(c: dict) -> None:
-    """``ctl status`` in a cluster: the nodes, the host leases, the shared frontier."""
+    """``ctl status`` in a cluster: the nodes, the host leases, each web source's cluster pass
+    (totals and each node's share), the shared frontier per host (who fetched it, who holds it)."""
     if c.get("error"):
         print(f"cluster (this node {safe(c['node'])}): CANNOT READ THE SHARED STORE: {safe(c['error'])}")
         return
@@ -266,6 +267,16 @@ def print_cluster(c: dict) -> None:
         held = f"request in flight from {safe(h['node'])}" if h["node"] else "free"
         print(f"  host {safe(h['host'])}: {held}, next request in {h['next_in']:.1f} s, "
               f"{h['requests']} requests, failures {h['failures']}")
+    for source, p in sorted((c.get("passes") or {}).items()):
+        shares = ", ".join(f"{safe(n)} {v['fetched']}" + (f" ({v['errors']} unanswered)" if v["errors"] else "")
+                           for n, v in sorted(p["nodes"].items()))
+        print(f"  pass {p['pass_id'] if p['pass_id'] is not None else '-'} of {safe(source)} (the cluster's): "
+              f"fetched {p['fetched']}, unanswered {p['errors']}, done {p['done']}, queued {p['queued']}"
+              + (f"; by node: {shares}" if shares else ""))
     for f in c["frontier"]:
-        by = f", crawled by {safe(f['node'])}" if f.get("node") else ""
-        print(f"  frontier {safe(f['source'])} {safe(f['host'] or '-')}: queued {f['queued']}, done {f['done']}{by}")
+        fetchers = f.get("fetched_by") or {}
+        by = (", crawled by " + ", ".join(f"{safe(n)} ({k})" for n, k in sorted(fetchers.items(), key=lambda x: (-x[1], x[0])))
+              if fetchers else "")
+        held = f", claimed by {safe(f['node'])}" if f.get("node") else ""
+        print(f"  frontier {safe(f['source'])} {safe(f['host'] or '-')}: queued {f['queued']}, done {f['done']}"
+              f"{by}{held}")

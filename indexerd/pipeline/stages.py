@@ -25,6 +25,7 @@ from indexerd.core.errors import SkipDocument, is_environment_failure
 from indexerd.pipeline.fetched import Fetched, Policy
 from indexerd.core.outcome import Outcome, PageLinks, Verdict
 from indexerd.core.store import DocumentRecord, StateStore
+from indexerd.core.store.sharedfrontier import ClaimFence
 from indexerd.extract import content_hash, extract
 from indexerd.index import IndexDoc
 
@@ -57,6 +58,10 @@ class Pipeline:
         #: live mode: this pipeline's index changes are committed as soon as the writer's queue
         #: drains (live file events); False for scheduled passes, which commit about once a second
         self.urgent = True
+        #: the host claim the document being handled was fetched under (a cluster's crawl sets
+        #: it around each answer it handles), given with every writer operation: the writer
+        #: writes nothing of it once that claim no longer holds; None: not fenced
+        self.fence: ClaimFence | None = None
         self.store = store
         self.counters = counters or Counters()
         self.clock = clock
@@ -129,9 +134,9 @@ class Pipeline:
                              title=title if title is not None else (stored.title if stored else None))
         if stored is not None and stored.status in ("indexed", "stale"):
             # stale: the start-up reconcile found it in the index without a trustworthy row
-            self.writer.submit_remove(key, rec, urgent=self.urgent)
+            self.writer.submit_remove(key, rec, urgent=self.urgent, fence=self.fence)
         else:
-            self.writer.submit_record(rec)
+            self.writer.submit_record(rec, fence=self.fence)
         # counted only once the writer took it: a failure above is counted by the caller
         if (status == "skipped" and stored is not None and stored.status == "skipped"
                 and stored.reason == reason and stored.ctime_ns == 0 and ino is not None
@@ -171,7 +176,7 @@ class Pipeline:
         d = decide_mod.decide(None, decide_mod.NewFacts(None, None, gone=True), self.clock())
         if not keys:
             return Outcome(Verdict.DELETED, d.reason)
-        self.writer.submit_remove_many(keys, urgent=self.urgent)
+        self.writer.submit_remove_many(keys, urgent=self.urgent, fence=self.fence)
         self.counters.inc(f"decide.{d.reason}", len(keys))
         for key in keys:
             log.info("deleted %s%s", key, f" ({why})" if why else "")
@@ -187,9 +192,9 @@ class Pipeline:
         now = self.clock()
         if stored is not None and stored.status == "indexed":
             self.writer.submit_record(replace(stored, checked_at=now, reason="not-modified",
-                                              decided_at=now, detail=None))
+                                              decided_at=now, detail=None), fence=self.fence)
         elif stored is not None:
-            self.writer.submit_record(replace(stored, checked_at=now))
+            self.writer.submit_record(replace(stored, checked_at=now), fence=self.fence)
         self.counters.inc("decide.not-modified")
         return self._counted(Outcome(Verdict.UNCHANGED, "not-modified", None, key,
                                      stored.last_modified if stored is not None else None), counts)
@@ -273,7 +278,7 @@ class Pipeline:
             doc = IndexDoc(key=f.key, source=f.source, url=f.url, path=f.path, title=title,
                            content=ex.text, last_modified=resolved.value, date_source=resolved.source,
                            media_type=ex.media_type, size=f.size, snippet_text=ex.main_text)
-            self.writer.submit_index(doc, rec, urgent=self.urgent)
+            self.writer.submit_index(doc, rec, urgent=self.urgent, fence=self.fence)
             log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
             return self._counted(Outcome(Verdict.INDEXED, d.reason, PageLinks.of(ex), f.key,
                                          resolved.value, chash), counts)
@@ -281,6 +286,6 @@ class Pipeline:
         base = usable or stored
         rec = replace(base, status="indexed", **common) if base is not None else DocumentRecord(
             status="indexed", **common)
-        self.writer.submit_record(rec)
+        self.writer.submit_record(rec, fence=self.fence)
         return self._counted(Outcome(Verdict.UNCHANGED, d.reason, PageLinks.of(ex), f.key,
                                      base.last_modified if base is not None else None, chash), counts)

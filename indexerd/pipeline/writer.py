@@ -34,8 +34,10 @@ import threading
 import time
 from typing import Callable
 
+from indexerd.core.counts import Counters
 from indexerd.core.errors import RetryLater
 from indexerd.core.store import DocumentRecord
+from indexerd.core.store.sharedfrontier import ClaimFence
 from indexerd.pipeline.writerstate import PendingWrites, WriteOp, WriterStats
 from indexerd.pipeline.writerthread import WriterThread
 from indexerd.index import IndexDoc, SearchIndex
@@ -53,6 +55,14 @@ class IndexWriter:
         live: daemon mode (commit on drain, never merge on the hot path) vs bulk mode.
         commit_interval_seconds: the most a change may wait before it is committed.
         commit_batch: commit once this many documents are pending.
+        counters: the daemon's named counters (a refused fenced write counts
+            ``web.fenced_writes``), or None.
+
+    An operation may carry the host claim its document was fetched under (``fence``, a
+    :class:`~indexerd.core.store.sharedfrontier.ClaimFence`, in a cluster's crawl): the
+    thread asks the store whether that claim still holds before the index or the store gets
+    anything of it, and drops it when it does not (a node paused past its claim never
+    overwrites the document of the host's new holder).
 
     Thread safety: :meth:`submit_*`, :meth:`flush`, :meth:`pending_record` and :meth:`close`
     may be called from any thread.
@@ -60,8 +70,10 @@ class IndexWriter:
 
     def __init__(self, index: SearchIndex, store_location, *, live: bool = False,
                  commit_interval_seconds: float = 1.0, commit_batch: int = 200,
-                 max_queue: int = 64) -> None:
+                 max_queue: int = 64, counters: Counters | None = None) -> None:
         self.index = index
+        #: named counters (``web.fenced_writes``), shared with ``ctl status``; None: none kept
+        self.counters = counters
         self._store_location = store_location
         self.live = live
         self.commit_interval_seconds = commit_interval_seconds
@@ -82,23 +94,26 @@ class IndexWriter:
         self._thread.start()
 
     # -- producer side --------------------------------------------------------------------
-    def submit_index(self, doc: IndexDoc, record: DocumentRecord, *, urgent: bool = True) -> None:
+    def submit_index(self, doc: IndexDoc, record: DocumentRecord, *, urgent: bool = True,
+                     fence: ClaimFence | None = None) -> None:
         """Add or replace ``doc`` (by key) and then store ``record``.  ``urgent`` (live mode):
-        commit as soon as the queue drains, not at the next ``commit_interval``."""
-        self._put(WriteOp("index", doc.key, doc=doc, record=record, urgent=urgent))
+        commit as soon as the queue drains, not at the next ``commit_interval``.  ``fence``: the
+        host claim it was fetched under (see the class docstring)."""
+        self._put(WriteOp("index", doc.key, doc=doc, record=record, urgent=urgent, fence=fence))
 
-    def submit_remove(self, key: str, record: DocumentRecord | None = None, *, urgent: bool = True) -> None:
+    def submit_remove(self, key: str, record: DocumentRecord | None = None, *, urgent: bool = True,
+                      fence: ClaimFence | None = None) -> None:
         """Delete ``key`` from the index; then delete its row (``record`` None) or store ``record``."""
-        self._put(WriteOp("remove", key, record=record, urgent=urgent))
+        self._put(WriteOp("remove", key, record=record, urgent=urgent, fence=fence))
 
-    def submit_remove_many(self, keys: list[str], *, urgent: bool = True) -> None:
+    def submit_remove_many(self, keys: list[str], *, urgent: bool = True, fence: ClaimFence | None = None) -> None:
         """:meth:`submit_remove` (rows deleted) for many keys in one operation: they are
         deleted from the index in one batch, never split by a live commit."""
-        self._put(WriteOp("remove_many", rows=list(keys), urgent=urgent))
+        self._put(WriteOp("remove_many", rows=list(keys), urgent=urgent, fence=fence))
 
-    def submit_record(self, record: DocumentRecord) -> None:
+    def submit_record(self, record: DocumentRecord, *, fence: ClaimFence | None = None) -> None:
         """Store ``record`` without touching the index (skips, unchanged verdicts); never urgent."""
-        self._put(WriteOp("record", record.key, record=record, urgent=False))
+        self._put(WriteOp("record", record.key, record=record, urgent=False, fence=fence))
 
     def submit_stat_baseline(self, rows: list[tuple[int, int, str, int, int]]) -> None:
         """Record the ctime and inode of files whose rows predate them

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from indexerd.core.store import DocumentRecord
+from indexerd.core.store.sharedfrontier import ClaimFence
 from indexerd.index import IndexDoc
 
 __all__ = ["WriterStats", "FailureEpisode", "WriteOp", "PendingWrites", "Batch"]
@@ -34,6 +35,7 @@ class WriterStats:
     last_error: str | None = None
     merges: int = 0
     write_failures: int = 0  # writes and commits that failed (a flush's ``since`` counts from it)
+    fenced_writes: int = 0  # operations refused: fetched under a host claim that no longer held
 
 
 class FailureEpisode:
@@ -74,6 +76,9 @@ class WriteOp:
     record: DocumentRecord | None = None
     rows: list | None = None        # baseline: (ctime_ns, ino, key, mtime_ns, size); remove_many: keys
     event: threading.Event | None = field(default=None, repr=False)
+    #: the host claim the document was fetched under (a cluster's crawl), None: not fenced;
+    #: written only while the store says the claim still holds
+    fence: ClaimFence | None = None
 
 
 class PendingWrites:
@@ -102,6 +107,12 @@ class PendingWrites:
             if key in self._records:
                 return True, self._records[key]
         return False, None
+
+    def drop(self, op: WriteOp) -> None:
+        """``op`` will write nothing (refused): what :meth:`note` remembered of it is dropped,
+        unless a newer submission replaced it."""
+        keys = op.rows if op.kind == "remove_many" and op.rows is not None else [op.key]
+        self.forget({k: (op.record if op.kind != "remove_many" else None) for k in keys})
 
     def forget(self, batch_keys: dict) -> None:
         """Drop the entries this batch wrote, unless a newer submission replaced them; empties

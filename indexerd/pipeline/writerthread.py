@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from indexerd.core.errors import IndexerdError, RetryLater
-from indexerd.core.store import StateStore, open_store
+from indexerd.core.store import PgStore, StateStore, open_store
+from indexerd.core.store.sharedfrontier import ClaimFence
 from indexerd.pipeline.writerstate import Batch, FailureEpisode, PendingWrites, WriteOp
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ class WriterThread:
         self.last_work_at = time.monotonic()
         self.dirty_segments = False
         self.episode = FailureEpisode()
+        #: fence -> whether its claim held when the open batch first asked (asked once a batch)
+        self.fences: dict[ClaimFence, bool] = {}
+        self.fences_logged: set[ClaimFence] = set()  # a refusal is logged once per claim
 
     def run(self) -> None:
         """Take operations until a ``stop`` (committing what is pending) or an exception (kept
@@ -128,6 +132,8 @@ class WriterThread:
             except IndexerdError as e:  # the next scan records them again
                 log.warning("%s", e)
             return
+        if op.fence is not None and self._refused(op, op.fence):
+            return
         if op.kind == "remove_many":
             self._remove_many(op)
             return
@@ -143,6 +149,36 @@ class WriterThread:
             if self.ops.empty():
                 self.commit()
         # else: a scheduled pass commits at commit_interval (or commit_batch) at the latest
+
+    def _refused(self, op: WriteOp, fence: ClaimFence) -> bool:
+        """Whether ``op``, fetched under ``fence``, must write nothing: the store says that claim
+        no longer holds (asked once per claim and batch, so the answer is at most one batch old
+        when the batch commits), or cannot say (a failed write, reported at the next barrier).
+        A refused operation is dropped from the pending writes, counted and logged once per
+        claim."""
+        held = self.fences.get(fence)
+        if held is None:
+            store = self._open_store()
+            try:
+                held = not isinstance(store, PgStore) or not store.frontier_stale([fence])
+            except IndexerdError as e:
+                self._failed(f"the claim a write of {op.key} was fetched under cannot be checked: {e}",
+                             str(e), str(e))
+                self.pending.drop(op)
+                return True
+            self.fences[fence] = held
+        if held:
+            return False
+        self.pending.drop(op)
+        self.writer.stats.fenced_writes += 1
+        if self.writer.counters is not None:
+            self.writer.counters.inc("web.fenced_writes")
+        if fence not in self.fences_logged:
+            self.fences_logged.add(fence)
+            log.warning("%s: a page of %s fetched under node %s's claim %d is not written: the host was "
+                        "claimed since (by another node, or again); its holder's documents stay",
+                        fence.source, fence.host, fence.node, fence.token)
+        return True
 
     def _remove_many(self, op: WriteOp) -> None:
         """Delete many keys from the index in one batch, never split by a live commit."""
@@ -219,6 +255,7 @@ class WriterThread:
                 pass
         self.session = None
         self.batch.clear(self.pending)
+        self.fences.clear()
 
     def commit(self) -> None:
         """Commit the index session, then write the batch's rows with the commit token.
@@ -256,6 +293,7 @@ class WriterThread:
                 self._failed(str(e), str(e), str(e))
         n_docs = b.docs
         b.clear(self.pending)
+        self.fences.clear()
         if n_docs:
             stats.commits += 1
             stats.last_commit_at = datetime.now(UTC)

@@ -234,7 +234,7 @@ class Indexer:
             self._writer = IndexWriter(
                 self.index(), self.state.store_location, live=self.live,
                 commit_interval_seconds=float(s.commit_interval),
-                commit_batch=s.commit_batch if self.live else s.bulk_commit_batch)
+                commit_batch=s.commit_batch if self.live else s.bulk_commit_batch, counters=self.counters)
         return self._writer
 
     def flush(self, timeout: float | None = None) -> None:

@@ -10,7 +10,7 @@ connections are :class:`~.sqlite.SqliteConnection` (the default, one file in the
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Self
+from typing import Any, Callable, Iterable, Self
 
 __all__ = ["META_UPSERT", "StoreConnection"]
 
@@ -63,6 +63,11 @@ class StoreConnection:
         Raises:
             StoreError: naming the store and the database's reason.
         """
+        raise NotImplementedError
+
+    def _read_then_write(self, steps: Callable[[Callable[[str, tuple], list]], list[tuple[str, list[tuple]]]]) -> None:
+        """A write transaction whose steps depend on a read in it (PostgreSQL only:
+        :meth:`~indexerd.core.store.postgresql.PgConnection._read_then_write`)."""
         raise NotImplementedError
 
     def close(self) -> None:

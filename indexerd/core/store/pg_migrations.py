@@ -182,6 +182,26 @@ PG_MIGRATIONS: tuple[str, ...] = (
         REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION {s}.document_counts_updated();
     """,
+    # 4 -> 5: the fencing token of a host claim (indexerd.core.store.sharedfrontier): a number
+    # from one sequence, drawn anew each time a node claims the host (a new claim, a take-over,
+    # a claim again), so it grows at every hand-over, across passes too; a write of a page
+    # fetched under an older one is refused (0: never claimed).  What each node fetched of each
+    # host in a web source's pass (GET requests the server answered, and those it did not),
+    # added to by the node as it goes: the cluster pass's totals and each node's share, read by
+    # any node's status from a few rows per host
+    """
+    CREATE SEQUENCE {s}.crawl_claim_tokens;
+    ALTER TABLE {s}.crawl_hosts ADD COLUMN claim_token bigint NOT NULL DEFAULT 0;
+    CREATE TABLE {s}.crawl_node_counts (
+        source   text COLLATE "C" NOT NULL,
+        pass_id  bigint NOT NULL,
+        host     text COLLATE "C" NOT NULL,
+        node     text COLLATE "C" NOT NULL,
+        fetched  bigint NOT NULL DEFAULT 0,
+        errors   bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (source, pass_id, host, node)
+    );
+    """,
 )
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

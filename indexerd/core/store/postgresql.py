@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Self
+from typing import Any, Callable, ClassVar, Iterable, Self
 
 from indexerd.core.errors import SchemaTooNew, StoreError
 from indexerd.core.pgaddress import PgAddress, first_line
@@ -243,6 +243,18 @@ class PgConnection(StoreConnection):
         return self._db.stream(sql, args)
 
     def _transaction(self, steps: list[tuple[str, list[tuple]]]) -> None:
+        self._read_then_write(lambda read: steps)
+
+    def _read_then_write(self, steps: Callable[[Callable[[str, tuple], list]], list[tuple[str, list[tuple]]]]) -> None:
+        """:meth:`_transaction` of the steps ``steps(read)`` returns, where ``read(sql, args) ->
+        rows`` reads in the same transaction before any step: what is written may depend on what
+        the transaction read (a fenced write,
+        :meth:`~indexerd.core.store.sharedfrontier.SharedFrontierRows.frontier_write`).
+        ``steps`` is called again when the transaction is tried again on a new connection.
+
+        Raises:
+            StoreError: naming the store and the database's reason.
+        """
         import psycopg
 
         with self._lock:
@@ -250,7 +262,9 @@ class PgConnection(StoreConnection):
                 try:
                     conn = self._db.connection() if attempt == 1 else self._db.reconnect()
                     with conn.transaction(), conn.cursor() as cur:
-                        for sql, rows in steps:
+                        def read(sql: str, args: tuple, cur=cur) -> list:
+                            return cur.execute(_placeholders(sql), args).fetchall()
+                        for sql, rows in steps(read):
                             if rows:
                                 cur.executemany(_placeholders(sql), rows)
                     return

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Protocol, Self
 if TYPE_CHECKING:
     from indexerd.core.store import PgStore, Store
     from indexerd.core.store.documents import DocumentRecord
+    from indexerd.core.store.sharedfrontier import ClaimFence
 
 __all__ = ["ClusterStateStore", "ClusterStore", "CrawlStore", "DocumentStore", "RunStore",
            "SharedFrontierStore", "StateStore", "StoreBasics"]
@@ -274,7 +275,7 @@ class SharedFrontierStore(Protocol):
     """
 
     def frontier_reset(self, source: str) -> None:
-        """A new pass of ``source`` begins: forget the host claims of the last one."""
+        """A new pass of ``source`` begins: forget the host claims of the last one and what the nodes fetched in it."""
         ...
 
     def frontier_offer(self, source: str, pass_id: int, rows: Iterable[dict]) -> None:
@@ -283,6 +284,32 @@ class SharedFrontierStore(Protocol):
 
     def frontier_claim(self, source: str, pass_id: int, node: str, limit: int) -> list[str]:
         """Claim for ``node`` at most ``limit`` hosts of pass ``pass_id`` that have work (pending or active) and no live node's claim, skipping rows other nodes are claiming now; returns the hosts claimed (each marked pending, so that what waits for it is read after :meth:`frontier_pending_hosts`)."""
+        ...
+
+    def frontier_claim_tokens(self, source: str, pass_id: int, node: str, limit: int) -> dict[str, int]:
+        """Claim hosts as :meth:`frontier_claim` does; returns them in host order, each with its new fencing token (larger than any the host had)."""
+        ...
+
+    def frontier_count(self, source: str, pass_id: int, node: str, counts: dict[str, tuple[int, int]]) -> None:
+        """Add to what ``node`` fetched in pass ``pass_id`` of ``source``: ``{host: (GET requests answered, requests without an answer)}`` since the last call.  One transaction."""
+        ...
+
+    def frontier_fetched(self) -> list[dict]:
+        """What each node fetched of each host in the latest pass of every web source the cluster crawled together: ``{source, pass_id, host, node, fetched, errors}``."""
+        ...
+
+    def frontier_claim_rows(self, source: str, node: str, pass_id: int | None=None) -> dict[str, tuple[float, int]]:
+        """:meth:`frontier_claims` with each claim's fencing token: ``{host: (seconds it still holds, token)}``; a renewal keeps the token."""
+        ...
+
+    def frontier_write(self, source: str, fences: dict[str, ClaimFence], rows: Iterable[dict],
+                       deletes: Iterable[str] = (), meta: dict[str, str] | None = None,
+                       links: dict[str, str | None] | None = None) -> set[str]:
+        """``crawl_write`` fenced: the rows, deletions and outlinks of a host in ``fences`` are written only while the host's row takes that claim (checked at the transaction's start and by every statement); returns the hosts refused at the check."""
+        ...
+
+    def frontier_stale(self, fences: Iterable[ClaimFence]) -> set[ClaimFence]:
+        """Those of ``fences`` whose host's row no longer takes their writes (claimed since, or a new pass began).  One query."""
         ...
 
     def frontier_load(self, source: str, pass_id: int, node: str) -> tuple[int, int]:

@@ -107,6 +107,7 @@ class _StatusCollector:
         yield running
         yield _progress_family(st)
         yield _frontier_family(st)
+        yield _cluster_pass_family(st)
         yield GaugeMetricFamily("indexerd_change_queue_length", "Live file changes waiting to be read.",
                                 value=st.get("change_queue", 0))
         writer = st.get("writer") or {}
@@ -148,6 +149,20 @@ def _frontier_family(st: dict) -> GaugeMetricFamily:
     for row in (st.get("cluster") or {}).get("frontier") or []:
         for state in ("queued", "done"):
             fam.add_metric([row["source"], row["host"], state], row[state])
+    return fam
+
+
+def _cluster_pass_family(st: dict) -> GaugeMetricFamily:
+    """In a cluster, each web source's latest cluster pass (``ctl status``'s
+    ``cluster.passes``): the requests each node made that were answered (``fetched``) or not
+    (``errors``), the same on every node (summed over ``node``: the pass's totals)."""
+    fam = GaugeMetricFamily("indexerd_cluster_pass_requests", "GET requests of each web source's latest "
+                            "cluster pass, per node: answered (fetched) and unanswered (errors).",
+                            labels=["source", "node", "outcome"])
+    for source, p in sorted(((st.get("cluster") or {}).get("passes") or {}).items()):
+        for node, share in sorted(p["nodes"].items()):
+            for outcome in ("fetched", "errors"):
+                fam.add_metric([source, node, outcome], share[outcome])
     return fam
 
 

@@ -23,7 +23,8 @@ from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Callable, Iterator, NamedTuple
 
-from indexerd.core.store import StateStore, to_db_time
+from indexerd.core.store import PgStore, StateStore, to_db_time
+from indexerd.core.store.sharedfrontier import ClaimFence, url_origin
 from indexerd.sources.web.urlstate import PassState, UrlState
 
 #: Spilled states written to the store at once.
@@ -84,6 +85,31 @@ class CrawlTable:
         self._spill_buffer: list[UrlState] = []  # spilled states not written yet
         self._meta: dict[str, str] = {}  # meta values written with the next write
         self._last_write = time.monotonic()
+        #: a shared pass: the claims the rows of each host are written under (:meth:`fence`)
+        self._fences: Callable[[], dict[str, ClaimFence]] | None = None
+        self._on_refused: Callable[[set[str], int], None] = lambda hosts, rows: None
+
+    def fence(self, fences: Callable[[], dict[str, ClaimFence]],
+              on_refused: Callable[[set[str], int], None]) -> None:
+        """A pass the cluster crawls together: the rows of a host in ``fences()`` (origin -> the
+        claim this node holds, or held, on it) are written only while the store says that claim
+        still holds (:meth:`~indexerd.core.store.sharedfrontier.SharedFrontierRows.frontier_write`);
+        ``on_refused(hosts, rows)`` hears of the hosts whose rows the store refused."""
+        self._fences, self._on_refused = fences, on_refused
+
+    def _store_write(self, rows: list[dict], deletes: list[str] | None = None, meta: dict[str, str] | None = None,
+                     links: dict[str, str | None] | None = None) -> None:
+        """One write of crawl rows: fenced in a shared pass (:meth:`fence`), else plain.
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        if self._fences is None or not isinstance(self.store, PgStore):
+            self.store.crawl_write(self.source, rows, deletes or (), meta, links)
+            return
+        refused = self.store.frontier_write(self.source, self._fences(), rows, deletes or (), meta, links)
+        if refused:
+            self._on_refused(refused, sum(1 for r in rows if url_origin(r["url"]) in refused))
 
     def load(self) -> PassState:
         """The source's pass state (URL states are read as they are asked for).
@@ -269,7 +295,7 @@ class CrawlTable:
 
     def flush_spilled(self) -> None:
         if self._spill_buffer:
-            self.store.crawl_write(self.source, [s.as_row() for s in self._spill_buffer])
+            self._store_write([s.as_row() for s in self._spill_buffer])
             self._spill_buffer = []
 
     def take_spilled(self, pass_id: int, limit: int) -> list[UrlState]:
@@ -313,7 +339,7 @@ class CrawlTable:
         meta = {self.meta_key: pass_state.to_json()} if pass_state is not None else {}
         meta.update(self._meta)
         links = {u: v for u, v in self._links.items() if u in self.rows}
-        self.store.crawl_write(self.source, rows, deletes, meta, links)
+        self._store_write(rows, deletes, meta, links)
         self._dirty.clear()
         self._meta.clear()
         self._links.clear()  # kilobytes per page: read back from the store when a 304 needs them

@@ -209,6 +209,17 @@ class CrawlPass:
                 log.exception("%s: processing %s failed", self.src.name, task.url)
 
     def _process(self, task: Task, resp: Response | None) -> None:
+        """Handle one result, every write it makes carrying the claim its host was fetched
+        under in a pass the cluster crawls together (the store refuses them once the host
+        changed hands: :mod:`indexerd.sources.web.sharedfrontier`)."""
+        shared = self.sched.shared
+        self.pipeline.fence = shared.fence_for(task.url) if shared is not None else None
+        try:
+            self._process_result(task, resp)
+        finally:
+            self.pipeline.fence = None
+
+    def _process_result(self, task: Task, resp: Response | None) -> None:
         if resp is not None and resp.error == "cancelled":
             # the stop cut the request: nothing was learnt, the URL stays queued for the resume
             self.counters.inc("web.cancelled")
@@ -217,6 +228,10 @@ class CrawlPass:
             self.sched.done(task, resp, "invalid-url")
             self.counters.inc("web.drop.invalid")
             return
+        shared = self.sched.shared
+        if shared is not None and resp is not None and task.kind != "robots" and task.skip is None \
+                and resp.method == "GET":
+            shared.fetched(task.url, answered=resp.status is not None)  # the cluster pass's counts
         if resp is not None and resp.status is not None:   # /metrics: fetches by status, bytes
             self.counters.inc(f"web.fetch.{resp.status}")
             if resp.body:

@@ -26,6 +26,14 @@ fence).  A node paused past its claim (SIGSTOP, a stall, a partition) wakes with
 unconfirmed: its requests wait until the next round has dropped the hosts another node took and
 confirmed the rest -- Kleppmann's lease check made right before each request ("How to do
 distributed locking", 2016), with the claim's expiry as the token's limit.
+
+**A write under a lost claim is refused by the store.**  Each claim comes with a fencing token
+that grows at every hand-over (:class:`~indexerd.core.store.sharedfrontier.ClaimFence`); the
+node keeps the token of every host it claimed (a lost host's too: it is stale now), the crawl
+rows it writes for a host carry it (:meth:`SharedFrontier.fences`, through the crawl table),
+and so does every writer operation for a page it fetched (:meth:`SharedFrontier.fence_for`,
+set on the pipeline around each answer).  The store refuses them once the host's token is
+another; each refusal counts ``web.fenced_writes`` and is logged once per claim.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from typing import TYPE_CHECKING
 import logging
 import time
 
-from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, url_origin
+from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, ClaimFence, url_origin
 from indexerd.sources.web.seeding import lost_with_the_process
 from indexerd.sources.web.urls import host_key
 from indexerd.sources.web.urlstate import UrlState
@@ -99,6 +107,12 @@ class SharedFrontier:
         self.owned: set[str] = set()   # origins (``scheme://host[:port]``) this node claimed
         #: host key -> monotonic seconds until which this node's claim is known to hold
         self.fenced_until: dict[str, float] = {}
+        #: origin -> the fencing token of this node's last claim on it (kept once the claim is
+        #: lost: what was fetched under it is refused by the store)
+        self.tokens: dict[str, int] = {}
+        self._refusals_logged: set[tuple[str, int]] = set()
+        #: origin -> [GET requests answered, requests without an answer] not yet in the store
+        self._fetched: dict[str, list[int]] = {}
         self.active: set[str] = set()  # of them, those with URLs in memory or in flight
         self.offers: list[dict] = []
         self.dropped = False           # the page budget is spent: no more hosts
@@ -109,6 +123,7 @@ class SharedFrontier:
         self._alive = (0.0, 1)
         sched.shared = self
         sched.frontier.fence = self.may_ask
+        sched.table.fence(self.fences, self.refused)
 
     # -- what the scheduler asks -----------------------------------------------------------
     def may_ask(self, host: str) -> bool:
@@ -118,6 +133,47 @@ class SharedFrontier:
         frontier under its lock: a dictionary look-up."""
         until = self.fenced_until.get(host)
         return until is None or time.monotonic() < until
+
+    def fetched(self, url: str, answered: bool) -> None:
+        """This node made a GET request for ``url`` (not a robots.txt), which the server
+        ``answered`` (an HTTP status) or not: added to the cluster pass's counts of this node
+        and the host at the next round (what every node's status shows)."""
+        counts = self._fetched.setdefault(url_origin(url), [0, 0])
+        counts[0 if answered else 1] += 1
+
+    def _send_counts(self) -> None:
+        """What this node fetched since the last round, into the store (kept for the next round
+        when the store cannot be written)."""
+        if self._fetched:
+            counts = {h: (c[0], c[1]) for h, c in self._fetched.items()}
+            self.store.frontier_count(self.source, self.sched.pass_id, self.node, counts)
+            self._fetched = {}
+
+    def fence_for(self, url: str) -> ClaimFence | None:
+        """The claim this node fetches ``url`` under (the last one it had on its host), which
+        every write for the page carries; None: a host this node never claimed (not fenced)."""
+        origin = url_origin(url)
+        token = self.tokens.get(origin)
+        return ClaimFence(self.source, origin, self.node, token) if token is not None else None
+
+    def fences(self) -> dict[str, ClaimFence]:
+        """:meth:`fence_for` of every host this node claimed in the pass, by origin: what the
+        crawl table's writes carry."""
+        return {o: ClaimFence(self.source, o, self.node, t) for o, t in self.tokens.items()}
+
+    def refused(self, hosts: set[str], rows: int) -> None:
+        """The store refused the crawl rows (``rows`` of them, deletions and outlinks aside) this
+        node wrote for ``hosts``: its claims on them are lost (the next round drops them).
+        Counted (``web.fenced_writes``), logged once per claim."""
+        self.sched.counters.inc("web.fenced_writes", max(rows, 1))
+        for origin in sorted(hosts):
+            self.fenced_until[host_key(origin + "/")] = 0.0  # no request to it before the next round
+            claim = (origin, self.tokens.get(origin, 0))
+            if claim not in self._refusals_logged:
+                self._refusals_logged.add(claim)
+                log.warning("%s: the crawl rows of %s that node %s wrote under its claim %d were refused by "
+                            "the store: another node claimed the host since", self.source, origin, self.node,
+                            claim[1])
 
     def _confirmed(self, origin: str, began: float, left: float) -> None:
         """The store said, in a round that began at ``began`` (monotonic), that ``origin``'s claim
@@ -167,12 +223,15 @@ class SharedFrontier:
         self._next_tick = t + TICK_SECONDS
         s, frontier = self.sched, self.sched.frontier
         self.flush()
+        self._send_counts()
         if not self.dropped:
-            claims = self.store.frontier_claims(self.source, self.node, self.sched.pass_id)
+            claims = self.store.frontier_claim_rows(self.source, self.node, self.sched.pass_id)
             held = set(claims)
             self._drop_lost(self.owned - held)
+            for origin, (left, token) in claims.items():
+                self.tokens[origin] = token
             self._adopt(held - self.owned)
-            for origin, left in claims.items():
+            for origin, (left, token) in claims.items():
                 self._confirmed(origin, t, left)
         idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")) and not self._writing(o))
         if idle:
@@ -251,7 +310,9 @@ class SharedFrontier:
         if limit <= 0 and idle_now:
             limit = 1  # nothing to do here: take a host nobody works on (a dead node's)
         began = time.monotonic()
-        for origin in self.store.frontier_claim(self.source, self.sched.pass_id, self.node, limit):
+        for origin, token in self.store.frontier_claim_tokens(self.source, self.sched.pass_id, self.node,
+                                                              limit).items():
+            self.tokens[origin] = token
             self._confirmed(origin, began, HOST_CLAIM_SECONDS)
             self.owned.add(origin)
             self._take_host(origin)
@@ -369,5 +430,6 @@ class SharedFrontier:
         """The pass ends on this node: offers sent; stopped before the end (``finished``
         False), its hosts are handed back so that the other nodes take them over at once."""
         self.flush()
+        self._send_counts()
         if not finished:
             self.store.frontier_hand_back(self.source, self.node)
