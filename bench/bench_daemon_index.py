@@ -45,16 +45,18 @@ def config(work: Path, tag: str, tree: Path, engine: str) -> Path:
 
 
 def query_times(state: Path, queries: list[str], reps: int) -> dict:
-    """p50 / p95 of the queries in this process (run_all.py's ``query_alone``) and the segments."""
+    """p50 / p95 of the queries in this process (run_all.py's ``query_alone``), the segments and
+    the index's size."""
     from indexerd.index import open_index
 
     times = query_alone(str(state), queries, reps)
     ix = open_index(state, create=False)
     try:
-        segments = ix.status().get("segments")
+        st = ix.status()
     finally:
         ix.close()
-    return {"p50_ms": round(median(times) * 1000, 1), "p95_ms": round(p95(times) * 1000, 1), "segments": segments}
+    return {"p50_ms": round(median(times) * 1000, 1), "p95_ms": round(p95(times) * 1000, 1),
+            "segments": st.get("segments"), "size_mb": round((st.get("size_bytes") or 0) / 1e6, 1)}
 
 
 def status(sock: str) -> dict:
@@ -138,11 +140,13 @@ def main() -> None:
     out["daemon"] = {"first_pass_s": round(first_pass, 1), "timeline": timeline}
     print(json.dumps(out, indent=1))
     o = out["oneshot"]
-    print(f"\n| index of {a.files:,} files ({a.engine}) | segments | query p50 | query p95 |")
-    print("| --- | ---: | ---: | ---: |")
-    print(f"| one-shot `indexerd index` ({o['wall_s']} s) | {o['segments']} | {o['p50_ms']} ms | {o['p95_ms']} ms |")
+    print(f"\n| index of {a.files:,} files ({a.engine}) | segments | size | query p50 | query p95 |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| one-shot `indexerd index` ({o['wall_s']} s) | {o['segments']} | {o['size_mb']} MB | {o['p50_ms']} ms | "
+          f"{o['p95_ms']} ms |")
     for r in timeline:
-        print(f"| daemon, {r['at_s']} s after its start | {r['segments']} | {r['p50_ms']} ms | {r['p95_ms']} ms |")
+        print(f"| daemon, {r['at_s']} s after its start | {r['segments']} | {r['size_mb']} MB | {r['p50_ms']} ms | "
+              f"{r['p95_ms']} ms |")
 
 
 if __name__ == "__main__":
