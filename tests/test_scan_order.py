@@ -135,6 +135,33 @@ def test_reconcile_across_chunk_boundaries(tmp_path, monkeypatch) -> None:
     assert d["deleted"] == 4 and d["indexed"] == 0, d
 
 
+@pytest.mark.parametrize("chunk", [7, 2000])
+def test_a_run_that_differs_goes_file_by_file(tmp_path, monkeypatch, chunk) -> None:
+    """The reconcile compares a directory's run of files with the next stored rows at once; one
+    edit, one deletion and one new file in the middle of the run (and chunk boundaries inside
+    it) send it file by file: exactly those are read or deleted, the rest counted unchanged."""
+    monkeypatch.setattr(documents, "STAT_CHUNK", chunk)
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    for i in range(50):
+        (root / "sub" / f"f{i:03d}.txt").write_text(f"file {i}\n")
+    (root / "top.txt").write_text("top\n")
+    d, keys = one_pass(tmp_path, root)
+    assert (d["indexed"], d["errors"]) == (51, 0), d
+    d, _ = one_pass(tmp_path, root)
+    assert (d["unchanged"], d["indexed"], d["deleted"]) == (51, 0, 0), d
+
+    (root / "sub" / "f010.txt").write_text("file 10, edited and longer\n")
+    (root / "sub" / "f025.txt").unlink()
+    (root / "sub" / "f030b.txt").write_text("a new file\n")
+    d, after = one_pass(tmp_path, root)
+    assert (d["indexed"], d["deleted"], d["unchanged"]) == (2, 1, 49), d
+    assert after == keys - {path_to_key(str(root / "sub" / "f025.txt"))} | \
+        {path_to_key(str(root / "sub" / "f030b.txt"))}
+    d, _ = one_pass(tmp_path, root)
+    assert (d["unchanged"], d["indexed"], d["deleted"]) == (51, 0, 0), d
+
+
 def fill_store(ix: Indexer, root: Path) -> int:
     """The rows an earlier pass would have left for every file of ``root`` (read nowhere)."""
     recs = []
