@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from indexerd.config import parse_config
+from indexerd.config.schema import DEFAULT_EXCLUDES
 from indexerd.core.errors import IndexUnavailable
-from indexerd.sources.files.globs import PathMatcher
+from indexerd.sources.files.globs import NameTest, PathMatcher, glob_regex
 from indexerd.core.filekeys import key_to_path, path_to_key
 from indexerd.sources.files.keys import display_path
 from indexerd.runtime.indexer import Indexer
@@ -81,6 +82,35 @@ def test_name_pattern_excludes_anywhere() -> None:
     assert not m.file_selected("x.swp", "a/b/c/x.swp")
     assert m.file_selected("x.swpx", "a/x.swpx")
     assert not m.path_selected("a/dir.swp/inner.txt")  # names match directories too
+
+
+#: names around what a name test's fast paths (suffix, prefix, equality) might get wrong
+ODD_NAMES = ["f0001234.txt", "a.swp", ".swp", "a.swpx", "x~", "~", ".#foo", ".#", "4913", "4913x", "x4913",
+             "a.tmp", ".~lock.x#", ".~lock.#", ".~lockx#", "b.pyc", "a.pyo.txt", "a.c", "a.h", "foo1", "foo",
+             "axxb", "ab", "#x", "x*", "x", "x ", "q.a b", "c#d", "zz#", "e!f", "e!", "\\#x", "README"]
+
+
+@pytest.mark.parametrize("patterns", [
+    list(DEFAULT_EXCLUDES),
+    ["*.[ch]", "foo?", "a*b", "\\#x", "*\\*", "x ", "*.a b", "c#d", "*#", "e!*", "x\\ "],
+])
+def test_name_test_answers_as_the_patterns_regex(patterns) -> None:
+    """The walk tests every file's name with NameTest (suffixes, prefixes, equalities as str
+    methods): it must answer as gitignore's regex of the same patterns does."""
+    names_only = [p for p in patterns if not p.endswith("/")]
+    regex = re.compile("|".join(f"(?:{glob_regex(p)})" for p in names_only))
+    test = NameTest(names_only)
+    for name in ODD_NAMES:
+        assert test.match(name) == bool(regex.match(name)), name
+    m = PathMatcher(["*"], patterns)
+    for name in ODD_NAMES:
+        assert m.file_selected(name, f"sub/{name}") != bool(regex.match(name)), name
+
+
+def test_name_test_refuses_a_comment_or_negation_as_before() -> None:
+    for bad in ("#c", "!x*", "!x"):
+        with pytest.raises(ValueError):
+            NameTest([bad])
 
 
 def test_relative_pattern_is_anchored_at_the_root() -> None:

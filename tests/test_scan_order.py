@@ -20,7 +20,7 @@ from indexerd.core.store import DocumentRecord
 import indexerd.core.store.documents as documents
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.core.filekeys import path_to_key
-from indexerd.sources.files.walk import Unlisted, walk
+from indexerd.sources.files.walk import Unlisted, walk, walk_runs
 from conftest import layout_toml
 
 #: The helpers whose tests run on every state store (conftest.pytest_generate_tests): the
@@ -48,6 +48,25 @@ def test_walk_yields_every_file_in_key_order(tmp_path) -> None:
     expected = make_tree(root)
     got = [w.key for w in walk(str(root), PathMatcher(["*"], []), follow_symlinks=False)]
     assert got == sorted(expected)  # the store's order: code points of the ASCII keys
+
+
+def test_walk_runs_are_the_walk_cut_at_each_subdirectory(tmp_path) -> None:
+    """The reconcile takes the walk a run at a time: the runs, joined, are the walk; each holds
+    files of one directory, and a directory's files on both sides of a subdirectory come in
+    two runs (the subdirectory's files between them, in key order)."""
+    root = tmp_path / "root"
+    make_tree(root)
+    matcher = PathMatcher(["*"], [])
+    runs = list(walk_runs(str(root), matcher, follow_symlinks=False))
+    flat = [w for run in runs for w in run]
+    assert [w.key for w in flat] == [w.key for w in walk(str(root), matcher, follow_symlinks=False)]
+    assert all(run and len({os.path.dirname(w.path) for w in run}) == 1 for run in runs)
+    top = [sorted(w.path for w in run) for run in runs if os.path.dirname(run[0].path) == str(root)]
+    # the top's files before "a-dir/", between it and "a/", between "a/" and "z/", after "z/"
+    assert len(top) == 4
+    assert str(root / "a.txt") in top[1] and str(root / "a0") in top[2] and str(root / "z.f") in top[2]
+    assert top[3] == [str(root / "~y")]
+    assert all(w.key == path_to_key(w.path) for w in flat)  # "b c.txt", "é.txt": encoded
 
 
 def test_walk_reports_an_unlisted_directory_in_its_place(tmp_path, monkeypatch) -> None:
@@ -114,6 +133,33 @@ def test_reconcile_across_chunk_boundaries(tmp_path, monkeypatch) -> None:
     assert went <= files | {path_to_key(str(root / "inbox.bak"))}
     assert after == keys - went
     assert d["deleted"] == 4 and d["indexed"] == 0, d
+
+
+@pytest.mark.parametrize("chunk", [7, 2000])
+def test_a_run_that_differs_goes_file_by_file(tmp_path, monkeypatch, chunk) -> None:
+    """The reconcile compares a directory's run of files with the next stored rows at once; one
+    edit, one deletion and one new file in the middle of the run (and chunk boundaries inside
+    it) send it file by file: exactly those are read or deleted, the rest counted unchanged."""
+    monkeypatch.setattr(documents, "STAT_CHUNK", chunk)
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    for i in range(50):
+        (root / "sub" / f"f{i:03d}.txt").write_text(f"file {i}\n")
+    (root / "top.txt").write_text("top\n")
+    d, keys = one_pass(tmp_path, root)
+    assert (d["indexed"], d["errors"]) == (51, 0), d
+    d, _ = one_pass(tmp_path, root)
+    assert (d["unchanged"], d["indexed"], d["deleted"]) == (51, 0, 0), d
+
+    (root / "sub" / "f010.txt").write_text("file 10, edited and longer\n")
+    (root / "sub" / "f025.txt").unlink()
+    (root / "sub" / "f030b.txt").write_text("a new file\n")
+    d, after = one_pass(tmp_path, root)
+    assert (d["indexed"], d["deleted"], d["unchanged"]) == (2, 1, 49), d
+    assert after == keys - {path_to_key(str(root / "sub" / "f025.txt"))} | \
+        {path_to_key(str(root / "sub" / "f030b.txt"))}
+    d, _ = one_pass(tmp_path, root)
+    assert (d["unchanged"], d["indexed"], d["deleted"]) == (51, 0, 0), d
 
 
 def fill_store(ix: Indexer, root: Path) -> int:

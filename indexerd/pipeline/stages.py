@@ -154,10 +154,11 @@ class Pipeline:
         log.debug("skipped %s: %s (%s)", reason, key, detail)  # counted by reason at the pass's end
         return self._counted(Outcome(Verdict.SKIPPED, reason), counts)
 
-    def unchanged(self, counts: PassCounts, reason: str = "stat-unchanged") -> Outcome:
-        """A document the source itself found unchanged without reading it (the same stat as
-        stored): nothing to write."""
-        return self._counted(Outcome(Verdict.UNCHANGED, reason), counts)
+    def unchanged(self, counts: PassCounts, reason: str = "stat-unchanged", n: int = 1) -> Outcome:
+        """``n`` documents the source itself found unchanged without reading them (the same stat
+        as stored): nothing to write.  A walk counts them in batches (one call per file cost a
+        sixth of an unchanged pass over a million files)."""
+        return self._counted(Outcome(Verdict.UNCHANGED, reason), counts, n)
 
     @staticmethod
     def _counted(out: Outcome, counts: PassCounts, n: int = 1, message: str | None = None) -> Outcome:

@@ -44,6 +44,10 @@ class StoreConnection:
         """The store's schema version: its connection's ``SCHEMA_VERSION`` once open."""
         raise NotImplementedError
 
+    def _tuples(self, sql: str, args=()) -> list[tuple]:
+        """All the rows of one read as plain tuples (read by position only)."""
+        return [tuple(r) for r in self._db.execute(sql, args).fetchall()]
+
     def _stream(self, sql: str, args=()):
         """The rows of one read, fetched as they are iterated rather than all at once (a report
         over millions of rows); the connection runs nothing else until the iteration ends."""

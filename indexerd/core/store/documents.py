@@ -93,7 +93,7 @@ class DocumentRows(StoreConnection):
                    f"WHERE source = ? AND key {op} ?" + (" AND key < ?" if hi is not None else "") +
                    " ORDER BY key LIMIT ?")
             args = (source, lo) + ((hi,) if hi is not None else ()) + (chunk,)
-            rows = [tuple(r) for r in self._db.execute(sql, args).fetchall()]
+            rows = self._tuples(sql, args)
             yield from rows
             if len(rows) < chunk:
                 return

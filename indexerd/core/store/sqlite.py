@@ -53,6 +53,16 @@ class SqliteConnection(StoreConnection):
             raise StoreError(f"{self.path}: cannot open the state store: {e}") from None
         self._lock = threading.Lock()
 
+    def _tuples(self, sql: str, args=()) -> list[tuple]:
+        """All the rows of one read as plain tuples: sqlite3's own, no :class:`sqlite3.Row` made
+        and copied (a third of reading a million stat rows)."""
+        cur = self._db.cursor()
+        cur.row_factory = None
+        try:
+            return cur.execute(sql, args).fetchall()
+        finally:
+            cur.close()
+
     @classmethod
     def in_dir(cls, state_dir: str | Path, *, readonly: bool = False) -> Self:
         """Open the store file inside ``state_dir``."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Iterator, NamedTuple
 from urllib.parse import quote_from_bytes
 
@@ -27,7 +28,7 @@ from indexerd.sources.files.keys import display_path
 
 log = logging.getLogger("indexerd.sources.files.scan")  # the scan's logger, as before the split
 
-__all__ = ["Unlisted", "WalkedFile", "walk"]
+__all__ = ["Unlisted", "WalkedFile", "walk", "walk_runs"]
 
 
 class WalkedFile(NamedTuple):
@@ -63,6 +64,19 @@ def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str |
     top itself cannot be).  ``on_file(n)`` is called after each directory with the number of
     files it holds (progress).
     """
+    for item in walk_runs(root, matcher, follow_symlinks=follow_symlinks, start=start, on_file=on_file):
+        if isinstance(item, Unlisted):
+            yield item
+        else:
+            yield from item
+
+
+def walk_runs(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str | None = None,
+              on_file=None) -> Iterator[list[WalkedFile] | Unlisted]:
+    """:func:`walk` a run at a time: each list holds the files one directory lists between two
+    of its subdirectories (all of a leaf directory's), in the order :func:`walk` yields them.
+    A pass over a million files spends less per file on a list than on a generator's step.
+    """
     follow = follow_symlinks
     top = start or root
     visited: set[tuple[int, int]] = set()
@@ -91,6 +105,9 @@ def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str |
             return None
         entries: list[tuple[str, WalkedFile | None, tuple[str, str, bool] | None]] = []
         n_files = 0
+        # the keys of this directory's plain files: the directory's key and the name, when
+        # neither needs percent-encoding (one test of the directory, not one of each path)
+        key_dir = "file://" + dirpath.rstrip("/") + "/" if not via_link and safe(dirpath) else None
         with it:
             for entry in it:
                 name = entry.name
@@ -121,12 +138,15 @@ def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str |
                 except OSError as e:  # vanished between listing and stat, or a dangling link
                     log.debug("cannot stat %s: %s", display_path(entry.path), e.strerror)
                     continue
+                n_files += 1
+                if key_dir is not None and not is_link and safe(name):
+                    entries.append((name, WalkedFile(key_dir + name, entry.path, st, True), None))
+                    continue
                 linked = is_link or via_link
                 path = os.path.realpath(entry.path) if linked else entry.path
                 key = "file://" + path if safe(path) else path_to_key(path)
                 entries.append((name if safe(name) else _key_name(name), WalkedFile(key, path, st, not linked), None))
-                n_files += 1
-        entries.sort(key=lambda e: e[0])
+        entries.sort(key=itemgetter(0))
         if on_file is not None and n_files:
             on_file(n_files)
         return entries
@@ -135,19 +155,26 @@ def walk(root: str, matcher: PathMatcher, *, follow_symlinks: bool, start: str |
     if first is None:
         yield Unlisted(top, path_to_key(top).rstrip("/") + "/")
         return
-    stack = [iter(first)]
+    stack = [(first, 0)]  # (a directory's sorted entries, the next one to take)
     while stack:
-        entry = next(stack[-1], None)
-        if entry is None:
-            stack.pop()
-            continue
-        _, walked, subdir = entry
-        if walked is not None:
-            yield walked
-            continue
-        dirpath, rel, via_link = subdir
-        below = listing(dirpath, rel, via_link)
-        if below is None:
-            yield Unlisted(dirpath, path_to_key(dirpath).rstrip("/") + "/")
+        entries, at = stack.pop()
+        run: list[WalkedFile] = []
+        for i in range(at, len(entries)):
+            _, walked, subdir = entries[i]
+            if walked is not None:
+                run.append(walked)
+                continue
+            if run:
+                yield run
+                run = []
+            stack.append((entries, i + 1))
+            dirpath, rel, via_link = subdir
+            below = listing(dirpath, rel, via_link)
+            if below is None:
+                yield Unlisted(dirpath, path_to_key(dirpath).rstrip("/") + "/")
+            else:
+                stack.append((below, 0))
+            break
         else:
-            stack.append(iter(below))
+            if run:
+                yield run
