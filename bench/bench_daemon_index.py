@@ -4,6 +4,7 @@ segments each holds and how fast each answers, right after the daemon's first pa
 idle maintenance has run.
 
   bench_daemon_index.py [--files 10000] [--engine whoosh] [--reps 3] [--settle 120] [--work DIR]
+                        [--merge-idle 10m]
 
 The tree is bench/gen_corpus.py's (N plain-text files, 1-20 KiB).  One-shot: ``indexerd index``
 into a state dir of its own.  Daemon: ``indexerd run`` on a config with the same tree, from an
@@ -36,10 +37,11 @@ from benchlib import PY, measure, median, p95  # noqa: E402
 from run_all import SCALE_QUERIES, query_alone  # noqa: E402
 
 
-def config(work: Path, tag: str, tree: Path, engine: str) -> Path:
+def config(work: Path, tag: str, tree: Path, engine: str, merge_idle: str | None = None) -> Path:
     cfg = work / f"{tag}.toml"
+    whoosh = f'[index.whoosh]\nmerge_idle = "{merge_idle}"\n' if merge_idle and engine == "whoosh" else ""
     cfg.write_text(f'state_dir = "{work / tag}"\ncontrol_socket = "{work}/{tag}.sock"\nlog_level = "warning"\n'
-                   f'[index]\nengine = "{engine}"\n'
+                   f'[index]\nengine = "{engine}"\n{whoosh}'
                    f'[[sources.filesystem]]\nname = "docs"\npath = "{tree}"\n')
     return cfg
 
@@ -80,6 +82,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--settle", type=float, default=120.0)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--merge-idle", default=None, help='the daemon\'s [index.whoosh] merge_idle (default "10m")')
     a = ap.parse_args()
     work = Path(a.work or tempfile.mkdtemp(prefix="bench-daemonix-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -99,7 +102,7 @@ def main() -> None:
     print("one-shot:", out["oneshot"], file=sys.stderr, flush=True)
 
     shutil.rmtree(work / "daemon", ignore_errors=True)
-    cfg = config(work, "daemon", tree, a.engine)
+    cfg = config(work, "daemon", tree, a.engine, a.merge_idle)
     sock = str(work / "daemon.sock")
     t0 = time.monotonic()
     proc = subprocess.Popen([PY, "-m", "indexerd.cli.main", "-c", str(cfg), "run"], cwd=REPO, env=env,

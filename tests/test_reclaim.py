@@ -166,3 +166,36 @@ def test_an_idle_maintenance_merges_until_a_round_changes_nothing(tmp_path: Path
     ix.maintain()
     assert ix.segment_count() <= 6 and ix.doc_count() == 30 * 150
     assert len(ix.search("common", limit=10_000)) == 30 * 150
+
+
+def every_hit(ix: SearchIndex) -> dict[str, list[str]]:
+    return {q: sorted(h.key for h in ix.search(q, limit=10_000)) for q in QUERIES}
+
+
+def test_after_a_long_idle_the_small_segments_left_by_the_rounds_are_folded_into_one(tmp_path: Path) -> None:
+    """Issue 29: the rounds of the small-segment merge stop at Whoosh's Fibonacci bound, which
+    after a first pass leaves a few big segments and several small ones: an index bigger than a
+    one-shot's.  The short maintenance leaves a thorough merge due; once ``merge_idle`` passes
+    without a write it folds the segments under a quarter of the largest into one, the big
+    ones untouched, the answers the same; then nothing more is due."""
+    from dataclasses import replace
+
+    ix = open_index(tmp_path)
+    for start in range(0, 50 * 60, 60):
+        s = ix.session()
+        for n in range(start, start + 60):
+            s.update(replace(doc(0), key=f"file:///d/{n}.txt", url=f"file:///d/{n}.txt",
+                             content=f"word{n} common {('alpha', 'beta gamma', 'delta')[n % 3]} w{n % 97}"))
+        s.commit(merge=False)
+    assert ix.maintenance_delay(50) == 2.0  # 16 live commits or more: the short idle
+    ix.maintain()
+    after_rounds = sorted((s.doc_count() for s in ix._ix._segments()), reverse=True)
+    size_after_rounds, answers = ix.size_bytes(), every_hit(ix)
+    small = [n for n in after_rounds if n < after_rounds[0] / 4]
+    assert len(small) >= 2, after_rounds  # what the thorough merge is for
+    assert ix.maintenance_delay(0) == ix.merge_idle_seconds  # the thorough merge is due
+    ix.maintain()
+    folded = sorted((s.doc_count() for s in ix._ix._segments()), reverse=True)
+    assert folded == sorted([n for n in after_rounds if n not in small] + [sum(small)], reverse=True), after_rounds
+    assert ix.size_bytes() < size_after_rounds and every_hit(ix) == answers and ix.doc_count() == 50 * 60
+    assert ix.maintenance_delay(0) is None

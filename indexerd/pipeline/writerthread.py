@@ -112,7 +112,8 @@ class WriterThread:
                 self.commit()
             elif w.live and self.dirty_segments:
                 self._maintain()
-                self.dirty_segments = False
+                # the index may want more after a while of idleness (Whoosh's thorough merge)
+                self.dirty_segments = w.index.maintenance_delay(0) is not None
             return None
 
     def _apply(self, op: WriteOp) -> None:

@@ -96,6 +96,8 @@ class WhooshIndex:
         self.path = path
         self.writer_memory_bytes = writer_memory_bytes
         self.merge_idle_seconds = merge_idle_seconds
+        self._thorough_due = False  # a short maintenance ran; the thorough merge waits for a long idle
+        self._long_idle = False  # the last delay maintenance_delay gave was merge_idle
         offload = analysis_worker and (os.cpu_count() or 1) > 1
         self._worker = AnalysisWorker(POSTINGS_TASK, fold_diacritics) if offload else None
 
@@ -181,17 +183,27 @@ class WhooshIndex:
 
     def maintenance_delay(self, commits_since: int) -> float | None:
         """A merge after ``merge_idle`` seconds of idleness, or after 2 s once 16 live commits
-        (16 small segments, which slow every search) have piled up; None with no commit since."""
-        if commits_since <= 0:
-            return None
-        return SHORT_IDLE_SECONDS if commits_since >= MERGE_AFTER_COMMITS else self.merge_idle_seconds
+        (16 small segments, which slow every search) have piled up; after that short one, a
+        thorough merge once ``merge_idle`` seconds pass without a write; None when neither is
+        due."""
+        if commits_since >= MERGE_AFTER_COMMITS:
+            self._long_idle = False
+            return SHORT_IDLE_SECONDS
+        if commits_since > 0 or self._thorough_due:
+            self._long_idle = True
+            return self.merge_idle_seconds
+        return None
 
     def maintain(self) -> None:
         """Merge small segments and rewrite those more than a third deleted (empty commits with
         the idle merge policy), again while a round still lowers the segment count (at most
         :data:`MAINTENANCE_ROUNDS`): one round merges only the smallest few, and a daemon's
         index should reach the shape a one-shot ``indexerd index`` leaves (which merges at
-        every commit), and so its query speed.
+        every commit), and so its size and query speed.  After ``merge_idle`` seconds without
+        a write (the delay :meth:`maintenance_delay` gave last), one more commit folds the
+        segments still small beside the largest into one
+        (:func:`~indexerd.index.whoosh.mergepolicy.merge_small_into_one`); after the short
+        delay that thorough merge is left due for the next long idle.
 
         Raises:
             RetryLater: another process holds the writer for a second.
@@ -201,8 +213,14 @@ class WhooshIndex:
             self.session(timeout_seconds=1.0).commit(merge=True)
             after = self.segment_count()
             if after >= before or after <= 1:
-                return
+                break
             before = after
+        if not self._long_idle:
+            self._thorough_due = True
+            return
+        if self.segment_count() > 1:
+            self.session(timeout_seconds=1.0).commit(merge=True, thorough=True)
+        self._thorough_due = False
 
     # -- reading ----------------------------------------------------------------------------
     def commit_token(self) -> str:

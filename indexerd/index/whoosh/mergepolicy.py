@@ -75,6 +75,45 @@ def reclaim_and_merge_small(writer, segments: list) -> list:
     return [seg for seg in kept if seg not in small]
 
 
+#: The thorough idle merge folds the segments smaller than this fraction of the largest (live
+#: documents) into one ...
+SMALL_BESIDE_LARGEST = 1 / 4
+#: ... at most this many live documents of them, smallest first (a Whoosh merge rewrites every
+#: posting in Python, and the writer waits for it).
+THOROUGH_MERGE_MAX_DOCS = 20_000
+
+
+def merge_small_into_one(writer, segments: list) -> list:
+    """The thorough idle merge, after ``merge_idle`` seconds without a write: drop empty
+    segments, rewrite those whose deleted fraction exceeds :data:`DELETED_FRACTION_TO_REWRITE`,
+    and merge the segments smaller than :data:`SMALL_BESIDE_LARGEST` of the largest into one
+    (smallest first, up to :data:`THOROUGH_MERGE_MAX_DOCS` live documents).  The rounds of
+    :func:`reclaim_and_merge_small` stop where its Fibonacci bound does (after a daemon's first
+    pass: a few big segments and several of one commit batch each), which leaves the index
+    larger than a one-shot ``indexerd index``'s; this folds only the small ones, never
+    rewriting the big (bench/RESULTS.md).  Returns the segments kept unchanged."""
+    kept, rewrite = [], []
+    for seg in drop_empty(writer, segments):
+        total = seg.doc_count_all()
+        if total and (total - _live(seg)) / total > DELETED_FRACTION_TO_REWRITE:
+            rewrite.append(seg)
+        else:
+            kept.append(seg)
+    small: list = []
+    if kept:
+        largest = max(_live(seg) for seg in kept)
+        budget = THOROUGH_MERGE_MAX_DOCS
+        for seg in sorted((seg for seg in kept if _live(seg) < largest * SMALL_BESIDE_LARGEST), key=_live):
+            if _live(seg) > budget:
+                break
+            small.append(seg)
+            budget -= _live(seg)
+    if len(small) < 2:
+        small = []
+    _rewrite(writer, rewrite + small)
+    return [seg for seg in kept if seg not in small]
+
+
 #: Segments at which :func:`bounded` merges the small ones, and what is small (live documents).
 MERGE_AT_SEGMENTS = 12
 SMALL_SEGMENT_DOCS = 100

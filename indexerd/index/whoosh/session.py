@@ -30,7 +30,7 @@ from pathlib import Path
 from indexerd.index.base import IndexDoc
 from indexerd.index.offload import AnalysisWorker, OrderedBatches
 from indexerd.index.whoosh.postingvalues import PostingValues, posting_values
-from indexerd.index.whoosh.mergepolicy import bounded, reclaim_and_merge_small
+from indexerd.index.whoosh.mergepolicy import bounded, merge_small_into_one, reclaim_and_merge_small
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -159,16 +159,19 @@ class WhooshSession:
                 self._w.delete_document(d)
         return len(docnums)
 
-    def commit(self, *, merge: bool) -> str:
+    def commit(self, *, merge: bool, thorough: bool = False) -> str:
         """Apply the deletes and commit; returns the new generation as the commit token.  With
-        ``merge`` the idle merge policy runs; else (a live commit) segments left empty are
-        dropped and, once there are :data:`~.mergepolicy.MERGE_AT_SEGMENTS`, the smallest are
-        merged (:func:`~.mergepolicy.bounded`), so a daemon's searches never open more."""
+        ``merge`` the idle merge policy runs (:func:`~.mergepolicy.reclaim_and_merge_small`, or
+        with ``thorough`` :func:`~.mergepolicy.merge_small_into_one`); else (a live commit)
+        segments left empty are dropped and, once there are
+        :data:`~.mergepolicy.MERGE_AT_SEGMENTS`, the smallest are merged
+        (:func:`~.mergepolicy.bounded`), so a daemon's searches never open more."""
+        policy = (merge_small_into_one if thorough else reclaim_and_merge_small) if merge else bounded
         try:
             self._apply(block=True, last=True)
             self._apply_removals()
-            # both drop segments with no live document; only a merge rewrites (see mergepolicy)
-            self._w.commit(mergetype=reclaim_and_merge_small if merge else bounded)
+            # each drops segments with no live document; only a merge rewrites (see mergepolicy)
+            self._w.commit(mergetype=policy)
         except BaseException:
             self._remove_temp_tocs()  # still under our lock: no other writer can be making one
             try:
