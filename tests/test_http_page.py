@@ -165,6 +165,7 @@ def test_a_file_hit_opens_its_text_with_the_matches_marked_and_downloads(daemon,
     assert page.inner_text("#doc-title") == "Peregrine falcon"
     text = page.inner_text("#preview")
     assert "The peregrine falcon is the fastest falcon; a falcon stoops at prey." in text
+    assert len([line for line in text.splitlines() if line.strip()]) > 1  # its lines kept, not one run
     marks = page.locator("#preview mark").all_inner_texts()
     assert [m.lower() for m in marks] == ["falcon"] * len(re.findall(r"\bfalcon\b", text, re.I))
     assert len(marks) == 6                       # the heading's and the paragraph's five

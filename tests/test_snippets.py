@@ -174,3 +174,17 @@ def test_stored_text_chunks_cut_inside_a_character():
 
     raw = ("é" * 20_000).encode("utf-8") + b"\xff" + "日本".encode("utf-8")[:-1]
     assert "".join(stored_text_chunks(zlib.compress(raw))) == raw.decode("utf-8", "replace")
+
+
+def test_the_whole_text_asked_for_keeps_its_lines_a_snippet_does_not():
+    """A document's preview asks for the whole text kept (SNIPPET_TEXT_CAP_BYTES): its lines
+    come back as stored (a list, code, a poem stay readable); a snippet is one line."""
+    from indexerd.index.base import SNIPPET_TEXT_CAP_BYTES
+    from indexerd.index.snippets import make_snippet
+
+    stored = "Title line\nfirst item\nsecond item\nindented code()"
+    assert make_snippet(stored, None, SNIPPET_TEXT_CAP_BYTES).text == stored
+    assert make_snippet(stored, None, 240).text == "Title line first item second item indented code()"
+    marked = mark_all(make_snippet(stored, None, SNIPPET_TEXT_CAP_BYTES).text,
+                      SnippetQuery(analyse_query(parse("item"), analyzer()), analyzer()))
+    assert [marked.text[a:b] for a, b in marked.marks] == ["item", "item"] and "\n" in marked.text

@@ -4,8 +4,8 @@ marked the way snippets mark them (:func:`indexerd.index.snippets.mark_all`: the
 analysis, whole tokens, phrases only where adjacent).
 
 The text comes from the index through the ordinary, bounded search (``key:"KEY"`` with a
-snippet as wide as the text kept), so every engine serves it the same way; it is shown as the
-snippets show it, whitespace runs as one space.
+snippet as wide as the text kept), so every engine serves it the same way, its lines kept (the
+stored text has a document's lines, whitespace collapsed inside each, blank lines dropped).
 """
 
 from __future__ import annotations

@@ -312,6 +312,13 @@ def _why_unmarked(query: SnippetQuery, text: str, title: str, complete: bool) ->
 
 
 def _head(text: str, chars: int) -> str:
+    """The text's start as a snippet shows it (whitespace runs as one space); asked for the
+    whole text kept (:data:`~indexerd.index.base.SNIPPET_TEXT_CAP_BYTES` characters or more: a
+    document's preview), the text itself, its lines kept."""
+    from indexerd.index.base import SNIPPET_TEXT_CAP_BYTES
+
+    if chars >= SNIPPET_TEXT_CAP_BYTES:
+        return text[:chars]
     return " ".join(text[:chars].split())
 
 
