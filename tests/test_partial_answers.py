@@ -201,3 +201,39 @@ def test_a_rebuild_after_an_analysis_change_makes_answers_partial_until_its_pass
     crawl.gate.set()
     crawl.await_pass_end()
     _check_complete(crawl)
+
+
+def test_without_a_daemon_a_search_says_which_sources_have_not_completed_a_pass(tmp_path):
+    """``ctl search`` with no daemon reads the index itself, and the state store for what is
+    not in it yet: a source added to the config but never passed makes the answer partial
+    (stderr, exit 5 when empty), as the daemon's answer would."""
+    for name, word in (("a", "kestrel"), ("b", "osprey")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f.txt").write_text(f"A {word} note\n", encoding="utf-8")
+    cfg = tmp_path / "indexerd.toml"
+
+    def config(*names: str) -> None:
+        cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ncontrol_socket = "{tmp_path / "s.sock"}"\n'
+                       + "".join(f'[[sources.filesystem]]\nname = "{n}"\npath = "{tmp_path / n}"\n' for n in names),
+                       encoding="utf-8")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "indexerd.cli.main", *args], capture_output=True, text=True,
+                              env=ENV, cwd=REPO, timeout=60)
+
+    config("a")
+    assert cli("index", "-c", str(cfg)).returncode == 0
+    p = cli("ctl", "search", "kestrel", "-c", str(cfg))
+    assert (p.returncode, p.stderr) == (0, "") and "f.txt" in p.stdout   # complete: nothing said
+    config("a", "b")                                                      # b never passed yet
+    p = cli("ctl", "search", "kestrel", "-c", str(cfg), "--json")
+    assert p.returncode == 0 and len(json.loads(p.stdout)) == 1
+    said = json.loads(p.stderr.strip().splitlines()[-1])
+    assert said["partial"] is True
+    assert [(x["source"], x["why"], x["running"]) for x in said["progress"]] == [("b", "first pass", False)]
+    p = cli("ctl", "search", "osprey", "-c", str(cfg))
+    assert p.returncode == EXIT_PARTIAL_EMPTY, (p.returncode, p.stdout, p.stderr)
+    assert "the index is incomplete (first pass: b)" in p.stderr
+    assert cli("index", "-c", str(cfg)).returncode == 0
+    p = cli("ctl", "search", "osprey", "-c", str(cfg))
+    assert (p.returncode, p.stderr) == (0, "") and "f.txt" in p.stdout

@@ -168,11 +168,36 @@ def cmd_search(args) -> int:
     hits = result.hits
     if args.json:
         emit(json.dumps(hits_json(hits), ensure_ascii=True) + "\n")
-        _replica_lag_said(args, result.replica_lag_seconds)
-        return 0
-    code = _print_hits(args, hits, format_utc=format_utc)
+    else:
+        _print_hits(args, hits, format_utc=format_utc)
     _replica_lag_said(args, result.replica_lag_seconds)
-    return code
+    return _partial_said(args, _coverage_from_store(args, loc), found=bool(hits))
+
+
+def _coverage_from_store(args, loc) -> dict:
+    """With no daemon to ask, whether the index is partial (a rebuild or a first pass not yet
+    completed), read from the state store as the daemon reads it
+    (:func:`indexerd.daemon.coverage.incomplete_sources`): ``{"coverage": ..., "coverage_text":
+    ...}`` for :func:`_partial_said`; no progress figures (the pass's counts are the daemon's),
+    only whether a pass runs.  ``{}`` when the store cannot be read (then nothing is said)."""
+    from indexerd.daemon.coverage import SourceCoverage, Coverage, incomplete_sources
+    from indexerd.runtime.recovery import rebuilt_at
+    from indexerd.sources.registry import configured_names
+
+    try:
+        with _open_store_readonly(args) as store:
+            runs = store.source_runs()
+            rebuilt = rebuilt_at(store)
+    except (IndexerdError, OSError) as e:
+        log.debug("whether the index is partial not known: %s", e)
+        return {}
+    names = configured_names(loc.config) if loc.config is not None else sorted(runs)
+    incomplete = incomplete_sources(names, runs, rebuilt)
+    cov = Coverage(tuple(SourceCoverage(name, why, (runs.get(name) or {}).get("running_since") is not None)
+                         for name, why in sorted(incomplete.items())))
+    said = (f"the index is incomplete ({cov.doing}: {', '.join(c.source for c in cov.sources)}); "
+            f"these are the hits indexed so far")
+    return {"coverage": cov.as_json(), "coverage_text": said} if cov.partial else {}
 
 
 #: ``ctl search``'s exit status when the index is partial (a rebuild or a first pass runs) and

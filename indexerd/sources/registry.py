@@ -123,6 +123,12 @@ def kind(name: str) -> Kind:
         raise ConfigError(f"unknown kind of source {name!r} (known: {', '.join(KINDS)})") from None
 
 
+def configured_names(cfg: Config) -> list[str]:
+    """The names of every source ``cfg`` configures, kinds in :data:`KINDS` order (nothing
+    built: for readers that need only the names)."""
+    return [table.name for k in KINDS.values() for table in getattr(cfg.sources, k.name)]
+
+
 def of_kind(sources: Mapping[str, Source], name: str) -> list[str]:
     """The names of the sources of kind ``name``, in order."""
     return [n for n, s in sources.items() if s.kind == name]

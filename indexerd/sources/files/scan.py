@@ -27,6 +27,7 @@ from indexerd.sources.files import confined, live, mailboxes
 from indexerd.sources.files.change import unchanged
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.readfile import read_file
+from indexerd.sources.files.readqueue import ReadQueue
 from indexerd.sources.files.walk import Unlisted, WalkedFile, walk, walk_runs
 from indexerd.core.filekeys import key_to_path, path_to_key
 from indexerd.sources.files.keys import display_path, stat_of, too_large_stands
@@ -225,7 +226,7 @@ class FileSource:
             return ahead.pop() if ahead else next(rows, None)
 
         row = next_row()
-        todo: list[tuple[str, os.stat_result]] = []
+        todo = ReadQueue()  # every file to read: a chunk in memory, the rest in a temp file
         baseline: list[tuple[int, int, str, int, int]] = []  # old rows: record ctime and inode
         unchanged = self.unchanged
         protected: list[str] = []  # key prefixes of directories that could not be listed
@@ -320,20 +321,23 @@ class FileSource:
             pipeline.writer.submit_stat_baseline(baseline)
         if progress:
             progress.start_work(len(todo))
-        for path, st in todo:
-            if cancel is not None and cancel.is_set():
-                log.info("source %s: pass cancelled; nothing deleted", self.name)
-                return
-            try:
-                self.read(path, st, pipeline, counts, forced=forced)
-            except (IndexUnavailable, StoreError):
-                raise  # the whole pass cannot go on; the CLI reports it
-            except Exception as e:  # a bug on one file must not end the pass
-                log.exception("failed on %s", display_path(path))
-                counts.fail(f"{display_path(path)}: internal error: {type(e).__name__}: {e}")
-                pipeline.counters.inc("error.internal")
-            if progress:
-                progress.tick_work(path)
+        try:
+            for path, st in todo:
+                if cancel is not None and cancel.is_set():
+                    log.info("source %s: pass cancelled; nothing deleted", self.name)
+                    return
+                try:
+                    self.read(path, st, pipeline, counts, forced=forced)
+                except (IndexUnavailable, StoreError):
+                    raise  # the whole pass cannot go on; the CLI reports it
+                except Exception as e:  # a bug on one file must not end the pass
+                    log.exception("failed on %s", display_path(path))
+                    counts.fail(f"{display_path(path)}: internal error: {type(e).__name__}: {e}")
+                    pipeline.counters.inc("error.internal")
+                if progress:
+                    progress.tick_work(path)
+        finally:
+            todo.close()
         if cancel is not None and cancel.is_set():
             return
         gone = []
