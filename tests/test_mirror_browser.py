@@ -58,8 +58,9 @@ def build_site(root: Path, base: str = "") -> None:
                        f'<a id="missing" href="{base}nowhere/">gone</a></body></html>'),
         "page.html": ('<!doctype html><html><head><title>Page</title><link rel="stylesheet" href="css/site.css">'
                       '</head><body><p>secondpage</p><img src="img/a.png"></body></html>'),
-        "css/site.css": ('@import "more.css";\nh1 { color: rgb(1, 2, 3); }\n'
-                         '.bg { background-image: url("../img/bg.png"); height: 20px; }\n'),
+        # root-relative in the stylesheet too when the page's links are: convert_links rewrites CSS
+        "css/site.css": (f'@import "{"/css/" if base else ""}more.css";\nh1 {{ color: rgb(1, 2, 3); }}\n'
+                         f'.bg {{ background-image: url("{base + "img" if base else "../img"}/bg.png"); height: 20px; }}\n'),
         "css/more.css": "p { color: rgb(4, 5, 6); }\n",
         "js/app.js": "document.documentElement.dataset.js = 'ran';\n",
         "img/fig.svg": ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40">'
@@ -110,9 +111,14 @@ min_delay = "0s"
         entry = Mirror(mirror_dir).path_for(f"{site.base}/index.html")
         base = site.base
     assert entry.is_file()
-    for rel in ("css/site.css", "css/more.css", "js/app.js", "img/a.png", "img/b.png", "img/b2.png",
-                "img/bg.png", "img/fig.svg"):
+    for rel in ("css/more.css", "js/app.js", "img/a.png", "img/b.png", "img/b2.png", "img/bg.png", "img/fig.svg"):
         assert (entry.parent / rel).read_bytes() == (root / rel).read_bytes(), rel
+    sheet = (entry.parent / "css/site.css").read_text(encoding="utf-8")
+    if convert:  # the stylesheet's root-relative URLs rewritten relative to it, the rest as served
+        assert sheet == (root / "css/site.css").read_text(encoding="utf-8").replace(
+            '"/css/more.css"', '"more.css"').replace('"/img/bg.png"', '"../img/bg.png"'), sheet
+    else:
+        assert sheet == (root / "css/site.css").read_text(encoding="utf-8")
     assert [h["url"] for h in cli.search("offlineword")] == [f"{base}/index.html"]
     if convert:  # the copy is rewritten, the index holds the server's page
         copy = entry.read_text(encoding="utf-8")

@@ -22,7 +22,7 @@ from indexerd.pipeline.fetched import Fetched
 from indexerd.core.outcome import PageLinks, Verdict
 from indexerd.pipeline.stages import Pipeline
 from indexerd.extract import extract
-from indexerd.sources.web.convertlinks import convert_page, relative_path
+from indexerd.sources.web.convertlinks import convert_page, convert_stylesheet, relative_path
 from indexerd.sources.web.duplicates import DuplicateFinder
 from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
@@ -66,7 +66,7 @@ class Answers:
         self.mirror = mirror
         self.duplicates = DuplicateFinder(self.src.name, pipeline)
         #: (URL, charset) of the HTML pages the mirror kept in this pass, for ``convert_links``
-        self.to_convert: list[tuple[str, str | None]] = []
+        self.to_convert: list[tuple[str, str | None, bool]] = []  # (url, charset, a stylesheet)
         #: per host: requests in a row without any HTTP answer (see HOST_FAILURE_LIMIT)
         self.unanswered: dict[str, int] = {}
 
@@ -243,6 +243,8 @@ class Answers:
             urls = css_requisites(resp.body, content_charset(ctype), task.url)
             self.sched.table.set_links(task.url, urls)
             self.sched.follow_requisites(urls, task)
+            if self.mirror.mirror is not None and self.src.cfg.convert_links:
+                self.to_convert.append((task.url, content_charset(ctype), True))
         changed = task.etag is not None or task.last_modified is not None  # asked conditionally, sent whole
         self.sched.reschedule(st, CHANGED if changed else UNCHANGED)
 
@@ -265,19 +267,20 @@ class Answers:
         are rewritten once the pass knows what it kept (:meth:`convert_mirrored_pages`)."""
         ctype = resp.headers.get("Content-Type") or ""
         if self.mirror.mirror is not None and self.src.cfg.convert_links and "html" in ctype.lower():
-            self.to_convert.append((task.url, content_charset(ctype)))
+            self.to_convert.append((task.url, content_charset(ctype), False))
 
     def convert_mirrored_pages(self) -> None:
-        """Rewrite the links of the pages kept in this pass for offline browsing (``convert_links``,
-        :mod:`indexerd.sources.web.convertlinks`), as wget's ``-k`` does once its crawl is done: a
-        link to a file the mirror holds becomes a relative path to it (a link to a duplicate's
-        alias, to the kept page's file), any other an absolute URL.  The file keeps its time."""
+        """Rewrite the links of the pages and stylesheets kept in this pass for offline browsing
+        (``convert_links``, :mod:`indexerd.sources.web.convertlinks`), as wget's ``-k`` does once
+        its crawl is done: a link to a file the mirror holds becomes a relative path to it (a
+        link to a duplicate's alias, to the kept page's file), any other an absolute URL.  The
+        file keeps its time."""
         mirror = self.mirror.mirror
         pages, self.to_convert = self.to_convert, []
         if mirror is None or not pages:
             return
         converted = 0
-        for url, charset in pages:
+        for url, charset, stylesheet in pages:
             kept = mirror.read(url)
             if kept is None:
                 continue
@@ -296,7 +299,7 @@ class Answers:
                 except ValueError:
                     return None
 
-            data = convert_page(kept[0], charset, url, local)
+            data = (convert_stylesheet if stylesheet else convert_page)(kept[0], charset, url, local)
             if data != kept[0]:
                 self.mirror.write(url, data, kept[1])
                 converted += 1

@@ -11,7 +11,11 @@ page not fetched again in a later pass keeps the links it was given then.
 Attribute values are replaced in place in the decoded text (the page's codec, undecodable bytes
 kept by ``surrogateescape``), so everything else in the copy is byte for byte the server's.
 Tags are found by :class:`html.parser.HTMLParser` (the standard library's tokenizer, lenient with
-broken markup); pure except for :meth:`PageLinks.relative_to`'s look at the mirror.
+broken markup).  CSS is converted too, as wget's ``-k`` does: a mirrored stylesheet's
+``url(...)`` and ``@import`` (:func:`convert_stylesheet`, relative to the stylesheet's own
+file), a page's ``<style>`` blocks and ``style`` attributes (:func:`convert_css`), so the images
+and fonts a stylesheet names are found on disk too.  Pure: what a URL becomes is the caller's
+``target``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ _URL_ATTRIBUTES: dict[str, tuple[tuple[str, bool], ...]] = {
     "body": (("background", True),), "td": (("background", True),), "table": (("background", True),),
 }
 _ATTRIBUTE = re.compile(r"""(\s)([^\s"'>/=]+)(\s*=\s*)("[^"]*"|'[^']*'|[^\s"'=<>`]+)""")
+#: ``url(x)``, ``url("x")``, ``url( 'x' )`` and ``@import "x"`` in CSS text (CSS Syntax Level 3's
+#: url token and the string an ``@import`` names; escapes inside a URL are left as written)
+_CSS_URL = re.compile(r"""(url\(\s*)(["']?)([^"')\s]*)(\2\s*\))|(@import\s+)(["'])([^"']*)(\6)""", re.I)
+_STYLE_END = re.compile(r"</style\s*>", re.I)
 
 
 def convert_page(data: bytes, charset: str | None, page_url: str,
@@ -65,14 +73,22 @@ def convert_page(data: bytes, charset: str | None, page_url: str,
     out: list[str] = []
     last = 0
     for start, end, name, tag_text in tags:
+        if end <= last:
+            continue  # inside a <style> block already converted
         if name == "base":
             out.append(raw[last:start])
             last = end
             continue
-        rules = dict(_URL_ATTRIBUTES.get(name, ()))
-        if not rules:
-            continue
+        rules = {**dict(_URL_ATTRIBUTES.get(name, ())), "style": True}
         new = _ATTRIBUTE.sub(lambda m: _rewrite(m, rules, base, target), tag_text)
+        if name == "style" and (close := _STYLE_END.search(raw, end)) is not None:
+            css = raw[end:close.start()]
+            converted = convert_css(css, base, target)
+            if new != tag_text or converted != css:
+                out.append(raw[last:start])
+                out.append(new + converted)
+                last = close.start()
+            continue
         if new != tag_text:
             out.append(raw[last:start])
             out.append(new)
@@ -94,7 +110,11 @@ def _rewrite(m: re.Match, rules: dict[str, bool], base: str,
     quoted = m.group(4)
     quote_char = quoted[0] if quoted[0] in "\"'" else ""
     value = unescape(quoted.strip("\"'") if quote_char else quoted)
-    if attribute == "srcset":
+    if attribute == "style":
+        new = convert_css(value, base, target)
+        if new == value:
+            return m.group(0)
+    elif attribute == "srcset":
         parts = []
         for candidate in value.split(","):
             words = candidate.split()
@@ -126,6 +146,37 @@ def _one(value: str, base: str, displays: bool, target: Callable[[str, bool], st
     url, hash_mark, fragment = url.partition("#")
     local = target(url, displays)
     return (local if local is not None else url) + hash_mark + fragment
+
+
+def convert_css(css: str, base: str, target: Callable[[str, bool], str | None]) -> str:
+    """CSS text with every ``url(...)`` and ``@import`` URL rewritten as :func:`convert_page`
+    rewrites a page requisite's (``target(url, True)``; relative ones resolved against
+    ``base``); everything else as it was.  ``data:`` and fragment-only URLs stay as written."""
+    def sub(m: re.Match) -> str:
+        if m.group(1) is not None:
+            return m.group(1) + m.group(2) + _one(m.group(3), base, True, target) + m.group(4)
+        return m.group(5) + m.group(6) + _one(m.group(7), base, True, target) + m.group(8)
+
+    return _CSS_URL.sub(sub, css) if ("url(" in css.lower() or "@import" in css.lower()) else css
+
+
+def convert_stylesheet(data: bytes, charset: str | None, sheet_url: str,
+                       target: Callable[[str, bool], str | None]) -> bytes:
+    """The copy of stylesheet ``data`` (fetched from ``sheet_url``; ``charset`` the protocol's)
+    with its URLs rewritten by :func:`convert_css`, relative to the stylesheet.  Decoded as CSS
+    Syntax Level 3 says (the protocol charset, else ``@charset``, else UTF-8: tinycss2's
+    ``decode_stylesheet_bytes``); bytes it cannot decode are kept.  Never raises: a stylesheet
+    it cannot read is returned as it came."""
+    try:
+        from tinycss2.bytes import decode_stylesheet_bytes
+
+        _text, encoding = decode_stylesheet_bytes(data, protocol_encoding=charset)
+        codec = encoding.codec_info.name
+        raw = data.decode(codec, "surrogateescape")
+        new = convert_css(raw, sheet_url, target)
+        return data if new == raw else new.encode(codec, "surrogateescape")
+    except Exception:  # noqa: BLE001 - an unreadable stylesheet is kept as the server sent it
+        return data
 
 
 def relative_path(from_file: str, to_file: str) -> str:
