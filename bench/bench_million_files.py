@@ -2,7 +2,7 @@
 """Issue 31 (1): a tree of 1,000,000 small files on the tantivy engine.
 
   bench_million_files.py [--root /work/bench-data/million] [--files 1000000] [--reps 2]
-                         [--edits 10] [--skip-first] [--only gen|index|unchanged|daemon]
+                         [--edits 10] [--skip-first] [--only first,unchanged,daemon]
 
 generate   (once; kept while ROOT.done matches) N text files of 200-600 bytes under
            ROOT/dNN/dNNN/fNNNNNNN.txt, 1,000 per leaf directory: a title line ``note I`` and
