@@ -241,3 +241,27 @@ def test_property_writes_keep_every_page(tmp_path: Path) -> None:
         m.write(u, u.encode())
     for u in canon:
         assert m.path_for(u).read_bytes() == u.encode()
+
+
+def test_adjust_extension_keeps_an_html_page_as_a_file_a_browser_opens_as_a_page(tmp_path: Path) -> None:
+    """wget's --adjust-extension (on with convert_links): an HTML page whose file name does not
+    end in .html/.htm is kept as <name>%.html (a name no URL's plain file has); a page kept
+    before under its plain name is replaced; reads, removals and file_for find either name."""
+    m = Mirror(tmp_path, adjust_extension=True)
+    intro = "http://h/docs/intro"
+    m.write(intro, b"old, kept before the upgrade")        # not HTML (or an older mirror): plain name
+    assert m.file_for(intro) == tmp_path / "h" / "docs" / "intro%"
+    m.write(intro, b"<html>page</html>", html=True)
+    assert m.file_for(intro) == tmp_path / "h" / "docs" / "intro%.html"
+    assert not (tmp_path / "h" / "docs" / "intro%").exists()
+    assert m.read(intro)[0] == b"<html>page</html>" and m.exists(intro)
+    for url, name in (("http://h/page.php", "page.php%.html"), ("http://h/cal?m=1", "cal@m=1%.html"),
+                      ("http://h/a.html", "a.html"), ("http://h/d/", "d/index.html")):
+        m.write(url, b"<p>x</p>", html=True)
+        assert m.file_for(url) == tmp_path / "h" / name, url
+    m.write("http://h/page.php%25.html", b"another URL")     # its own file, never the adjusted one
+    assert m.read("http://h/page.php")[0] == b"<p>x</p>"
+    assert m.remove(intro) and m.file_for(intro) is None and not (tmp_path / "h" / "docs").exists()
+    plain = Mirror(tmp_path / "plain")                       # off: the html flag changes nothing
+    plain.write(intro, b"<html>page</html>", html=True)
+    assert plain.file_for(intro) == tmp_path / "plain" / "h" / "docs" / "intro%"

@@ -1058,6 +1058,27 @@ def test_convert_links_points_a_duplicate_s_alias_at_the_kept_page(tmp_path, sit
     assert crawl.counters["web.mirror.converted"] >= 1
 
 
+def test_convert_links_keeps_extensionless_pages_as_html_files_linked_by_that_name(tmp_path, site) -> None:
+    """A page served as text/html at /docs/intro (no extension) was kept as the file intro%,
+    which a browser opening the mirror from disk shows as text; with convert_links it is kept
+    as intro%.html (wget's --adjust-extension) and the other pages link to that name."""
+    site.static("/docs/", html("Docs", "docsword", ["/docs/intro", "/docs/intro#part"]), etag='"d"')
+    site.static("/docs/intro", html("Intro", "introword", ["/docs/", "/docs/guide?v=2"]), etag='"i"')
+    site.static("/docs/guide?v=2", html("Guide", "guideword", ["/docs/intro"]), etag='"g"')
+    mirror_dir = tmp_path / "mirror"
+    crawl = Crawl(tmp_path, site, seeds=("/docs/",), mirror_dir=str(mirror_dir), convert_links=True)
+    crawl.run()
+    m = Mirror(mirror_dir, adjust_extension=True)
+    docs = m.path_for(site.url("/docs/")).parent
+    assert m.file_for(site.url("/docs/intro")) == docs / "intro%.html"
+    assert m.file_for(site.url("/docs/guide?v=2")) == docs / "guide@v=2%.html"
+    assert not (docs / "intro%").exists()
+    index = (docs / "index.html").read_text(encoding="utf-8")
+    assert 'href="intro%25.html"' in index and 'href="intro%25.html#part"' in index, index
+    intro = (docs / "intro%.html").read_text(encoding="utf-8")
+    assert 'href="index.html"' in intro and 'href="guide%40v%3D2%25.html"' in intro, intro
+
+
 def test_no_requisites_without_a_mirror_or_when_turned_off(tmp_path, site) -> None:
     """Without ``mirror_dir``, or with ``page_requisites = false``, nothing but pages is asked:
     a stylesheet or script is never requested."""

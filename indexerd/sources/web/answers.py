@@ -284,7 +284,10 @@ class Answers:
             kept = mirror.read(url)
             if kept is None:
                 continue
-            page_file = str(mirror.path_for(url))
+            found = mirror.file_for(url)
+            if found is None:
+                continue
+            page_file = str(found)
 
             def local(link: str, displays: bool) -> str | None:
                 try:
@@ -295,13 +298,14 @@ class Answers:
                         target = detail.removeprefix("same content as ") if detail.startswith("same content as ") else ""
                         if not target or not mirror.exists(target):
                             return None
-                    return relative_path(page_file, str(mirror.path_for(target)))
+                    there = mirror.file_for(target)
+                    return relative_path(page_file, str(there)) if there is not None else None
                 except ValueError:
                     return None
 
             data = (convert_stylesheet if stylesheet else convert_page)(kept[0], charset, url, local)
             if data != kept[0]:
-                self.mirror.write(url, data, kept[1])
+                self.mirror.write(url, data, kept[1], html=not stylesheet)
                 converted += 1
         self.counters.inc("web.mirror.converted", converted)
 
@@ -354,7 +358,8 @@ class Answers:
             self.sched.state(task.origin).doc_key = new_key
         st.last_outcome = f"{Verdict(out.verdict).value}:{out.reason}"  # "indexed:new", not "Verdict.INDEXED:new"
         if out.verdict in ("indexed", "unchanged"):
-            self.mirror.write(task.url, resp.body, out.last_modified)
+            self.mirror.write(task.url, resp.body, out.last_modified,
+                              html="html" in (resp.headers.get("Content-Type") or "").lower())
             self._keep_for_conversion(task, resp)
             self._page_requisites(task, resp)
         elif out.verdict in ("skipped", "errors"):

@@ -111,7 +111,7 @@ def _dir_name(seg: str) -> str:
     return _shorten(name, "d")
 
 
-def _file_name(seg: str, query: str) -> str:
+def _file_name(seg: str, query: str, *, html: bool = False) -> str:
     name = INDEX_NAME if seg == "" else _escape_segment(seg)
     if query:
         # A canonical query is quote_plus-encoded by w3lib (only [A-Za-z0-9_.~+=&-] and %XX),
@@ -120,6 +120,10 @@ def _file_name(seg: str, query: str) -> str:
                                     for c in query)
     elif "." not in name:
         name += CLASH_MARK
+    if html and not name.lower().endswith((".html", ".htm")):
+        # "%.html": no URL's plain name ends so (a "%" of a URL is written "%25", a query's is
+        # followed by two hex digits), so an adjusted name never takes another URL's file
+        name = (name if name.endswith(CLASH_MARK) else name + CLASH_MARK) + ".html"
     return _shorten(name, "f")
 
 
@@ -140,18 +144,31 @@ class Mirror:
     :func:`indexerd.sources.web.urls.canonicalize` refuses.
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, adjust_extension: bool = False) -> None:
         self.root = Path(os.path.abspath(root))
+        #: an HTML page is kept as ``<file>.html`` when its file name does not end in ``.html``
+        #: or ``.htm`` (wget's ``--adjust-extension``): a browser opening the mirror from disk
+        #: then shows it as a page, not as text
+        self.adjust_extension = adjust_extension
 
     # -- layout ---------------------------------------------------------------------------
-    def _parts(self, url: str) -> list[str]:
+    def _parts(self, url: str, *, html: bool = False) -> list[str]:
         canon = canonicalize(url)
         p = urlsplit(canon)
         segs = p.path.split("/")[1:]  # canonical paths start with '/'
         names = [_host_dir(p.scheme, p.hostname or "", p.port)]
         names += [_dir_name(s) for s in segs[:-1]]
-        names.append(_file_name(segs[-1], p.query))
+        names.append(_file_name(segs[-1], p.query, html=html and self.adjust_extension))
         return names
+
+    def _variants(self, url: str) -> list[list[str]]:
+        """The names ``url``'s file may have: with :attr:`adjust_extension`, the HTML page's
+        ``.html`` name first, then the plain one (a file kept before, or not HTML)."""
+        plain = self._parts(url)
+        if not self.adjust_extension:
+            return [plain]
+        html = self._parts(url, html=True)
+        return [html, plain] if html != plain else [plain]
 
     def path_for(self, url: str) -> Path:
         """The file for ``url``: deterministic, pure (no disk access), always inside ``root``.
@@ -187,6 +204,19 @@ class Mirror:
             raise ValueError(f"{url!r}: maps outside the mirror root")
         return path
 
+    def file_for(self, url: str) -> Path | None:
+        """The path of the regular file the mirror holds for ``url`` (with
+        :attr:`adjust_extension`, an HTML page's ``.html`` name or the plain one), or None."""
+        for names in self._variants(url):
+            try:
+                with self._open_dirs(names[:-1], create=False) as dfd:
+                    st = self._lstat(dfd, names[-1])
+            except (ValueError, OSError):
+                return None
+            if st is not None and stat.S_ISREG(st.st_mode):
+                return self.root.joinpath(*names)
+        return None
+
     # -- safe directory walk --------------------------------------------------------------
     def _open_dirs(self, names: list[str], *, create: bool):
         """:func:`indexerd.sources.files.confined.open_dir` below ``root`` (a symlink or a file on the way
@@ -200,8 +230,10 @@ class Mirror:
             raise ValueError(f"{url!r}: resolved path {real} is outside the mirror root {real_root}")
 
     # -- operations -----------------------------------------------------------------------
-    def write(self, url: str, data: bytes, mtime: datetime | None = None) -> Path:
-        """Store ``data`` as the file for ``url``, atomically; return its path.
+    def write(self, url: str, data: bytes, mtime: datetime | None = None, *, html: bool = False) -> Path:
+        """Store ``data`` as the file for ``url``, atomically; return its path.  ``html``: the
+        data is an HTML page (with :attr:`adjust_extension` its file name ends in ``.html``,
+        and a file kept for ``url`` under its other name is removed).
 
         The bytes go to a temporary file in the same directory (named ``.%tmp-<hex>``, a name
         the layout never uses), which then replaces the target with ``os.replace`` (no fsync).
@@ -219,9 +251,13 @@ class Mirror:
                 raise ValueError(f"mtime must be timezone-aware (UTC), got naive {mtime!r}")
             delta = mtime.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
             ns = (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
-        names = self._parts(url)
+        names = self._parts(url, html=html)
         with self._open_dirs(names[:-1], create=True) as dfd:
             self._check_inside(dfd, url)
+            for other in self._variants(url):
+                if other[-1] != names[-1] and (st := self._lstat(dfd, other[-1])) is not None \
+                        and stat.S_ISREG(st.st_mode):
+                    os.unlink(other[-1], dir_fd=dfd)  # the page kept under its other name
             tmp = f".%tmp-{secrets.token_hex(8)}"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                          | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=dfd)
@@ -256,18 +292,15 @@ class Mirror:
     def exists(self, url: str) -> bool:
         """True when the file for ``url`` exists as a regular file (a symlink does not count);
         False too when it cannot be looked at (``root`` not a directory, not readable: OSError)."""
-        names = self._parts(url)
-        try:
-            with self._open_dirs(names[:-1], create=False) as dfd:
-                st = self._lstat(dfd, names[-1])
-                return st is not None and stat.S_ISREG(st.st_mode)
-        except (ValueError, OSError):
-            return False
+        return self.file_for(url) is not None
 
     def read(self, url: str) -> tuple[bytes, datetime] | None:
         """The bytes and modification time (aware UTC) of the file for ``url``, or None when
         there is no regular file (a symlink is not followed) or it cannot be read."""
-        names = self._parts(url)
+        found = self.file_for(url)
+        if found is None:
+            return None
+        names = list(found.relative_to(self.root).parts)
         try:
             with self._open_dirs(names[:-1], create=False) as dfd:
                 if dfd is None:
@@ -289,12 +322,17 @@ class Mirror:
         the host directory.  Raises ValueError as :meth:`path_for`, and for a symlinked
         directory on the way.
         """
-        names = self._parts(url)
+        variants = self._variants(url)
+        names = variants[-1]
+        removed = False
         with self._open_dirs(names[:-1], create=False) as dfd:
-            st = self._lstat(dfd, names[-1])
-            if st is None or stat.S_ISDIR(st.st_mode):
-                return False
-            os.unlink(names[-1], dir_fd=dfd)
+            for names in variants:
+                st = self._lstat(dfd, names[-1])
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    os.unlink(names[-1], dir_fd=dfd)
+                    removed = True
+        if not removed:
+            return False
         for i in range(len(names) - 1, 1, -1):  # names[1:i] are the dirs below the host dir
             with self._open_dirs(names[:i - 1], create=False) as pfd:
                 if pfd is None:
@@ -330,11 +368,11 @@ class PassMirror:
         """Whether the mirror holds ``url``'s file (True without a mirror: nothing is missing)."""
         return self.mirror is None or self.mirror.exists(url)
 
-    def write(self, url: str, data: bytes, mtime: datetime | None) -> None:
+    def write(self, url: str, data: bytes, mtime: datetime | None, *, html: bool = False) -> None:
         if self.mirror is None:
             return
         try:
-            self.mirror.write(url, data, mtime)
+            self.mirror.write(url, data, mtime, html=html)
         except (OSError, ValueError) as e:
             self._failed("writing", url, e)
 

@@ -80,7 +80,8 @@ class WebSource:
             meta_map=meta_map, date_order=policy.date_sources, max_bytes=policy.max_size_bytes,
             settings=DecideSettings(refresh_time_seconds=policy.refresh_time_seconds,
                                     strict_dates=policy.strict_dates))
-        self.mirror = Mirror(os.path.expanduser(cfg.mirror_dir)) if cfg.mirror_dir else None
+        self.mirror = (Mirror(os.path.expanduser(cfg.mirror_dir), adjust_extension=cfg.convert_links)
+                       if cfg.mirror_dir else None)
         self._fetcher: Fetcher | None = None
 
     @cached_property
