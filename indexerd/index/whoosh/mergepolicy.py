@@ -43,6 +43,19 @@ def drop_empty(writer, segments: list) -> list:
     return [seg for seg in segments if _live(seg) > 0]
 
 
+def _split_deleted(writer, segments: list) -> tuple[list, list]:
+    """``(kept, rewrite)`` of the segments with a live document: those whose deleted fraction
+    exceeds :data:`DELETED_FRACTION_TO_REWRITE` are to be rewritten."""
+    kept, rewrite = [], []
+    for seg in drop_empty(writer, segments):
+        total = seg.doc_count_all()
+        if total and (total - _live(seg)) / total > DELETED_FRACTION_TO_REWRITE:
+            rewrite.append(seg)
+        else:
+            kept.append(seg)
+    return kept, rewrite
+
+
 def reclaim_and_merge_small(writer, segments: list) -> list:
     """Idle merge: drop empty segments, rewrite those whose deleted fraction exceeds
     :data:`DELETED_FRACTION_TO_REWRITE`, then merge small segments as Whoosh's ``MERGE_SMALL``
@@ -50,14 +63,7 @@ def reclaim_and_merge_small(writer, segments: list) -> list:
     documents.  Returns the segments kept unchanged."""
     from whoosh.util import fib
 
-    kept = []
-    rewrite = []
-    for seg in drop_empty(writer, segments):
-        total = seg.doc_count_all()
-        if total and (total - _live(seg)) / total > DELETED_FRACTION_TO_REWRITE:
-            rewrite.append(seg)
-        else:
-            kept.append(seg)
+    kept, rewrite = _split_deleted(writer, segments)
     kept.sort(key=_live)
     small: list = []
     total_docs = sum(_live(s) for s in rewrite)
@@ -92,13 +98,7 @@ def merge_small_into_one(writer, segments: list) -> list:
     pass: a few big segments and several of one commit batch each), which leaves the index
     larger than a one-shot ``indexerd index``'s; this folds only the small ones, never
     rewriting the big (bench/RESULTS.md).  Returns the segments kept unchanged."""
-    kept, rewrite = [], []
-    for seg in drop_empty(writer, segments):
-        total = seg.doc_count_all()
-        if total and (total - _live(seg)) / total > DELETED_FRACTION_TO_REWRITE:
-            rewrite.append(seg)
-        else:
-            kept.append(seg)
+    kept, rewrite = _split_deleted(writer, segments)
     small: list = []
     if kept:
         largest = max(_live(seg) for seg in kept)
