@@ -702,7 +702,9 @@ def test_failed_index_commit_during_the_full_load_is_redone(feed, monkeypatch, t
         feed.db.insert(i, body, title, updated)
     feed.db.exec("UPDATE queue SET status = 'C'")   # only the full load can bring them in
     _in_process_pass(feed.cfg, fail_commits=1, monkeypatch=monkeypatch)
-    assert feed.keys("common") == []                 # the commit really failed
+    p = feed.cli.run("ctl", "search", "common", "--json", check=False, timeout=CLI_TIMEOUT)
+    assert (p.returncode, json.loads(p.stdout)) == (5, [])   # the commit really failed: nothing yet,
+    assert json.loads(p.stderr.strip().splitlines()[-1])["partial"] is True  # and the answer says why
     feed.index()
     assert len(feed.search("common", limit=50)) == len(BASE_ROWS)
 

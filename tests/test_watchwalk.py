@@ -71,8 +71,9 @@ def test_a_watch_whose_thread_dies_is_reported_and_set_up_again(tmp_path) -> Non
             died.put(True)
             raise RecursionError("maximum recursion depth exceeded")
 
-        emitter.queue_events = queue_events  # the thread's next round raises
-        died.get(timeout=5)
+        emitter.queue_events = queue_events  # the thread's next round raises ...
+        (tmp_path / "wake.txt").write_text("x", encoding="utf-8")  # ... once its read of events returns
+        died.get(timeout=10)
         emitter.join(5)
         assert not emitter.is_alive()
         dead = w.check()

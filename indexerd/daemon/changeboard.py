@@ -10,7 +10,12 @@ one at a time in the order they came due; the others do not wait for them.
 
 At most one change waits per path: a later one of a waiting path merges into it (the path is
 read again when it is applied, so one read of it is enough), as in the change queue
-(:class:`~indexerd.sources.files.watch.ChangeQueue`).  Thread-safe.
+(:class:`~indexerd.sources.files.watch.ChangeQueue`).  So does a change below a waiting one, and
+a waiting change below a new one: a directory's change reconciles everything below it when it is
+applied, so the changes below it have nothing left to do.  A tree moved in thus waits as one
+change, not one per directory level (a 1,100-level tree made 1,100 waiting changes, each claim
+then tested every one against the others under the board's lock, and the daemon stopped
+answering).  Thread-safe.
 """
 
 from __future__ import annotations
@@ -67,20 +72,31 @@ class ChangeBoard:
     def __init__(self) -> None:
         self._cv = threading.Condition()
         self._waiting: dict[str, Change] = {}  # path -> change, in the order they came due
+        self._waiting_paths = _PathSet()       # the same paths, for the "below a waiting one" test
         self._applying = _PathSet()
 
     def add(self, changes: Iterable[Change]) -> None:
-        """Queue ``changes`` (oldest due first) behind those waiting; one of a path already
-        waiting merges into it (keeping its place and its first event's time)."""
+        """Queue ``changes`` (oldest due first) behind those waiting.  One of a path already
+        waiting, or below a waiting path, merges into it (keeping its place and its first event's
+        time); waiting changes below a new one merge into the new one."""
         with self._cv:
             for change in changes:
-                old = self._waiting.get(change.path)
-                if old is None:
-                    self._waiting[change.path] = change
-                else:
-                    old.was_dir = old.was_dir or change.was_dir
-                    old.first = min(old.first, change.first)
-                    old.source = change.source
+                path = change.path
+                into = self._waiting.get(path) or next(
+                    (self._waiting[p] for p in _above(path) if p in self._waiting), None)
+                if into is not None:
+                    if into.path == path:
+                        into.was_dir = into.was_dir or change.was_dir
+                        into.source = change.source
+                    into.first = min(into.first, change.first)
+                    continue
+                if path in self._waiting_paths.above:  # waiting changes below it: it covers them
+                    below = path.rstrip("/") + "/"
+                    for p in [p for p in self._waiting if p.startswith(below)]:
+                        change.first = min(change.first, self._waiting.pop(p).first)
+                        self._waiting_paths.remove(p)
+                self._waiting[path] = change
+                self._waiting_paths.add(path)
             self._cv.notify_all()
 
     def claim(self, timeout_seconds: float) -> Change | None:
@@ -93,6 +109,7 @@ class ChangeBoard:
                 change = self._first_free()
                 if change is not None:
                     del self._waiting[change.path]
+                    self._waiting_paths.remove(change.path)
                     self._applying.add(change.path)
                     return change
                 left = deadline - time.monotonic()
