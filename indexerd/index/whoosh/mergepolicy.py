@@ -84,9 +84,10 @@ def reclaim_and_merge_small(writer, segments: list) -> list:
 #: The thorough idle merge folds the segments smaller than this fraction of the largest (live
 #: documents) into one ...
 SMALL_BESIDE_LARGEST = 1 / 4
-#: ... at most this many live documents of them, smallest first (a Whoosh merge rewrites every
-#: posting in Python, and the writer waits for it).
-THOROUGH_MERGE_MAX_DOCS = 20_000
+#: ... at most this many live documents of them, smallest first: a Whoosh merge rewrites every
+#: posting in Python and a live edit waits for it (about 9 ms a document of bench/gen_corpus.py's
+#: files on the test machine, so well under a minute).
+THOROUGH_MERGE_MAX_DOCS = 5_000
 
 
 def merge_small_into_one(writer, segments: list) -> list:
