@@ -196,7 +196,8 @@ def _parse_lenient(s: str) -> datetime | None:
     from dateutil import parser as du_parser  # lazy: keeps CLI start-up fast
 
     try:
-        return du_parser.parse(s, default=datetime(2000, 1, 1), tzinfos=_dateutil_tzinfo)
+        parsed: datetime = du_parser.parse(s, default=datetime(2000, 1, 1), tzinfos=_dateutil_tzinfo)
+        return parsed
     except Exception:  # noqa: BLE001 - ParserError, OverflowError, TypeError, _UnknownZone...
         return None
 

@@ -62,7 +62,7 @@ class MetaMap:
         return cls(tuple(entries))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> MetaMap:
+    def load(cls, path: str | os.PathLike[str]) -> MetaMap:
         """Read and parse a map file (UTF-8, a BOM is ignored).
 
         Raises:

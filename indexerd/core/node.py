@@ -21,6 +21,7 @@ from indexerd.core.errors import IndexerdError
 from indexerd.core.store.cluster import HEARTBEAT_SECONDS
 
 if TYPE_CHECKING:
+    from indexerd.core.store.postgresql import PgStoreAddress
     from indexerd.core.store import PgStore
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class Node:
     node; ``sources()`` its configured source names.
     """
 
-    def __init__(self, name: str, address, sources: Callable[[], list[str]]) -> None:
+    def __init__(self, name: str, address: PgStoreAddress, sources: Callable[[], list[str]]) -> None:
         self.name = name
         self.address = address
         self.sources = sources

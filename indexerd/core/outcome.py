@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from typing import Protocol, Sequence
 
 __all__ = ["Verdict", "PageLinks", "Outcome"]
 
@@ -27,6 +28,21 @@ class Verdict(str, Enum):
     REDIRECT = "redirect"
 
 
+class ExtractedLinks(Protocol):
+    """What :meth:`PageLinks.of` reads of an extracted page (:class:`indexerd.extract.Extracted`)."""
+
+    @property
+    def links(self) -> Sequence[str]: ...
+    @property
+    def canonical(self) -> str | None: ...
+    @property
+    def redirect(self) -> str | None: ...
+    @property
+    def nofollow(self) -> bool: ...
+    @property
+    def encoding(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class PageLinks:
     """What a crawler needs from an extracted page: its outlinks (resolved, not canonicalised),
@@ -40,7 +56,7 @@ class PageLinks:
     encoding: str | None = None
 
     @classmethod
-    def of(cls, ex) -> "PageLinks":
+    def of(cls, ex: ExtractedLinks) -> "PageLinks":
         """The links of an :class:`~indexerd.extract.Extracted`."""
         return cls(tuple(ex.links), ex.canonical, ex.redirect, ex.nofollow, ex.encoding)
 

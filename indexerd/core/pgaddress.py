@@ -16,10 +16,13 @@ import os
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.core.secrets import mask_url, read_password
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["PgAddress", "mask", "strip_password"]
 
@@ -156,7 +159,8 @@ class PgAddress:
             kw["password"] = pw
         return kw
 
-    def connect(self, *, autocommit: bool = False, application_name: str | None = None):
+    def connect(self, *, autocommit: bool = False,
+                application_name: str | None = None) -> psycopg.Connection[Any]:
         """A new connection (``application_name``: how ``pg_stat_activity`` names it, else
         :attr:`APPLICATION`).
 

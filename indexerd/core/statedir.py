@@ -11,8 +11,14 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from indexerd.core.errors import ConfigError, StateDirLocked, StoreError
+
+if TYPE_CHECKING:
+    from indexerd.core.store.postgresql import PgStoreAddress
+    from indexerd.core.store import StoreLocation
+    from indexerd.core.store.protocols import ClusterStateStore, StateStore
 
 
 class StateDir:
@@ -26,7 +32,7 @@ class StateDir:
 
     LOCKNAME = "indexerd.lock"
 
-    def __init__(self, path: str | Path, store=None) -> None:
+    def __init__(self, path: str | Path, store: PgStoreAddress | None = None) -> None:
         self.path = Path(path)
         self.store_address = store  # a PgStoreAddress, or None: the SQLite file here
         self._fd: int | None = None
@@ -44,7 +50,7 @@ class StateDir:
         return self.path / "state.sqlite3"
 
     @property
-    def store_location(self):
+    def store_location(self) -> StoreLocation:
         """Where the state store is (:data:`indexerd.core.store.StoreLocation`): the
         PostgreSQL address of ``[store]``, else :attr:`store_path`."""
         return self.store_address if self.store_address is not None else self.store_path
@@ -54,7 +60,7 @@ class StateDir:
         """True when the store is on PostgreSQL (a cluster's nodes share it)."""
         return self.store_address is not None
 
-    def open_store(self, *, readonly: bool = False):
+    def open_store(self, *, readonly: bool = False) -> StateStore:
         """A new connection to the state store (one per thread).
 
         Raises: as :func:`indexerd.core.store.open_store`.
@@ -63,7 +69,21 @@ class StateDir:
 
         return open_store(self.store_location, readonly=readonly)
 
-    def open_search_store(self):
+    def open_cluster_store(self, *, readonly: bool = False) -> ClusterStateStore:
+        """A new connection to the store a cluster shares (PostgreSQL), as :meth:`open_store`.
+
+        Raises: as :func:`indexerd.core.store.open_store`; RuntimeError: the store is not
+        shared (:attr:`shared` is False).
+        """
+        from indexerd.core.store import PgStore, open_store
+
+        if self.store_address is None:
+            raise RuntimeError("not in a cluster: the state store is not shared")
+        store = open_store(self.store_address, readonly=readonly)
+        assert isinstance(store, PgStore)
+        return store
+
+    def open_search_store(self) -> StateStore:
         """A new read-only connection for the store's reads that serve a search (collapsing
         identical hits, the search form's media types): on ``[store] read_url``'s replica when
         there is one and it answers (:class:`indexerd.core.replica.ReplicaHealth`), else as

@@ -62,7 +62,7 @@ def cluster_status(d: Daemon) -> dict | None:
     if not d.indexer.state.shared:
         return None
     try:
-        with d.indexer.state.open_store(readonly=True) as store:
+        with d.indexer.state.open_cluster_store(readonly=True) as store:
             frontier, fetched = store.frontier_by_host(), store.frontier_fetched()
             by_host: dict[tuple[str, str], dict[str, int]] = {}
             for r in fetched:

@@ -182,8 +182,9 @@ class Indexer:
     def _join_cluster(self) -> None:
         """Register this node, and give the process's politeness slots and robots.txt cache
         their shared rows (host leases, verdicts), each on a store connection of its own."""
-        assert self.node is not None, "a shared store names its node"
-        self.cluster_node = Node(self.node, self.state.store_address, lambda: sorted(self.sources))
+        address = self.state.store_address
+        assert self.node is not None and address is not None, "a shared store names its node"
+        self.cluster_node = Node(self.node, address, lambda: sorted(self.sources))
         self.cluster_node.start()
         self._leave_kinds = join_cluster(self.node, self.state.open_store)
 

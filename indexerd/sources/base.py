@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from indexerd.core.store.protocols import StateStore
 
 if TYPE_CHECKING:  # the config imports this module: its start stays light
-    from indexerd.pipeline.stages import PassCounts, Pipeline
+    from indexerd.core.counts import PassCounts
+    from indexerd.pipeline.stages import Pipeline
     from indexerd.core.progress import Progress
 
 
@@ -96,7 +98,7 @@ class Source(Protocol):
         """``ctl forget KEY`` dropped this source's document ``key``: make the next pass read it
         again if it is still there (a tree's next scan finds it anyway)."""
 
-    def status_facts(self) -> dict:
+    def status_facts(self) -> dict[str, object]:
         """What ``ctl status`` shows of the source itself: ``{"root": str | None}`` (a tree's
         root as displayed, None for other kinds)."""
 
@@ -159,6 +161,6 @@ def as_tree(src: Source | None) -> TreeSource | None:
     return cast(TreeSource, src) if ok else None
 
 
-def trees(sources) -> list[TreeSource]:
+def trees(sources: Iterable[Source]) -> list[TreeSource]:
     """The tree sources among ``sources`` (an iterable of :class:`Source`), in order."""
-    return [s for s in sources if as_tree(s) is not None]
+    return [t for s in sources if (t := as_tree(s)) is not None]

@@ -16,7 +16,8 @@ implementation's docstring; the protocol keeps its first line.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterable, Iterator, Protocol, Self
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Self
 
 if TYPE_CHECKING:
     from indexerd.core.store import PgStore, Store
@@ -24,7 +25,11 @@ if TYPE_CHECKING:
     from indexerd.core.store.sharedfrontier import ClaimFence
 
 __all__ = ["ClusterStateStore", "ClusterStore", "CrawlStore", "DocumentStore", "RunStore",
-           "SharedFrontierStore", "StateStore", "StoreBasics"]
+           "Row", "SharedFrontierStore", "StateStore", "StoreBasics"]
+
+#: one row as the stores return it: column name -> value (text, numbers, None; times as the
+#: ISO 8601 UTC text of :func:`indexerd.core.store.values.to_db_time`)
+Row = dict[str, Any]
 
 
 class StoreBasics(Protocol):
@@ -49,7 +54,8 @@ class StoreBasics(Protocol):
 
     def __enter__(self) -> Self: ...
 
-    def __exit__(self, *exc) -> None: ...
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
 
 
 class DocumentStore(Protocol):
@@ -129,7 +135,7 @@ class RunStore(Protocol):
     Implemented by :class:`~indexerd.core.store.runs.SourceRuns` on both connections.
     """
 
-    def source_runs(self) -> dict[str, dict]:
+    def source_runs(self) -> dict[str, Row]:
         """Last run of each source: ``{source: {kind, started_at, finished_at, counts, completed_at, running_since, node}}`` (aware UTC or None; ``running_since`` set: a pass started and never ended, it was interrupted; ``node``: the cluster node that ran it, None on one machine)."""
         ...
 
@@ -141,7 +147,7 @@ class RunStore(Protocol):
         """Mark a pass of ``source`` as running (cleared by :meth:`record_run`; still set at the next start means it was interrupted) on ``node`` (a cluster's node name, else None)."""
         ...
 
-    def record_run(self, source: str, kind: str, started_at: datetime, finished_at: datetime | None, counts: dict, *, completed: bool=True) -> None:
+    def record_run(self, source: str, kind: str, started_at: datetime, finished_at: datetime | None, counts: Row, *, completed: bool=True) -> None:
         """Remember the last pass of a source (for ``ctl status``) and clear its running mark; ``completed`` (it ran to its end and did not fail) also makes ``finished_at`` the time the next interval counts from."""
         ...
 
@@ -156,31 +162,31 @@ class CrawlStore(Protocol):
     Implemented by :class:`~indexerd.core.store.crawl.CrawlRows` on both connections.
     """
 
-    def crawl_rows(self, source: str) -> dict[str, dict]:
+    def crawl_rows(self, source: str) -> dict[str, Row]:
         """Every crawl row of ``source`` as ``{url: {column: value}}`` (without ``links``), except the frontier's overflow on disk (state ``spilled``: :meth:`crawl_spilled`): the whole source at once, for tests and inspection; a pass reads :meth:`crawl_state_row` and :meth:`crawl_rows_chunked`."""
         ...
 
-    def crawl_state_row(self, source: str, url: str, *, spilled: bool=False) -> dict | None:
+    def crawl_state_row(self, source: str, url: str, *, spilled: bool=False) -> Row | None:
         """The crawl row of ``url`` in ``source`` (without ``links``), or None when it has none or (unless ``spilled``) only a place in the frontier's overflow (state ``spilled``)."""
         ...
 
-    def crawl_state_rows(self, source: str, urls: Iterable[str], *, spilled: bool=False) -> dict[str, dict]:
+    def crawl_state_rows(self, source: str, urls: Iterable[str], *, spilled: bool=False) -> dict[str, Row]:
         """The crawl rows of those of ``urls`` that have one in ``source``, as ``{url: {column: value}}`` (without ``links``; a row in the frontier's overflow, state ``spilled``, only when ``spilled``); :data:`STATE_ROWS_CHUNK` URLs a query."""
         ...
 
-    def crawl_rows_chunked(self, source: str, *, chunk: int=2000) -> Iterator[dict]:
+    def crawl_rows_chunked(self, source: str, *, chunk: int=2000) -> Iterator[Row]:
         """The rows of :meth:`crawl_rows` in URL order, read ``chunk`` at a time by URL (keyset pagination on the primary key: each chunk one whole query, no cursor left open)."""
         ...
 
-    def crawl_due_rows(self, source: str, before_pass: int, due_by: str) -> list[dict]:
+    def crawl_due_rows(self, source: str, before_pass: int, due_by: str) -> list[Row]:
         """The rows of ``source`` a new pass asks again because they are due: pages asked in a pass before ``before_pass`` (not sitemap files, not confirmed gone) whose ``due_at`` is NULL (never scheduled) or at most ``due_by`` (the store's time text, :func:`~indexerd.core.store.values.to_db_time`), without ``links``."""
         ...
 
-    def crawl_pass_rows(self, source: str, pass_id: int) -> list[dict]:
+    def crawl_pass_rows(self, source: str, pass_id: int) -> list[Row]:
         """The rows of pass ``pass_id`` of ``source`` (not the frontier's overflow), without ``links``, in discovery order: what that pass queued and asked, through the ``crawl_pass`` index (the cost is that pass's work, not the source's)."""
         ...
 
-    def crawl_indexed_unstored(self, source: str, pass_id: int) -> list[dict]:
+    def crawl_indexed_unstored(self, source: str, pass_id: int) -> list[Row]:
         """The rows of pass ``pass_id`` of ``source`` that say their page was indexed (``last_outcome`` ``indexed:...``; ``Verdict.INDEXED:...`` as older rows spell it) while the store holds no document under their key (``doc_key``, else the URL): the crawl row was written and the document's write was lost (a failed commit, a database restart, ``kill -9`` before the commit).  One query; the cost is that pass's rows (through ``crawl_pass``) and one key lookup each, and only the lost ones are returned."""
         ...
 
@@ -188,7 +194,7 @@ class CrawlStore(Protocol):
         """Delete the rows pass ``pass_id`` of ``source`` queued and never asked (a pass a stop ended before it asked them; a finished pass forgets its own): they are found again if still linked.  Returns how many were deleted."""
         ...
 
-    def crawl_spilled(self, source: str, pass_id: int, limit: int) -> list[dict]:
+    def crawl_spilled(self, source: str, pass_id: int, limit: int) -> list[Row]:
         """At most ``limit`` rows of the frontier's overflow on disk (state ``spilled``) of pass ``pass_id``, best first (fewest hops, then discovery order)."""
         ...
 
@@ -204,11 +210,11 @@ class CrawlStore(Protocol):
         """The JSON list of outlinks stored for ``url`` at its last parse, or None."""
         ...
 
-    def crawl_write(self, source: str, rows: Iterable[dict], deletes: Iterable[str]=(), meta: dict[str, str] | None=None, links: dict[str, str | None] | None=None) -> None:
+    def crawl_write(self, source: str, rows: Iterable[Row], deletes: Iterable[str]=(), meta: dict[str, str] | None=None, links: dict[str, str | None] | None=None) -> None:
         """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), set the ``links`` of the URLs in ``links``, delete URLs and set meta keys, in one transaction. A row's stored ``links`` are kept unless ``links`` names its URL."""
         ...
 
-    def crawl_row(self, source: str, url: str) -> dict | None:
+    def crawl_row(self, source: str, url: str) -> Row | None:
         """The crawl row of ``url`` in web source ``source`` (by primary key), or None."""
         ...
 
@@ -235,7 +241,7 @@ class ClusterStore(Protocol):
         """Node ``name`` stopped cleanly: it is dead at once and every host lease it holds is handed back (the next request to those hosts keeps their politeness delay), and so is every host of a shared crawl it claimed."""
         ...
 
-    def nodes(self) -> list[dict]:
+    def nodes(self) -> list[Row]:
         """Every node ever registered, by name: ``{name, host, pid, version, started_at, alive, stopped (cleanly, by SIGTERM), seconds_since_heartbeat, working_on, sources}``."""
         ...
 
@@ -251,7 +257,7 @@ class ClusterStore(Protocol):
         """Hand back ``node``'s lease on ``host``: the next request to it may start ``delay`` seconds from now (database time); ``failures`` is the host's run of failures."""
         ...
 
-    def host_leases(self) -> list[dict]:
+    def host_leases(self) -> list[Row]:
         """Every host's lease: ``{host, node (None: free), next_in (seconds), failures, last_delay, requests}``."""
         ...
 
@@ -263,7 +269,7 @@ class ClusterStore(Protocol):
         """``(status, body, detail, seconds left)`` of ``host``'s shared verdict, None when there is none or it expired."""
         ...
 
-    def frontier_by_host(self) -> list[dict]:
+    def frontier_by_host(self) -> list[Row]:
         """The shared frontier of each web source's current pass, per host: ``{source, host, queued, done, node}`` (the pass's URLs waiting or queued, and asked; a canonical URL always has a path, so its host is what its second slash and third enclose; ``node``: the node whose claim on the host holds (:mod:`indexerd.core.store.sharedfrontier`), None: nobody's).  Read through ``crawl_pass``: the cost is the current passes' rows, not every URL the sources know."""
         ...
 
@@ -278,7 +284,7 @@ class SharedFrontierStore(Protocol):
         """A new pass of ``source`` begins: forget the host claims of the last one and what the nodes fetched in it."""
         ...
 
-    def frontier_offer(self, source: str, pass_id: int, rows: Iterable[dict]) -> None:
+    def frontier_offer(self, source: str, pass_id: int, rows: Iterable[Row]) -> None:
         """Queue URLs for pass ``pass_id`` in the store: each of ``rows`` (``{column: value}`` with at least the offer's columns: url, pass_id, state -- ``spilled``, in no node's memory --, hops, seed_depth, seq, via, origin, redirects) is inserted, or updated when its stored row belongs to an earlier pass (a URL seen in this pass already, by any node, is left as it is); their hosts are marked pending.  One transaction."""
         ...
 
@@ -294,7 +300,7 @@ class SharedFrontierStore(Protocol):
         """Add to what ``node`` fetched in pass ``pass_id`` of ``source``: ``{host: (GET requests answered, requests without an answer)}`` since the last call.  One transaction."""
         ...
 
-    def frontier_fetched(self) -> list[dict]:
+    def frontier_fetched(self) -> list[Row]:
         """What each node fetched of each host in the latest pass of every web source the cluster crawled together: ``{source, pass_id, host, node, fetched, errors}``."""
         ...
 
@@ -302,7 +308,7 @@ class SharedFrontierStore(Protocol):
         """:meth:`frontier_claims` with each claim's fencing token: ``{host: (seconds it still holds, token)}``; a renewal keeps the token."""
         ...
 
-    def frontier_write(self, source: str, fences: dict[str, ClaimFence], rows: Iterable[dict],
+    def frontier_write(self, source: str, fences: dict[str, ClaimFence], rows: Iterable[Row],
                        deletes: Iterable[str] = (), meta: dict[str, str] | None = None,
                        links: dict[str, str | None] | None = None) -> set[str]:
         """``crawl_write`` fenced: the rows, deletions and outlinks of a host in ``fences`` are written only while the host's row takes that claim (checked at the transaction's start and by every statement); returns the hosts refused at the check."""
@@ -328,11 +334,11 @@ class SharedFrontierStore(Protocol):
         """The hosts ``node`` holds that are pending, now marked not pending and active: the caller reads what waits for them (:meth:`frontier_waiting`) right after; a URL queued after this marks its host pending again."""
         ...
 
-    def frontier_host_rows(self, source: str, host: str, pass_id: int) -> list[dict]:
+    def frontier_host_rows(self, source: str, host: str, pass_id: int) -> list[Row]:
         """The crawl rows (:attr:`CRAWL_COLUMNS`) of ``host`` (``scheme://host[:port]``) in pass ``pass_id`` of ``source`` (not those waiting in the store, state ``spilled``), in discovery order: what that pass queued and asked of the host, through ``crawl_pass`` (the cost is the pass's rows, not every URL the host ever had)."""
         ...
 
-    def frontier_take(self, source: str, host: str, pass_id: int, limit: int) -> list[dict]:
+    def frontier_take(self, source: str, host: str, pass_id: int, limit: int) -> list[Row]:
         """Take at most ``limit`` crawl rows of ``host`` waiting in the store in pass ``pass_id`` (state ``spilled``: offered, in no node's memory), best first (fewest hops, then discovery order): they are ``queued`` now (in the taker's memory), in the same statement (``FOR UPDATE SKIP LOCKED``), so no one takes a row twice.  Returned in that order, as they were before the take."""
         ...
 
@@ -340,7 +346,7 @@ class SharedFrontierStore(Protocol):
         """``node`` read only part of what waits for ``host``: its next round reads more."""
         ...
 
-    def frontier_row(self, source: str, url: str) -> dict | None:
+    def frontier_row(self, source: str, url: str) -> Row | None:
         """The crawl row (:attr:`CRAWL_COLUMNS`) of ``url`` in ``source``, or None."""
         ...
 
@@ -364,7 +370,7 @@ class SharedFrontierStore(Protocol):
         """Whether pass ``pass_id`` of ``source`` is over for the cluster: no host of it pending or active."""
         ...
 
-    def frontier_hosts(self) -> list[dict]:
+    def frontier_hosts(self) -> list[Row]:
         """Every host claim: ``{source, host, pass_id, node (None: free or run out), pending, active}``."""
         ...
 

@@ -7,6 +7,9 @@ compare as text; they come back as aware UTC datetimes.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import TypeVar, overload
+
+_T = TypeVar("_T")
 
 __all__ = ["to_db_time", "from_db_time", "db_text", "prefix_range"]
 
@@ -33,7 +36,11 @@ def from_db_time(s: str | None) -> datetime | None:
     return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def db_text(value):
+@overload
+def db_text(value: str) -> str: ...
+@overload
+def db_text(value: _T) -> _T: ...
+def db_text(value: object) -> object:
     """``value``, with any lone surrogate (a file name that is not UTF-8, decoded with
     ``surrogateescape``, quoted in a message or title) written as ``\\udcXX`` and any NUL as
     ``\\x00``: both stores hold UTF-8 and PostgreSQL's text holds no NUL, and one such string

@@ -68,7 +68,8 @@ class PostgresqlEngine:
             if not schema.exists(conn, target.schema):
                 return None
             q = sql.SQL("SELECT n FROM {}.commits").format(sql.Identifier(target.schema))
-            return str(conn.execute(q).fetchone()[0])
+            row = conn.execute(q).fetchone()
+            return str(row[0]) if row is not None else None
         except psycopg.Error as e:
             raise IndexUnavailable(f"PostgreSQL index at {target.shown}: {e}") from None
         finally:
