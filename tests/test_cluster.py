@@ -538,7 +538,7 @@ def test_a_node_sent_to_join_a_pass_that_ended_meanwhile_begins_none(tmp_path, m
     # unscheduled, an hour early, every page fetched again
     from indexerd.config import parse_config
     from indexerd.runtime.indexer import Indexer
-    from indexerd.sources.web.source import WebSource
+    from indexerd.sources.web.source import WebCrawlSource
     from test_web import web_config
 
     from conftest import pg_store_address
@@ -565,7 +565,7 @@ def test_a_node_sent_to_join_a_pass_that_ended_meanwhile_begins_none(tmp_path, m
         site.log.clear()
         # the claim reads pass 1 as running (a join, no lock taken); by the time the crawl reads
         # the pass state it has ended
-        monkeypatch.setattr(WebSource, "pass_running", lambda self, store: True)
+        monkeypatch.setattr(WebCrawlSource, "pass_running", lambda self, store: True)
         summary = one_pass()
         assert [h.path for h in site.log] == []
         assert summary["seen"] == 0

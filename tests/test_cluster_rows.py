@@ -445,13 +445,13 @@ def test_a_web_pass_just_completed_is_not_begun_again_for_a_node_that_joined_as_
     from types import SimpleNamespace
 
     from indexerd.sources.claims import claim_pass
-    from indexerd.sources.web.source import WebSource
+    from indexerd.sources.web.source import WebCrawlSource
     from indexerd.sources.web.urlstate import PassState
 
     now = datetime.now(timezone.utc)
     site = SimpleNamespace(name="site", kind="web", cfg=SimpleNamespace(interval=3600.0),
-                           pass_running=lambda store: WebSource.pass_running(site, store),
-                           pass_begun_at=lambda store: WebSource.pass_begun_at(site, store))
+                           pass_running=lambda store: WebCrawlSource.pass_running(site, store),
+                           pass_begun_at=lambda store: WebCrawlSource.pass_begun_at(site, store))
     with PgStore(address) as store:
         store.crawl_write("site", [], meta={"web:site:pass": PassState(1, running=False,
                                                                      started=now - timedelta(seconds=30)).to_json()})
@@ -462,8 +462,8 @@ def test_a_web_pass_just_completed_is_not_begun_again_for_a_node_that_joined_as_
         assert "began 30 s ago and is over" in claim.reason
         # the first pass, between the finisher's pass state (finished) and its run record
         first = SimpleNamespace(name="first", kind="web", cfg=SimpleNamespace(interval=3600.0),
-                                pass_running=lambda store: WebSource.pass_running(first, store),
-                                pass_begun_at=lambda store: WebSource.pass_begun_at(first, store))
+                                pass_running=lambda store: WebCrawlSource.pass_running(first, store),
+                                pass_begun_at=lambda store: WebCrawlSource.pass_begun_at(first, store))
         store.pass_started("first", "web", now - timedelta(seconds=20), "n2")
         store.crawl_write("first", [], meta={"web:first:pass": PassState(1, running=False,
                                                                        started=now - timedelta(seconds=20)).to_json()})

@@ -149,7 +149,7 @@ def _check_partial(c: HeldCrawl, why: str) -> None:
     assert f"the index is incomplete ({doing}: site {prog['done']} pages so far)" in p.stderr
 
     console = subprocess.run(      # the console script's fast path leaves a partial answer to the full one
-        [sys.executable, "-c", "import sys; from indexerd.cli.quick import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from indexerd.cli.entry import main; sys.exit(main())",
          "ctl", "-c", str(c.cfg), "search", "osprey"], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=60)
     assert (console.returncode, console.stdout) == (EXIT_PARTIAL_EMPTY, p.stdout)
     assert "the index is incomplete" in console.stderr

@@ -1,4 +1,4 @@
-"""What ``ctl search``'s fast path (:mod:`indexerd.cli.quick`) read from a config file last time,
+"""What ``ctl search``'s fast path (:mod:`indexerd.cli.entry`) read from a config file last time,
 so that it need not import ``tomllib`` to read it again.
 
 The fast path needs two top-level keys of the config, ``state_dir`` and ``control_socket``, to

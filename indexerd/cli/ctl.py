@@ -95,7 +95,7 @@ def _ask_daemon(args, payload: dict) -> dict | None:
     loc = _located(args)
     for sock in loc.sockets:
         if os.path.normpath(sock) in TIMED_OUT_SOCKETS:
-            continue                         # the fast path waited there already (cli/quick.py)
+            continue                         # the fast path waited there already (cli/entry.py)
         try:
             reply = request(sock, {**payload, "state_dir": str(loc.state_dir)}, timeout=_READ_WAIT)
         except DaemonNotRunning:

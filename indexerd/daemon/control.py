@@ -9,7 +9,7 @@ where ``N`` is the CLI exit status (2 bad request, 1 handler failure, else the `
 the :class:`~indexerd.core.errors.IndexerdError` the handler raised).
 
 One reply is not all JSON: a ``search`` request with ``"render": {"tty": bool, "json": bool}``
-(what ``ctl search``'s fast path, :mod:`indexerd.cli.quick`, sends) is answered by the line
+(what ``ctl search``'s fast path, :mod:`indexerd.cli.entry`, sends) is answered by the line
 ``{"ok":true,"rendered":N}`` and then N bytes of UTF-8: the text ``ctl search`` prints
 (:data:`RENDERED_PREFIX`, :func:`encode`), so that client needs no JSON decoder.  Its first
 line is still one JSON object; a client reading one line sees ``rendered`` as a byte count.

@@ -4,5 +4,5 @@ of untrusted values (:mod:`~indexerd.output.terminal`), writing to standard outp
 (:mod:`~indexerd.output.reports`).
 
 :mod:`~indexerd.output.terminal` and :mod:`~indexerd.output.stdout` import nothing of indexerd,
-so the fast path of ``ctl search`` (:mod:`indexerd.cli.quick`) stays light.
+so the fast path of ``ctl search`` (:mod:`indexerd.cli.entry`) stays light.
 """

@@ -1,5 +1,5 @@
 """Writing a command's output to standard output, for the full command line and the fast path
-alike (imports only :mod:`os` and :mod:`sys`, so :mod:`indexerd.cli.quick` can use it)."""
+alike (imports only :mod:`os` and :mod:`sys`, so :mod:`indexerd.cli.entry` can use it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What ``indexerd ctl`` prints on a terminal: the text layouts, and escaping of untrusted values.
 
 Imports nothing but :mod:`re` and :mod:`sys`, so the daemon can render ``ctl search``'s text
-with it too (:func:`search_reply_text`, for the fast path :mod:`indexerd.cli.quick`): both
+with it too (:func:`search_reply_text`, for the fast path :mod:`indexerd.cli.entry`): both
 paths print the same bytes because one function writes them.
 
 File names, titles, snippets, URLs and error messages come from documents and pages, i.e. from

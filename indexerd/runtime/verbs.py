@@ -4,7 +4,7 @@ The verbs mean the same for files, web pages and SQL rows (README, "the ctl verb
 
 - **reindex**: read the document again now and index it whatever the decision would say -- a
   file re-read (confined to its tree by the daemon), a page fetched once without validators
-  through robots.txt and the politeness slot (:meth:`WebSource.reindex`), a row read by its id
+  through robots.txt and the politeness slot (:meth:`~indexerd.sources.web.source.WebCrawlSource.reindex`), a row read by its id
   (:meth:`SqlFeed.reread`).
 - **forget**: drop it from the index and the store now; it comes back at its source's next pass
   if it still exists there (a forgotten SQL row is read again by the next poll).

@@ -102,7 +102,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows",
          lock_name="indexerd.sources.sql.feed:queue_lock_name"),
     Kind("web", WebSource, checks.check_web_source,
-         "indexerd.sources.web.source:WebSource", verb="crawl", unit="pages",
+         "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages",
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
          cluster_join="indexerd.sources.web.cluster:join_cluster"),
 )}

@@ -48,7 +48,7 @@ class Scheduler:
     """The seen set, the frontier and the URL states of one pass of one web source.
 
     Args:
-        src: the :class:`~indexerd.sources.web.source.WebSource` (config, scope, slots, robots).
+        src: the :class:`~indexerd.sources.web.source.WebCrawlSource` (config, scope, slots, robots).
         table: the source's crawl table (loaded by the caller).
         counters: the pass's named counters.
         stored: ``stored(key)`` -> the document's stored record or None (sees pending writes).

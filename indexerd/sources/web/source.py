@@ -1,7 +1,7 @@
 """The web source: a polite, incremental crawl of one site per ``[[sources.web]]`` table.
 
-:class:`WebSource` holds what outlives a pass (the config, the scope, the robots.txt cache, the
-HTTP client, the mirror); a pass is run by :class:`~indexerd.sources.web.engine.CrawlPass`
+:class:`WebCrawlSource` holds what outlives a pass (the config, the scope, the robots.txt cache, the
+HTTP client, the mirror); a pass is run by :class:`~indexerd.sources.web.crawlpass.CrawlPass`
 (the module docstring there draws the data flow).
 """
 
@@ -22,7 +22,7 @@ from indexerd.core.errors import ConfigError
 from indexerd.core.counts import PassCounts
 from indexerd.pipeline.fetched import Policy
 from indexerd.pipeline.stages import Pipeline
-from indexerd.sources.web.engine import CrawlPass
+from indexerd.sources.web.crawlpass import CrawlPass
 from indexerd.sources.web.fetch import Fetcher
 from indexerd.sources.web.mirror import Mirror
 from indexerd.sources.web.politeness import HOST_SLOTS, HostSlots, PolitenessSettings
@@ -40,7 +40,7 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class WebSource:
+class WebCrawlSource:
     """One ``[[sources.web]]`` source (see the module docstring for a pass).
 
     Args:

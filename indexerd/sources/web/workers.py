@@ -1,6 +1,6 @@
 """The crawl's fetch workers: take a task from the frontier, make its request, hand the result to
 the coordinator.  Workers only talk HTTP (LCWA: parallel fetchers over one shared frontier and
-a result pool); everything else is the coordinator's (:mod:`indexerd.sources.web.engine`).
+a result pool); everything else is the coordinator's (:mod:`indexerd.sources.web.crawlpass`).
 
 Per task: one request within the host's politeness slot, which the frontier acquired and the
 worker releases (with the response's time, failure and Retry-After: :mod:`indexerd.sources.web.politeness`);
@@ -33,7 +33,7 @@ class FetchWorkers:
     """What every worker thread of one pass shares; :meth:`run` is a thread's target.
 
     Args:
-        src: the :class:`indexerd.sources.web.source.WebSource` (scope, robots cache, slots, politeness, limits).
+        src: the :class:`indexerd.sources.web.source.WebCrawlSource` (scope, robots cache, slots, politeness, limits).
         frontier: the pass's frontier.
         results: where ``(task, response)`` go, ``response`` None for a skipped task.
         fetcher: the source's HTTP client.

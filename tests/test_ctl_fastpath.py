@@ -1,4 +1,4 @@
-"""``ctl search``'s fast path (indexerd/cli/quick.py): it prints exactly what the full command
+"""``ctl search``'s fast path (indexerd/cli/entry.py): it prints exactly what the full command
 line prints, hands everything it is not sure of to the full command line, and looks for the
 daemon where :mod:`indexerd.cli.locate` looks."""
 
@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from daemonhttp import HttpDaemon, serving, short_base
-from indexerd.cli import locate, quick
+from indexerd.cli import entry as quick, locate
 from indexerd.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 #: the fast path as the console script runs it, and a check that it did not import the full CLI
 QUICK = ("import atexit, sys; atexit.register(lambda: print('FULL' if 'indexerd.cli.main' in sys.modules "
-         "else 'QUICK', file=sys.stderr)); from indexerd.cli.quick import main; sys.exit(main())")
+         "else 'QUICK', file=sys.stderr)); from indexerd.cli.entry import main; sys.exit(main())")
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_the_console_script_starts_at_the_fast_path() -> None:
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    assert scripts["indexerd"] == "indexerd.cli.quick:main"
+    assert scripts["indexerd"] == "indexerd.cli.entry:main"
 
 
 # -- the rendered reply, the request without json, the config memo ------------------------------
@@ -169,7 +169,7 @@ def test_the_fast_path_asks_for_text_and_reads_the_config_from_its_memo(d) -> No
     time.sleep(max(0.0, 2.2 - age))       # a file changed in the last 2 s is not memorised
     code = ("import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('json', 'tomllib', "
             "'socket', 'indexerd.cli.main') if m in sys.modules), file=sys.stderr)); "
-            "from indexerd.cli.quick import main; sys.exit(main())")
+            "from indexerd.cli.entry import main; sys.exit(main())")
     first = _run(d, code, "-c", str(d.cfg), "ctl", "search", "falcon")
     second = _run(d, code, "-c", str(d.cfg), "ctl", "search", "falcon")
     full = _run(d, "import sys; from indexerd.cli.main import main; sys.exit(main())",

@@ -24,7 +24,7 @@ line, which then does everything again and reports what went wrong:
 
 What it does not do that the full path does: validate the rest of the config file (the daemon
 validated the config it runs on; ``indexerd check-config`` reports a broken file).  Where it
-looks follows :mod:`indexerd.cli.locate` rule for rule (``tests/test_ctl_quick.py`` holds them
+looks follows :mod:`indexerd.cli.locate` rule for rule (``tests/test_ctl_fastpath.py`` holds them
 to the same answers).
 """
 

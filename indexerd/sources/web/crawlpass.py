@@ -49,7 +49,7 @@ class CrawlPass:
     """The coordinator of one pass (or of a ``ctl reindex URL``: ``only``).
 
     Args:
-        src: the :class:`~indexerd.sources.web.source.WebSource`.
+        src: the :class:`~indexerd.sources.web.source.WebCrawlSource`.
         pipeline: the document pipeline; counters go to ``pipeline.counters``.
         counts: the pass's counts.
         progress: an object with ``tick_crawl(done_pages, queued)``, or None.
