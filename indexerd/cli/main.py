@@ -69,6 +69,7 @@ def _with_the_state_dirs_engine(cfg):
 
 # -- commands -------------------------------------------------------------------------------
 def cmd_index(args) -> int:
+    from indexerd.runtime import removal
     from indexerd.runtime.indexer import Indexer
 
     cfg = _with_the_state_dirs_engine(_load(args))
@@ -90,7 +91,7 @@ def cmd_index(args) -> int:
     old_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if not args.paths:  # the configured sources are the truth: forget removed ones first
-            ix.forget_sources(ix.removed_sources(), cancel=cancel)
+            removal.forget_sources(ix.pipeline, removal.removed_sources(ix), cancel=cancel)
         summary = ix.run_pass(args.source or None, args.paths or None, forced=args.force, cancel=cancel,
                               recheck=args.recheck)
     finally:

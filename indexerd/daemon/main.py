@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from indexerd.config import Config, load_config, resolve_control_socket
 from indexerd.core.errors import IndexerdError
+from indexerd.runtime import removal
 from indexerd.runtime.indexer import Indexer
 from indexerd.daemon import commands, notify, status
 from indexerd.daemon.jobs import Jobs
@@ -139,7 +140,7 @@ class Daemon:
             self.live.start()
             # the configured sources are the truth at every start: finish forgetting removed ones
             # (a purge a kill -9 interrupted resumes here) before any pass of the others
-            self.indexer.forget_sources(self.indexer.removed_sources(), cancel=self.stop_event)
+            removal.forget_sources(self.indexer.pipeline, removal.removed_sources(self.indexer), cancel=self.stop_event)
             self.jobs.start()
             self.apply_sources(initial=True)
             self.pinger = notify.WatchdogPinger(healthy=self.healthy)

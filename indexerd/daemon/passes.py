@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from indexerd.sources.claims import STANDBY_SECONDS, Claim, claim_pass
 from indexerd.core.errors import IndexerdError, IndexUnavailable, RetryLater, StoreError
+from indexerd.runtime import removal
 from indexerd.runtime.indexer import mark_pass_started
 from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.core.progress import Progress
@@ -229,7 +230,7 @@ class Passes:
             return
         try:
             with self.pipeline() as pipeline:
-                self.d.indexer.forget_sources([name], pipeline=pipeline, cancel=self.d.stop_event)
+                removal.forget_sources(pipeline, [name], cancel=self.d.stop_event)
         except IndexerdError as e:
             log.error("removing source %s: %s; the rest is done at the next start", name, e)
 

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from indexerd.config import load_config
+from indexerd.runtime import removal
 from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.daemon import notify
 from indexerd.extract import isolation
@@ -143,8 +144,9 @@ class Reloader:
         d.indexer.replace_sources(new, new_sources)
         still_running = self._end_passes_of(removed)
         try:  # before the new sources' first pass: a renamed source shares its keys with its old name
-            d.indexer.forget_sources([n for n in d.indexer.removed_sources() if n not in still_running],
-                                     cancel=d.stop_event)
+            removal.forget_sources(d.indexer.pipeline,
+                                   [n for n in removal.removed_sources(d.indexer) if n not in still_running],
+                                   cancel=d.stop_event)
         except IndexerdError as e:
             log.error("removing sources: %s; the rest is done at the next start", e)
         d.apply_sources(initial=False, changed=changed)

@@ -147,6 +147,23 @@ def open_index(state_dir: str | Path, settings: Any | None = None, *, create: bo
     return engine.open(path, engine_settings(settings, name), create=create, fold_diacritics=fold)
 
 
+def count_documents(state_dir: str | Path, settings: Any) -> int:
+    """How many documents the configured index holds (``settings``: a config's ``[index]``,
+    :class:`indexerd.config.IndexSettings`), opened for the count only, through its engine: for
+    a shared index (PostgreSQL), whose count the state dir's own index identity does not know.
+
+    Raises:
+        IndexUnavailable: the index's server cannot be reached.
+    """
+    name = settings.engine
+    ix = load_engine(name).open(index_dir(state_dir), engine_settings(settings, name),
+                                create=True, fold_diacritics=settings.fold_diacritics)
+    try:
+        return int(ix.count())
+    finally:
+        ix.close()
+
+
 def on_disk_token(state_dir: str | Path) -> str | None:
     """The commit token of the index on disk from its files alone, or None when there is none
     (or it was written by an engine that is not installed: it will be rebuilt)."""

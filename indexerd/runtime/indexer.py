@@ -21,15 +21,13 @@ from indexerd.pipeline.stages import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
 from indexerd.core.store import ClusterStateStore, PgStore, StateStore, store_address
 from indexerd.extract import isolation
+from indexerd.index.opening import count_documents
 from indexerd.sources.base import Source, TreeSource, as_tree, trees
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.registry import build_source, build_sources, join_cluster, kind
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
-
-#: documents of a removed source handed to the writer at once (a stop is noticed between batches)
-FORGET_BATCH = 1000
 
 
 @dataclass
@@ -144,7 +142,8 @@ class Indexer:
             wanted = wanted_identity(load_engine(self.cfg.index.engine), self.cfg.index.fold_diacritics)
             if self.state.shared:
                 recovery.check_cluster_identity(self.store, recovery.cluster_identity(wanted, self.cfg.index),
-                                                rebuild=rebuild, index_documents=self._shared_index_documents)
+                                                rebuild=rebuild, index_documents=lambda: count_documents(
+                                                    self.state.path, self.cfg.index))
                 self._join_cluster()
             why = rebuild_reason(read_identity(self.state.path), wanted)
             if rebuild or why:
@@ -159,25 +158,6 @@ class Indexer:
         except BaseException:
             self.close()
             raise
-
-    def _shared_index_documents(self) -> int:
-        """How many documents the configured (shared) index holds, opened for the count only,
-        through its engine (the state dir's own index identity is not this check's: a local
-        index of another engine is rebuilt right after).
-
-        Raises:
-            IndexUnavailable: the index's server cannot be reached.
-        """
-        from indexerd.index import index_dir, load_engine
-        from indexerd.index.opening import engine_settings
-
-        name = self.cfg.index.engine
-        ix = load_engine(name).open(index_dir(self.state.path), engine_settings(self.cfg.index, name),
-                                    create=True, fold_diacritics=self.cfg.index.fold_diacritics)
-        try:
-            return ix.count()
-        finally:
-            ix.close()
 
     def _join_cluster(self) -> None:
         """Register this node, and give the process's politeness slots and robots.txt cache
@@ -277,78 +257,6 @@ class Indexer:
         not closed (a pass of one may still be ending)."""
         self.cfg = cfg
         self.sources = sources
-
-    # -- removed sources ------------------------------------------------------------------
-    def removed_sources(self) -> list[str]:
-        """Sources the store holds anything of that the config no longer names.  Ad-hoc trees of
-        ``indexerd index PATH`` (named by their absolute path, which no configured name can be)
-        are not configured sources and are kept."""
-        gone = {n for n in self.store.known_sources() - set(self.sources) if not n.startswith("/")}
-        if self.state.shared and gone:
-            gone = self._removed_from_cluster(gone)
-        return sorted(gone)
-
-    def _removed_from_cluster(self, gone: set[str]) -> set[str]:
-        """Of the sources this node's config does not name, those the cluster has removed: a
-        filesystem source this node ran (another node's trees are never its to forget), or a
-        web or SQL source that no live node's config names.  A source with no run record yet is
-        left alone (nothing says whose it is)."""
-        if self.cluster_node is not None:
-            self.cluster_node.beat_now()  # the source list the others check against is ours now
-        store = self.store
-        assert isinstance(store, PgStore), "a cluster's store is on PostgreSQL"
-        runs = store.source_runs()
-        named = store.live_node_sources() - set(self.sources)
-        out = set()
-        for n in gone - named:
-            run = runs.get(n)
-            if run is None:
-                continue
-            if kind(run["kind"]).node_owned and run["node"] != self.node:
-                continue
-            out.add(n)
-        return out
-
-    def forget_sources(self, names, pipeline: Pipeline | None = None, cancel=None) -> dict[str, int]:
-        """Forget everything about each source in ``names`` (removed from the config): its
-        documents leave the index and the store (through the writer, committed), then its crawl
-        frontier, run record and meta values (a SQL source's full-load mark) go.
-
-        Runs to the end before any pass of a new source starts (the daemon's start and reload
-        call it first), so a source renamed in the config -- whose new name indexes the same keys
-        -- never loses a document to the purge of its old name.  Interrupted (``cancel`` set, a
-        ``kill -9``, a failed commit), it leaves the source's rows in the store and the next
-        start finishes it.
-
-        Returns ``{name: documents deleted}`` for the sources fully forgotten.
-
-        Raises:
-            RetryLater: the index commit failed (the rest is left for the next start).
-        """
-        pipeline = pipeline or self.pipeline
-        done: dict[str, int] = {}
-        for name in names:
-            deleted = 0
-            batch: list[str] = []
-            keys = pipeline.store.iter_keys(source=name)  # in key order, a chunk at a time
-            while True:
-                key = next(keys, None)
-                if key is not None:
-                    batch.append(key)
-                if batch and (key is None or len(batch) == FORGET_BATCH):
-                    if cancel is not None and cancel.is_set():
-                        log.info("removal of source %s interrupted; it resumes at the next start", name)
-                        return done
-                    pipeline.writer.submit_remove_many(batch, urgent=False)
-                    deleted += len(batch)
-                    batch = []
-                if key is None:
-                    break
-            pipeline.flush()
-            pipeline.store.forget_source(name)
-            done[name] = deleted
-            log.info("removed source %s: %d documents deleted, its state forgotten", name, deleted)
-        return done
 
     # -- passes ---------------------------------------------------------------------------
     def _claim(self, src: Source) -> Claim:
