@@ -143,7 +143,8 @@ def test_ranges_combine_with_words() -> None:
                      "file below it at character 12"),
     ("title:(content:x)", "malformed query 'title:(content:x)': field 'content' inside field 'title' at character 8"),
     ("title:()", "malformed query 'title:()': empty parentheses at character 7"),
-    ("title:)", "malformed query 'title:)': field 'title' has no value at character 1"),
+    ("title:)", "malformed query 'title:)': field 'title' has no value (write title:WORD, with no space "
+                "after ':'; to search for the text itself, quote it) at character 1"),
     ("fo*o", "malformed query 'fo*o': '*' is only allowed at the end of a word (prefix search) at character 3"),
     ("a *", "malformed query 'a *': a '*' alone matches nothing: give a prefix before it at character 3"),
     ("title:[a TO b]", "malformed query 'title:[a TO b]': field 'title' takes no range (ranges: size, "
@@ -187,9 +188,30 @@ def test_malformed(text, message) -> None:
     assert info.value.exit_code == 2
 
 
-def test_title_colon_then_space_is_a_field_without_value() -> None:
-    """``title: x`` -- the colon is not followed by a value: ``title:`` is a plain word then."""
-    assert parse("title: x") == And((Word("title:"), Word("x")))
+@pytest.mark.parametrize("text, at, value", [
+    ("title:", 1, "WORD"), ("title: x", 1, "WORD"), ("x TITLE:", 3, "WORD"), ("dir:", 1, "/a/folder"),
+    ("dir: /srv/docs", 1, "/a/folder"), ("a (title:)", 4, "WORD"), ("content:\tx", 1, "WORD"),
+])
+def test_a_fields_name_with_nothing_after_its_colon_is_a_field_without_value(text, at, value) -> None:
+    """``title: x`` was searched as the words ``title:`` and ``x`` (exit 0, hits for the word
+    title) although the README calls a field without a value malformed (exit 2)."""
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    name = text.split(":")[0].split()[-1].lstrip("(")
+    assert str(info.value).endswith(f"field {name!r} has no value (write {name}:{value}, with no space after "
+                                    f"':'; to search for the text itself, quote it) at character {at}")
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("text, tree", [
+    ("Note: x", And((Word("Note:"), Word("x")))),       # not a field's name: a word
+    ('"title:" x', And((Phrase("title:"), Word("x")))),  # quoted: the text itself
+    ("a - b", And((Word("a"), Word("-"), Word("b")))),   # a dash between words: punctuation
+    ("-", Word("-")),                                    # left out by the analyzer: finds nothing
+])
+def test_a_colon_or_dash_that_is_text_stays_text(text, tree) -> None:
+    assert parse(text) == tree
+
 
 
 # -- the analysed tree every engine compiles ---------------------------------------------------

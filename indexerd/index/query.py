@@ -65,7 +65,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from indexerd.core.errors import QueryError
-from indexerd.index.querylex import Lexer, Token
+from indexerd.index.querylex import Lexer, Token, no_value
 from indexerd.index.querytree import (DATE_FIELDS, KEYWORD_FIELDS, NUMBER_FIELDS, PATH_FIELDS, And, DateRange,
                                       Keyword, Node, Not, NumberRange, Or, Phrase, Prefix, Word)
 
@@ -191,7 +191,7 @@ class _Parser:
             if field is not None:
                 raise self.fail(f"field {t.text!r} inside field {field!r}", t.at)
             if self.tok.kind not in ("WORD", "PHRASE", "RANGE", "("):
-                raise self.fail(f"field {t.text!r} has no value", t.at)
+                raise self.fail(no_value(t.text), t.at)
             return self.primary(t.text)
         if t.kind == "WORD":
             return self.word(t, field)

@@ -4,6 +4,9 @@
 space, ``:`` or ``/`` (so ``std::vector``, ``http://x`` and ``12:30`` are words), except a path
 field (``dir:/srv/docs``: :data:`indexerd.index.querytree.PATH_FIELDS`), whose value starts with
 ``/``; the field name is checked here against :data:`indexerd.index.querytree.SEARCHABLE_FIELDS`.
+A field's name with nothing after its ``:`` (``title:``, ``dir: /srv``, ``(title:)``) is an error,
+not a word (``Note:``, no field's name, is a word).  A ``-`` not followed by a term is
+punctuation, not an operator: the analyzer leaves it out.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ class Token:
 _FIELD = re.compile(r"([A-Za-z_]\w*):(?=[^\s:/])")
 _PATH_FIELD = re.compile(r"(" + "|".join(PATH_FIELDS) + r"):(?=/)", re.IGNORECASE)
 _WORD_END = re.compile(r'[\s()"]')
+#: ``NAME:`` at the query's end or before white space or ``)``: a field without its value when
+#: NAME is a field (``title: foo``, ``dir:``), else a word (``Note:``)
+_BARE_FIELD = re.compile(r"([A-Za-z_]\w*):(?=[\s)]|$)")
 
 
 #: characters of a query quoted in a message at most (a message, a log line, a page stay small)
@@ -41,6 +47,13 @@ def quoted_query(text: str) -> str:
     if len(text) <= QUOTED_QUERY_CHARS:
         return repr(text)
     return f"{text[:QUOTED_QUERY_CHARS]!r}... ({len(text)} characters)"
+
+
+def no_value(name: str) -> str:
+    """The problem of field ``name`` written with nothing after its ``:``."""
+    value = "/a/folder" if name.lower() in PATH_FIELDS else "WORD"
+    return (f"field {name!r} has no value (write {name}:{value}, with no space after ':'; to search "
+            f"for the text itself, quote it)")
 
 
 class Lexer:
@@ -67,7 +80,7 @@ class Lexer:
             c = text[i]
             if c.isspace():
                 if after_field:
-                    raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
+                    raise self.fail(no_value(out[-1].text), out[-1].at)
                 i += 1
                 continue
             if c in "()":
@@ -91,6 +104,9 @@ class Lexer:
                 continue  # the term follows
             else:
                 m = None if after_field else (_FIELD.match(text, i) or _PATH_FIELD.match(text, i))
+                bare = None if m or after_field else _BARE_FIELD.match(text, i)
+                if bare and self._is_field(bare.group(1)):
+                    raise self.fail(no_value(bare.group(1)), i)
                 if m:
                     out.append(Token("FIELD", self._field_name(m.group(1), i), i))
                     i = m.end()
@@ -104,9 +120,15 @@ class Lexer:
                 i = end
             after_field = False
         if after_field:
-            raise self.fail(f"field {out[-1].text!r} has no value", out[-1].at)
+            raise self.fail(no_value(out[-1].text), out[-1].at)
         out.append(Token("END", "", len(text)))
         return out
+
+    @staticmethod
+    def _is_field(name: str) -> bool:
+        """Whether ``name`` names a searchable field (or an alias of one), in any case."""
+        lower = name.lower()
+        return FIELD_ALIASES.get(lower, lower) in SEARCHABLE_FIELDS
 
     def _field_name(self, name: str, at: int) -> str:
         lower = name.lower()
