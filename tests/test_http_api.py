@@ -121,6 +121,16 @@ def test_the_page_escapes_and_never_serves_files(daemon):
         assert status == 404 and b"root:" not in body and b"peregrine falcon is" not in body.lower()
 
 
+def test_a_page_past_the_last_says_so_in_the_pages_words(daemon):
+    """``/?q=..&page=999`` showed the API's "offset + limit must be at most 1000" wording."""
+    status, _, body = daemon.get("/?q=bird&page=999", check=False)
+    html = body.decode("utf-8")
+    assert status == 400 and "offset" not in html, html
+    assert "page 999 is past the last page (100): a search shows at most 1000 hits" in html
+    status, _, body = daemon.get("/?q=falcon&page=7", check=False)  # 2 hits: one page
+    assert status == 200 and "page 7 is past the last page (1) of this search" in body.decode("utf-8")
+
+
 def test_healthz(daemon):
     status, headers, body = daemon.get("/healthz")
     assert (status, body) == (200, b"ok\n") and headers["Cache-Control"] == "no-store"

@@ -177,6 +177,10 @@ class SearchApp:
         coverage = None
         try:
             form = pages.read_form(request.args)
+            last = MAX_RESULTS // self.page_size
+            if form.q and form.page > last:  # not the API's "offset + limit" wording
+                raise ConfigError(f"page {form.page} is past the last page ({last}): a search shows at most "
+                                  f"{MAX_RESULTS} hits; narrow the query to see others")
             if form.q:
                 result = self._search(form, self.page_size)
                 coverage = self.backend.coverage()
@@ -188,6 +192,8 @@ class SearchApp:
         if result is not None:
             views = [pages.hit_view(h, format_utc) for h in result.hits]
             total_pages = max(1, -(-min(result.total, MAX_RESULTS) // self.page_size))
+            if form.page > total_pages:
+                error = f"page {form.page} is past the last page ({total_pages}) of this search's hits"
 
         def page_url(n):
             return adapter.build("search", {}) + "?" + _query_string(form.params(page=n))
