@@ -119,6 +119,7 @@ def test_ctl_reload_says_what_waits_for_a_restart(daemon):
     d.cfg.write_text(text, encoding="utf-8")
     p = cli("ctl", "reload", "-c", str(d.cfg))
     assert p.returncode == 0, p.stderr
+    assert p.stdout.endswith(": 1 source\n"), p.stdout  # was "1 sources"
     assert "indexerd: warning: [index] changed: the daemon goes on with the settings it started with" in p.stderr, p.stderr
     # a sysadmin's first week: [http] listen added, "reloaded ... (0 new or changed)", exit 0, and
     # nothing listened; now the reload says it waits for a restart, and so does the status

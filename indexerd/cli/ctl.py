@@ -383,7 +383,8 @@ def cmd_status(args) -> int:
 
 def cmd_reload(args) -> int:
     r = _daemon_request(args, {"cmd": "reload"}, timeout=_RELOAD_WAIT)
-    print(f"reloaded {safe(r.get('config'))}: {r.get('sources')} sources")
+    n = r.get("sources")
+    print(f"reloaded {safe(r.get('config'))}: {n} source{'' if n == 1 else 's'}")
     for warning in r.get("warnings") or []:
         print(f"indexerd: warning: {safe(warning)}", file=sys.stderr)
     return 0

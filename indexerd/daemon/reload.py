@@ -150,8 +150,8 @@ class Reloader:
         except IndexerdError as e:
             log.error("removing sources: %s; the rest is done at the next start", e)
         d.apply_sources(initial=False, changed=changed)
-        log.info("reloaded %s: %d sources (%d new or changed, %d removed)", d.config_path,
-                 len(new_sources), len(changed), len(removed))
+        log.info("reloaded %s: %d source%s (%d new or changed, %d removed)", d.config_path,
+                 len(new_sources), "" if len(new_sources) == 1 else "s", len(changed), len(removed))
         return None
 
     def _end_passes_of(self, removed: set[str]) -> set[str]:
