@@ -275,6 +275,21 @@ def test_the_effective_config_as_toml_reads_back_as_the_same_config() -> None:
         assert (again.max_size, again.log_level, again.state_dir) == (cfg.max_size, cfg.log_level, cfg.state_dir)
 
 
+def test_the_effective_config_lists_an_engines_keys_in_its_table_only() -> None:
+    """``[index]`` showed ``# writer_memory = (unset)`` and ``# merge_idle = (unset)`` (the old
+    names of ``[index.whoosh]``'s keys) while ``[index.whoosh]`` held their values."""
+    import tomllib
+
+    from indexerd.config import to_toml
+
+    for text in ('[index]\n[index.whoosh]\nmerge_idle = "5m"\n', '[index]\nmerge_idle = "5m"\n'):
+        out = to_toml(parse_config(text, "<test>"))
+        index = out.split("[index]\n", 1)[1].split("\n\n[", 1)[0]
+        assert "writer_memory" not in index and "merge_idle" not in index, index
+        assert tomllib.loads(out)["index"]["whoosh"]["merge_idle"] == 300.0
+        assert "\n\n\n" not in out  # one blank line between tables
+
+
 def test_check_config_of_etc_exits_0(cli) -> None:
     p = cli.run("check-config", "-c", str(ETC), check=False)
     assert p.returncode == 0, p.stderr

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from indexerd.core.secrets import mask_url, mask_userinfo
-from indexerd.config.schema import Config
+from indexerd.config.schema import _MOVED_INDEX_KEYS, Config
 from indexerd.config.units import Bytes, Seconds
 
 def to_toml(cfg: Config) -> str:
@@ -27,6 +27,8 @@ def to_toml(cfg: Config) -> str:
 
     data = msgspec.to_builtins(cfg, enc_hook=enc)
     data.pop("origin", None)
+    for key in _MOVED_INDEX_KEYS:  # old names, moved into [index.whoosh] by the parse: always None here
+        data["index"].pop(key, None)
     for src in data.get("sources", {}).get("sql", []):
         src["url"] = mask_url(src["url"])
     for table in (data.get("store"), (data.get("index") or {}).get("postgresql")):
@@ -68,8 +70,8 @@ def _dump_toml(data: dict, prefix: str = "") -> str:
     for k, v in tables:
         name = f"{prefix}{k}"
         if isinstance(v, dict):
-            out += f"\n\n[{name}]\n" + _dump_toml(v, name + ".")
+            out += f"\n\n[{name}]\n" + _dump_toml(v, name + ".").rstrip("\n")
         else:
             for item in v:
-                out += f"\n\n[[{name}]]\n" + _dump_toml(item, name + ".")
+                out += f"\n\n[[{name}]]\n" + _dump_toml(item, name + ".").rstrip("\n")
     return out.strip() + "\n"
