@@ -90,6 +90,23 @@ def test_utf8_with_a_few_bad_bytes_stays_utf8() -> None:
     assert "café crème" in text and "東京都" in text and "caf\ufffd marker \ufffd world" in text
 
 
+@pytest.mark.parametrize("data, shown", [
+    ("Réunion: café".encode() + b" \xff\n", "Réunion: café \ufffd\n"),
+    ("naïve".encode() + b"\x92s\n", "naïve\ufffds\n"),
+])
+def test_a_short_utf8_text_with_one_bad_byte_stays_utf8(data, shown) -> None:
+    """A short note in UTF-8 with one stray byte was read as cp1252: every accent shown as two
+    characters (``cafÃ©``) and the word ``café`` not findable."""
+    assert decode_text(data) == (shown, "utf-8")
+
+
+@pytest.mark.parametrize("data", ["café crème brûlée".encode("cp1252"), "Grüße".encode("latin-1") + b"\n",
+                                  "\u201cquoted\u201d résumé".encode("cp1252")])
+def test_a_short_legacy_text_is_not_taken_for_utf8(data) -> None:
+    text, codec = decode_text(data)
+    assert codec == "cp1252" and "\ufffd" not in text
+
+
 def test_a_legacy_8bit_text_is_not_taken_for_utf8() -> None:
     data = ("Le café était très animé ce soir-là; déjà vu, où est la crème brûlée? " * 40).encode("cp1252")
     text, codec = decode_text(data)

@@ -134,7 +134,9 @@ def decode_document(data: bytes, declared: str | None, sniff_html: bool) -> tupl
 
 def _mostly_utf8(data: bytes) -> str | None:
     """``data`` decoded as UTF-8 with U+FFFD for its invalid bytes, when it is UTF-8 with a few
-    bad bytes: at least 4 valid multi-byte sequences and at most a quarter as many invalid ones.
+    bad bytes: at least one valid multi-byte sequence and at most a quarter as many invalid ones
+    (one bad byte is let through beside one to four valid sequences: a short note, ``café`` and a
+    stray byte, showed ``cafÃ©`` and lost its word).
     A text in a legacy 8-bit charset has next to no valid multi-byte UTF-8 sequences (``Ã©``), so
     it is left to the detector; a UTF-8 file with one stray Latin-1 byte was read as a wholly
     different code page (every accent and CJK character wrong, none of its words findable)."""
@@ -143,7 +145,7 @@ def _mostly_utf8(data: bytes) -> str | None:
     bad = replacements - data.count("\ufffd".encode())  # the file's own U+FFFD are valid
     non_ascii = len(text) - len(text.encode("ascii", "ignore"))
     multibyte = non_ascii - replacements
-    if multibyte >= 4 and bad * 4 <= multibyte:
+    if multibyte >= 1 and bad * 4 <= max(multibyte, 4):
         return text
     return None
 
