@@ -78,7 +78,6 @@ MODULE_LINES, CLASS_LINES = 450, 300
 #: shrinks (a listed class that grows past its size fails too).
 CLASSES_OVER = {
     ("sources/web/sharedfrontier.py", "SharedFrontier"): 352,
-    ("sources/web/answers.py", "Answers"): 359,
     ("sources/web/scheduler.py", "Scheduler"): 314,
 }
 

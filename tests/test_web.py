@@ -1079,6 +1079,27 @@ def test_convert_links_keeps_extensionless_pages_as_html_files_linked_by_that_na
     assert 'href="index.html"' in intro and 'href="guide%40v%3D2%25.html"' in intro, intro
 
 
+def test_a_page_sniffed_as_html_is_mirrored_and_converted_as_the_html_it_was_indexed_as(tmp_path, site) -> None:
+    """A new user's trial: a page served as application/octet-stream (or with no type), which
+    extraction sniffed and indexed as HTML, was mirrored under its bare name (no ``%.html``),
+    its links not converted and its stylesheet not asked: the mirror decided HTML from the
+    Content-Type header alone."""
+    site.static("/docs/", html("Docs", "docsword", ["/docs/intro", "/docs/notes"]), etag='"d"')
+    site.add("/docs/intro", body=html("Intro", "introword", ["/docs/"], '<link rel="stylesheet" href="site.css">'),
+             headers={"Content-Type": "application/octet-stream", "ETag": '"i"'})
+    site.add("/docs/notes", body=html("Notes", "notesword", ["/docs/intro"]), headers={"ETag": '"n"'})
+    site.add("/docs/site.css", body=b"body { color: black }", headers={"Content-Type": "text/css"})
+    mirror_dir = tmp_path / "mirror"
+    crawl = Crawl(tmp_path, site, seeds=("/docs/",), mirror_dir=str(mirror_dir), convert_links=True)
+    crawl.run()
+    assert crawl.search("introword") == [site.url("/docs/intro")]
+    docs = Mirror(mirror_dir, adjust_extension=True).path_for(site.url("/docs/")).parent
+    assert {p.name for p in docs.iterdir()} == {"index.html", "intro%.html", "notes%.html", "site.css"}
+    intro = (docs / "intro%.html").read_text(encoding="utf-8")
+    assert 'href="index.html"' in intro and 'href="site.css"' in intro, intro
+    assert 'href="notes%25.html"' in (docs / "index.html").read_text(encoding="utf-8")
+
+
 def test_no_requisites_without_a_mirror_or_when_turned_off(tmp_path, site) -> None:
     """Without ``mirror_dir``, or with ``page_requisites = false``, nothing but pages is asked:
     a stylesheet or script is never requested."""

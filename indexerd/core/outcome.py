@@ -41,24 +41,29 @@ class ExtractedLinks(Protocol):
     def nofollow(self) -> bool: ...
     @property
     def encoding(self) -> str | None: ...
+    @property
+    def media_type(self) -> str: ...
 
 
 @dataclass(frozen=True)
 class PageLinks:
     """What a crawler needs from an extracted page: its outlinks (resolved, not canonicalised),
-    ``rel=canonical``, an HTML-level redirect target, whether links may be followed, and the
-    codec the page was decoded with (for percent-encoding non-ASCII link text)."""
+    ``rel=canonical``, an HTML-level redirect target, whether links may be followed, the
+    codec the page was decoded with (for percent-encoding non-ASCII link text), and the media
+    type extraction read it as (``text/html`` for a page served as ``application/octet-stream``
+    and sniffed as HTML: what its mirrored copy is)."""
 
     links: tuple[str, ...] = ()
     canonical: str | None = None
     redirect: str | None = None
     nofollow: bool = False
     encoding: str | None = None
+    media_type: str | None = None
 
     @classmethod
     def of(cls, ex: ExtractedLinks) -> "PageLinks":
         """The links of an :class:`~indexerd.extract.Extracted`."""
-        return cls(tuple(ex.links), ex.canonical, ex.redirect, ex.nofollow, ex.encoding)
+        return cls(tuple(ex.links), ex.canonical, ex.redirect, ex.nofollow, ex.encoding, ex.media_type)
 
 
 @dataclass(frozen=True)

@@ -15,22 +15,22 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
-from indexerd.core.dates import parse_date
 from indexerd.core.errors import SkipDocument
 from indexerd.core.counts import PassCounts
 from indexerd.pipeline.fetched import Fetched
 from indexerd.core.outcome import PageLinks, Verdict
 from indexerd.pipeline.stages import Pipeline
 from indexerd.extract import extract
-from indexerd.sources.web.convertlinks import convert_page, convert_stylesheet, relative_path
+from indexerd.extract.extracted import MEDIA_HTML
 from indexerd.sources.web.duplicates import DuplicateFinder
 from indexerd.sources.web.httpresponse import Response
 from indexerd.sources.web.frontier import Task
 from indexerd.sources.web.mirror import PassMirror
+from indexerd.sources.web.mirrorlinks import KeptForConversion
+from indexerd.sources.web.requisiteanswers import RequisiteAnswers
 from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED
 from indexerd.sources.web.requisites import OUTCOME as REQUISITE_OUTCOME
-from indexerd.sources.web.requisites import (content_charset, css_requisites, html_requisites,
-                                             is_stylesheet)
+from indexerd.sources.web.requisites import content_charset
 from indexerd.sources.web.responses import (gone_verdict, head_verdict, instant_refresh, redirect_verdict,
                                             robots_directives, status_verdict)
 from indexerd.sources.web.scheduler import Scheduler
@@ -65,8 +65,9 @@ class Answers:
         self.counters = pipeline.counters
         self.mirror = mirror
         self.duplicates = DuplicateFinder(self.src.name, pipeline)
-        #: (URL, charset) of the HTML pages the mirror kept in this pass, for ``convert_links``
-        self.to_convert: list[tuple[str, str | None, bool]] = []  # (url, charset, a stylesheet)
+        #: what the mirror kept in this pass, its links rewritten at the pass's end (``convert_links``)
+        self.kept_for_conversion = KeptForConversion(mirror, self.src.cfg.convert_links, self.counters)
+        self.requisites = RequisiteAnswers(sched, pipeline, counts, mirror, self.kept_for_conversion)
         #: per host: requests in a row without any HTTP answer (see HOST_FAILURE_LIMIT)
         self.unanswered: dict[str, int] = {}
 
@@ -218,100 +219,14 @@ class Answers:
         self.sched.reschedule(st, UNCHANGED)
         self.pipeline.skip(st.key, self.src.name, v.skip, v.detail, self.counts, size=v.size)
 
-    def _requisite(self, task: Task, resp: Response) -> None:
-        """A page requisite's 200: kept in the mirror (its Last-Modified as the file's time),
-        recorded skipped ``requisite`` with its validators (the next ask is conditional), never
-        indexed; a stylesheet's own requisites are queued and remembered as its links."""
-        st = self.sched.done(task, resp, REQUISITE_OUTCOME)
-        st.gone_count = st.fail_count = 0
-        st.last_outcome = REQUISITE_OUTCOME
-        ctype = resp.headers.get("Content-Type") or ""
-        if resp.error == "too-large":
-            self.mirror.remove(task.url)
-            self.pipeline.skip(st.key, self.src.name, "too-large",
-                               f"{task.url}: more than max_size {self.src.max_size} bytes", self.counts)
-            self.sched.reschedule(st, UNCHANGED)
-            return
-        last_modified = resp.headers.get("Last-Modified")
-        self.mirror.write(task.url, resp.body, parse_date(last_modified) if last_modified else None)
-        self.pipeline.skip(st.key, self.src.name, REQUISITE_OUTCOME,
-                           f"{task.url}: a page requisite, kept in the mirror", self.counts,
-                           size=len(resp.body), etag=resp.headers.get("ETag"),
-                           last_modified_header=last_modified)
-        self.counters.inc("web.requisite.kept")
-        if is_stylesheet(task.url, ctype):
-            urls = css_requisites(resp.body, content_charset(ctype), task.url)
-            self.sched.table.set_links(task.url, urls)
-            self.sched.follow_requisites(urls, task)
-            if self.mirror.mirror is not None and self.src.cfg.convert_links:
-                self.to_convert.append((task.url, content_charset(ctype), True))
-        changed = task.etag is not None or task.last_modified is not None  # asked conditionally, sent whole
-        self.sched.reschedule(st, CHANGED if changed else UNCHANGED)
-
-    def _page_requisites(self, task: Task, resp: Response) -> None:
-        """Queue what a page kept in the mirror needs to display (``page_requisites``)."""
-        if not self.src.scope.requisites:
-            return
-        ctype = resp.headers.get("Content-Type") or ""
-        if "html" not in ctype.lower() and not task.url.lower().split("?")[0].endswith((".html", ".htm", "/")):
-            return
-        try:
-            urls = html_requisites(resp.body, content_charset(ctype), task.url)
-        except Exception:  # noqa: BLE001 - a page the parser cannot read has no requisites
-            log.debug("%s: no requisites read from %s", self.src.name, task.url, exc_info=True)
-            return
-        self.sched.follow_requisites(urls, task)
-
-    def _keep_for_conversion(self, task: Task, resp: Response) -> None:
-        """With ``convert_links``, remember an HTML page the mirror kept in this pass: its links
-        are rewritten once the pass knows what it kept (:meth:`convert_mirrored_pages`)."""
-        ctype = resp.headers.get("Content-Type") or ""
-        if self.mirror.mirror is not None and self.src.cfg.convert_links and "html" in ctype.lower():
-            self.to_convert.append((task.url, content_charset(ctype), False))
-
     def convert_mirrored_pages(self) -> None:
-        """Rewrite the links of the pages and stylesheets kept in this pass for offline browsing
-        (``convert_links``, :mod:`indexerd.sources.web.convertlinks`), as wget's ``-k`` does once
-        its crawl is done: a link to a file the mirror holds becomes a relative path to it (a
-        link to a duplicate's alias, to the kept page's file), any other an absolute URL.  The
-        file keeps its time."""
-        mirror = self.mirror.mirror
-        pages, self.to_convert = self.to_convert, []
-        if mirror is None or not pages:
-            return
-        converted = 0
-        for url, charset, stylesheet in pages:
-            kept = mirror.read(url)
-            if kept is None:
-                continue
-            found = mirror.file_for(url)
-            if found is None:
-                continue
-            page_file = str(found)
-
-            def local(link: str, displays: bool) -> str | None:
-                try:
-                    target = canonicalize(link)
-                    if not mirror.exists(target):
-                        rec = self.pipeline.stored(target)
-                        detail = (rec.detail or "") if rec is not None and rec.reason == "duplicate" else ""
-                        target = detail.removeprefix("same content as ") if detail.startswith("same content as ") else ""
-                        if not target or not mirror.exists(target):
-                            return None
-                    there = mirror.file_for(target)
-                    return relative_path(page_file, str(there)) if there is not None else None
-                except ValueError:
-                    return None
-
-            data = (convert_stylesheet if stylesheet else convert_page)(kept[0], charset, url, local)
-            if data != kept[0]:
-                self.mirror.write(url, data, kept[1], html=not stylesheet)
-                converted += 1
-        self.counters.inc("web.mirror.converted", converted)
+        """Rewrite the links of what the pass kept for offline browsing (``convert_links``):
+        :meth:`~indexerd.sources.web.mirrorlinks.KeptForConversion.convert`."""
+        self.kept_for_conversion.convert(self.pipeline.stored)
 
     def _page(self, task: Task, resp: Response) -> None:
         if task.kind == "requisite":
-            self._requisite(task, resp)
+            self.requisites.answer(task, resp)
             return
         st = self.sched.done(task, resp, "fetched")
         st.gone_count = st.fail_count = 0
@@ -358,10 +273,15 @@ class Answers:
             self.sched.state(task.origin).doc_key = new_key
         st.last_outcome = f"{Verdict(out.verdict).value}:{out.reason}"  # "indexed:new", not "Verdict.INDEXED:new"
         if out.verdict in ("indexed", "unchanged"):
-            self.mirror.write(task.url, resp.body, out.last_modified,
-                              html="html" in (resp.headers.get("Content-Type") or "").lower())
-            self._keep_for_conversion(task, resp)
-            self._page_requisites(task, resp)
+            # HTML as extraction read it (a page served as application/octet-stream or with no
+            # type is sniffed), not as its Content-Type says; decoded with the codec it was read in
+            html = out.links is not None and out.links.media_type == MEDIA_HTML
+            self.mirror.write(task.url, resp.body, out.last_modified, html=html)
+            if html:
+                charset = (out.links.encoding if out.links is not None else None) or \
+                    content_charset(resp.headers.get("Content-Type") or "")
+                self.kept_for_conversion.keep(task.url, charset, stylesheet=False)
+                self.requisites.queue_for_page(task, resp, charset)
         elif out.verdict in ("skipped", "errors"):
             self.mirror.remove(task.url)
         page = out.links

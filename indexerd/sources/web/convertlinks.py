@@ -4,7 +4,7 @@ a link to anything else an absolute URL.  Only the copy on disk changes: the byt
 dated stay the server's.
 
 As wget does, the pages a pass kept are converted once the pass is over, when it knows what it
-kept (:meth:`indexerd.sources.web.answers.Answers.convert_mirrored_pages`): a link is made relative
+kept (:meth:`indexerd.sources.web.mirrorlinks.KeptForConversion.convert`): a link is made relative
 when its target's file exists (or, for a duplicate's alias, the kept page's), else absolute.  A
 page not fetched again in a later pass keeps the links it was given then.
 
