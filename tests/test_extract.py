@@ -89,7 +89,9 @@ def test_real_html_page(real_html: RealDoc) -> None:
     assert result.encoding == "utf-8"
     assert real_html.title_part in result.title
     assert real_html.phrase in result.text
-    assert "\n" in result.text and "  " not in result.text
+    # white space collapsed outside <pre> blocks (the code examples keep their indentation)
+    outside_pre = [line for line in result.text.split("\n") if not line.startswith(" ")]
+    assert "\n" in result.text and not any("  " in line for line in outside_pre)
     assert "<" not in result.text.partition("\n")[0]  # markup never leaks into the text
     assert result.links and not result.noindex
 
@@ -459,7 +461,7 @@ def test_hundred_thousand_links() -> None:
 def test_plain_text() -> None:
     result = extract(b"\n\n   First   line \r\nsecond\tline\n\n\nthird\n", name="notes.txt")
     assert result.title == "First line"
-    assert result.text == "First line\nsecond line\nthird"
+    assert result.text == "   First   line\nsecond\tline\n\nthird"  # its lines as written
     assert result.encoding == "utf-8"
     long_line = extract(b"x" * 500, MEDIA_TEXT, name="long.txt")   # a paragraph, not a title
     assert long_line.title == "long.txt"
@@ -487,12 +489,30 @@ def test_markdown_title(source: str, title: str) -> None:
     assert result.title == title
 
 
+def test_a_texts_layout_is_kept_for_its_preview_and_left_out_of_its_hash() -> None:
+    """A new user's trial: the document preview lost a text's indentation and blank lines and a
+    page's <pre> lines (extraction collapsed every line).  They are kept; the content hash is
+    taken of the collapsed text, so a document extracted before (collapsed) and after (with its
+    layout) has one hash and is not indexed again for it."""
+    from indexerd.extract.extracted import content_hash
+
+    text = b"Settings\n\n[server]\n    port = 8080\n\tbind = \"::1\"   \n\n\n\n# end\n"
+    result = extract(text, MEDIA_TEXT, name="app.ini")
+    assert result.text == 'Settings\n\n[server]\n    port = 8080\n\tbind = "::1"\n\n# end'
+    old = 'Settings\n[server]\nport = 8080\nbind = "::1"\n# end'  # as extraction gave it before
+    assert content_hash("t", result.text) == content_hash("t", old)
+    page = (b"<html><body><p>Run   it:</p><pre>\n$ indexerd index\n\nfor x in y:\n    print(x)\n</pre>"
+            b"<p>done</p></body></html>")
+    for parsed in (extract(page, MEDIA_HTML), extract_html_streaming(page, None, None)):
+        assert parsed.text == "Run it:\n$ indexerd index\n\nfor x in y:\n    print(x)\ndone", parsed.text
+
+
 def test_markdown_text_is_lightly_stripped() -> None:
     source = ("# Title\n\nSome **bold** and `code` with a [link text](https://example.test/x).\n"
               "![alt words](img.png)\n\n> quoted\n\n```python\nprint('hi')\n```\n"
               "[ref]: https://example.test/ref\n")
     result = extract(source.encode(), MEDIA_MARKDOWN)
-    assert result.text == ("Title\nSome bold and code with a link text.\nalt words\nquoted\n"
+    assert result.text == ("Title\n\nSome bold and code with a link text.\nalt words\n\nquoted\n\n"
                            "print('hi')")
 
 
@@ -838,7 +858,7 @@ def test_collapse_lines_in_chunks_equals_the_one_piece_rule(separator) -> None:
     piece longer than a chunk, trailing blanks)."""
     import random
 
-    from indexerd.extract.text import COLLAPSE_CHUNK_CHARS, collapse_lines
+    from indexerd.extract.whitespace import COLLAPSE_CHUNK_CHARS, collapse_lines
 
     rng = random.Random(7)
     alphabet = ["word", " ", "  ", "\t", separator, separator * 3, "é", "x" * 50]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from indexerd.extract.formats import FORMAT_TYPES
+from indexerd.extract.whitespace import collapse_lines
 
 MEDIA_HTML = "text/html"
 MEDIA_TEXT = "text/plain"
@@ -107,15 +108,18 @@ def text_document(title: str, text: str, media_type: str, codec: str | None,
 
 
 def content_hash(title: str, text: str) -> str:
-    """Return the SHA-256 hex digest (64 lower-case chars) of ``title + "\\x00" + text``.
+    """Return the SHA-256 hex digest (64 lower-case chars) of ``title + "\\x00" + text``, the
+    text's white space collapsed (:func:`~indexerd.extract.whitespace.collapse_lines`).
 
     The re-index decision compares this digest: pass the ``title`` and ``text`` of an
-    :class:`Extracted`, whose whitespace is already normalised. Because only visible text and
+    :class:`Extracted`.  Its lines' layout (indentation, blank lines, a ``<pre>`` block's lines)
+    does not count: a document whose words are the same has the same digest, as it had before
+    extracted text kept its layout. Because only visible text and
     the title go in, a rotating nonce in a ``<script>``, a session id in a link ``href`` or an
     ad id in an attribute does not change it; one changed visible word does. Never raises
     (lone surrogates are hashed as they are). Thread-safe.
     """
     digest = hashlib.sha256(title.encode("utf-8", "surrogatepass"))
     digest.update(b"\x00")
-    digest.update(text.encode("utf-8", "surrogatepass"))
+    digest.update(collapse_lines(text).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()

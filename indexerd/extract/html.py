@@ -27,7 +27,8 @@ from indexerd.extract.htmlpage import (
 )
 from indexerd.extract.htmlstream import extract_html_streaming
 from indexerd.extract.maincontent import main_element
-from indexerd.extract.text import collapse_lines, one_line
+from indexerd.extract.text import one_line
+from indexerd.extract.whitespace import collapse_lines, keep_layout, restore_layout
 
 LARGE_HTML_BYTES = 1024 * 1024
 """HTML larger than this (bytes) is read by the streaming parser
@@ -89,6 +90,7 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
     hrefs: list[str] = []
     blocks = []
     hidden = []
+    pres = []
     root = tree.root
     for node in root.traverse() if root is not None else ():
         kind = kinds.get(node.tag_id)
@@ -96,6 +98,8 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
             continue
         if kind == BLOCK:
             blocks.append(node)
+            if node.tag == "pre":
+                pres.append(node)
         elif kind == HREF:
             if href := node.attrs.get("href"):
                 hrefs.append(href)
@@ -125,10 +129,14 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
         node.insert_after("\x00")
     for node in reversed(hidden):  # innermost first, so no node is removed twice
         node.decompose()
+    for node in pres:  # their lines and indentation survive the collapse below
+        for text_node in list(node.traverse(include_text=True)):
+            if text_node.tag == "-text" and (content := text_node.text_content) and content != "\x00":
+                text_node.replace_with(keep_layout(content))
     body = tree.body
-    body_text = collapse_lines(body.text(), "\x00") if body is not None else ""
+    body_text = restore_layout(collapse_lines(body.text(), "\x00")) if body is not None else ""
     title = one_line(title, TITLE_MAX_CHARS) or one_line(h1, TITLE_MAX_CHARS)
     result = html_document(title, body_text, codec, meta, robots, hrefs, base_href, canonical, base_url)
     main = main_element(tree) if body is not None else None
-    main_text = collapse_lines(main.text(), "\x00") if main is not None else ""
+    main_text = restore_layout(collapse_lines(main.text(), "\x00")) if main is not None else ""
     return replace(result, main_text=main_text) if main_text and main_text != body_text else result

@@ -22,7 +22,8 @@ from indexerd.extract.htmlpage import (
     BASE, BLOCK, H1, HIDDEN, HREF, IFRAME, LINK, META, SRC, TAG_KINDS, TITLE, add_meta,
     html_document,
 )
-from indexerd.extract.text import collapse_lines, one_line
+from indexerd.extract.text import one_line
+from indexerd.extract.whitespace import collapse_lines, keep_layout, restore_layout
 
 _HEAD_TAGS = frozenset("html head title meta link base script style noscript template".split())
 """``<html>`` and the elements that may stay in ``<head>``; any other start tag opens the body
@@ -87,6 +88,7 @@ class _HTMLStream:
         self.raw: str | None = None   # the raw-text element open now
         self.out: list[str] = []
         self.hidden = 0               # open hidden elements (script, style, svg, iframe, ...)
+        self.pre = 0                  # open <pre> elements: their text keeps its lines
         self.in_body = False
         self.title: list[str] | None = None   # collecting the first <title>
         self.in_title = False
@@ -128,6 +130,8 @@ class _HTMLStream:
             return
         if (kind == BLOCK or kind == H1) and not self.hidden:
             self.out.append("\x00")
+            if tag == "pre":
+                self.pre += 1
         if kind == HREF:
             if href := attributes.get("href"):
                 self.hrefs.append(href)
@@ -158,6 +162,8 @@ class _HTMLStream:
         elif kind == BLOCK or kind == H1:
             if not self.hidden:
                 self.out.append("\x00")
+                if tag == "pre":
+                    self.pre = max(0, self.pre - 1)
             if kind == H1 and self.h1 is not None:
                 self.h1_done = True
         elif kind == TITLE:
@@ -181,7 +187,7 @@ class _HTMLStream:
         if not self.in_body and not text.isspace():
             self.in_body = True  # text before <body> opens it
         if self.in_body:
-            self.out.append(text)
+            self.out.append(keep_layout(text) if self.pre else text)
 
 
 def extract_html_streaming(data: bytes, charset: str | None, base_url: str | None) -> Extracted:
@@ -198,7 +204,7 @@ def extract_html_streaming(data: bytes, charset: str | None, base_url: str | Non
     stream = _HTMLStream()
     stream.feed(text)
     del text
-    body_text = collapse_lines("".join(stream.out), "\x00")
+    body_text = restore_layout(collapse_lines("".join(stream.out), "\x00"))
     title = one_line("".join(stream.title or ()), TITLE_MAX_CHARS) \
         or one_line("".join(stream.h1 or ()), TITLE_MAX_CHARS)
     return html_document(title, body_text, codec, stream.meta, stream.robots, stream.hrefs,

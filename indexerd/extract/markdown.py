@@ -13,7 +13,8 @@ from indexerd.extract.decode import decode_text
 from indexerd.extract.extracted import (
     LINE_TITLE_MAX_CHARS, MEDIA_MARKDOWN, Extracted, text_document,
 )
-from indexerd.extract.text import collapse_lines, one_line
+from indexerd.extract.text import one_line
+from indexerd.extract.whitespace import tidy_lines
 
 
 def extract_markdown(data: bytes, *, charset: str | None, base_url: str | None,
@@ -25,7 +26,7 @@ def extract_markdown(data: bytes, *, charset: str | None, base_url: str | None,
     """
     decoded, codec = decode_text(data, charset)
     title = markdown_title(decoded)
-    text = collapse_lines(strip_markdown(decoded))
+    text = tidy_lines(strip_markdown(decoded), keep_indent=False)
     return text_document(title, text, MEDIA_MARKDOWN, codec)
 
 

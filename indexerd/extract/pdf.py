@@ -29,7 +29,7 @@ from indexerd.extract.extracted import (
     text_document,
 )
 from indexerd.extract.formats import DocumentText
-from indexerd.extract.text import collapse_lines
+from indexerd.extract.whitespace import collapse_lines
 
 if TYPE_CHECKING:
     from pypdf import DocumentInformation
