@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import whoosh.matching
+import zlib
 from isal.isal_zlib import decompress  # zlib's inflate, 2-2.5x as fast (ISA-L)
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, _lenfield
 from whoosh.matching import FilterMatcher, IntersectionMatcher, UnionMatcher, WrappingMatcher
@@ -451,6 +452,7 @@ class _TermBlocks:
         load, unpack = pickle.load, _INT.unpack_from
         maxids: list[int] = []
         self._data: list[tuple[int, int, int]] = []  # (start, end, compression) of each block
+        self._counts: list[int] = []
         counts = 0
         pos, n = 0, len(buf)
         while pos < n:
@@ -460,38 +462,39 @@ class _TermBlocks:
             count, maxid, _maxw, comp, _mnlen, _mxlen = load(bio)
             maxids.append(maxid)
             self._data.append((bio.tell(), nxt, comp))
+            self._counts.append(count)
             counts += count
             pos = nxt
             if blen < 0:
                 break
         self.postings = counts
         self._maxids = np.array(maxids, dtype=np.int64)
-        self._decoded: dict[int, tuple[list[int], list[float], Any]] = {}
+        self._decoded: dict[int, tuple[np.ndarray, np.ndarray, Any]] = {}
 
     def read(self, within: np.ndarray | None, values: bool = False) -> Postings:
         """The postings of the documents ``within`` (increasing ids; None: all), with their
-        raw values when ``values``."""
+        raw values when ``values`` (then every block read is decoded whole)."""
         nblocks = len(self._maxids)
         if within is None:
             blocks: Any = range(nblocks)
         else:
             at = np.unique(np.searchsorted(self._maxids, within))
             blocks = at[at < nblocks].tolist()
-        docs: list[int] = []
-        weights: list[float] = []
+        ids_parts: list[np.ndarray] = [_EMPTY_IDS]
+        w_parts: list[np.ndarray] = [_EMPTY_SCORES]
         vals: list[Any] = []
         for j in blocks:
             got = self._decoded.get(j)
-            if got is None:
-                got = self._decoded[j] = self._decode(j)
-            docs.extend(got[0])
-            weights.extend(got[1])
+            if got is None or (values and got[2] is None):
+                got = self._decoded[j] = self._decode(j, values)
+            ids_parts.append(got[0])
+            w_parts.append(got[1])
             if values:
                 if len(got[2]) != len(got[0]):  # Whoosh keeps only non-empty values
                     raise Unsupported("postings without their values")
                 vals.extend(got[2])
-        ids = np.array(docs, dtype=np.int64)
-        w = np.array(weights, dtype=np.float64)
+        ids = np.concatenate(ids_parts)
+        w = np.concatenate(w_parts)
         if within is not None and len(ids):
             keep = np.isin(ids, within, assume_unique=True)
             ids, w = ids[keep], w[keep]
@@ -499,16 +502,91 @@ class _TermBlocks:
                 vals = [v for v, k in zip(vals, keep.tolist()) if k]
         return Postings(ids, w, vals if values else None)
 
-    def _decode(self, j: int) -> tuple[list[int], list[float], Any]:
+    def _decode(self, j: int, values: bool) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Block ``j``'s ids, weights and (when ``values``, else None) values.  Without values
+        only the start of the block is inflated when it reads as :func:`_ids_weights` reads."""
         start, end, comp = self._data[j]
         data = self._buf[start:end]
+        if not values:
+            count = self._counts[j]
+            head = data
+            if comp:
+                # zlib stops at max_length; ISA-L's decompressobj inflates the whole block
+                head = zlib.decompressobj().decompress(data, _head_bytes(count))
+            fast = _ids_weights(head, count)
+            if fast is not None:
+                return fast[0], fast[1], None
         ids, ws, vs = pickle.loads(decompress(data) if comp else data)
         count = len(ids)
         if ws is None:
             ws = [1.0] * count
         elif isinstance(ws, float):
             ws = [ws] * count
-        return list(accumulate(ids)), ws, vs
+        return (np.fromiter(accumulate(ids), dtype=np.int64, count=count),
+                np.array(ws, dtype=np.float64), vs)
+
+
+def _head_bytes(count: int) -> int:
+    """The most bytes the ids and weights of a block of ``count`` postings take at the start of
+    its protocol-4 pickle when :func:`_ids_weights` can read them: the protocol and frame
+    opcodes (11), the ids tuple (a mark, a first id of up to 5 bytes, 2 bytes per other delta,
+    its end and memo: 3), the weights tuple (a mark, 9 bytes per weight, its end and memo)."""
+    return 11 + 1 + 5 + 2 * (count - 1) + 3 + 1 + 9 * count + 3
+
+
+_K, _G = 0x4B, 0x47  # pickle's BININT1 (an int below 256 in one byte) and BINFLOAT
+
+
+def _ids_weights(head: bytes, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The document ids and weights of a block from the start of its data, read as arrays, or
+    None when it is not laid out as the common case: a protocol-4 pickle (as
+    :data:`indexerd.index.whoosh.postingwriter.BLOCK_FORMAT` writes) of a tuple whose first item,
+    the id deltas, holds at least 4 ids, every delta after the first below 256 (one ``K``
+    opcode each), and whose weights are None, one float, or a tuple of ``count`` floats.  The
+    values after them (the positions) are never inflated."""
+    if count < 4 or head[:2] != b"\x80\x04":
+        return None
+    n = len(head)
+    p = 11 if n > 2 and head[2] == 0x95 else 2  # FRAME and its 8-byte length
+    if p + 7 > n or head[p] != 0x28:  # MARK
+        return None
+    op = head[p + 1]
+    if op == _K:
+        first, p = head[p + 2], p + 3
+    elif op == 0x4D:  # BININT2
+        first, p = head[p + 2] | head[p + 3] << 8, p + 4
+    elif op == 0x4A:  # BININT
+        first, p = int.from_bytes(head[p + 2:p + 6], "little", signed=True), p + 6
+    else:
+        return None
+    end = p + 2 * (count - 1)
+    if end + 2 > n or head[end] != 0x74:  # TUPLE
+        return None
+    rest = np.frombuffer(head, dtype=np.uint8, count=2 * (count - 1), offset=p)
+    if not (rest[0::2] == _K).all():
+        return None
+    ids = np.empty(count, dtype=np.int64)
+    ids[0] = first
+    ids[1:] = rest[1::2]
+    np.cumsum(ids, out=ids)
+    p = end + 1
+    if head[p] == 0x94:  # MEMOIZE
+        p += 1
+    if p >= n:
+        return None
+    op = head[p]
+    if op == 0x4E:  # None: every weight 1.0
+        return ids, np.ones(count, dtype=np.float64)
+    if op == _G:
+        if p + 9 > n:
+            return None
+        return ids, np.full(count, struct.unpack_from(">d", head, p + 1)[0], dtype=np.float64)
+    if op != 0x28 or p + 2 + 9 * count > n or head[p + 1 + 9 * count] != 0x74:
+        return None
+    cells = np.frombuffer(head, dtype=np.uint8, count=9 * count, offset=p + 1).reshape(count, 9)
+    if not (cells[:, 0] == _G).all():
+        return None
+    return ids, cells[:, 1:].copy().view(">f8").ravel().astype(np.float64)
 
 
 def _sorted_intersection(a: np.ndarray, b: np.ndarray) -> np.ndarray:
