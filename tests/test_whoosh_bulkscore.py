@@ -20,7 +20,7 @@ from whoosh.collectors import FilterCollector, TopCollector
 
 from indexerd.index.base import IndexDoc
 from indexerd.index.whoosh import bulkscore
-from indexerd.index.whoosh.bulkscore import Unsupported, top_documents
+from indexerd.index.whoosh.bulkscore import Unsupported, count_documents, top_documents
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.engine import WhooshIndex
 from indexerd.index.whoosh.searching import analysed, date_filter
@@ -178,3 +178,15 @@ def test_phrases_are_checked_only_as_far_as_needed(ix, monkeypatch) -> None:
         assert top_documents(searcher, q, 3) == whooshs(searcher, q, 3)
     assert calls and None not in calls  # never over a whole segment
     assert sum(calls) < 400  # the candidates checked: a batch or two, not every match
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_counts_equal_whooshs(ix, query: str) -> None:
+    q = compile_query(analysed(query))
+    filt = date_filter(datetime(2024, 1, 10, tzinfo=UTC), datetime(2024, 1, 20, tzinfo=UTC))
+    with ix._searchers.searcher() as searcher:
+        whole = searcher.search(q, limit=None, scored=False).scored_length()
+        assert count_documents(searcher, q) == whole
+        some = searcher.search(q, limit=None, scored=False, filter=filt).scored_length()
+        assert count_documents(searcher, q, allow=searcher._filter_to_comb(filt)) == some
+    assert ix.count(query) == whole

@@ -55,7 +55,7 @@ from whoosh.util.numeric import byte_to_length
 from indexerd.index.whoosh.compile import and_not_matcher_class, unpositioned_and_not
 from indexerd.index.whoosh.phrase import ExactSpansMatcher
 
-__all__ = ["Unsupported", "top_documents"]
+__all__ = ["Unsupported", "count_documents", "top_documents"]
 
 _INT = struct.Struct("!i")  # whoosh.system.pack_int: a block's length, negative for the last
 _INT_SIZE = 4
@@ -202,6 +202,25 @@ def top_documents(searcher, q, limit: int, allow: set | None = None) -> list[tup
                 if s[order[done]] < kth:  # no candidate left can reach the best found
                     break
     return _best(np.concatenate(exact_d), np.concatenate(exact_s), limit)
+
+
+def count_documents(searcher, q, allow: set | None = None) -> int:
+    """How many documents Whoosh query ``q`` matches on ``searcher`` (of the global document
+    numbers ``allow``; None: all): what ``searcher.search(q, limit=None, scored=False,
+    filter=...).scored_length()`` counts, phrases checked in every candidate.
+
+    Raises:
+        Unsupported: as :func:`top_documents` (the caller counts with Whoosh's collector).
+    """
+    context = searcher.context()
+    allowed = None if allow is None else np.fromiter(allow, dtype=np.int64, count=len(allow))
+    total = 0
+    for sub, offset in searcher.leaf_searchers():
+        with _unpositioned():
+            m = q.matcher(sub, context)
+        ids = _Segment(sub.reader()).matches(m, consumed=False).ids
+        total += len(ids) if allowed is None else int(np.isin(ids + offset, allowed).sum())
+    return total
 
 
 def _best(d: np.ndarray, s: np.ndarray, limit: int) -> list[tuple[float, int]]:

@@ -97,7 +97,9 @@ def analysed(query: str, fold_diacritics: bool = True):
 def count(searchers, query: str | None, since: datetime | None, until: datetime | None,
           fold_diacritics: bool = True) -> int:
     """How many documents of the Whoosh index match ``query`` (None: all) with
-    ``since <= last_modified < until`` (UTC); ``searchers`` lends the searcher
+    ``since <= last_modified < until`` (UTC), counted over whole posting lists
+    (:func:`~indexerd.index.whoosh.bulkscore.count_documents`) where that can evaluate the query,
+    else by Whoosh's collector; ``searchers`` lends the searcher
     (:class:`indexerd.index.whoosh.searchers.SearcherPool`).
 
     Raises:
@@ -109,11 +111,18 @@ def count(searchers, query: str | None, since: datetime | None, until: datetime 
     q = wq.Every() if query is None else compile_query(analysed(query, fold_diacritics))
     if q is None:  # nothing to search (only stop words)
         return 0
+    filt = date_filter(since, until)
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
+        if query is not None:
+            from indexerd.index.whoosh.bulkscore import Unsupported, count_documents
+
+            try:
+                return count_documents(searcher, q, allow=searcher._filter_to_comb(filt))
+            except Unsupported as e:
+                log.debug("query %s counted by Whoosh's collector: %s", q, e)
         # (``len(results)`` would count the query's documents without the filter)
-        return searcher.search(q, limit=None, scored=False,
-                               filter=date_filter(since, until)).scored_length()
+        return searcher.search(q, limit=None, scored=False, filter=filt).scored_length()
 
 def _best(searcher, q, limit: int, filt, sort: Sort) -> list[tuple[float | None, int]]:
     """The first ``limit`` ``(score, docnum)`` of ``q`` on ``searcher`` (Whoosh's query and
