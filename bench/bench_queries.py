@@ -3,7 +3,7 @@
 
   bench_queries.py inproc --state LABEL=STATE_DIR ... [--code NAME=REPO ...] [--reps 2]
                           [--rounds 3] [--limit 20]
-  bench_queries.py ctl --config CFG --recoll RECOLL_CONF_DIR [--reps 3] [--limit 20]
+  bench_queries.py ctl --config CFG --recoll RECOLL_CONF_DIR [--reps 3] [--limit 20] [--repo DIR]
 
 inproc  each index (any engine, opened read-only with ``open_index``) in a child process of its
         own: the 12 queries of run_all.py's ``SCALE_QUERIES`` once as a warm-up, then ROUNDS
@@ -12,7 +12,7 @@ inproc  each index (any engine, opened read-only with ``open_index``) in a child
         with each (``PYTHONPATH``); the (index, code) runs alternate their order every
         repetition, REPS repetitions.  p50 and p95 (nearest rank, as benchlib.p95) over every
         single query time of a pair, and each query's median.
-ctl     ``indexerd run -c CFG`` started from this checkout (its config must set
+ctl     ``indexerd run -c CFG`` started from this checkout (or ``--repo``; its config must set
         ``control_socket``); once its start-up pass is over, each query of ``SCALE_QUERIES``
         through ``indexerd ctl -c CFG search Q --limit LIMIT`` (a process, laid out as installed:
         bench_http.installed_layout) and ``recollq -c CONF -n LIMIT Q``, alternating which goes
@@ -119,11 +119,11 @@ def timed(cmd: list[str], env: dict) -> float:
     return dt
 
 
-def ctl(config: str, recoll_conf: str, reps: int, limit: int) -> dict:
+def ctl(config: str, recoll_conf: str, reps: int, limit: int, repo: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("INDEXERD_CONFIG", "STATE_DIRECTORY")}
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = str(repo)
     work = tempfile.mkdtemp(prefix="bench-queries-")
-    daemon = subprocess.Popen([PY, "-m", "indexerd.cli.main", "run", "-c", config], env=env, cwd=str(REPO),
+    daemon = subprocess.Popen([PY, "-m", "indexerd.cli.main", "run", "-c", config], env=env, cwd=str(repo),
                               stdout=open(os.path.join(work, "daemon.log"), "ab"), stderr=subprocess.STDOUT)
     try:
         script = installed_ctl(work)
@@ -195,6 +195,7 @@ def main() -> None:
     c.add_argument("--recoll", required=True)
     c.add_argument("--reps", type=int, default=3)
     c.add_argument("--limit", type=int, default=20)
+    c.add_argument("--repo", default=str(REPO), help="the checkout the daemon runs (PYTHONPATH)")
     args = ap.parse_args()
     started = datetime.now(timezone.utc)
     res: dict = {"started": started.isoformat(timespec="seconds"), "load_start": load(), "argv": sys.argv[1:]}
@@ -202,7 +203,7 @@ def main() -> None:
         res["inproc"] = inproc(pairs_arg(args.state), pairs_arg(args.code or [f"this={REPO}"]), args.reps,
                                args.rounds, args.limit)
     else:
-        res["ctl"] = ctl(args.config, args.recoll, args.reps, args.limit)
+        res["ctl"] = ctl(args.config, args.recoll, args.reps, args.limit, Path(args.repo).resolve())
     res["load_end"] = load()
     res["ended"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     outdir = HERE / "out"
