@@ -10,7 +10,9 @@ with it on, as ``Searcher.search`` runs it, Whoosh 2.7.5 loses better documents
 
 from __future__ import annotations
 
+import pickle
 import random
+import struct
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -190,3 +192,21 @@ def test_counts_equal_whooshs(ix, query: str) -> None:
         some = searcher.search(q, limit=None, scored=False, filter=filt).scored_length()
         assert count_documents(searcher, q, allow=searcher._filter_to_comb(filt)) == some
     assert ix.count(query) == whole
+
+
+def test_positions_read_as_arrays_equal_the_unpickled_ones() -> None:
+    # values as Whoosh's Positions format writes them: one position, runs of small deltas,
+    # deltas of 256 and more (other opcodes), lists past pickle's 1,000-item batches, a value
+    # whose pickle lost its STOP byte
+    rng = random.Random(3)
+    values = []
+    for _ in range(2000):
+        n = rng.choice([1, 1, 2, 3, 10, 200, 999, 1000, 1001, 1500])
+        deltas = [rng.choice([0, 255, 256, 300, 70000, 2**31 - 5]) if rng.random() < 0.05 else rng.randrange(1, 256)
+                  for _ in range(n)]
+        v = struct.pack("!I", n) + pickle.dumps(deltas, 2)
+        values.append(v[:-1] if rng.random() < 0.02 else v)
+    lens, flat = bulkscore._position_deltas_of(values)
+    expect = [bulkscore._position_deltas(v) for v in values]
+    assert lens.tolist() == [len(e) for e in expect]
+    assert flat.tolist() == [d for e in expect for d in e]

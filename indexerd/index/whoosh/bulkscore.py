@@ -38,7 +38,7 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -406,12 +406,10 @@ class _Segment:
             p = self._blocks(_leaf(wm)).read(cand, values=True)
             at = np.searchsorted(p.ids, cand).tolist()
             vals = p.values or []
-            lists = [_position_deltas(vals[i]) for i in at]
-            lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-            flat = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(lens.sum()))
+            lens, flat = _position_deltas_of([vals[i] for i in at])
             pos = np.cumsum(flat)
             ends = np.cumsum(lens)
-            base = np.zeros(len(lists), dtype=np.int64)
+            base = np.zeros(len(lens), dtype=np.int64)
             base[1:] = pos[ends[:-1] - 1]  # each document's positions summed from its own start
             pos -= np.repeat(base, lens)
             keys = np.repeat(place, lens) * _DOC_SHIFT + (pos - k + len(m.ms))
@@ -421,6 +419,45 @@ class _Segment:
         assert starts is not None
         keep = np.unique(starts // _DOC_SHIFT)
         return Matches(cand[keep], both.scores[keep] * m.boost)
+
+
+def _position_deltas_of(values: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """How many positions each ``Positions`` posting value holds, and all their deltas in
+    order (int64 arrays).  A value laid out as the common case -- the count, then protocol 2's
+    pickle of a list of at most 1,000 deltas below 256, one ``K`` opcode each (13 bytes for one
+    position, ``2n + 12`` for ``n``) -- is read from the joined bytes as arrays; any other by
+    :func:`_position_deltas`."""
+    m = len(values)
+    if not m:
+        return _EMPTY_IDS, _EMPTY_IDS
+    size = np.fromiter(map(len, values), dtype=np.int64, count=m)
+    buf = np.frombuffer(b"".join(values), dtype=np.uint8)
+    start = np.zeros(m, dtype=np.int64)
+    start[1:] = np.cumsum(size)[:-1]
+    big = buf.astype(np.int64)
+    n = (big[start] << 24) | (big[start + 1] << 16) | (big[start + 2] << 8) | big[start + 3]
+    simple = ((n == 1) & (size == 13)) | ((n > 1) & (n <= 1000) & (size == 2 * n + 12))
+    first = start + np.where(n == 1, 9, 10)  # the first K: after the count, PROTO, EMPTY_LIST, BINPUT (, MARK)
+    sn = np.where(simple, n, 0)
+    j = np.arange(int(sn.sum()), dtype=np.int64) - np.repeat(np.cumsum(sn) - sn, sn)
+    ops = np.repeat(first, sn) + 2 * j
+    bad = buf[ops] != _K
+    if bad.any():  # a value whose bytes only looked like the common case
+        owner = np.repeat(np.arange(m), sn)
+        simple[np.unique(owner[bad])] = False
+        sn = np.where(simple, n, 0)
+        j = np.arange(int(sn.sum()), dtype=np.int64) - np.repeat(np.cumsum(sn) - sn, sn)
+        ops = np.repeat(first, sn) + 2 * j
+    others = {int(i): _position_deltas(values[i]) for i in np.flatnonzero(~simple)}
+    lens = n.copy()
+    for i, d in others.items():
+        lens[i] = len(d)
+    out_start = np.cumsum(lens) - lens
+    flat = np.empty(int(lens.sum()), dtype=np.int64)
+    flat[np.repeat(out_start, sn) + j] = buf[ops + 1]
+    for i, d in others.items():
+        flat[out_start[i]:out_start[i] + len(d)] = d
+    return lens, flat
 
 
 def _position_deltas(value: bytes) -> list[int]:
