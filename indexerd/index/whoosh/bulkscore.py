@@ -42,7 +42,6 @@ from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
-import whoosh.matching
 import zlib
 from isal.isal_zlib import decompress  # zlib's inflate, 2-2.5x as fast (ISA-L)
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, _lenfield
@@ -97,11 +96,12 @@ _EMPTY = Matches(_EMPTY_IDS, _EMPTY_SCORES)
 _unread: ContextVar[bool] = ContextVar("indexerd_unread_array_union", default=False)
 
 
-class _ArrayUnion(ArrayUnionMatcher):
+class UnreadArrayUnion(ArrayUnionMatcher):
     """Whoosh's ``ArrayUnionMatcher`` (``Or`` builds it on segments of at most 5,000 documents),
     built unread while :func:`_unpositioned` holds; then it says so (``unpositioned``) and must
-    not be walked.  Installed as ``whoosh.matching.ArrayUnionMatcher``, the name
-    ``whoosh.query.compound`` builds it by."""
+    not be walked.  :func:`indexerd.index.whoosh.patches.install` installs it as
+    ``whoosh.matching.ArrayUnionMatcher``, the name ``whoosh.query.compound`` builds it by
+    (without it, Whoosh's own reads ahead when built, and this module evaluates that too)."""
 
     unpositioned = False
 
@@ -116,14 +116,13 @@ class _ArrayUnion(ArrayUnionMatcher):
         self.unpositioned = True
 
 
-whoosh.matching.ArrayUnionMatcher = _ArrayUnion
-
 
 @contextmanager
 def _unpositioned() -> Iterator[None]:
     """While the block runs (in this thread), matchers are built without moving to their first
     match or reading ahead: and-not matchers (:func:`unpositioned_and_not`) and
-    ``ArrayUnionMatcher`` (:class:`_ArrayUnion`); only this module evaluates them."""
+    ``ArrayUnionMatcher`` (:class:`UnreadArrayUnion`, once installed); only this module
+    evaluates them."""
     token = _unread.set(True)
     try:
         with unpositioned_and_not():
@@ -290,7 +289,7 @@ class _Segment:
         if t is WrappingMatcher:
             c = self.matches(m.child, consumed, within, optimistic)
             return Matches(c.ids, c.scores * m.boost)
-        if t is _ArrayUnion or t is ArrayUnionMatcher:
+        if t is UnreadArrayUnion or t is ArrayUnionMatcher:
             return self._array_union(m, within, optimistic)
         if t is ExactSpansMatcher:
             if optimistic and m.boost > 0:
@@ -312,7 +311,7 @@ class _Segment:
         t = type(m)
         if t is W3LeafMatcher:
             return self._blocks(m).postings
-        if t in (UnionMatcher, ArrayUnionMatcher, _ArrayUnion):
+        if t in (UnionMatcher, ArrayUnionMatcher, UnreadArrayUnion):
             kids = (m.a, m.b) if t is UnionMatcher else m._submatchers
             return sum(self.estimate(c) for c in kids)
         if t is IntersectionMatcher:

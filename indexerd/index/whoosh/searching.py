@@ -18,6 +18,7 @@ from indexerd.index.base import Hit, Sort
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query
 from indexerd.index.snippets import SnippetQuery, make_snippet
+from indexerd.index.whoosh import patches
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.session import naive_utc
 
@@ -114,7 +115,7 @@ def count(searchers, query: str | None, since: datetime | None, until: datetime 
     filt = date_filter(since, until)
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
-        if query is not None:
+        if query is not None and patches.active():
             from indexerd.index.whoosh.bulkscore import Unsupported, count_documents
 
             try:
@@ -128,9 +129,11 @@ def _best(searcher, q, limit: int, filt, sort: Sort) -> list[tuple[float | None,
     """The first ``limit`` ``(score, docnum)`` of ``q`` on ``searcher`` (Whoosh's query and
     searcher; ``filt`` a Whoosh filter query or None): by relevance, every match scored at once
     (:func:`~indexerd.index.whoosh.bulkscore.top_documents`, the same documents, order and scores
-    as Whoosh's collector), or by Whoosh's collector where that cannot evaluate the query; by
+    as Whoosh's collector scoring every match; only on the Whoosh release
+    :mod:`~indexerd.index.whoosh.patches` was written for), or by Whoosh's collector where that
+    cannot evaluate the query; by
     date, newest first (Whoosh's sorting collector, score None)."""
-    if sort == "relevance":
+    if sort == "relevance" and patches.active():
         from indexerd.index.whoosh.bulkscore import Unsupported, top_documents
 
         try:
