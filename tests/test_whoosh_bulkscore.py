@@ -1,4 +1,5 @@
-"""Whoosh queries scored in bulk (indexerd/index/whoosh/bulkscore.py) give what Whoosh's own
+"""Whoosh queries scored in bulk (indexerd/index/whoosh/bulkscore.py, postings read by
+postingarrays.py) give what Whoosh's own
 collector gives when it scores every match: the same documents, in the same order, with the same
 scores to the last bit, on a real index of several segments with deletions -- single words, AND,
 OR, NOT, prefixes, exact phrases (in and under a negation), ties between equal documents, a date
@@ -21,7 +22,7 @@ from whoosh import query as wq
 from whoosh.collectors import FilterCollector, TopCollector
 
 from indexerd.index.base import IndexDoc
-from indexerd.index.whoosh import bulkscore
+from indexerd.index.whoosh import bulkscore, postingarrays
 from indexerd.index.whoosh.bulkscore import Unsupported, count_documents, top_documents
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.engine import WhooshIndex
@@ -206,7 +207,7 @@ def test_positions_read_as_arrays_equal_the_unpickled_ones() -> None:
                   for _ in range(n)]
         v = struct.pack("!I", n) + pickle.dumps(deltas, 2)
         values.append(v[:-1] if rng.random() < 0.02 else v)
-    lens, flat = bulkscore._position_deltas_of(values)
-    expect = [bulkscore._position_deltas(v) for v in values]
+    lens, flat = postingarrays._position_deltas_of(values)
+    expect = [postingarrays._position_deltas(v) for v in values]
     assert lens.tolist() == [len(e) for e in expect]
     assert flat.tolist() == [d for e in expect for d in e]
