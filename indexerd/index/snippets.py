@@ -71,7 +71,8 @@ class Snippet:
 
 class _Occurrence(NamedTuple):
     """One token of the stored text: its span, token, whole identifier, and whether it stands
-    right after the previous occurrence in the index's positions."""
+    right after the previous occurrence in the index's positions (computed only where a phrase
+    of the query has the previous token and this one next to each other; False elsewhere)."""
 
     start: int
     end: int
@@ -128,6 +129,9 @@ class SnippetQuery:
         self._phrase_starts: dict[str, list[tuple[str, ...]]] = {}
         for p in self.phrases:
             self._phrase_starts.setdefault(p[0], []).append(p)
+        #: the pairs of tokens next to each other in a phrase: only between such a pair does
+        #: :meth:`matches` read whether two words are adjacent
+        self._phrase_pairs = {(p[j - 1], p[j]) for p in self.phrases for j in range(1, len(p))}
 
     @property
     def has_words(self) -> bool:
@@ -159,7 +163,10 @@ class SnippetQuery:
             spans = self._token_spans(text, ws, we)
             if not spans:
                 continue
-            adjacent = bool(self.phrases) and prev_end >= 0 and self._nothing_between(text, prev_end, ws)
+            adjacent = (bool(self.phrases) and prev_end >= 0
+                        and (not out or out[-1].word_end != prev_end
+                             or (out[-1].token, spans[0][2]) in self._phrase_pairs)
+                        and self._nothing_between(text, prev_end, ws))
             for i, (s, e, token, whole) in enumerate(spans):
                 out.append(_Occurrence(s, e, token, whole, ws, we, adjacent if i == 0 else True))
             prev_end = we

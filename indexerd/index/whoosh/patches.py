@@ -20,6 +20,12 @@ memory:
   :class:`~indexerd.index.whoosh.postingvalues.PostingValues` (the session's title and content)
   in one call to the pool per field instead of a generator step, a tuple and a call per posting;
   other fields as Whoosh does.
+- **Unread array unions** (process-wide): ``whoosh.matching.ArrayUnionMatcher`` (what ``Or``
+  builds on segments of at most 5,000 documents) becomes
+  :class:`~indexerd.index.whoosh.bulkscore.UnreadArrayUnion`, which skips reading ahead only
+  while the bulk scorer builds its matchers (the same matcher otherwise).  The bulk scorer
+  itself (:mod:`~indexerd.index.whoosh.bulkscore`: Whoosh's posting blocks and matcher classes)
+  is used only with the patches.
 - **Writer lock** (per writer): the session takes ``MAIN_WRITELOCK`` itself and opens the writer
   with ``_lk=False``, so the lock is released even when Whoosh's commit or cancel fails before
   its own release (a read-only or full state dir left the lock's descriptor open for good).
@@ -59,6 +65,7 @@ def install() -> bool:
             version = tuple(getattr(whoosh, "__version__", ()))
             if version == WRITTEN_FOR:
                 _compact_hash_writer()
+                _unread_array_unions()
                 _state = True
             else:
                 log.warning("Whoosh %s is installed, indexerd's speed-ups were written for %s: using "
@@ -67,6 +74,16 @@ def install() -> bool:
                             ".".join(map(str, WRITTEN_FOR)))
                 _state = False
         return _state
+
+
+def _unread_array_unions() -> None:
+    """Install :class:`~indexerd.index.whoosh.bulkscore.UnreadArrayUnion` as the
+    ``ArrayUnionMatcher`` ``whoosh.query.compound`` builds (it looks the name up at each call)."""
+    import whoosh.matching
+
+    from indexerd.index.whoosh.bulkscore import UnreadArrayUnion
+
+    whoosh.matching.ArrayUnionMatcher = UnreadArrayUnion
 
 
 def active() -> bool:

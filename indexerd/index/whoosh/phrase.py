@@ -21,17 +21,21 @@ from whoosh import matching
 from whoosh import query as wq
 from whoosh.query.spans import Span, SpanNear2
 
-__all__ = ["ExactPhrase"]
+__all__ = ["ExactPhrase", "ExactSpansMatcher"]
 
 
 class _ExactSpans(SpanNear2):
     """``SpanNear2`` over term queries, in order, next to each other (slop 1, mindist 1)."""
 
     def matcher(self, searcher, context=None):
-        return _ExactSpansMatcher([q.matcher(searcher, context) for q in self.qs])
+        return ExactSpansMatcher([q.matcher(searcher, context) for q in self.qs])
 
 
-class _ExactSpansMatcher(SpanNear2.SpanNear2Matcher):
+class ExactSpansMatcher(SpanNear2.SpanNear2Matcher):
+    """The matcher of an exact phrase: the words' term matchers ``ms`` intersected (scored as
+    their intersection), each document kept where the words stand next to each other, in order
+    (:mod:`indexerd.index.whoosh.bulkscore` evaluates it over whole posting lists)."""
+
     def __init__(self, ms) -> None:
         super().__init__(ms, slop=1, ordered=True, mindist=1)
 
@@ -53,7 +57,7 @@ class _ExactSpansMatcher(SpanNear2.SpanNear2Matcher):
 
 class ExactPhrase(wq.Phrase):
     """A phrase whose words must be next to each other, in order (``whoosh.query.Phrase`` with
-    its default ``slop`` of 1), matched by :class:`_ExactSpansMatcher`.  Another ``slop`` is
+    its default ``slop`` of 1), matched by :class:`ExactSpansMatcher`.  Another ``slop`` is
     left to Whoosh."""
 
     def matcher(self, searcher, context=None):

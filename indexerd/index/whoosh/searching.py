@@ -5,6 +5,7 @@ keeps naive UTC, read back as aware UTC."""
 from __future__ import annotations
 
 import codecs
+import logging
 import zlib
 from collections.abc import Iterator
 from datetime import datetime
@@ -17,9 +18,11 @@ from indexerd.index.base import Hit, Sort
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query
 from indexerd.index.snippets import SnippetQuery, make_snippet
+from indexerd.index.whoosh import patches
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.session import naive_utc
 
+log = logging.getLogger(__name__)
 
 
 #: bytes of stored text inflated first for a snippet (each next chunk twice as many)
@@ -95,7 +98,9 @@ def analysed(query: str, fold_diacritics: bool = True):
 def count(searchers, query: str | None, since: datetime | None, until: datetime | None,
           fold_diacritics: bool = True) -> int:
     """How many documents of the Whoosh index match ``query`` (None: all) with
-    ``since <= last_modified < until`` (UTC); ``searchers`` lends the searcher
+    ``since <= last_modified < until`` (UTC), counted over whole posting lists
+    (:func:`~indexerd.index.whoosh.bulkscore.count_documents`) where that can evaluate the query,
+    else by Whoosh's collector; ``searchers`` lends the searcher
     (:class:`indexerd.index.whoosh.searchers.SearcherPool`).
 
     Raises:
@@ -107,11 +112,39 @@ def count(searchers, query: str | None, since: datetime | None, until: datetime 
     q = wq.Every() if query is None else compile_query(analysed(query, fold_diacritics))
     if q is None:  # nothing to search (only stop words)
         return 0
+    filt = date_filter(since, until)
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
+        if query is not None and patches.active():
+            from indexerd.index.whoosh.bulkscore import Unsupported, count_documents
+
+            try:
+                return count_documents(searcher, q, allow=searcher._filter_to_comb(filt))
+            except Unsupported as e:
+                log.debug("query %s counted by Whoosh's collector: %s", q, e)
         # (``len(results)`` would count the query's documents without the filter)
-        return searcher.search(q, limit=None, scored=False,
-                               filter=date_filter(since, until)).scored_length()
+        return searcher.search(q, limit=None, scored=False, filter=filt).scored_length()
+
+def _best(searcher, q, limit: int, filt, sort: Sort) -> list[tuple[float | None, int]]:
+    """The first ``limit`` ``(score, docnum)`` of ``q`` on ``searcher`` (Whoosh's query and
+    searcher; ``filt`` a Whoosh filter query or None): by relevance, every match scored at once
+    (:func:`~indexerd.index.whoosh.bulkscore.top_documents`, the same documents, order and scores
+    as Whoosh's collector scoring every match; only on the Whoosh release
+    :mod:`~indexerd.index.whoosh.patches` was written for), or by Whoosh's collector where that
+    cannot evaluate the query; by
+    date, newest first (Whoosh's sorting collector, score None)."""
+    if sort == "relevance" and patches.active():
+        from indexerd.index.whoosh.bulkscore import Unsupported, top_documents
+
+        try:
+            return list(top_documents(searcher, q, limit, allow=searcher._filter_to_comb(filt)))
+        except Unsupported as e:
+            log.debug("query %s scored by Whoosh's collector: %s", q, e)
+        results = searcher.search(q, limit=limit, filter=filt)
+    else:
+        results = searcher.search(q, limit=limit, filter=filt, sortedby="last_modified", reverse=True)
+    return [(h.score, h.docnum) for h in results]
+
 
 def search(searchers, query: str, limit: int, since: datetime | None, until: datetime | None, snippet_chars: int,
            sort: Sort, fold_diacritics: bool = True) -> list[Hit]:
@@ -131,11 +164,10 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
     sq = SnippetQuery(tree, shared_analyzer(fold_diacritics=fold_diacritics))
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
-        kwargs = {"sortedby": "last_modified", "reverse": True} if sort == "date" else {}
-        results = searcher.search(q, limit=limit, filter=date_filter(since, until), **kwargs)
+        found = _best(searcher, q, limit, date_filter(since, until), sort)
         hits = []
-        for i, h in enumerate(results, 1):
-            stored = h.fields()
+        for i, (score, docnum) in enumerate(found, 1):
+            stored = searcher.stored_fields(docnum)
             text = stored_text_chunks(stored["text_z"]) if stored.get("text_z") else ()
             snip = make_snippet(text, sq, snippet_chars, title=stored.get("title") or "")
             hits.append(Hit(rank=i, key=stored["key"],
@@ -143,6 +175,6 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
                             source=stored.get("source", ""), title=stored.get("title") or "",
                             last_modified=_utc(stored.get("last_modified")),
                             date_source=stored.get("date_source"), media_type=stored.get("media_type"),
-                            score=float(h.score or 0.0) if sort == "relevance" else 0.0,
+                            score=float(score or 0.0) if sort == "relevance" else 0.0,
                             snippet=snip.text, marks=snip.marks, snippet_note=snip.note))
         return hits
