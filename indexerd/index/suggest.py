@@ -1,0 +1,158 @@
+"""'Did you mean': a query that finds nothing, rewritten with the index's own terms.
+
+For each plain word of the query (not under ``NOT``, not a phrase, prefix, identifier, CJK run
+or field value) whose stem the index does not hold, the engine lists the terms near it
+(:meth:`indexerd.index.base.SearchIndex.similar_terms`: the same first character, at most two
+edits); the nearest wins, the one more documents hold among equally near ones (then the first
+in alphabetical order).  The word is replaced in the query as typed, by the word a document
+holds for that term (of the words marked in that term's best hits, the one nearest to what
+was typed: ``confgure`` suggests ``configure``, not the stem ``configur`` nor ``configuration``).  The suggestion is given only when the rewritten query finds something.
+
+The distance is the optimal-string-alignment distance (Damerau-Levenshtein without edits of
+an edited part): an insertion, deletion, substitution or swap of two neighbours is one edit,
+as in the spelling correctors of Lucene (``DirectSpellChecker``) and Whoosh.
+:func:`edit_distance` and :func:`near_terms` are pure; :func:`suggest` asks the index.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from indexerd.index.analysis import Analyzer, is_cjk
+from indexerd.index.query import parse
+from indexerd.index.querytree import And, Or, Word
+
+__all__ = ["MAX_EDITS", "Suggestion", "edit_distance", "near_terms", "suggest"]
+
+#: Edits a suggested term may be from the typed word's stem (1-2, as the spelling correctors).
+MAX_EDITS = 2
+#: Words typed shorter than this get no suggestion: at 3 letters nearly every term
+#: of the index is two edits away.
+MIN_WORD_CHARS = 4
+#: Hits whose marked words are looked at to show a suggested term as a word.
+SURFACE_HITS = 10
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A query to try instead: ``query`` (the typed query with the words replaced),
+    ``replaced`` the ``(typed, suggested)`` words, ``hits`` how many documents it matches."""
+
+    query: str
+    replaced: tuple[tuple[str, str], ...]
+    hits: int
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """The optimal-string-alignment distance of ``a`` and ``b`` (module docstring), or
+    ``limit + 1`` as soon as it is known to exceed ``limit`` (a cut-off: a term of the index is
+    compared with one word, so most comparisons stop at the first rows)."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    if a == b:
+        return 0
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        best = cur[0]
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            d = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d = min(d, prev2[j - 2] + 1)
+            cur[j] = d
+            best = min(best, d)
+        if best > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1] if prev[-1] <= limit else limit + 1
+
+
+def near_terms(token: str, terms: Iterable[str], max_edits: int = MAX_EDITS) -> list[str]:
+    """The terms of ``terms`` at most ``max_edits`` from ``token`` that begin with its first
+    character (``token`` itself included when it is one of them), in their order.  What an
+    engine that lists its terms by prefix gives :meth:`~indexerd.index.base.SearchIndex.similar_terms`."""
+    if not token:
+        return []
+    first = token[0]
+    return [t for t in terms if t[:1] == first and edit_distance(token, t, max_edits) <= max_edits]
+
+
+def _plain_words(node, out: list[Word]) -> None:
+    """The :class:`Word` leaves of a parsed tree that are not under a ``NOT``, in order."""
+    if isinstance(node, Word):
+        out.append(node)
+    elif isinstance(node, (And, Or)):
+        for c in node.children:
+            _plain_words(c, out)
+    # Not, Phrase, Prefix and the field values are left as typed
+
+
+def _replace_word(query: str, typed: str, by: str) -> str:
+    """``query`` with the first occurrence of the word ``typed`` (standing alone, or after
+    ``title:``/``content:``) replaced by ``by``."""
+    pattern = re.compile(r"(?<![^\s(:])" + re.escape(typed) + r"(?![^\s)])")
+    return pattern.sub(by.replace("\\", r"\\"), query, count=1)
+
+
+def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None) -> Suggestion | None:
+    """A query near ``query`` that finds something in ``ix`` (an
+    :class:`~indexerd.index.base.SearchIndex`) in the date range (aware UTC, None: open), or
+    None: no plain word is unknown to the index, no term is near enough, or the rewritten
+    query still finds nothing.  ``analyzer`` is the one the index was built with.  Costs one
+    :meth:`similar_terms` per plain word, one search of :data:`SURFACE_HITS` hits per replaced
+    word and one count.
+
+    Raises:
+        QueryError: the query is malformed.
+        IndexUnavailable: the index cannot be read.
+    """
+    words: list[Word] = []
+    _plain_words(parse(query), words)
+    replaced: list[tuple[str, str]] = []
+    text = query
+    for w in words:
+        units = [u for u in analyzer.units(w.text) if u.tokens]
+        if len(units) != 1 or units[0].whole is not None or len(units[0].tokens) != 1:
+            continue  # an identifier, several words, a stop word
+        token = units[0].tokens[0]
+        if len(w.text) < MIN_WORD_CHARS or any(is_cjk(c) for c in token):
+            continue
+        near = dict(ix.similar_terms(token, max_edits=MAX_EDITS))
+        if near.get(token, 0) > 0:
+            continue  # the index holds the word: not what makes the query empty
+        ranked = sorted(((edit_distance(token, t, MAX_EDITS), -n, t) for t, n in near.items()
+                         if n > 0 and t != token))
+        if not ranked:
+            continue
+        term = ranked[0][2]
+        shown = _surface(ix, term, w.field, w.text) or term
+        if shown.casefold() == w.text.casefold():
+            continue
+        text = _replace_word(text, w.text, shown)
+        replaced.append((w.text, shown))
+    if not replaced or text == query:
+        return None
+    hits = ix.count(text, since=since, until=until)
+    return Suggestion(text, tuple(replaced), hits) if hits > 0 else None
+
+
+def _surface(ix, term: str, field: str | None, typed: str) -> str | None:
+    """The word documents hold for the index term ``term`` (a stem) nearest to ``typed``: of
+    the marked words of the term's best :data:`SURFACE_HITS` hits (lower-cased), the fewest
+    edits from ``typed``, then the most often marked, then the first alphabetically (the same
+    on every engine, whatever its ranking); None when no hit marks one."""
+    hits = ix.search(f"{field}:{term}" if field else term, limit=SURFACE_HITS, snippet_chars=120)
+    seen: dict[str, int] = {}
+    for h in hits:
+        for start, end in h.marks:
+            word = h.snippet[start:end].strip().casefold()
+            if word:
+                seen[word] = seen.get(word, 0) + 1
+    if not seen:
+        return None
+    typed = typed.casefold()
+    return min(seen, key=lambda w: (edit_distance(typed, w, len(typed) + len(w)), -seen[w], w))
