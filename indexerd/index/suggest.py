@@ -17,7 +17,7 @@ as in the spelling correctors of Lucene (``DirectSpellChecker``) and Whoosh.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from indexerd.index.analysis import Analyzer, is_cjk
@@ -98,11 +98,14 @@ def _replace_word(query: str, typed: str, by: str) -> str:
     return pattern.sub(by.replace("\\", r"\\"), query, count=1)
 
 
-def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None) -> Suggestion | None:
+def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
+            narrowed: Callable[[str], str] | None = None) -> Suggestion | None:
     """A query near ``query`` that finds something in ``ix`` (an
     :class:`~indexerd.index.base.SearchIndex`) in the date range (aware UTC, None: open), or
     None: no plain word is unknown to the index, no term is near enough, or the rewritten
-    query still finds nothing.  ``analyzer`` is the one the index was built with.  Costs one
+    query still finds nothing.  ``analyzer`` is the one the index was built with;
+    ``narrowed`` turns the rewritten query into the one counted (the search page's source and
+    media-type filters added), None: counted as it is.  Costs one
     :meth:`similar_terms` per plain word, one search of :data:`SURFACE_HITS` hits per replaced
     word and one count.
 
@@ -136,7 +139,7 @@ def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None) -> Su
         replaced.append((w.text, shown))
     if not replaced or text == query:
         return None
-    hits = ix.count(text, since=since, until=until)
+    hits = ix.count(narrowed(text) if narrowed is not None else text, since=since, until=until)
     return Suggestion(text, tuple(replaced), hits) if hits > 0 else None
 
 
