@@ -306,6 +306,8 @@ class _ResultView:
         self.total = result.total
         self.offset = result.offset
         self.elapsed_seconds = result.elapsed_seconds
+        #: on 0 hits, a query near it that finds something (indexerd.index.suggest.Suggestion), else None
+        self.suggestion = result.suggestion
         lag = result.replica_lag_seconds
         #: the page's note when a lagging read replica answered, else None
         self.replica_lag_text = replica_lag_text(lag) if lag is not None else None
