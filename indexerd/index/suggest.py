@@ -5,8 +5,8 @@ or field value) whose stem the index does not hold, the engine lists the terms n
 (:meth:`indexerd.index.base.SearchIndex.similar_terms`: the same first character, at most two
 edits); the nearest wins, the one more documents hold among equally near ones (then the first
 in alphabetical order).  The word is replaced in the query as typed, by the word a document
-holds for that term (of the words marked in that term's best hits, the one nearest to what
-was typed: ``confgure`` suggests ``configure``, not the stem ``configur`` nor ``configuration``).  The suggestion is given only when the rewritten query finds something.
+holds for that term (of the words of that term's best hits that analyse to it, the one nearest
+to what was typed: ``confgure`` suggests ``configure``, not the stem ``configur`` nor ``configuration``).  The suggestion is given only when the rewritten query finds something.
 
 The distance is the optimal-string-alignment distance (Damerau-Levenshtein without edits of
 an edited part): an insertion, deletion, substitution or swap of two neighbours is one edit,
@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from indexerd.core.errors import QueryError
 from indexerd.index.analysis import Analyzer, is_cjk
 from indexerd.index.query import parse
 from indexerd.index.querytree import And, Or, Word
@@ -33,6 +34,7 @@ MAX_EDITS = 2
 MIN_WORD_CHARS = 4
 #: Hits whose marked words are looked at to show a suggested term as a word.
 SURFACE_HITS = 10
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,26 @@ def edit_distance(a: str, b: str, limit: int) -> int:
 def near_terms(token: str, terms: Iterable[str], max_edits: int = MAX_EDITS) -> list[str]:
     """The terms of ``terms`` at most ``max_edits`` from ``token`` that begin with its first
     character (``token`` itself included when it is one of them), in their order.  What an
-    engine that lists its terms by prefix gives :meth:`~indexerd.index.base.SearchIndex.similar_terms`."""
+    engine that lists its terms by prefix gives :meth:`~indexerd.index.base.SearchIndex.similar_terms`.
+
+    Before the distance, a q-gram count filter (Ukkonen 1992) drops most terms at the cost of a
+    set of letter pairs: one edit changes at most three of a word's pairs (a swap: ``abcd`` ->
+    ``acbd``), so a term within ``max_edits`` shares all but ``3 * max_edits`` of the token's
+    distinct pairs."""
     if not token:
         return []
-    first = token[0]
-    return [t for t in terms if t[:1] == first and edit_distance(token, t, max_edits) <= max_edits]
+    first, n = token[0], len(token)
+    pairs = {token[i:i + 2] for i in range(n - 1)}
+    need = len(pairs) - 3 * max_edits
+    out = []
+    for t in terms:
+        if t[:1] != first or abs(len(t) - n) > max_edits:
+            continue
+        if need > 0 and len(pairs.intersection([t[i:i + 2] for i in range(len(t) - 1)])) < need:
+            continue
+        if edit_distance(token, t, max_edits) <= max_edits:
+            out.append(t)
+    return out
 
 
 def _plain_words(node, out: list[Word]) -> None:
@@ -105,9 +122,9 @@ def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
     None: no plain word is unknown to the index, no term is near enough, or the rewritten
     query still finds nothing.  ``analyzer`` is the one the index was built with;
     ``narrowed`` turns the rewritten query into the one counted (the search page's source and
-    media-type filters added), None: counted as it is.  Costs one
-    :meth:`similar_terms` per plain word, one search of :data:`SURFACE_HITS` hits per replaced
-    word and one count.
+    media-type filters added), None: counted as it is.  Costs a count per plain word, one or
+    two :meth:`similar_terms` (within one edit, then two) per word the index lacks, one search
+    of :data:`SURFACE_HITS` hits per replaced word and one count.
 
     Raises:
         QueryError: the query is malformed.
@@ -124,15 +141,21 @@ def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
         token = units[0].tokens[0]
         if len(w.text) < MIN_WORD_CHARS or any(is_cjk(c) for c in token):
             continue
-        near = dict(ix.similar_terms(token, max_edits=MAX_EDITS))
-        if near.get(token, 0) > 0:
-            continue  # the index holds the word: not what makes the query empty
-        ranked = sorted(((edit_distance(token, t, MAX_EDITS), -n, t) for t, n in near.items()
-                         if n > 0 and t != token))
+        try:
+            if ix.count(f"{w.field}:{w.text}" if w.field else w.text) > 0:
+                continue  # the index holds the word: not what makes the query empty
+        except QueryError:
+            continue  # a word that reads otherwise alone: left as typed
+        ranked: list[tuple[int, int, str]] = []
+        for edits in range(1, MAX_EDITS + 1):  # most typos are one edit: two only when none is near
+            near = ix.similar_terms(token, max_edits=edits)
+            ranked = sorted((edit_distance(token, t, edits), -n, t) for t, n in near if n > 0 and t != token)
+            if ranked:
+                break
         if not ranked:
             continue
         term = ranked[0][2]
-        shown = _surface(ix, term, w.field, w.text) or term
+        shown = _surface(ix, analyzer, term, w.field, w.text) or term
         if shown.casefold() == w.text.casefold():
             continue
         text = _replace_word(text, w.text, shown)
@@ -143,17 +166,18 @@ def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
     return Suggestion(text, tuple(replaced), hits) if hits > 0 else None
 
 
-def _surface(ix, term: str, field: str | None, typed: str) -> str | None:
+def _surface(ix, analyzer: Analyzer, term: str, field: str | None, typed: str) -> str | None:
     """The word documents hold for the index term ``term`` (a stem) nearest to ``typed``: of
-    the marked words of the term's best :data:`SURFACE_HITS` hits (lower-cased), the fewest
-    edits from ``typed``, then the most often marked, then the first alphabetically (the same
-    on every engine, whatever its ranking); None when no hit marks one."""
+    the words of the titles and snippets of the term's best :data:`SURFACE_HITS` hits that the
+    analyzer turns into ``term`` (lower-cased), the fewest edits from ``typed``, then the most
+    often seen, then the first alphabetically (the same on every engine, whatever its ranking);
+    None when no such word is shown (a match past the text kept for snippets)."""
     hits = ix.search(f"{field}:{term}" if field else term, limit=SURFACE_HITS, snippet_chars=120)
     seen: dict[str, int] = {}
     for h in hits:
-        for start, end in h.marks:
-            word = h.snippet[start:end].strip().casefold()
-            if word:
+        for word in _WORD.findall(f"{h.title} {h.snippet}"):
+            word = word.casefold()
+            if word in seen or analyzer.tokens(word) == [term]:
                 seen[word] = seen.get(word, 0) + 1
     if not seen:
         return None
