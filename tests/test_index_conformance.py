@@ -400,3 +400,35 @@ def test_a_query_that_finds_nothing_gets_a_suggestion_from_the_index_terms(tmp_p
         assert suggested('"pyhton interpreter"') is None              # phrases are left as typed
     finally:
         ix.close()
+
+
+def test_a_word_in_a_heading_ranks_above_the_same_word_in_the_text_on_every_engine(tmp_path, index_engine) -> None:
+    """Issue 34 (ranking): the section headings are a part of the content indexed again, boosted
+    between the title and the text: a page whose heading names the words ranks above pages that
+    only mention them as often, and the headings change no match set."""
+    from datetime import datetime, timezone
+
+    from conftest import index_settings
+    from indexerd.index import IndexDoc
+
+    body = "Some words about loops. " * 5
+    docs = {"plain": ("range function statements " * 3 + body, ""),
+            "headed": ("The range function. for statements. " + "range function statements " * 2 + body,
+                       "The range() Function\nfor Statements"),
+            "other": ("unrelated text about snakes " + body, "Snakes")}
+    ix = open_index(tmp_path, index_settings(index_engine))
+    s = ix.session()
+    for key, (content, headings) in docs.items():
+        s.update(IndexDoc(key=key, source="s", url=key, path=None, title="Chapter", content=content,
+                          headings=headings, last_modified=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                          date_source="mtime", media_type="text/plain", size=1))
+    s.commit(merge=False)
+    try:
+        assert [h.key for h in ix.search("range function statements")] == ["headed", "plain"]
+        assert [h.key for h in ix.search('"range function"')] == ["headed", "plain"]
+        assert ix.count("snakes") == 1 and ix.count("range") == 2
+        assert [h.key for h in ix.search("content:snakes")] == ["other"]
+        with pytest.raises(QueryError, match="no field 'headings'"):
+            ix.search("headings:range")
+    finally:
+        ix.close()

@@ -64,6 +64,9 @@ class Extracted:
             a page-level header or footer, DocBook's navheader/navfooter); ``None`` when the
             page has none of these, it is empty, or the page went through the streaming parser.
             Snippets are taken from it; the whole ``text`` stays searchable.
+        headings: HTML only (the DOM path): the text of its ``h1``-``h6`` elements, each
+            collapsed to one line, one a line, in document order; ``None`` when it has none
+            or the page went through the streaming parser.
         document_date: the document's own date as ``(property, raw text)`` -- Office core
             ``dcterms:modified``, OpenDocument ``dc:date``, EPUB ``dcterms:modified`` or
             ``dc:date``, mail ``Date``, RTF ``revtim`` (:mod:`indexerd.extract.formats`) -- for
@@ -85,6 +88,7 @@ class Extracted:
     refresh: tuple[int, str] | None = None
     main_text: str | None = None
     document_date: tuple[str, str] | None = None
+    headings: str | None = None
 
     @property
     def redirect(self) -> str | None:

@@ -41,6 +41,10 @@ ANALYSIS_VERSION = _TOKEN_STREAM_VERSION
 INDEX_DIRNAME = "index"
 #: Stored text used for snippets is capped (bytes of UTF-8) to bound index size and highlight time.
 SNIPPET_TEXT_CAP_BYTES = 256 * 1024
+#: How much a match in a document's headings weighs beside one in its content (1) and its title
+#: (3): between them, as a heading names what its section is about (bench/RESULTS.md, the
+#: judged set of issue 34).
+HEADINGS_BOOST = 2.0
 #: The fields :meth:`SearchIndex.facets` counts documents by (the query language's keyword
 #: fields of the same names narrow a query to one value).
 FACET_FIELDS = ("media_type", "source")
@@ -67,6 +71,9 @@ class IndexDoc:
     system path for files (may hold surrogate escapes), else None; ``last_modified`` is aware UTC.
     ``content`` is what is searched; ``snippet_text`` the part snippets are taken from (a page's
     main content, without navigation), None for all of ``content``.  ``size`` is in bytes.
+    ``headings``: the document's section headings (an HTML page's ``h1``-``h6``), one a line,
+    a part of ``content`` that also goes to the boosted ``headings`` field (a word there ranks a
+    document above one that only mentions it: :data:`HEADINGS_BOOST`); ``""`` for none.
     """
 
     key: str
@@ -80,6 +87,7 @@ class IndexDoc:
     media_type: str
     size: int
     snippet_text: str | None = None
+    headings: str = ""
 
 
 @dataclass(frozen=True)

@@ -51,9 +51,12 @@ from .session import PgSession, _first_line
 log = logging.getLogger(__name__)
 UTC = timezone.utc
 
-#: ``ts_rank_cd`` weights of ``{D, C, B, A}``: title (A) 3x content (B) and identifiers (C), as
-#: the embedded engines' title boost.
-RANK_WEIGHTS = "{0.1, 0.333, 0.333, 1.0}"
+#: ``ts_rank_cd`` weights of ``{D, C, B, A}``: title (A) 10x content (B) and identifiers (C),
+#: headings (D) 2x: ``ts_rank_cd`` adds up every cover of the query without saturating, so a
+#: long page that mentions the words often outweighed the page they name at the embedded
+#: engines' 3x (BM25 saturates a term's frequency); measured on the judged set of issue 34
+#: (bench/RESULTS.md).
+RANK_WEIGHTS = "{0.2, 0.1, 0.1, 1.0}"
 #: ``ts_rank_cd`` normalisation: divide by 1 + log(document length), as BM25 favours short texts.
 RANK_NORMALISATION = 1
 #: Live commits after which an idle writer cleans the GIN index's pending list.

@@ -119,12 +119,12 @@ class PgSession:
         truncated = 0
         terms: set[str] = set()
         for d in docs:
-            analysed = (a.analyse(d.title), a.analyse(d.content))
-            values, cut = row(d, analysed)
+            t, c = a.analyse(d.title), a.analyse(d.content)
+            values, cut = row(d, (t, c, a.tokens(d.headings) if d.headings else []))
             rows.append(values)
             truncated += cut
-            for part in analysed:
-                terms.update(part.tokens)
+            terms.update(t.tokens)
+            terms.update(c.tokens)
         rows.sort(key=lambda r: r[0])
         new_terms = self._index.unrecorded_terms(terms)
         try:

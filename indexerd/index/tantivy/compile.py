@@ -3,8 +3,8 @@
 One tantivy query per node, nothing decided here that another engine would decide otherwise:
 
 - ``Tokens`` with one token -> a term query; with several -> a phrase query (``title`` and
-  ``content`` keep positions; ``ids`` only ever gets one token).  ``title`` is boosted 3x, as
-  the Whoosh engine's ``field_boost``;
+  ``content`` keep positions; ``ids`` only ever gets one token).  ``title`` is boosted 3x and
+  ``headings`` 2x, as the Whoosh engine's ``field_boost``;
 - ``TokenPrefix`` -> a regex query ``<prefix>.*`` on the term dictionary (every matching term:
   tantivy's phrase-prefix query would stop at 50 expansions);
 - ``Keyword`` -> a term (or the same prefix regex) on the raw stored value;
@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import tantivy
 
+from indexerd.index.base import HEADINGS_BOOST
 from indexerd.index.querytree import And, DateRange, Keyword, Not, NumberRange, Or
 from indexerd.index.querytokens import MatchAll, MatchNone, TokenPrefix, Tokens
 
 #: Title matches weigh three times content matches (as the Whoosh engine's ``field_boost``).
 TITLE_BOOST = 3.0
+#: Query-time boosts by field (the Whoosh engine's ``field_boost`` values).
+_BOOSTS = {"title": TITLE_BOOST, "headings": HEADINGS_BOOST}
 _REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~\"")
 
 Occur = tantivy.Occur
@@ -59,7 +62,8 @@ def _compile(node, schema: tantivy.Schema) -> tantivy.Query:
             q = Q.term_query(schema, node.field, node.tokens[0])
         else:
             q = Q.phrase_query(schema, node.field, list(node.tokens))
-        return Q.boost_query(q, TITLE_BOOST) if node.field == "title" else q
+        boost = _BOOSTS.get(node.field)
+        return Q.boost_query(q, boost) if boost is not None else q
     if isinstance(node, TokenPrefix):
         q = Q.regex_query(schema, node.field, regex_escape(node.prefix) + ".*")
         return Q.boost_query(q, TITLE_BOOST) if node.field == "title" else q

@@ -357,8 +357,8 @@ class WhooshEngine:
 
     name = "whoosh"
     #: 1: title/content analysed by FusedStemmingAnalyzer; 2: the shared analyzer's tokens and
-    #: the ``ids`` field (:func:`~indexerd.index.whoosh.schema.new_schema`)
-    format_version = 2
+    #: the ``ids`` field (:func:`~indexerd.index.whoosh.schema.new_schema`); 3: the ``headings`` field
+    format_version = 3
     extra = None
     #: pure Python: one query at a time (4 at once gave the same page throughput under 20
     #: clients and left the writer 0.84 s from edit to searchable instead of 0.34-0.40 s)
