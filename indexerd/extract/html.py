@@ -136,6 +136,9 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
     result = html_document(title, body_text, codec, meta, robots, hrefs, base_href, canonical, base_url)
     main = main_element(tree) if body is not None else None
     main_text = collapse_lines(main.text(), "\x00") if main is not None else ""
+    if main is not None:  # the page's own headings, not its navigation's ("Next topic")
+        headings = [line for node in main.css("h1, h2, h3, h4, h5, h6")
+                    if (line := one_line(node.text().replace("\x00", " "), TITLE_MAX_CHARS))]
     if headings:
         result = replace(result, headings="\n".join(headings))
     return replace(result, main_text=main_text) if main_text and main_text != body_text else result
