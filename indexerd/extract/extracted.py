@@ -64,10 +64,10 @@ class Extracted:
             a page-level header or footer, DocBook's navheader/navfooter); ``None`` when the
             page has none of these, it is empty, or the page went through the streaming parser.
             Snippets are taken from it; the whole ``text`` stays searchable.
-        headings: HTML only (the DOM path): the text of its ``h1``-``h6`` elements (those of
-            the main content, as ``main_text``, when the page has one), each collapsed to one
-            line, one a line, in document order; ``None`` when it has none or the page went
-            through the streaming parser.
+        headings: the section headings, one a line, in document order: an HTML page's
+            ``h1``-``h6`` (those of the main content, as ``main_text``, when the page has one;
+            the DOM path only), a Markdown file's ATX and setext headings; ``None`` for other
+            types, when there is none, or when the page went through the streaming parser.
         document_date: the document's own date as ``(property, raw text)`` -- Office core
             ``dcterms:modified``, OpenDocument ``dc:date``, EPUB ``dcterms:modified`` or
             ``dc:date``, mail ``Date``, RTF ``revtim`` (:mod:`indexerd.extract.formats`) -- for
