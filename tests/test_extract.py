@@ -516,6 +516,24 @@ def test_markdown_text_is_lightly_stripped() -> None:
                            "print('hi')")
 
 
+def test_section_headings_of_markdown_and_of_an_html_pages_main_content() -> None:
+    """Issue 34 (ranking): the headings a document's sections have, for the boosted headings
+    field: Markdown's ATX and setext headings outside code fences and front matter; an HTML
+    page's h1-h6 inside its main content (not its navigation's), on the DOM path."""
+    md = ("---\ntitle: Front\n---\n# Install *indexerd*\n\ntext\n```\n# not a heading\n```\n"
+          "Usage\n-----\nmore\n## Config ##\n")
+    assert extract(md.encode(), MEDIA_MARKDOWN).headings == "Install indexerd\nUsage\nConfig"
+    assert extract(b"no heading here\n", MEDIA_MARKDOWN).headings is None
+    page = (b"<html><head><title>T</title></head><body><nav><h3>Next topic</h3></nav><main>"
+            b"<h1>4. More Control Flow Tools<a href='#x'>\xc2\xb6</a></h1><p>text</p>"
+            b"<h2>4.2. <code>for</code>  Statements</h2><p>more</p></main></body></html>")
+    assert extract(page, "text/html").headings == "4. More Control Flow Tools\u00b6\n4.2. for Statements"
+    no_main = b"<html><body><h2>Alpha</h2><p>x</p><h3>Beta</h3></body></html>"
+    assert extract(no_main, "text/html").headings == "Alpha\nBeta"
+    assert extract(b"<html><body><p>x</p></body></html>", "text/html").headings is None
+    assert extract(b"plain text\n", "text/plain").headings is None
+
+
 # --------------------------------------------------------------------------- PDF
 
 

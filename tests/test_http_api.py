@@ -181,13 +181,14 @@ def test_ctl_reads_through_the_daemon_with_the_same_output(daemon, tmp_path):
     """``ctl search|report|changed|explain``: the daemon answers (its ctl query counter moves),
     and the output and exit code are the same as when ``ctl`` reads the state dir itself."""
     calls = [("search", "bird", "--limit", "5"), ("search", "bird", "--json", "--since", "2023-01-01..2024-01-01"),
-             ("search", '"open'), ("search", "bird", "--since", "soon"),
+             ("search", '"open'), ("search", "bird", "--since", "soon"), ("search", "falcn"),
+             ("search", "falcn", "--json"),
              ("report", "--dates"), ("report", "--dates", "--json", "--source", "papers"),
              ("changed", "--since", "2022-01-01..2023-01-01"), ("explain", str(daemon.papers / "hostile.txt")),
              ("explain", "--json", str(daemon.papers / "hostile.txt")), ("explain", "/nowhere/at/all")]
     before = metrics(daemon).get(("indexerd_query_seconds_count", (("via", "ctl"),)), 0)
     via_daemon = [daemon.ctl(*c) for c in calls]
-    assert metrics(daemon)[("indexerd_query_seconds_count", (("via", "ctl"),))] == before + 2
+    assert metrics(daemon)[("indexerd_query_seconds_count", (("via", "ctl"),))] == before + 4
     # the same commands reading the state dir: a client config that names no reachable socket
     alone = tmp_path / "alone.toml"
     alone.write_text(f'state_dir = "{daemon.base / "state"}"\ncontrol_socket = "{tmp_path / "none.sock"}"\n',
@@ -198,7 +199,8 @@ def test_ctl_reads_through_the_daemon_with_the_same_output(daemon, tmp_path):
         down = subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", "-c", str(alone), *c],
                               capture_output=True, text=True, env=daemon.env, timeout=60)
         assert (up.returncode, up.stdout, up.stderr) == (down.returncode, down.stdout, down.stderr), c
-    assert [p.returncode for p in via_daemon] == [0, 0, 2, 2, 0, 0, 0, 0, 0, 1]
+    assert [p.returncode for p in via_daemon] == [0, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0, 1]
+    assert "did you mean: falcon" in via_daemon[4].stdout and '"suggestion"' in via_daemon[5].stderr
 
 
 def test_a_loopback_listener_answers_only_loopback_host_names(daemon):
@@ -342,3 +344,42 @@ def test_slow_clients_do_not_take_the_listener_down(daemon):
         stop.set()
         for s in drippers:
             s.close()
+
+
+def test_api_search_counts_the_hits_per_media_type_and_source(daemon):
+    """Issue 34: the facets beside the hits, counted by the engine over the whole query (not
+    the page), narrowed by the filters like the hits."""
+    api = daemon.get_json("/api/search?q=bird&limit=5")
+    markdown = len([i for i in range(BIRD_DOCS) if i % 3 == 0])
+    assert api["facets"] == {
+        "media_type": [{"value": "text/plain", "count": BIRD_DOCS - markdown},
+                       {"value": "text/markdown", "count": markdown}],
+        "source": [{"value": "papers", "count": BIRD_DOCS - BIRD_DOCS // 2},
+                   {"value": "notes", "count": BIRD_DOCS // 2}]}
+    narrowed = daemon.get_json("/api/search?q=bird+media_type:text/markdown&source=notes")
+    notes_md = len([i for i in range(BIRD_DOCS) if i % 3 == 0 and i % 2])
+    assert narrowed["total"] == notes_md
+    assert narrowed["facets"] == {"media_type": [{"value": "text/markdown", "count": notes_md}],
+                                  "source": [{"value": "notes", "count": notes_md}]}
+    assert api["suggestion"] is None and api["query_help"] == "/help"
+
+
+def test_a_query_that_finds_nothing_suggests_one_that_does_in_the_api_and_ctl(daemon):
+    """Issue 34: 0 hits -> "did you mean" from the index's own words, in the API, ``ctl search``
+    through the daemon (text and ``--json``: the suggestion on stderr) and without it."""
+    api = daemon.get_json("/api/search?q=peregrne+falcn")
+    assert (api["total"], api["hits"], api["facets"]) == (0, [], {})
+    assert api["suggestion"] == {"query": "peregrine falcon", "replaced": [["peregrne", "peregrine"], ["falcn", "falcon"]],
+                                 "hits": 1}
+    # the source filter applies to the suggestion too: falcon is in papers, peregrine only in notes
+    assert daemon.get_json("/api/search?q=peregrne+falcn&source=papers")["suggestion"] is None
+    assert daemon.get_json("/api/search?q=falcn&source=papers")["suggestion"]["hits"] == 1
+    p = daemon.ctl("search", "peregrne falcn")
+    assert (p.returncode, p.stdout) == (0, "no documents match 'peregrne falcn'\n"
+                                           "did you mean: peregrine falcon  (1 hit)\n"), p.stderr
+    p = daemon.ctl("search", "peregrne falcn", "--json")
+    assert (p.returncode, p.stdout) == (0, "[]\n"), p.stderr
+    assert json.loads(p.stderr.strip().splitlines()[-1]) == {"suggestion": api["suggestion"]}
+    p = daemon.ctl("search", "zzyzx")
+    assert (p.returncode, p.stdout) == (0, "no documents match 'zzyzx'\n")
+    assert daemon.get_json("/api/search?q=zzyzx")["suggestion"] is None

@@ -18,6 +18,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 from daemonhttp import BIRD_DOCS, HOSTILE_TEXT, HOSTILE_TITLE, HttpDaemon, serving, short_base
+from httpsite import site as site_fixture
+
+site = site_fixture
 
 #: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
 pytestmark = pytest.mark.alone
@@ -213,6 +216,89 @@ def test_only_in_this_folder_narrows_to_a_file_hits_folder(daemon, page):
         page.wait_for_selector("#summary")
         paths += page.locator("#hits .path").all_inner_texts()
     assert len(paths) == in_folder and all(p.startswith(folder + "/") for p in paths)
+
+
+def test_the_counts_per_media_type_and_source_narrow_the_query(daemon, page):
+    """Issue 34: facets beside the hits; clicking one adds its field to the query."""
+    _search(page, daemon, "bird")
+    facets = page.locator("#facets")
+    assert facets.is_visible()
+    markdown = len([i for i in range(BIRD_DOCS) if i % 3 == 0])
+    types = page.locator("#facet-media_type li").all_inner_texts()
+    assert [" ".join(t.split()) for t in types] == [f"text/plain {BIRD_DOCS - markdown}", f"text/markdown {markdown}"]
+    sources = page.locator("#facet-source li").all_inner_texts()
+    assert [" ".join(t.split()) for t in sources] == [f"papers {BIRD_DOCS - BIRD_DOCS // 2}", f"notes {BIRD_DOCS // 2}"]
+    # beside the hits, not above or below them
+    f_box, h_box = facets.bounding_box(), page.locator("#hits").bounding_box()
+    assert f_box["x"] > h_box["x"] + h_box["width"] - 1 and f_box["y"] < h_box["y"] + h_box["height"]
+    page.click('#facet-media_type a[data-value="text/markdown"]')
+    page.wait_for_selector("#summary")
+    assert page.input_value("#q") == "bird media_type:text/markdown"
+    assert page.inner_text("#summary").startswith(f"{markdown} hits")
+    assert set(page.locator("#hits .media-type").all_inner_texts()) == {"text/markdown"}
+    assert page.locator('#facet-media_type strong[data-value="text/markdown"]').count() == 1  # chosen: no link
+    page.click('#facet-source a[data-value="notes"]')
+    page.wait_for_selector("#summary")
+    assert page.input_value("#q") == "bird media_type:text/markdown source:notes"
+    notes_md = len([i for i in range(BIRD_DOCS) if i % 3 == 0 and i % 2])
+    assert page.inner_text("#summary").startswith(f"{notes_md} hits")
+    assert set(page.locator("#hits .source").all_inner_texts()) == {"notes"}
+
+
+def test_a_query_that_finds_nothing_suggests_one_and_links_the_query_help(daemon, page):
+    """Issue 34: 0 hits -> "did you mean" from the index's own words, and the query help."""
+    _search(page, daemon, "peregrne falcn")
+    assert page.inner_text("#summary").startswith("0 hits")
+    assert page.locator("#facets").count() == 0
+    assert page.inner_text("#suggested") == "peregrine falcon"
+    assert "(1 hit)" in page.inner_text("#suggestion")
+    page.click("#suggested")
+    page.wait_for_selector("#summary")
+    assert page.input_value("#q") == "peregrine falcon"
+    assert _titles(page) == ["Peregrine falcon"]
+    _search(page, daemon, "zzyzx")
+    assert page.locator("#suggestion").count() == 0
+    page.click("#query-help")
+    page.wait_for_selector("#help")
+    assert "dir:/srv/docs" in page.inner_text("main") and "media_type:text/html" in page.inner_text("main")
+
+
+def test_a_rebuild_in_progress_is_said_on_the_page(page, site):
+    """Issue 34: while the index is rebuilt (another text analysis), the page says the answer
+    is partial, with the pass's progress, and shows what is indexed so far; once the pass
+    ends the notice is gone."""
+    from test_partial_answers import HeldCrawl
+
+    base = Path(tempfile.mkdtemp(prefix="ixr"))
+    crawl = HeldCrawl(base, site)
+    try:
+        crawl.gate.set()
+        crawl.start()
+        crawl.await_pass_end()
+        crawl.stop()
+        crawl.gate.clear()
+        crawl.site.log.clear()
+        crawl.write_config("fold_diacritics = false")   # another text analysis: the index is rebuilt
+        crawl.start()
+        crawl.await_held()
+        url = f"http://127.0.0.1:{crawl.port}/"
+        page.goto(url)
+        page.fill("#q", "kestrel")
+        page.press("#q", "Enter")
+        page.wait_for_selector("#summary")
+        notice = page.inner_text("#partial")
+        assert notice.startswith("The index is incomplete (rebuilding from the sources") and "site" in notice, notice
+        assert _titles(page) == ["Start"]
+        page.goto(url + "?q=osprey")                      # not indexed yet: none, and said why
+        assert page.inner_text("#summary").startswith("0 hits") and page.locator("#partial").count() == 1
+        crawl.gate.set()
+        crawl.await_pass_end()
+        page.goto(url + "?q=osprey")
+        assert page.locator("#partial").count() == 0 and _titles(page) == ["Held"]
+    finally:
+        crawl.gate.set()
+        crawl.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_malformed_query_says_so(daemon, page):

@@ -318,3 +318,117 @@ def test_a_folder_filter_finds_the_files_below_it_on_every_engine(tmp_path, inde
             ix.search("dir:docs")
     finally:
         ix.close()
+
+
+def _facet_docs(ix) -> None:
+    """Five documents in two sources and three media types; one more deleted after a commit."""
+    from datetime import datetime, timezone
+
+    from indexerd.index import IndexDoc
+
+    docs = [("a", "docs", "text/html", "Configure the python interpreter", 2023),
+            ("b", "docs", "text/plain", "python configuration files", 2024),
+            ("c", "mail", "text/plain", "running the python daemon", 2024),
+            ("d", "mail", "message/rfc822", "running errands", 2024),
+            ("e", "docs", "application/pdf", "pythons and other snakes", 2024)]
+    s = ix.session()
+    for key, source, media_type, text, year in docs:
+        s.update(IndexDoc(key=key, source=source, url=key, path=None, title="", content=text,
+                          last_modified=datetime(year, 6, 1, tzinfo=timezone.utc), date_source="mtime",
+                          media_type=media_type, size=1))
+    s.commit(merge=False)
+    s = ix.session()
+    s.delete("e")
+    s.commit(merge=False)
+
+
+def test_facets_count_the_matches_per_media_type_and_source_on_every_engine(tmp_path, index_engine) -> None:
+    """Issue 34: counts per media type and source beside the hits, counted by the engine, the
+    same on every engine; a deleted document is not counted; the date range applies."""
+    from datetime import datetime, timezone
+
+    from conftest import index_settings
+
+    ix = open_index(tmp_path, index_settings(index_engine))
+    _facet_docs(ix)
+    try:
+        assert ix.facets("python") == {"media_type": [("text/plain", 2), ("text/html", 1)],
+                                       "source": [("docs", 2), ("mail", 1)]}
+        assert ix.facets(None) == {"media_type": [("text/plain", 2), ("message/rfc822", 1), ("text/html", 1)],
+                                   "source": [("docs", 2), ("mail", 2)]}
+        assert ix.facets("running source:mail") == {"media_type": [("message/rfc822", 1), ("text/plain", 1)],
+                                                    "source": [("mail", 2)]}
+        assert ix.facets("python", since=datetime(2024, 1, 1, tzinfo=timezone.utc)) == {
+            "media_type": [("text/plain", 2)], "source": [("docs", 1), ("mail", 1)]}
+        assert ix.facets("snakes") == {"media_type": [], "source": []}   # only in the deleted one
+        assert ix.facets("the") == {"media_type": [], "source": []}      # nothing to search
+        with pytest.raises(QueryError, match="malformed query"):
+            ix.facets("(python")
+    finally:
+        ix.close()
+
+
+def test_a_query_that_finds_nothing_gets_a_suggestion_from_the_index_terms(tmp_path, index_engine) -> None:
+    """Issue 34: 'did you mean' from the index's own terms, within two edits, shown as a word a
+    document holds (not the stem), the rest of the query kept; none when nothing near is held."""
+    from conftest import index_settings
+    from indexerd.index.analysis import analyzer
+    from indexerd.index.suggest import suggest
+
+    ix = open_index(tmp_path, index_settings(index_engine))
+    _facet_docs(ix)
+    a = analyzer()
+
+    def suggested(query: str) -> str | None:
+        found = suggest(ix, query, a)
+        if found is not None:
+            assert found.hits == ix.count(found.query) > 0
+        return None if found is None else found.query
+
+    try:
+        near = dict(ix.similar_terms("pyhton"))
+        assert list(near) == ["python"] and 3 <= near["python"] <= 4  # a deleted document may count
+        assert [t for t, _ in ix.similar_terms("configur")] == ["configur"]
+        assert suggested("pyhton") == "python"
+        assert suggested("confgure fles") == "configure files"       # a stem shown as its word
+        assert suggested("pyhton -daemon") == "python -daemon"
+        assert suggested("pyhton source:docs") == "python source:docs"  # field values kept
+        assert suggested("runnning daemon") == "running daemon"
+        assert suggested("python") is None                            # known words: nothing to say
+        assert suggested("zzzzzz") is None                            # nothing near
+        assert suggested("snakes") is None                            # only in a deleted document
+        assert suggested('"pyhton interpreter"') is None              # phrases are left as typed
+    finally:
+        ix.close()
+
+
+def test_a_word_in_a_heading_ranks_above_the_same_word_in_the_text_on_every_engine(tmp_path, index_engine) -> None:
+    """Issue 34 (ranking): the section headings are a part of the content indexed again, boosted
+    between the title and the text: a page whose heading names the words ranks above pages that
+    only mention them as often, and the headings change no match set."""
+    from datetime import datetime, timezone
+
+    from conftest import index_settings
+    from indexerd.index import IndexDoc
+
+    body = "Some words about loops. " * 5
+    docs = {"plain": ("range function statements " * 3 + body, ""),
+            "headed": ("The range function. for statements. " + "range function statements " * 2 + body,
+                       "The range() Function\nfor Statements"),
+            "other": ("unrelated text about snakes " + body, "Snakes")}
+    ix = open_index(tmp_path, index_settings(index_engine))
+    s = ix.session()
+    for key, (content, headings) in docs.items():
+        s.update(IndexDoc(key=key, source="s", url=key, path=None, title="Chapter", content=content,
+                          headings=headings, last_modified=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                          date_source="mtime", media_type="text/plain", size=1))
+    s.commit(merge=False)
+    try:
+        assert [h.key for h in ix.search("range function statements")] == ["headed", "plain"]
+        assert [h.key for h in ix.search('"range function"')] == ["headed", "plain"]
+        assert ix.count("snakes") == 1 and ix.count("range") == 2
+        assert [h.key for h in ix.search("content:snakes")] == ["other"]
+        with pytest.raises(QueryError, match="no field 'headings'"):
+            ix.search("headings:range")
+    finally:
+        ix.close()

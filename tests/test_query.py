@@ -229,7 +229,8 @@ def aq(text):
 
 
 def both(*tokens):
-    return Or((Tokens("title", tokens), Tokens("content", tokens)))
+    """What an unfielded word or phrase becomes: title, content, and headings (to rank)."""
+    return Or((Tokens("title", tokens), Tokens("content", tokens), Tokens("headings", tokens)))
 
 
 @pytest.mark.parametrize("text, tree", [
@@ -238,7 +239,7 @@ def both(*tokens):
     ('"The event of loops"', both("event", "loop")),
     ("title:Café", Tokens("title", ("cafe",))),
     ("pg_hba.conf", Or((Tokens("ids", ("pg_hba.conf",)), Tokens("title", ("pg", "hba", "conf")),
-                        Tokens("content", ("pg", "hba", "conf"))))),
+                        Tokens("content", ("pg", "hba", "conf")), Tokens("headings", ("pg", "hba", "conf"))))),
     ("content:pg_hba.conf", Tokens("content", ("pg", "hba", "conf"))),
     ("foo-bar", both("foo", "bar")),
     ("東京都", both("東京", "京都")),

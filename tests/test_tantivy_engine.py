@@ -289,7 +289,7 @@ def test_the_analysis_worker_of_a_killed_indexerd_exits_without_a_traceback() ->
     import struct
 
     p = _worker()
-    body = pickle.dumps([("title", "some words " * 2000)])
+    body = pickle.dumps([("title", "some words " * 2000, "")])
     p.stdout.close()                                     # the reader is gone before the answer
     p.stdin.write(struct.pack("!I", len(body)) + body)
     p.stdin.close()
@@ -305,7 +305,7 @@ def test_the_analysis_worker_goes_on_through_ctrl_c_until_its_stdin_ends() -> No
     import struct
 
     p = _worker()
-    body = pickle.dumps([("title", "some words")])
+    body = pickle.dumps([("title", "some words", "")])
 
     def ask() -> bytes:
         p.stdin.write(struct.pack("!I", len(body)) + body)

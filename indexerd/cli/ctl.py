@@ -132,13 +132,15 @@ def cmd_search(args) -> int:
     reply = _ask_daemon(args, {"cmd": "search", "query": args.query, "limit": args.limit,
                                "since": args.since or None, "sort": sort})
     if reply is not None:
+        suggestion = reply.get("suggestion")
         emit(search_reply_text(args.query, reply["hits"], reply["scores"], as_json=args.json,
-                               tty=stdout_is_tty()))
+                               tty=stdout_is_tty(), suggestion=suggestion))
+        _suggestion_said(args, suggestion)
         _replica_lag_said(args, reply.get("replica_lag_seconds"))
         return _partial_said(args, reply, found=bool(reply["hits"]))
     from indexerd.core.dates import format_utc
     from indexerd.core.timespans import parse_since
-    from indexerd.daemon.queries import hits_json
+    from indexerd.daemon.queries import hits_json, suggestion_json
 
     since = until = None
     if args.since:
@@ -166,10 +168,12 @@ def cmd_search(args) -> int:
     finally:
         ix.close()
     hits = result.hits
+    suggestion = suggestion_json(result.suggestion)
     if args.json:
         emit(json.dumps(hits_json(hits), ensure_ascii=True) + "\n")
     else:
-        _print_hits(args, hits, format_utc=format_utc)
+        _print_hits(args, hits, format_utc=format_utc, suggestion=suggestion)
+    _suggestion_said(args, suggestion)
     _replica_lag_said(args, result.replica_lag_seconds)
     return _partial_said(args, _coverage_from_store(args, loc), found=bool(hits))
 
@@ -234,9 +238,19 @@ def _partial_said(args, reply: dict, *, found: bool) -> int:
     return 0 if found else EXIT_PARTIAL_EMPTY
 
 
-def _print_hits(args, hits, *, format_utc) -> int:
+def _suggestion_said(args, suggestion: dict | None) -> None:
+    """With ``--json``, the suggestion on stderr as one JSON object (stdout keeps the array of
+    hits; the text form printed it with "no documents match")."""
+    from indexerd.output.terminal import suggestion_note
+
+    note = suggestion_note(suggestion, as_json=args.json)
+    if note:
+        print(note, end="", file=sys.stderr)
+
+
+def _print_hits(args, hits, *, format_utc, suggestion: dict | None = None) -> int:
     if not hits:
-        emit(no_hits_text(args.query))
+        emit(no_hits_text(args.query, suggestion))
         return 0
     from indexerd.output.terminal import print_hits
 

@@ -24,10 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.index.querylex import quoted_query
+
+if TYPE_CHECKING:
+    from indexerd.index.suggest import Suggestion
 
 #: worker threads that run queries when the engine does not say (:func:`workers_for`)
 MAX_CONCURRENT = 4
@@ -90,7 +93,11 @@ class SearchResult:
     query took in seconds (from the moment a worker ran it).  ``replica_lag_seconds``: how far
     behind its primary the read replica that answered was, when more than
     :data:`REPLICA_LAG_NOTE_SECONDS` (documents indexed in that time may be missing); None
-    otherwise (no replica, a replica caught up, or the primary answered)."""
+    otherwise (no replica, a replica caught up, or the primary answered).  ``facets``: the
+    whole query's documents counted per media type and per source
+    (:meth:`indexerd.index.SearchIndex.facets`: identical documents each counted), None when not
+    asked (``ctl search``).  ``suggestion``: when the first page is empty, a query near it that
+    finds something (:func:`indexerd.index.suggest.suggest`), else None."""
 
     hits: list
     total: int
@@ -98,6 +105,8 @@ class SearchResult:
     offset: int = 0
     request: SearchRequest | None = field(default=None, repr=False)
     replica_lag_seconds: float | None = None
+    facets: dict[str, list[tuple[str, int]]] | None = None
+    suggestion: Suggestion | None = None
 
 
 def replica_lag_noted(lag_seconds: float | None) -> float | None:
@@ -184,14 +193,39 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
             break
         depth *= 2
     hits = hits[req.offset:want]
+    facets = None
     if exact:
         total = len(hits)
     else:
         total = ix.count(query, since=req.since, until=req.until) - folded
+        facets = ix.facets(query, since=req.since, until=req.until) if total > 0 else {}
+    suggestion = None
+    if not hits and req.offset == 0:
+        suggestion = suggestion_for(ix, req, narrowed=not exact)
     measure = getattr(ix, "replica_lag_seconds", None)
     lag = replica_lag_noted(measure()) if measure is not None else None
     return SearchResult(hits=hits, total=total, offset=req.offset, request=req,
-                        elapsed_seconds=time.perf_counter() - started, replica_lag_seconds=lag)
+                        elapsed_seconds=time.perf_counter() - started, replica_lag_seconds=lag,
+                        facets=facets, suggestion=suggestion)
+
+
+def suggestion_for(ix, req: SearchRequest, *, narrowed: bool) -> Suggestion | None:
+    """'Did you mean' for ``req``, whose query found nothing in ``ix``
+    (:func:`indexerd.index.suggest.suggest`, with the analyzer the index was opened with):
+    ``narrowed``, the suggestion must find something under the request's source and
+    media-type filters too.
+
+    Raises:
+        QueryError, IndexUnavailable: as a search.
+    """
+    from dataclasses import replace
+
+    from indexerd.index.analysis import analyzer as shared_analyzer
+    from indexerd.index.suggest import suggest
+
+    analyzer = getattr(ix, "analyzer", None) or shared_analyzer(fold_diacritics=getattr(ix, "fold_diacritics", True))
+    return suggest(ix, req.query, analyzer, since=req.since, until=req.until,
+                   narrowed=(lambda q: filtered_query(replace(req, query=q))) if narrowed else None)
 
 
 def workers_for(engine: str) -> int:
@@ -281,6 +315,22 @@ class QueryRunner:
         """Refuse new queries; running ones finish on their own.  Safe to call twice."""
         self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def facets_json(facets: dict[str, list[tuple[str, int]]] | None) -> dict | None:
+    """Facets as ``/api/search`` returns them: ``{"media_type": [{"value": "text/html",
+    "count": 812}, ...], "source": [...]}``, most first; None stays None."""
+    if facets is None:
+        return None
+    return {name: [{"value": v, "count": n} for v, n in values] for name, values in facets.items()}
+
+
+def suggestion_json(suggestion: Suggestion | None) -> dict | None:
+    """A suggestion as ``/api/search`` and ``ctl search --json`` give it: ``{"query": ...,
+    "replaced": [[typed, suggested], ...], "hits": N}``; None stays None."""
+    if suggestion is None:
+        return None
+    return {"query": suggestion.query, "replaced": [list(p) for p in suggestion.replaced], "hits": suggestion.hits}
 
 
 def hits_json(hits) -> list[dict]:

@@ -11,9 +11,12 @@ Replies (besides ``ok``): ``search`` -> ``hits`` (as ``--json`` prints them) and
 (full precision, for the text form) and, while the index is partial (a rebuild or a first pass
 runs: :mod:`indexerd.daemon.coverage`), ``coverage`` (``{"partial": true, "progress": [...]}``)
 and ``coverage_text``; when a read replica that lags answered, ``replica_lag_seconds`` and
-``replica_lag_text`` (:func:`indexerd.daemon.queries.replica_lag_text`); or with ``render``, when the index is complete, ``rendered``: the text ``ctl search``
+``replica_lag_text`` (:func:`indexerd.daemon.queries.replica_lag_text`); when nothing matched
+and a query near it finds something, ``suggestion`` (:func:`indexerd.daemon.queries.suggestion_json`);
+or with ``render``, when the index is complete, ``rendered``: the text ``ctl search``
 prints (:func:`indexerd.output.terminal.search_reply_text`, sent as
-:func:`indexerd.daemon.control.encode` frames it); ``report``/``changed`` -> ``rows``, or ``too_many`` when
+:func:`indexerd.daemon.control.encode` frames it), except with ``--json`` and a suggestion
+(which goes to standard error: the full command line prints it); ``report``/``changed`` -> ``rows``, or ``too_many`` when
 over :data:`MAX_ROWS` (the client then reads the store itself); ``explain`` -> ``explain``
 (``None`` for an unknown key: the client words the error with the key as typed).
 """
@@ -24,7 +27,7 @@ import os
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError
-from indexerd.daemon.queries import SearchRequest, hits_json, replica_lag_text
+from indexerd.daemon.queries import SearchRequest, hits_json, replica_lag_text, suggestion_json
 
 UTC = timezone.utc
 #: rows a report or changed list may carry in one reply (the client reads more itself)
@@ -119,21 +122,25 @@ def _search(daemon, req: dict) -> dict:
                                               limit=limit, sort=req.get("sort") or "relevance"),
                                 via="ctl", unbounded=True)
     hits, scores = hits_json(result.hits), [h.score for h in result.hits]
+    suggestion = suggestion_json(result.suggestion)
     cov = daemon.coverage.current()
     lag = result.replica_lag_seconds
     if cov.partial or lag is not None:   # never rendered: the full command line says it
         out: dict = {"hits": hits, "scores": scores}
+        if suggestion is not None:
+            out["suggestion"] = suggestion
         if cov.partial:                  # (and picks the exit code)
             out.update(coverage=cov.as_json(), coverage_text=cov.text())
         if lag is not None:
             out.update(replica_lag_seconds=lag, replica_lag_text=replica_lag_text(lag))
         return out
-    if render is not None:
+    if render is not None and not (render.get("json", False) and suggestion is not None):
         from indexerd.output.terminal import search_reply_text
 
         return {"rendered": search_reply_text(req["query"], hits, scores, as_json=render.get("json", False),
-                                              tty=render.get("tty", False))}
-    return {"hits": hits, "scores": scores}
+                                              tty=render.get("tty", False), suggestion=suggestion)}
+    out = {"hits": hits, "scores": scores}
+    return {**out, "suggestion": suggestion} if suggestion is not None else out
 
 
 #: read command -> handler(daemon, request) -> reply fields (:data:`indexerd.daemon.commands.COMMANDS`

@@ -65,6 +65,10 @@ class Extracted:
             a page-level header or footer, DocBook's navheader/navfooter); ``None`` when the
             page has none of these, it is empty, or the page went through the streaming parser.
             Snippets are taken from it; the whole ``text`` stays searchable.
+        headings: the section headings, one a line, in document order: an HTML page's
+            ``h1``-``h6`` (those of the main content, as ``main_text``, when the page has one;
+            the DOM path only), a Markdown file's ATX and setext headings; ``None`` for other
+            types, when there is none, or when the page went through the streaming parser.
         document_date: the document's own date as ``(property, raw text)`` -- Office core
             ``dcterms:modified``, OpenDocument ``dc:date``, EPUB ``dcterms:modified`` or
             ``dc:date``, mail ``Date``, RTF ``revtim`` (:mod:`indexerd.extract.formats`) -- for
@@ -86,6 +90,7 @@ class Extracted:
     refresh: tuple[int, str] | None = None
     main_text: str | None = None
     document_date: tuple[str, str] | None = None
+    headings: str | None = None
 
     @property
     def redirect(self) -> str | None:

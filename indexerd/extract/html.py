@@ -84,6 +84,8 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
     # lexbor reads bytes as UTF-8: skip the re-encode of a str when the bytes already are that.
     tree = LexborHTMLParser(data if codec == "utf-8" and not bom else text)
     kinds = _tag_kinds_by_id()
+    heading_ids = _heading_tag_ids()
+    headings: list[str] = []
     title = h1 = base_href = canonical = None
     meta: dict[str, str] = {}
     robots: list[str] = []
@@ -96,6 +98,9 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
         kind = kinds.get(node.tag_id)
         if kind is None:
             continue
+        if node.tag_id in heading_ids:
+            if line := one_line(node.text(), TITLE_MAX_CHARS):
+                headings.append(line)
         if kind == BLOCK:
             blocks.append(node)
             if node.tag == "pre":
@@ -139,4 +144,18 @@ def extract_html_lexbor(data: bytes, charset: str | None, base_url: str | None) 
     result = html_document(title, body_text, codec, meta, robots, hrefs, base_href, canonical, base_url)
     main = main_element(tree) if body is not None else None
     main_text = restore_layout(collapse_lines(main.text(), "\x00")) if main is not None else ""
+    if main is not None:  # the page's own headings, not its navigation's ("Next topic")
+        headings = [line for node in main.css("h1, h2, h3, h4, h5, h6")
+                    if (line := one_line(node.text().replace("\x00", " "), TITLE_MAX_CHARS))]
+    if headings:
+        result = replace(result, headings="\n".join(headings))
     return replace(result, main_text=main_text) if main_text and main_text != body_text else result
+
+
+@lru_cache(maxsize=1)
+def _heading_tag_ids() -> frozenset[int]:
+    """lexbor's tag ids of ``h1``-``h6``."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    factory = LexborHTMLParser("")
+    return frozenset(factory.create_node(f"h{n}").tag_id for n in range(1, 7))

@@ -8,6 +8,7 @@ standard library and w3lib.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from indexerd.extract.decode import decode_text
 from indexerd.extract.extracted import (
@@ -27,7 +28,41 @@ def extract_markdown(data: bytes, *, charset: str | None, base_url: str | None,
     decoded, codec = decode_text(data, charset)
     title = markdown_title(decoded)
     text = tidy_lines(strip_markdown(decoded), keep_indent=False)
-    return text_document(title, text, MEDIA_MARKDOWN, codec)
+    doc = text_document(title, text, MEDIA_MARKDOWN, codec)
+    headings = markdown_headings(decoded)
+    return replace(doc, headings="\n".join(headings)) if headings else doc
+
+
+def markdown_headings(source: str) -> list[str]:
+    """Every ATX and setext heading outside code fences (front matter is no heading), each as
+    a title line (markup stripped, one line), in order: the :attr:`Extracted.headings` of a
+    Markdown file."""
+    out: list[str] = []
+    lines = source.splitlines()
+    start = 0
+    if lines and lines[0].strip() == "---":  # YAML front matter, as markdown_title reads it
+        end = next((i for i, line in enumerate(lines[1:50], 1) if line.strip() in ("---", "...")), 0)
+        start = end + 1 if end else 0
+    fence = previous = ""
+    for line in lines[start:]:
+        marker = _MD_FENCE_RE.match(line)
+        if fence:
+            if marker and marker.group(1)[0] == fence:
+                fence = ""
+            previous = ""
+            continue
+        if marker:
+            fence = marker.group(1)[0]
+            previous = ""
+            continue
+        atx = _MD_ATX_RE.match(line)
+        heading = atx.group(1) if atx and atx.group(1) else previous if previous and _MD_SETEXT_RE.match(line) else ""
+        if heading and (shown := _collapse_title(heading)):
+            out.append(shown)
+            previous = ""
+            continue
+        previous = line if line.strip() and not atx else ""
+    return out
 
 
 _MD_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

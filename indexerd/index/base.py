@@ -41,6 +41,13 @@ ANALYSIS_VERSION = _TOKEN_STREAM_VERSION
 INDEX_DIRNAME = "index"
 #: Stored text used for snippets is capped (bytes of UTF-8) to bound index size and highlight time.
 SNIPPET_TEXT_CAP_BYTES = 256 * 1024
+#: How much a match in a document's headings weighs beside one in its content (1) and its title
+#: (3): between them, as a heading names what its section is about (bench/RESULTS.md, the
+#: judged set of issue 34).
+HEADINGS_BOOST = 2.0
+#: The fields :meth:`SearchIndex.facets` counts documents by (the query language's keyword
+#: fields of the same names narrow a query to one value).
+FACET_FIELDS = ("media_type", "source")
 
 Sort = Literal["relevance", "date"]
 
@@ -64,6 +71,9 @@ class IndexDoc:
     system path for files (may hold surrogate escapes), else None; ``last_modified`` is aware UTC.
     ``content`` is what is searched; ``snippet_text`` the part snippets are taken from (a page's
     main content, without navigation), None for all of ``content``.  ``size`` is in bytes.
+    ``headings``: the document's section headings (an HTML page's ``h1``-``h6``), one a line,
+    a part of ``content`` that also goes to the boosted ``headings`` field (a word there ranks a
+    document above one that only mentions it: :data:`HEADINGS_BOOST`); ``""`` for none.
     """
 
     key: str
@@ -77,6 +87,7 @@ class IndexDoc:
     media_type: str
     size: int
     snippet_text: str | None = None
+    headings: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,31 @@ class SearchIndex(Protocol):
 
         Raises:
             QueryError, IndexUnavailable: as :meth:`search`.
+        """
+
+    def facets(self, query: str | None = None, *, since: datetime | None = None,
+               until: datetime | None = None) -> dict[str, list[tuple[str, int]]]:
+        """How many live documents matching ``query`` (None: every one) in the range hold each
+        value of the fields of :data:`FACET_FIELDS`: ``{"media_type": [("text/html", 812), ...],
+        "source": [...]}``, each list most documents first, then by value; a value no matching
+        document holds is left out.  Counted by the engine (grouped counts, term counts under a
+        filter, ``GROUP BY``), never by reading the hits.
+
+        Raises:
+            QueryError, IndexUnavailable: as :meth:`search`.
+        """
+
+    def similar_terms(self, token: str, *, max_edits: int = 2) -> list[tuple[str, int]]:
+        """Terms of the ``title`` and ``content`` fields (analysed tokens: stems) that begin with
+        ``token``'s first character and are at most ``max_edits`` insertions, deletions,
+        substitutions or swaps of neighbours away from it (``token`` itself included when the
+        index holds it), each with the number of live documents holding it in either field (an
+        upper bound on engines that count per field: the larger field's count), in no order.
+        Terms no live document holds any more are left out.  For "did you mean"
+        (:mod:`indexerd.index.suggest`).
+
+        Raises:
+            IndexUnavailable: the index cannot be read.
         """
 
     def keys(self) -> Iterator[tuple[str, str]]:

@@ -16,7 +16,10 @@ exactly the same leaves and only translate them.  The analysed tree holds:
   (a lone ``-x`` becomes ``And((MatchAll(), Not(x)))``);
 - :class:`MatchAll` only inside such an ``And``; :class:`MatchNone` only as the whole tree.
 
-How words become leaves (a term without a field searches ``title`` and ``content``):
+How words become leaves (a term without a field searches ``title`` and ``content``, and, to
+rank, ``headings``: a document's section headings, a part of its content indexed again in a
+field that weighs more (:data:`~indexerd.index.base.HEADINGS_BOOST`), so the leaf never changes
+which documents match):
 
 - a word whose analysis gives no token (a stop word, punctuation) is left out; a query left
   with nothing is :class:`MatchNone` (finds nothing, not an error);
@@ -41,6 +44,9 @@ from indexerd.index.querytree import (TEXT_FIELDS, And, DateRange, Keyword, Not,
 
 IDS_FIELD = "ids"
 """The field of whole identifiers (no positions)."""
+HEADINGS_FIELD = "headings"
+"""The field of a document's section headings (a part of its content, boosted); not a field a
+query may name."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,11 @@ def _fields(field: str | None) -> tuple[str, ...]:
     return TEXT_FIELDS if field is None else (field,)
 
 
+def _ranked_fields(field: str | None) -> tuple[str, ...]:
+    """The fields a word or phrase searches: :func:`_fields`, and ``headings`` for none."""
+    return _fields(field) + ((HEADINGS_FIELD,) if field is None else ())
+
+
 def _any(nodes: list):
     nodes = [n for n in nodes if n is not None]
     if not nodes:
@@ -103,13 +114,13 @@ def _lower(node, analyzer: Analyzer):
         tokens = tuple(t for u in units for t in u.tokens)
         if not tokens:
             return None
-        leaves = [Tokens(f, tokens) for f in _fields(node.field)]
+        leaves = [Tokens(f, tokens) for f in _ranked_fields(node.field)]
         if len(units) == 1 and units[0].whole is not None and node.field is None:
             leaves.insert(0, Tokens(IDS_FIELD, (units[0].whole,)))
         return _any(leaves)
     if isinstance(node, Phrase):
         tokens = tuple(analyzer.tokens(node.text))
-        return _any([Tokens(f, tokens) for f in _fields(node.field)]) if tokens else None
+        return _any([Tokens(f, tokens) for f in _ranked_fields(node.field)]) if tokens else None
     if isinstance(node, Prefix):
         prefix = analyzer.normalise_prefix(node.text)
         if not prefix.strip():

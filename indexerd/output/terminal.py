@@ -148,23 +148,43 @@ def print_hits(hits, *, display_path, format_utc) -> None:
     emit(hits_text(hits, display_path=display_path, format_utc=format_utc, tty=stdout_is_tty()))
 
 
-def no_hits_text(query: str) -> str:
-    """What ``ctl search`` prints when nothing matches ``query``."""
-    return f"no documents match {safe(repr(query))}\n"
+def no_hits_text(query: str, suggestion: dict | None = None) -> str:
+    """What ``ctl search`` prints when nothing matches ``query``: that, and a query near it
+    that finds something (``suggestion`` as :func:`indexerd.daemon.queries.suggestion_json`
+    makes it; None: none)."""
+    out = f"no documents match {safe(repr(query))}\n"
+    if suggestion:
+        n = suggestion.get("hits", 0)
+        return out + f"did you mean: {safe(suggestion.get('query'))}  ({n} hit{'' if n == 1 else 's'})\n"
+    return out
 
 
-def search_reply_text(query: str, hits: list[dict], scores: list[float], *, as_json: bool, tty: bool) -> str:
-    """Everything ``ctl search`` prints for the daemon's ``search`` reply (``hits`` as
-    :func:`indexerd.daemon.queries.hits_json` makes them, ``scores`` at full precision): the
-    JSON array with ``as_json``, else :func:`hits_text` or :func:`no_hits_text`."""
+def search_reply_text(query: str, hits: list[dict], scores: list[float], *, as_json: bool, tty: bool,
+                      suggestion: dict | None = None) -> str:
+    """Everything ``ctl search`` prints on standard output for the daemon's ``search`` reply
+    (``hits`` as :func:`indexerd.daemon.queries.hits_json` makes them, ``scores`` at full
+    precision, ``suggestion`` as :func:`indexerd.daemon.queries.suggestion_json`): the JSON array
+    with ``as_json`` (the suggestion goes to standard error then: :func:`suggestion_note`), else
+    :func:`hits_text` or :func:`no_hits_text`."""
     if as_json:
         import json
 
         return json.dumps(hits, ensure_ascii=True) + "\n"
     if not hits:
-        return no_hits_text(query)
+        return no_hits_text(query, suggestion)
     return hits_text([ReplyHit(h, s) for h, s in zip(hits, scores)], display_path=display_path,
                      format_utc=lambda text: text, tty=tty)
+
+
+def suggestion_note(suggestion: dict | None, *, as_json: bool) -> str:
+    """What ``ctl search --json`` prints on standard error for a suggestion (one JSON object,
+    ``{"suggestion": {...}}``: standard output keeps the array of hits); "" without one or
+    without ``as_json`` (the text form has it on standard output)."""
+    if not as_json or not suggestion:
+        return ""
+    import json
+
+    return json.dumps({"suggestion": suggestion}, ensure_ascii=True) + "\n"
 
 
 def print_explain(out: dict) -> None:

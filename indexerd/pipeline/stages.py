@@ -278,7 +278,8 @@ class Pipeline:
                                  content_hash=chash, indexed_at=now, **common)
             doc = IndexDoc(key=f.key, source=f.source, url=f.url, path=f.path, title=title,
                            content=ex.text, last_modified=resolved.value, date_source=resolved.source,
-                           media_type=ex.media_type, size=f.size, snippet_text=ex.main_text)
+                           media_type=ex.media_type, size=f.size, snippet_text=ex.main_text,
+                           headings=ex.headings or "")
             self.writer.submit_index(doc, rec, urgent=self.urgent, fence=self.fence)
             log.debug("indexed %s (%s; date %s from %s)", f.key, d.reason, resolved.value, resolved.source)
             return self._counted(Outcome(Verdict.INDEXED, d.reason, PageLinks.of(ex), f.key,

@@ -17,6 +17,9 @@ daemon's :class:`indexerd.daemon.http.server.DaemonBackend`; tests may pass thei
 - ``open_original(key) -> Original | None`` (:mod:`indexerd.sources.files.originals`: a
   file inside a configured tree, opened for ``/raw``);
 - ``status() -> dict`` (``ctl status --json``'s object);
+- the search result carries the facets (counts per media type and source, each a link that
+  adds ``media_type:``/``source:`` to the query) and, on 0 hits, a suggestion
+  (:class:`~indexerd.daemon.queries.SearchResult`); ``/help`` describes the query language;
 - ``healthy() -> bool``; ``source_names() -> list[str]``; ``media_types() -> list[str]``;
 - ``metrics() -> bytes`` (the Prometheus text exposition).
 
@@ -50,7 +53,8 @@ from indexerd.core.errors import ConfigError, IndexerdError
 from indexerd.daemon.http import pages
 from indexerd.daemon.http.auth import HostCheck, TokenCheck
 from indexerd.daemon.http.peer import PeerCheck
-from indexerd.daemon.queries import MAX_RESULTS, SearchRequest, hits_json, replica_lag_text
+from indexerd.daemon.queries import (MAX_RESULTS, SearchRequest, facets_json, hits_json, replica_lag_text,
+                                     suggestion_json)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ URLS = Map([
     Rule("/doc", endpoint="document", methods=_READ),
     Rule("/raw", endpoint="raw", methods=_READ),
     Rule("/status", endpoint="status", methods=_READ),
+    Rule("/help", endpoint="help", methods=_READ),
     Rule("/api/search", endpoint="api_search", methods=_READ),
     Rule("/api/status", endpoint="api_status", methods=_READ),
     Rule("/api/explain", endpoint="api_explain", methods=_READ),
@@ -198,6 +203,9 @@ class SearchApp:
         def page_url(n):
             return adapter.build("search", {}) + "?" + _query_string(form.params(page=n))
 
+        def search_url(q):
+            return adapter.build("search", {}) + "?" + _query_string(form.params(q=q, page=1))
+
         def folder_url(hit):
             narrowed = pages.folder_query(form.q, hit.path)
             if narrowed is None:
@@ -206,7 +214,8 @@ class SearchApp:
 
         return self._render(adapter, "search.html", status=status, form=form, asked=asked, error=error,
                             result=_ResultView(result, views) if result is not None else None,
-                            coverage=coverage,
+                            coverage=coverage, search_url=search_url,
+                            facets=pages.facet_views(form.q, result.facets) if result is not None else [],
                             pages=total_pages, page_numbers=pages.page_numbers(form.page, total_pages),
                             page_url=page_url, folder_url=folder_url, sources=self.backend.source_names(),
                             media_types=sorted(set(self.backend.media_types()) | set(form.media_types)))
@@ -248,6 +257,9 @@ class SearchApp:
     def on_status(self, request, adapter):
         return self._render(adapter, "status.html", st=self.backend.status())
 
+    def on_help(self, request, adapter):
+        return self._render(adapter, "help.html")
+
     def on_static(self, request, adapter, name):
         if name not in self._static:
             raise NotFound()
@@ -270,7 +282,8 @@ class SearchApp:
         return self._json({"query": form.q, "total": result.total,
                            "offset": result.offset, "elapsed_seconds": round(result.elapsed_seconds, 6),
                            **coverage.as_json(), "replica_lag_seconds": result.replica_lag_seconds,
-                           "hits": hits_json(result.hits)})
+                           "facets": facets_json(result.facets), "suggestion": suggestion_json(result.suggestion),
+                           "query_help": adapter.build("help", {}), "hits": hits_json(result.hits)})
 
     def on_api_status(self, request, adapter):
         return self._json(self.backend.status())
@@ -299,6 +312,8 @@ class _ResultView:
         self.total = result.total
         self.offset = result.offset
         self.elapsed_seconds = result.elapsed_seconds
+        #: on 0 hits, a query near it that finds something (indexerd.index.suggest.Suggestion), else None
+        self.suggestion = result.suggestion
         lag = result.replica_lag_seconds
         #: the page's note when a lagging read replica answered, else None
         self.replica_lag_text = replica_lag_text(lag) if lag is not None else None

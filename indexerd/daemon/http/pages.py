@@ -222,3 +222,56 @@ def page_numbers(current: int, pages: int, around: int = 3) -> list[int]:
     """The page numbers to link: the first, the last and ``around`` either side of ``current``."""
     keep = {1, pages} | set(range(max(1, current - around), min(pages, current + around) + 1))
     return sorted(keep)
+
+
+#: a keyword value written bare in a query (anything else is quoted)
+_BARE_VALUE = re.compile(r"[A-Za-z0-9_.+/-]+")
+#: how the page names each facet field
+FACET_LABELS = {"media_type": "Media type", "source": "Source"}
+
+
+def facet_term(name: str, value: str) -> str | None:
+    """The query term that narrows to ``value`` of the field ``name`` (``media_type:text/html``,
+    ``source:"my docs"``); None when the value cannot be written in a query (a ``"`` in it)."""
+    if _BARE_VALUE.fullmatch(value):
+        return f"{name}:{value}"
+    if '"' in value or not value:
+        return None
+    return f'{name}:"{value}"'
+
+
+@dataclass(frozen=True)
+class FacetValue:
+    """One value of a facet as the page shows it: ``query`` the search narrowed to it (None:
+    the query is already narrowed to it, or it cannot be written in a query)."""
+
+    value: str
+    count: int
+    query: str | None
+    active: bool
+
+
+@dataclass(frozen=True)
+class FacetView:
+    """One facet field (``name``, ``label``) and its values, most documents first."""
+
+    name: str
+    label: str
+    values: tuple[FacetValue, ...]
+
+
+def facet_views(q: str, facets: dict[str, list[tuple[str, int]]] | None) -> list[FacetView]:
+    """The facets of a result for the page: per field, each value with the query narrowed to
+    it (``q`` and the field's term, :func:`facet_term`); a field with one value only is shown
+    when the query already narrows to it.  ``[]`` without facets."""
+    out = []
+    for name, values in (facets or {}).items():
+        views = []
+        for value, count in values:
+            term = facet_term(name, value)
+            active = term is not None and term in q
+            narrowed = None if term is None or active else f"{q} {term}"
+            views.append(FacetValue(value, count, narrowed, active))
+        if len(views) > 1 or any(v.active for v in views):
+            out.append(FacetView(name, FACET_LABELS.get(name, name), tuple(views)))
+    return out

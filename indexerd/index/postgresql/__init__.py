@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 #: Changes whenever the tables or the ``tsv`` layout change: an index written with another
-#: format is emptied and rebuilt from the sources.
-FORMAT_VERSION = 1
+#: format is emptied and rebuilt from the sources.  2: the ``terms`` table; 3: the headings' lexemes
+#: (weight ``D``) in the ``tsv``.
+FORMAT_VERSION = 3
 
 
 class PostgresqlEngine:

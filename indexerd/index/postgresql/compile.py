@@ -28,7 +28,8 @@ from indexerd.index.querytokens import MatchAll, MatchNone, TokenPrefix, Tokens
 from .documents import MAX_LEXEME_BYTES, key_hash, quote_lexeme
 
 #: The ``tsv`` weight of each text field (:mod:`.documents`).
-WEIGHTS = {"title": "A", "content": "B", "ids": "C", "title+content": "AB"}
+WEIGHTS = {"title": "A", "content": "B", "ids": "C", "headings": "D", "title+content": "AB",
+           "title+content+headings": "ABD"}
 #: Columns of the keyword fields.
 KEYWORD_COLUMNS = {"source": "source", "media_type": "media_type", "date_source": "date_source", "key": "key"}
 
@@ -77,15 +78,20 @@ def _text(node) -> str | None:
 
 
 def _both_fields(node: Or) -> Tokens | None:
-    """``title:x OR content:x`` (what every unfielded word becomes) as one leaf on both weights,
-    ``'x':AB``: the same documents (a phrase never spans the two fields: :mod:`.documents`
-    leaves a position between them), half the operands to match and rank."""
-    if len(node.children) != 2 or not all(isinstance(c, Tokens) for c in node.children):
+    """``title:x OR content:x OR headings:x`` (what every unfielded word becomes) as one leaf
+    on their weights, ``'x':ABD`` (``title:x OR content:x``: ``'x':AB``): the same documents (a
+    phrase never spans two fields: :mod:`.documents` leaves a position between them), a third of
+    the operands to match and rank."""
+    if len(node.children) not in (2, 3) or not all(isinstance(c, Tokens) for c in node.children):
         return None
-    a, b = node.children
-    if a.tokens != b.tokens or {a.field, b.field} != {"title", "content"}:
+    fields = {c.field for c in node.children}
+    if len({c.tokens for c in node.children}) != 1 or len(fields) != len(node.children):
         return None
-    return Tokens("title+content", a.tokens)
+    if fields == {"title", "content"}:
+        return Tokens("title+content", node.children[0].tokens)
+    if fields == {"title", "content", "headings"}:
+        return Tokens("title+content+headings", node.children[0].tokens)
+    return None
 
 
 def _match(tsq: str) -> Where:

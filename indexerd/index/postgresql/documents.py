@@ -14,7 +14,9 @@ Layout of one ``tsv`` (positions count from 1; a weight per position):
 - the content's tokens from ``T + 2`` on, weight ``B`` (the gap keeps a phrase from running
   from the title into the content);
 - each whole identifier (the ``ids`` field) after the content, one position apart from
-  everything, weight ``C`` (identifiers hold ``.`` or ``_``, so no text token equals one).
+  everything, weight ``C`` (identifiers hold ``.`` or ``_``, so no text token equals one);
+- the section headings' tokens (the ``headings`` field, a part of the content indexed again to
+  rank) after the identifiers, weight ``D``.
 
 Limits of ``tsvector`` (PostgreSQL 15, ``src/include/tsearch/ts_type.h``), applied here so that
 a big document is indexed rather than refused: a position from :data:`MAX_POSITION` - 1 on is stored
@@ -30,6 +32,7 @@ once the literal reaches :data:`TSVECTOR_BUDGET_BYTES` later *new* lexemes are d
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import timezone
 from typing import NamedTuple
 
@@ -75,9 +78,10 @@ class Tsv(NamedTuple):
     truncated: bool
 
 
-def build_tsvector(title_tokens: list[str], content_tokens: list[str], ids: list[str]) -> Tsv:
-    """The ``tsv`` literal of analysed title and content tokens and whole identifiers (the
-    layout and limits of the module docstring)."""
+def build_tsvector(title_tokens: list[str], content_tokens: list[str], ids: list[str],
+                   heading_tokens: Sequence[str] = ()) -> Tsv:
+    """The ``tsv`` literal of analysed title, content and heading tokens and whole identifiers
+    (the layout and limits of the module docstring)."""
     entries: dict[str, list[str]] = {}
     budget = TSVECTOR_BUDGET_BYTES
     truncated = False
@@ -112,7 +116,8 @@ def build_tsvector(title_tokens: list[str], content_tokens: list[str], ids: list
 
     after_title = add(title_tokens, 1, "A")
     after_content = add(content_tokens, after_title + 1, "B")
-    add(ids, after_content + 1, "C", step=2)
+    after_ids = add(ids, after_content + 1, "C", step=2)
+    add(heading_tokens, after_ids + 1, "D")
     literal = " ".join(f"{quote_lexeme(t)}:{','.join(ps)}" for t, ps in entries.items())
     return Tsv(literal, truncated)
 
@@ -126,11 +131,12 @@ def snippet_text(doc) -> bytes:
 
 
 def row(doc, analysed) -> tuple:
-    """The ``documents`` row of ``doc`` (an :class:`~indexerd.index.IndexDoc`) whose title and
-    content the analyzer gave as ``analysed`` (``(title Analysed, content Analysed)``), in the
+    """The ``documents`` row of ``doc`` (an :class:`~indexerd.index.IndexDoc`) whose title,
+    content and headings the analyzer gave as ``analysed`` (``(title Analysed, content Analysed,
+    heading tokens)``), in the
     column order of :data:`~.schema.ROW_COLUMNS`; and whether :func:`build_tsvector` cut it."""
-    t, c = analysed
-    tsv = build_tsvector(t.tokens, c.tokens, t.ids + c.ids)
+    t, c, h = analysed
+    tsv = build_tsvector(t.tokens, c.tokens, t.ids + c.ids, h)
     lm = doc.last_modified.astimezone(UTC)
     values = (key_hash(doc.key), doc.key, doc.source, to_bytes(doc.title),
               None if doc.path is None else to_bytes(doc.path), doc.media_type or "",

@@ -8,6 +8,11 @@ In the configured schema (``[index.postgresql] schema``, default ``indexerd``):
   UTF-8 comes back as it went in); ``last_modified`` ``timestamptz``; ``size`` bytes; ``tsv``
   the ``tsvector`` of :mod:`.documents` with a GIN index; ``body`` the snippet text (TOAST
   compresses it).  B-tree indexes on ``last_modified`` (date sort, since/until) and ``source``;
+- ``terms``: the title and content tokens (stems) written so far, one row per term and writer
+  that first wrote it (a term two nodes write at once may appear twice: no unique constraint, so
+  no writer waits on another), for "did you mean" (:meth:`~.engine.PgIndex.similar_terms`),
+  which counts a candidate's live documents through the ``tsv`` index; a term whose documents
+  are all gone stays (it counts 0).  Its B-tree is on ``(left(term, 1), length(term), term)``;
 - ``commits``: one row: ``n``, the commit counter (the commit token), ``documents``, the live
   count kept exact by every commit, and ``committed_at``;
 - ``meta``: who wrote the index: ``engine``, ``analysis`` (:data:`~indexerd.index.base.ANALYSIS_VERSION`)
@@ -61,6 +66,12 @@ CREATE INDEX IF NOT EXISTS documents_last_modified ON {s}.documents (last_modifi
 CREATE INDEX IF NOT EXISTS documents_source ON {s}.documents (source);
 """
 
+#: Tables added after the first format: created in every index that lacks them.
+_DDL_ADDED = """
+CREATE TABLE IF NOT EXISTS {s}.terms (term text NOT NULL);
+CREATE INDEX IF NOT EXISTS terms_near ON {s}.terms (left(term, 1), length(term), term);
+"""
+
 
 def ident(schema: str) -> sql.Identifier:
     return sql.Identifier(schema)
@@ -102,11 +113,12 @@ def ensure(conn, schema: str, wanted: dict[str, str], *, create: bool, where: st
         s = ident(schema)
         if not exists(conn, schema):
             conn.execute(sql.SQL(_DDL).format(s=s))
+        conn.execute(sql.SQL(_DDL_ADDED).format(s=s))
         found = written_by(conn, schema)
         if found and found != wanted:
             log.warning("%s: the index was written as %s, this indexerd writes %s: emptying it "
                         "(every node re-reads its sources)", where, found, wanted)
-            conn.execute(sql.SQL("TRUNCATE {}.documents").format(s))
+            conn.execute(sql.SQL("TRUNCATE {0}.documents, {0}.terms").format(s))
             conn.execute(sql.SQL("UPDATE {}.commits SET n = n + 1, documents = 0, committed_at = now()").format(s))
         if found != wanted:
             conn.execute(sql.SQL("DELETE FROM {}.meta").format(s))

@@ -6,7 +6,9 @@ session's transaction, so nothing is visible to searchers before :meth:`PgSessio
 flush sends one ``DELETE ... WHERE key_hash = ANY(...)`` and one ``INSERT ... SELECT FROM
 unnest(...) ON CONFLICT (key_hash) DO UPDATE``: writers of different keys (other nodes) never
 wait on each other; rows are written in ``key_hash`` order, so two sessions writing the same
-keys lock them in the same order (no deadlock).  The commit bumps the one ``commits`` row (the
+keys lock them in the same order (no deadlock).  The flush also adds the terms of its
+documents that the ``terms`` table lacks (those this process has not written before:
+:meth:`~.engine.PgIndex.unrecorded_terms`).  The commit bumps the one ``commits`` row (the
 commit token, and the live document count kept exact with the inserted and deleted rows the
 flushes counted) as its last statement, so that row is held only for the ``COMMIT`` itself.
 """
@@ -62,8 +64,13 @@ class PgSession:
         self._pending_chars = 0
         self._delta = 0        # live documents added minus removed by the flushes so far
         self._wrote = False
+        self._sent_terms: set[str] = set()  # terms this session added to the terms table
         self._upsert = _upsert_sql(index.target.schema)
         self._delete = sql.SQL("DELETE FROM {}.documents WHERE key_hash = ANY(%s)").format(
+            sql.Identifier(index.target.schema))
+        self._terms = sql.SQL("INSERT INTO {0}.terms (term) SELECT u.t FROM unnest(%s::text[]) AS u(t) "
+                              "WHERE NOT EXISTS (SELECT 1 FROM {0}.terms x WHERE left(x.term, 1) = left(u.t, 1) "
+                              "AND length(x.term) = length(u.t) AND x.term = u.t)").format(
             sql.Identifier(index.target.schema))
 
     def _live(self) -> psycopg.Connection:
@@ -110,17 +117,25 @@ class PgSession:
         a = self._index.analyzer
         rows: list[tuple] = []
         truncated = 0
+        terms: set[str] = set()
         for d in docs:
-            values, cut = row(d, (a.analyse(d.title), a.analyse(d.content)))
+            t, c = a.analyse(d.title), a.analyse(d.content)
+            values, cut = row(d, (t, c, a.tokens(d.headings) if d.headings else []))
             rows.append(values)
             truncated += cut
+            terms.update(t.tokens)
+            terms.update(c.tokens)
         rows.sort(key=lambda r: r[0])
+        new_terms = self._index.unrecorded_terms(terms)
         try:
             if deletes:
                 self._delta -= conn.execute(self._delete, (deletes,)).rowcount
             if rows:
                 cur = conn.execute(self._upsert, [list(col) for col in zip(*rows)])
                 self._delta += sum(1 for (inserted,) in cur.fetchall() if inserted)
+            if new_terms:
+                conn.execute(self._terms, (new_terms,))
+                self._sent_terms.update(new_terms)
         except psycopg.Error as e:
             raise OSError(f"{self._index.where}: writing {len(pending)} documents failed: {_first_line(e)}") from None
         self._wrote = True
@@ -150,6 +165,7 @@ class PgSession:
             assert counted is not None  # UPDATE ... RETURNING of the one commits row
             n = counted[0]
             conn.commit()
+            self._index.remember_terms(self._sent_terms)
             return str(n)
         except psycopg.Error as e:
             raise OSError(f"{self._index.where}: commit failed: {_first_line(e)}") from None

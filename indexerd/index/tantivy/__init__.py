@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 #: Changes whenever the schema (fields, their options, the tokenizer) changes: an index written
-#: with another format is rebuilt from the sources.
-FORMAT_VERSION = 1
+#: with another format is rebuilt from the sources.  2: the ``headings`` field.
+FORMAT_VERSION = 2
 
 
 class TantivyEngine:

@@ -57,9 +57,9 @@ DEFAULT_WRITER_THREADS = 1
 MAX_BATCHES_IN_FLIGHT = 4
 
 
-def _texts_of(doc) -> tuple[str, str]:
+def _texts_of(doc) -> tuple[str, str, str]:
     """What :func:`~.offload.analyse_texts` takes of a document."""
-    return doc.title, doc.content
+    return doc.title, doc.content, doc.headings
 
 
 class TantivySession:

@@ -13,17 +13,19 @@ from indexerd.index.offload import BATCH_DOCS, AnalysisWorker, batch_full  # noq
 TASK = "indexerd.index.tantivy.offload:analyse_texts"
 
 
-def analyse_texts(texts: list[tuple[str, str]], fold_diacritics: bool) -> list[tuple[str, str, str]]:
-    """``(title, content)`` pairs -> ``(title tokens, content tokens, identifiers)``, each joined
-    by single spaces (the tantivy engine's field values).  Runs in the worker or in-process."""
+def analyse_texts(texts: list[tuple[str, str, str]], fold_diacritics: bool) -> list[tuple[str, str, str, str]]:
+    """``(title, content, headings)`` -> ``(title tokens, content tokens, identifiers, headings
+    tokens)``, each joined by single spaces (the tantivy engine's field values).  Runs in the
+    worker or in-process."""
     from indexerd.index.analysis import analyzer
 
     a = analyzer(fold_diacritics=fold_diacritics)
     out = []
-    for title, content in texts:
+    for title, content, headings in texts:
         t = a.analyse(title)
         c = a.analyse(content)
-        out.append((" ".join(t.tokens), " ".join(c.tokens), " ".join(t.ids + c.ids)))
+        out.append((" ".join(t.tokens), " ".join(c.tokens), " ".join(t.ids + c.ids),
+                    " ".join(a.tokens(headings)) if headings else ""))
     return out
 
 

@@ -123,3 +123,49 @@ class TantivySearch:
         if query is None and since is None and until is None:
             return s.num_docs
         return s.search(q, limit=1, count=True).count  # type: ignore[attr-defined]  # not in tantivy's stubs
+
+    def facets(self, query: str | None = None, *, since: datetime | None = None,
+               until: datetime | None = None) -> dict[str, list[tuple[str, int]]]:
+        """Matching documents counted per value of each field of
+        :data:`~indexerd.index.base.FACET_FIELDS`: tantivy's term dictionary of the raw field
+        walked with the query as a filter (``Searcher.terms_with_prefix(field, "",
+        filter_query=q)``: each value's documents among the matches, counted in Rust; no stored
+        document is read), most first.
+
+        Raises:
+            QueryError: the query is malformed.
+            IndexUnavailable: the index cannot be read.
+        """
+        from indexerd.index.base import FACET_FIELDS
+
+        q = tantivy.Query.all_query() if query is None else compile_query(self._analysed(query), self.schema)
+        if q is None:
+            return {name: [] for name in FACET_FIELDS}
+        q = self._filtered(q, since, until)
+        s = self.searcher()
+        return {name: sorted(((v, n) for v, n in s.terms_with_prefix(name, "", filter_query=q) if v and n > 0),
+                             key=lambda p: (-p[1], p[0]))
+                for name in FACET_FIELDS}
+
+    def similar_terms(self, token: str, *, max_edits: int = 2) -> list[tuple[str, int]]:
+        """Terms of ``title`` and ``content`` near ``token``
+        (:func:`indexerd.index.suggest.near_terms` over the term dictionary's terms that begin
+        with its first character, ``Searcher.terms_with_prefix``), each with its document
+        frequency (the larger of the two fields'; deleted documents not yet merged away still
+        count).
+
+        Raises:
+            IndexUnavailable: the index cannot be read.
+        """
+        from indexerd.index.suggest import near_terms
+
+        if not token:
+            return []
+        s = self.searcher()
+        found: dict[str, int] = {}
+        lo, hi = len(token) - max_edits, len(token) + max_edits
+        for field in ("title", "content"):
+            counts = dict((t, n) for t, n in s.terms_with_prefix(field, token[0]) if lo <= len(t) <= hi)
+            for t in near_terms(token, counts, max_edits):
+                found[t] = max(found.get(t, 0), counts[t])
+        return list(found.items())

@@ -58,19 +58,19 @@ def field_postings(tokens: list[str]) -> tuple[list[bytes], list[int], list[byte
     return terms, freqs, values
 
 
-def posting_values(texts: list[tuple[str, str, str | None]], fold_diacritics: bool) -> list[tuple]:
-    """``(title, content, shown)`` -> ``(title postings, content postings, identifiers,
-    stored text)``: the postings as :func:`field_postings` gives them, the identifiers of both
+def posting_values(texts: list[tuple[str, str, str | None, str]], fold_diacritics: bool) -> list[tuple]:
+    """``(title, content, shown, headings)`` -> ``(title postings, content postings,
+    identifiers, stored text, headings postings)``: the postings as :func:`field_postings` gives them, the identifiers of both
     joined by single spaces (the ``ids`` field), and the text snippets are cut from (``shown``,
     or the content when None) as the index stores it (UTF-8, at most
     :data:`~indexerd.index.base.SNIPPET_TEXT_CAP_BYTES`, zlib level 6).  Runs in the worker or
     in-process."""
     a = analyzer(fold_diacritics=fold_diacritics)
     out = []
-    for title, content, shown in texts:
+    for title, content, shown, headings in texts:
         t = a.analyse(title)
         c = a.analyse(content)
         text = (content if shown is None else shown).encode("utf-8", "replace")[:SNIPPET_TEXT_CAP_BYTES]
         out.append((field_postings(t.tokens), field_postings(c.tokens), " ".join(t.ids + c.ids),
-                    zlib.compress(text, 6)))
+                    zlib.compress(text, 6), field_postings(a.tokens(headings)) if headings else None))
     return out

@@ -31,7 +31,9 @@ def new_schema():
     - ``title`` (boosted 3x) and ``content``: the engine-neutral analyzer's tokens
       (:class:`~indexerd.index.whoosh.analysis.NeutralAnalyzer`, posting format
       :class:`~indexerd.index.whoosh.analysis.TokenPositions`); the title as shown is stored
-      beside its tokens (``_stored_title``);
+      beside its tokens (``_stored_title``); ``headings`` (boosted
+      :data:`~indexerd.index.base.HEADINGS_BOOST`) the same analyzer's tokens of the section
+      headings;
     - ``ids``: the whole identifiers of title and content (``pg_hba.conf``), space-separated,
       without positions;
     - ``path`` (stored), ``text_z`` (zlib-compressed text for snippets), ``last_modified``
@@ -40,6 +42,8 @@ def new_schema():
     Changing any of this changes the on-disk format: bump the engine's ``format_version``.
     """
     from whoosh.fields import DATETIME, ID, KEYWORD, NUMERIC, STORED, TEXT, Schema
+
+    from indexerd.index.base import HEADINGS_BOOST
 
     from indexerd.index.whoosh.analysis import NeutralAnalyzer, TokenPositions
 
@@ -50,6 +54,7 @@ def new_schema():
         path=STORED,
         title=TEXT(stored=True, field_boost=3.0, analyzer=analyzer),
         content=TEXT(analyzer=analyzer),
+        headings=TEXT(field_boost=HEADINGS_BOOST, analyzer=analyzer),
         ids=KEYWORD(lowercase=False, commas=False, scorable=True),
         text_z=STORED,
         last_modified=DATETIME(stored=True, sortable=True),
@@ -57,7 +62,7 @@ def new_schema():
         media_type=ID(stored=True),
         size=NUMERIC(stored=True, bits=64),
     )
-    for name in ("title", "content"):
+    for name in ("title", "content", "headings"):
         fmt = schema[name].format
         schema[name].format = TokenPositions(field_boost=fmt.field_boost, **fmt.options)
     return schema

@@ -178,3 +178,56 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
                             score=float(score or 0.0) if sort == "relevance" else 0.0,
                             snippet=snip.text, marks=snip.marks, snippet_note=snip.note))
         return hits
+
+
+def facets(searchers, query: str | None, since: datetime | None, until: datetime | None,
+           fold_diacritics: bool = True) -> dict[str, list[tuple[str, int]]]:
+    """Documents of the Whoosh index matching ``query`` (None: all) in the date range, counted
+    per value of each field of :data:`~indexerd.index.base.FACET_FIELDS` by Whoosh's grouped
+    facets (``groupedby`` with ``Count`` maps: the collector files each matching document by its
+    value from the field's column or postings; no stored field is read), most first.
+
+    Raises:
+        QueryError: the query is malformed, or its prefixes match too many words.
+    """
+    from whoosh import query as wq
+    from whoosh import sorting
+
+    from indexerd.index.base import FACET_FIELDS
+
+    q = wq.Every() if query is None else compile_query(analysed(query, fold_diacritics))
+    if q is None:
+        return {name: [] for name in FACET_FIELDS}
+    groups = sorting.Facets()
+    for name in FACET_FIELDS:
+        groups.add_field(name, maptype=sorting.Count)
+    with searchers.searcher() as searcher:
+        _check_prefixes(q, searcher)
+        results = searcher.search(q, limit=1, scored=False, groupedby=groups,
+                                  filter=date_filter(since, until))
+        out = {}
+        for name in FACET_FIELDS:
+            counted = results.groups(name)
+            out[name] = sorted(((v if isinstance(v, str) else (v or b"").decode("utf-8", "replace"), n)
+                                for v, n in counted.items() if v and n > 0), key=lambda p: (-p[1], p[0]))
+        return out
+
+
+def similar_terms(searchers, token: str, max_edits: int) -> list[tuple[str, int]]:
+    """Terms of ``title`` and ``content`` near ``token`` (:func:`indexerd.index.suggest.near_terms`
+    over the terms that begin with its first character, read from the segments' term indexes),
+    each with its document frequency (the larger of the two fields'; deleted documents not yet
+    merged away still count)."""
+    from indexerd.index.suggest import near_terms
+
+    if not token:
+        return []
+    with searchers.searcher() as searcher:
+        reader = searcher.reader()
+        found: dict[str, int] = {}
+        for field in ("title", "content"):
+            lo, hi = len(token) - max_edits, len(token) + max_edits
+            words = (w for w in reader.expand_prefix(field, token[0]) if lo <= len(w) <= hi)
+            for t in near_terms(token, (w.decode("utf-8") if isinstance(w, bytes) else w for w in words), max_edits):
+                found[t] = max(found.get(t, 0), reader.doc_frequency(field, t))
+        return list(found.items())

@@ -40,9 +40,9 @@ MAX_BATCHES_IN_FLIGHT = 2
 _TEMP_TOC = re.compile(r"_MAIN_\d+\.toc\.[0-9.e+-]+")
 
 
-def _texts_of(doc: IndexDoc) -> tuple[str, str, str | None]:
+def _texts_of(doc: IndexDoc) -> tuple[str, str, str | None, str]:
     """What :func:`~indexerd.index.whoosh.postingvalues.posting_values` takes of a document."""
-    return doc.title, doc.content, doc.snippet_text
+    return doc.title, doc.content, doc.snippet_text, doc.headings
 
 
 def naive_utc(dt):
@@ -119,14 +119,15 @@ class WhooshSession:
         self._removals.add(key)
 
     def _add(self, doc: IndexDoc, computed: tuple) -> None:
-        title, content, ids, text_z = computed
+        title, content, ids, text_z, headings = computed
         self._forget_added(doc.key)
         local = self._w.docnum - self._w.docbase
+        more = {"headings": PostingValues(headings)} if headings is not None else {}
         try:
             self._w.update_document(
                 key=doc.key, source=doc.source, path=doc.path,
                 title=PostingValues(title), _stored_title=doc.title,
-                content=PostingValues(content),
+                content=PostingValues(content), **more,
                 ids=ids, text_z=text_z,
                 last_modified=naive_utc(doc.last_modified), date_source=doc.date_source,
                 media_type=doc.media_type, size=doc.size)

@@ -1,0 +1,185 @@
+"""'Did you mean': a query that finds nothing, rewritten with the index's own terms.
+
+For each plain word of the query (not under ``NOT``, not a phrase, prefix, identifier, CJK run
+or field value) whose stem the index does not hold, the engine lists the terms near it
+(:meth:`indexerd.index.base.SearchIndex.similar_terms`: the same first character, at most two
+edits); the nearest wins, the one more documents hold among equally near ones (then the first
+in alphabetical order).  The word is replaced in the query as typed, by the word a document
+holds for that term (of the words of that term's best hits that analyse to it, the one nearest
+to what was typed: ``confgure`` suggests ``configure``, not the stem ``configur`` nor ``configuration``).  The suggestion is given only when the rewritten query finds something.
+
+The distance is the optimal-string-alignment distance (Damerau-Levenshtein without edits of
+an edited part): an insertion, deletion, substitution or swap of two neighbours is one edit,
+as in the spelling correctors of Lucene (``DirectSpellChecker``) and Whoosh.
+:func:`edit_distance` and :func:`near_terms` are pure; :func:`suggest` asks the index.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from indexerd.core.errors import QueryError
+from indexerd.index.analysis import Analyzer, is_cjk
+from indexerd.index.query import parse
+from indexerd.index.querytree import And, Or, Word
+
+__all__ = ["MAX_EDITS", "Suggestion", "edit_distance", "near_terms", "suggest"]
+
+#: Edits a suggested term may be from the typed word's stem (1-2, as the spelling correctors).
+MAX_EDITS = 2
+#: Words typed shorter than this get no suggestion: at 3 letters nearly every term
+#: of the index is two edits away.
+MIN_WORD_CHARS = 4
+#: Hits whose marked words are looked at to show a suggested term as a word.
+SURFACE_HITS = 10
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A query to try instead: ``query`` (the typed query with the words replaced),
+    ``replaced`` the ``(typed, suggested)`` words, ``hits`` how many documents it matches."""
+
+    query: str
+    replaced: tuple[tuple[str, str], ...]
+    hits: int
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """The optimal-string-alignment distance of ``a`` and ``b`` (module docstring), or
+    ``limit + 1`` as soon as it is known to exceed ``limit`` (a cut-off: a term of the index is
+    compared with one word, so most comparisons stop at the first rows)."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    if a == b:
+        return 0
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        best = cur[0]
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            d = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d = min(d, prev2[j - 2] + 1)
+            cur[j] = d
+            best = min(best, d)
+        if best > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1] if prev[-1] <= limit else limit + 1
+
+
+def near_terms(token: str, terms: Iterable[str], max_edits: int = MAX_EDITS) -> list[str]:
+    """The terms of ``terms`` at most ``max_edits`` from ``token`` that begin with its first
+    character (``token`` itself included when it is one of them), in their order.  What an
+    engine that lists its terms by prefix gives :meth:`~indexerd.index.base.SearchIndex.similar_terms`.
+
+    Before the distance, a q-gram count filter (Ukkonen 1992) drops most terms at the cost of a
+    set of letter pairs: one edit changes at most three of a word's pairs (a swap: ``abcd`` ->
+    ``acbd``), so a term within ``max_edits`` shares all but ``3 * max_edits`` of the token's
+    distinct pairs."""
+    if not token:
+        return []
+    first, n = token[0], len(token)
+    pairs = {token[i:i + 2] for i in range(n - 1)}
+    need = len(pairs) - 3 * max_edits
+    out = []
+    for t in terms:
+        if t[:1] != first or abs(len(t) - n) > max_edits:
+            continue
+        if need > 0 and len(pairs.intersection([t[i:i + 2] for i in range(len(t) - 1)])) < need:
+            continue
+        if edit_distance(token, t, max_edits) <= max_edits:
+            out.append(t)
+    return out
+
+
+def _plain_words(node, out: list[Word]) -> None:
+    """The :class:`Word` leaves of a parsed tree that are not under a ``NOT``, in order."""
+    if isinstance(node, Word):
+        out.append(node)
+    elif isinstance(node, (And, Or)):
+        for c in node.children:
+            _plain_words(c, out)
+    # Not, Phrase, Prefix and the field values are left as typed
+
+
+def _replace_word(query: str, typed: str, by: str) -> str:
+    """``query`` with the first occurrence of the word ``typed`` (standing alone, or after
+    ``title:``/``content:``) replaced by ``by``."""
+    pattern = re.compile(r"(?<![^\s(:])" + re.escape(typed) + r"(?![^\s)])")
+    return pattern.sub(by.replace("\\", r"\\"), query, count=1)
+
+
+def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
+            narrowed: Callable[[str], str] | None = None) -> Suggestion | None:
+    """A query near ``query`` that finds something in ``ix`` (an
+    :class:`~indexerd.index.base.SearchIndex`) in the date range (aware UTC, None: open), or
+    None: no plain word is unknown to the index, no term is near enough, or the rewritten
+    query still finds nothing.  ``analyzer`` is the one the index was built with;
+    ``narrowed`` turns the rewritten query into the one counted (the search page's source and
+    media-type filters added), None: counted as it is.  Costs a count per plain word, one or
+    two :meth:`similar_terms` (within one edit, then two) per word the index lacks, one search
+    of :data:`SURFACE_HITS` hits per replaced word and one count.
+
+    Raises:
+        QueryError: the query is malformed.
+        IndexUnavailable: the index cannot be read.
+    """
+    words: list[Word] = []
+    _plain_words(parse(query), words)
+    replaced: list[tuple[str, str]] = []
+    text = query
+    for w in words:
+        units = [u for u in analyzer.units(w.text) if u.tokens]
+        if len(units) != 1 or units[0].whole is not None or len(units[0].tokens) != 1:
+            continue  # an identifier, several words, a stop word
+        token = units[0].tokens[0]
+        if len(w.text) < MIN_WORD_CHARS or any(is_cjk(c) for c in token):
+            continue
+        try:
+            if ix.count(f"{w.field}:{w.text}" if w.field else w.text) > 0:
+                continue  # the index holds the word: not what makes the query empty
+        except QueryError:
+            continue  # a word that reads otherwise alone: left as typed
+        ranked: list[tuple[int, int, str]] = []
+        for edits in range(1, MAX_EDITS + 1):  # most typos are one edit: two only when none is near
+            near = ix.similar_terms(token, max_edits=edits)
+            ranked = sorted((edit_distance(token, t, edits), -n, t) for t, n in near if n > 0 and t != token)
+            if ranked:
+                break
+        if not ranked:
+            continue
+        term = ranked[0][2]
+        shown = _surface(ix, analyzer, term, w.field, w.text) or term
+        if shown.casefold() == w.text.casefold():
+            continue
+        text = _replace_word(text, w.text, shown)
+        replaced.append((w.text, shown))
+    if not replaced or text == query:
+        return None
+    hits = ix.count(narrowed(text) if narrowed is not None else text, since=since, until=until)
+    return Suggestion(text, tuple(replaced), hits) if hits > 0 else None
+
+
+def _surface(ix, analyzer: Analyzer, term: str, field: str | None, typed: str) -> str | None:
+    """The word documents hold for the index term ``term`` (a stem) nearest to ``typed``: of
+    the words of the titles and snippets of the term's best :data:`SURFACE_HITS` hits that the
+    analyzer turns into ``term`` (lower-cased), the fewest edits from ``typed``, then the most
+    often seen, then the first alphabetically (the same on every engine, whatever its ranking);
+    None when no such word is shown (a match past the text kept for snippets)."""
+    hits = ix.search(f"{field}:{term}" if field else term, limit=SURFACE_HITS, snippet_chars=120)
+    seen: dict[str, int] = {}
+    for h in hits:
+        for word in _WORD.findall(f"{h.title} {h.snippet}"):
+            word = word.casefold()
+            if word in seen or analyzer.tokens(word) == [term]:
+                seen[word] = seen.get(word, 0) + 1
+    if not seen:
+        return None
+    typed = typed.casefold()
+    return min(seen, key=lambda w: (edit_distance(typed, w, len(typed) + len(w)), -seen[w], w))
