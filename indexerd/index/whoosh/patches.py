@@ -84,6 +84,29 @@ def _unread_array_unions() -> None:
     from indexerd.index.whoosh.bulkscore import UnreadArrayUnion
 
     whoosh.matching.ArrayUnionMatcher = UnreadArrayUnion
+    _unread_intersections()
+
+
+def _unread_intersections() -> None:
+    """Whoosh's ``IntersectionMatcher`` moves to its first match when built: over a child built
+    unread (:class:`~indexerd.index.whoosh.bulkscore.UnreadArrayUnion`, an and-not matcher) it
+    would walk what cannot be walked (``AttributeError: '_docnum'`` for ``crème brûlée``, each
+    word an ``Or`` of its fields).  Built over such a child, it stays unread too and says so
+    (``unpositioned``): the bulk scorer evaluates it from its children."""
+    from whoosh.matching import IntersectionMatcher
+
+    if getattr(IntersectionMatcher._find_first, "indexerd_unread", False):
+        return
+    stock = IntersectionMatcher._find_first
+
+    def _find_first(self) -> None:
+        if getattr(self.a, "unpositioned", False) or getattr(self.b, "unpositioned", False):
+            self.unpositioned = True
+            return
+        stock(self)
+
+    _find_first.indexerd_unread = True  # type: ignore[attr-defined]
+    IntersectionMatcher._find_first = _find_first
 
 
 def active() -> bool:
