@@ -40,9 +40,10 @@ QUERIES = ["alpha", "beta", "iota", "rho", "alpha beta", "alpha rho", "gamma del
 
 
 def doc(i: int, title: str, text: str) -> IndexDoc:
-    return IndexDoc(key=f"k{i}", source="s", url=f"k{i}", path=None, title=title, content=text,
+    return IndexDoc(key=f"k{i}", source="ts"[i % 2], url=f"k{i}", path=None, title=title, content=text,
                     last_modified=datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=i % 50),
-                    date_source="mtime", media_type="text/plain", size=len(text))
+                    date_source="mtime", media_type=("text/plain", "text/html", "application/pdf")[i % 3],
+                    size=len(text))
 
 
 def text(rng: random.Random, n: int) -> str:
@@ -211,3 +212,27 @@ def test_positions_read_as_arrays_equal_the_unpickled_ones() -> None:
     expect = [postingarrays._position_deltas(v) for v in values]
     assert lens.tolist() == [len(e) for e in expect]
     assert flat.tolist() == [d for e in expect for d in e]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_facets_counted_in_bulk_equal_whooshs_grouped_facets(ix, query) -> None:
+    """A broad query's facets took 2.2 s on 100,000 documents through Whoosh's grouped facets
+    (each match filed in Python): counted in bulk, the same counts, with a date filter too."""
+    from whoosh import sorting
+
+    from indexerd.index.whoosh.bulkfacets import facet_counts
+
+    q = compile_query(analysed(query, True))
+    if q is None:
+        return
+    filt = date_filter(datetime(2024, 1, 10, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
+    for f in (None, filt):
+        groups = sorting.Facets()
+        for name in ("media_type", "source"):
+            groups.add_field(name, maptype=sorting.Count)
+        with ix._searchers.searcher() as searcher:
+            want = searcher.search(q, limit=1, scored=False, groupedby=groups, filter=f)
+            got = facet_counts(searcher, q, ("media_type", "source"), allow=searcher._filter_to_comb(f))
+            for name in ("media_type", "source"):
+                expected = {(v if isinstance(v, str) else v.decode()): n for v, n in want.groups(name).items() if n}
+                assert got[name] == expected, (query, name, f)

@@ -60,7 +60,7 @@ WRITES_OUTSIDE_THE_WRITER: dict[str, tuple[tuple[str, ...], str]] = {
                     "(full-load time, forgotten ids), which nothing else writes"),
     "reset_stats": (("runtime/recovery.py",), "the reconcile and rebuild at start, before the writer "
                     "thread exists"),
-    "forget_source": (("runtime/indexer.py",), "a removed source's rows after its removals were "
+    "forget_source": (("runtime/removal.py",), "a removed source's rows after its removals were "
                       "flushed by the writer; no pass of that source runs any more"),
 }
 

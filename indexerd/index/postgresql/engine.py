@@ -36,17 +36,18 @@ from psycopg import sql
 from indexerd.core.errors import IndexUnavailable, RetryLater
 from indexerd.core.replica import ReplicaHealth
 from indexerd.index.analysis import analyzer as shared_analyzer
-from indexerd.index.base import ANALYSIS_VERSION, FACET_FIELDS, Hit, check_sort
+from indexerd.index.base import ANALYSIS_VERSION, Hit, check_sort
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query
 from indexerd.index.snippets import SnippetQuery, make_snippet
 
-from . import schema
+from . import lookups, schema
 from .compile import Where, compile_where, date_range, rank_tsquery
 from .connect import PgTarget
-from .documents import from_bytes, quote_lexeme
+from .documents import from_bytes
 from .replica import LAG_SQL, lag_seconds
 from .session import PgSession, _first_line
+from .terms import RecordedTerms
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -66,15 +67,6 @@ RANK_NORMALISATION = 1 | 16
 #: Live commits after which an idle writer cleans the GIN index's pending list.
 MAINTAIN_AFTER_COMMITS = 32
 MAINTAIN_IDLE_SECONDS = 60.0
-#: Rows per fetch of :meth:`PgIndex.keys`'s server-side cursor.
-KEYS_PAGE = 10_000
-#: :meth:`PgIndex.similar_terms` counts a term's documents up to this many (a tie-break only).
-TERM_COUNT_CAP = 1000
-#: The longest term (characters) kept in the ``terms`` table.
-MAX_TERM_CHARS = 40
-#: Terms a process remembers having committed to the ``terms`` table (about 60 MB at most).
-MAX_REMEMBERED_TERMS = 500_000
-
 
 def wanted_marks(format_version: int, fold_diacritics: bool = True) -> dict[str, str]:
     """The ``meta`` rows of an index this indexerd writes.  Accents kept (``fold_diacritics``
@@ -125,7 +117,8 @@ class PgIndex:
         self._docs = sql.SQL("{}.documents").format(s)
         self._commits = sql.SQL("{}.commits").format(s)
         self._terms = sql.SQL("{}.terms").format(s)
-        self._recorded_terms: set[str] = set()  # terms this process saw committed to the terms table
+        #: the terms this process saw committed to the ``terms`` table
+        self.recorded_terms = RecordedTerms()
 
     @classmethod
     def open(cls, path: Path, settings: Any | None, *, create: bool, format_version: int,
@@ -320,68 +313,12 @@ class PgIndex:
 
     def facets(self, query: str | None = None, *, since: datetime | None = None,
                until: datetime | None = None) -> dict[str, list[tuple[str, int]]]:
-        """Matching documents counted per media type and per source in one statement
-        (``GROUP BY GROUPING SETS ((media_type), (source))``: the rows the query's ``tsv``
-        condition selects, counted by the server), most first.
-
-        Raises:
-            QueryError: the query is malformed.
-            IndexUnavailable: the server cannot be reached.
-        """
-        where = Where("TRUE") if query is None else compile_where(self._analysed(query))
-        out: dict[str, list[tuple[str, int]]] = {name: [] for name in FACET_FIELDS}
-        if where is None:
-            return out
-        where = self._with_range(where, since, until)
-        q = sql.SQL("SELECT media_type, source, GROUPING(media_type), count(*) FROM {} WHERE {} "
-                    "GROUP BY GROUPING SETS ((media_type), (source))").format(self._docs, sql.SQL(where.sql))
-        for media_type, source, by_source, n in self._search_read(q, where.params):
-            value, name = (source, "source") if by_source else (media_type, "media_type")
-            if value:
-                out[name].append((value, int(n)))
-        for values in out.values():
-            values.sort(key=lambda p: (-p[1], p[0]))
-        return out
+        """Matching documents per media type and source (:func:`.lookups.facets`)."""
+        return lookups.facets(self, query, since, until)
 
     def similar_terms(self, token: str, *, max_edits: int = 2) -> list[tuple[str, int]]:
-        """Terms of the ``terms`` table near ``token`` (:func:`indexerd.index.suggest.near_terms`
-        over those of its first character and a length within ``max_edits``, read through the
-        table's B-tree), each with the number of live documents holding it in the title or
-        content (through the ``tsv`` GIN index; counted up to :data:`TERM_COUNT_CAP`); terms
-        no document holds any more are left out.
-
-        Raises:
-            IndexUnavailable: the server cannot be reached.
-        """
-        from indexerd.index.suggest import near_terms
-
-        if not token:
-            return []
-        q = sql.SQL("SELECT DISTINCT term FROM {} WHERE left(term, 1) = %s AND length(term) BETWEEN %s AND %s").format(
-            self._terms)
-        rows = self._search_read(q, (token[0], len(token) - max_edits, len(token) + max_edits))
-        near = near_terms(token, (t for (t,) in rows), max_edits)
-        counted = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE tsv @@ %s::tsquery LIMIT %s) AS m").format(
-            self._docs)
-        out = []
-        for t in near:
-            n = int(self._search_read(counted, (f"{quote_lexeme(t)}:AB", TERM_COUNT_CAP), one=True)[0])
-            if n > 0:
-                out.append((t, n))
-        return out
-
-    def unrecorded_terms(self, terms: set[str]) -> list[str]:
-        """The terms of ``terms`` a session should add to the ``terms`` table: those this
-        process has not seen committed there, of 2 to :data:`MAX_TERM_CHARS` characters (a
-        longer word is no typo to correct), sorted."""
-        return sorted(t for t in terms if 2 <= len(t) <= MAX_TERM_CHARS and t not in self._recorded_terms)
-
-    def remember_terms(self, terms: set[str]) -> None:
-        """Note ``terms`` as committed to the ``terms`` table (forgotten all at once past
-        :data:`MAX_REMEMBERED_TERMS`: then each is looked up in the table again)."""
-        if len(self._recorded_terms) + len(terms) > MAX_REMEMBERED_TERMS:
-            self._recorded_terms.clear()
-        self._recorded_terms.update(terms)
+        """The terms near ``token`` (:func:`.lookups.similar_terms`)."""
+        return lookups.similar_terms(self, token, max_edits)
 
     def count(self, query: str | None = None, *, since: datetime | None = None,
               until: datetime | None = None) -> int:
@@ -402,22 +339,8 @@ class PgIndex:
         return int(self._search_read(q, where.params, one=True)[0])
 
     def keys(self) -> Iterator[tuple[str, str]]:
-        """``(key, source)`` of every live document, from one snapshot (a server-side cursor on
-        a connection of its own, :data:`KEYS_PAGE` rows per fetch).
-
-        Raises:
-            IndexUnavailable: the server cannot be reached.
-        """
-        conn = self.target.connect()
-        try:
-            with conn.cursor(name="indexerd_keys") as cur:
-                cur.itersize = KEYS_PAGE
-                cur.execute(sql.SQL("SELECT key, source FROM {}").format(self._docs))
-                yield from cur
-        except psycopg.Error as e:
-            raise IndexUnavailable(f"{self.where}: reading the keys: {_first_line(e)}") from None
-        finally:
-            conn.close()
+        """``(key, source)`` of every live document (:func:`.lookups.keys`)."""
+        return lookups.keys(self)
 
     def commit_token(self) -> str:
         """The ``commits`` counter as text (grows with every commit that wrote something).
@@ -428,9 +351,10 @@ class PgIndex:
         return str(self._read(sql.SQL("SELECT n FROM {}").format(self._commits), one=True)[0])
 
     def size_bytes(self) -> int:
-        """Bytes of the index's tables and their indexes on the server."""
-        q = sql.SQL("SELECT pg_total_relation_size({d}) + pg_total_relation_size({c})").format(
-            d=sql.Literal(f"{self.target.schema}.documents"), c=sql.Literal(f"{self.target.schema}.commits"))
+        """Bytes of the index's tables (documents, commits, terms) and their indexes on the server."""
+        q = sql.SQL("SELECT {}").format(sql.SQL(" + ").join(
+            sql.SQL("pg_total_relation_size({})").format(sql.Literal(f"{self.target.schema}.{table}"))
+            for table in ("documents", "commits", "terms")))
         return int(self._read(q, one=True)[0])
 
     def status(self) -> dict[str, Any]:

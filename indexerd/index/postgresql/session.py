@@ -8,7 +8,7 @@ unnest(...) ON CONFLICT (key_hash) DO UPDATE``: writers of different keys (other
 wait on each other; rows are written in ``key_hash`` order, so two sessions writing the same
 keys lock them in the same order (no deadlock).  The flush also adds the terms of its
 documents that the ``terms`` table lacks (those this process has not written before:
-:meth:`~.engine.PgIndex.unrecorded_terms`).  The commit bumps the one ``commits`` row (the
+:meth:`~.terms.RecordedTerms.unrecorded`).  The commit bumps the one ``commits`` row (the
 commit token, and the live document count kept exact with the inserted and deleted rows the
 flushes counted) as its last statement, so that row is held only for the ``COMMIT`` itself.
 """
@@ -126,7 +126,7 @@ class PgSession:
             terms.update(t.tokens)
             terms.update(c.tokens)
         rows.sort(key=lambda r: r[0])
-        new_terms = self._index.unrecorded_terms(terms)
+        new_terms = self._index.recorded_terms.unrecorded(terms)
         try:
             if deletes:
                 self._delta -= conn.execute(self._delete, (deletes,)).rowcount
@@ -165,7 +165,7 @@ class PgSession:
             assert counted is not None  # UPDATE ... RETURNING of the one commits row
             n = counted[0]
             conn.commit()
-            self._index.remember_terms(self._sent_terms)
+            self._index.recorded_terms.remember(self._sent_terms)
             return str(n)
         except psycopg.Error as e:
             raise OSError(f"{self._index.where}: commit failed: {_first_line(e)}") from None

@@ -203,6 +203,17 @@ def facets(searchers, query: str | None, since: datetime | None, until: datetime
         groups.add_field(name, maptype=sorting.Count)
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
+        if query is not None and patches.active():
+            from indexerd.index.whoosh.bulkfacets import facet_counts
+            from indexerd.index.whoosh.bulkscore import Unsupported
+
+            try:
+                counts = facet_counts(searcher, q, tuple(FACET_FIELDS),
+                                      allow=searcher._filter_to_comb(date_filter(since, until)))
+                return {name: sorted(((v, n) for v, n in counts[name].items() if v), key=lambda p: (-p[1], p[0]))
+                        for name in FACET_FIELDS}
+            except Unsupported as e:
+                log.debug("query %s faceted by Whoosh's collector: %s", q, e)
         results = searcher.search(q, limit=1, scored=False, groupedby=groups,
                                   filter=date_filter(since, until))
         out = {}
