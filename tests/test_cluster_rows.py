@@ -799,3 +799,73 @@ def test_a_schema_4_store_migrates_its_host_claims_to_fenced_ones(address) -> No
     with beating_node(address, "n1") as a:
         tokens = a.frontier_claim_tokens("site", 1, "n1", 5)
         assert sorted(tokens) == ["http://h1", "http://h2"] and sorted(tokens.values()) == [1, 2]
+
+
+def test_an_answer_to_a_request_made_under_an_older_claim_writes_nothing(tmp_path, monkeypatch) -> None:
+    """Issue 30 (fencing): the claim a page's writes carry is the one its request was made
+    under, not the one the node holds when the answer comes.  While the server holds back the
+    answer of /a.html, the host is taken over (by a node that is gone since) and the node claims
+    it again, with a newer token: the late answer writes nothing -- its text is not indexed and
+    the link only it has is never asked -- and is counted in ``web.fenced_writes``."""
+    import threading
+
+    import psycopg
+
+    import conftest
+    from httpsite import Site
+    from test_web import Crawl as OneNodeCluster, html
+    from indexerd.config import parse_config
+    from indexerd.config.paths import resolve_node_name
+    from indexerd.runtime.indexer import Indexer
+
+    monkeypatch.setitem(conftest._CRAWL_STORE, "kind", "postgresql+store")
+    monkeypatch.setitem(conftest._PG_INDEX, "schema", conftest.fresh_schema("ix"))
+    site = Site().start()
+    asked = {"n": 0}
+    lock = threading.Lock()
+
+    def sql(statement: str, args=()) -> list[tuple]:
+        a = pg_store_address(crawl.store_schema)
+        with psycopg.connect(a.url, autocommit=True, **a.connect_kwargs()) as con:
+            con.execute(f'SET search_path = "{crawl.store_schema}"')
+            cur = con.execute(statement, args)
+            return cur.fetchall() if cur.description else []
+
+    def page_a(hit):
+        with lock:
+            asked["n"] += 1
+            first = asked["n"] == 1
+        if not first:
+            return 200, {"Content-Type": "text/html"}, html("A", "freshword")
+        ((token,),) = sql("SELECT claim_token FROM crawl_hosts WHERE host = %s", (site.base,))
+        sql("UPDATE crawl_hosts SET node = 'gone', claim_token = nextval('crawl_claim_tokens'), "
+            "claim_until = now() - interval '1 second' WHERE host = %s", (site.base,))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the node claims the host again: a token newer than both
+            (row,) = sql("SELECT node, claim_token FROM crawl_hosts WHERE host = %s", (site.base,))
+            if row[0] == node and row[1] > token + 1:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the node did not claim the host again")
+        return 200, {"Content-Type": "text/html"}, html("A", "staleword", ["/stale-only.html"])
+
+    try:
+        site.static("/", html("Home", "start", ["/a.html"]), etag='"h"')
+        site.add("/a.html", handler=page_a)
+        site.static("/stale-only.html", html("S", "staleonly"))
+        crawl = OneNodeCluster(tmp_path, site)
+        cfg = parse_config(crawl.config())
+        node = resolve_node_name(cfg)
+        ix = Indexer(cfg)
+        ix.open("index")
+        try:
+            ix.run_pass(progress=False)
+            counters = ix.counters.snapshot()
+        finally:
+            ix.close()
+        assert site.hits("/stale-only.html") == []
+        assert crawl.search("staleword") == []
+        assert counters.get("web.fenced_writes", 0) >= 1, counters
+    finally:
+        site.close()

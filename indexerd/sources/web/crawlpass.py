@@ -209,11 +209,16 @@ class CrawlPass:
                 log.exception("%s: processing %s failed", self.src.name, task.url)
 
     def _process(self, task: Task, resp: Response | None) -> None:
-        """Handle one result, every write it makes carrying the claim its host was fetched
-        under in a pass the cluster crawls together (the store refuses them once the host
-        changed hands: :mod:`indexerd.sources.web.sharedfrontier`)."""
+        """Handle one result, every write it makes carrying the claim its host was held under
+        when the request was handed out (:attr:`Task.fence`) in a pass the cluster crawls
+        together (the store refuses them once the host changed hands:
+        :mod:`indexerd.sources.web.sharedfrontier`); an answer to a request made under a claim
+        this node no longer holds with that token (lost, or claimed again since) writes
+        nothing."""
         shared = self.sched.shared
-        self.pipeline.fence = shared.fence_for(task.url) if shared is not None else None
+        self.pipeline.fence = task.fence if shared is not None else None
+        if shared is not None and task.fence is not None and shared.answered_too_late(task.fence):
+            return  # asked under a claim the host has changed hands since: the next holder's
         try:
             self._process_result(task, resp)
         finally:

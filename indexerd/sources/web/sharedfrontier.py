@@ -123,6 +123,7 @@ class SharedFrontier:
         self._alive = (0.0, 1)
         sched.shared = self
         sched.frontier.fence = self.may_ask
+        sched.frontier.claim = self.fence_for
         sched.table.fence(self.fences, self.refused)
 
     # -- what the scheduler asks -----------------------------------------------------------
@@ -155,6 +156,24 @@ class SharedFrontier:
         origin = url_origin(url)
         token = self.tokens.get(origin)
         return ClaimFence(self.source, origin, self.node, token) if token is not None else None
+
+    def answered_too_late(self, fence: ClaimFence) -> bool:
+        """Whether an answer to a request made under ``fence`` (:attr:`Task.fence
+        <indexerd.sources.web.frontier.Task.fence>`) comes after this node's claim on its host
+        changed: another token since (the host was taken over, and maybe claimed back), or the
+        claim lost.  Such an answer writes nothing -- neither its crawl row, which would be
+        written under the newer token, nor its document; counted ``web.fenced_writes``, logged
+        once per claim."""
+        lost = fence.host not in self.owned
+        if self.tokens.get(fence.host) == fence.token and not lost:
+            return False
+        self.sched.counters.inc("web.fenced_writes")
+        claim = (fence.host, fence.token)
+        if claim not in self._refusals_logged:
+            self._refusals_logged.add(claim)
+            log.warning("%s: an answer from %s to a request node %s made under its claim %d is not written: "
+                        "the host changed hands since", self.source, fence.host, self.node, fence.token)
+        return True
 
     def fences(self) -> dict[str, ClaimFence]:
         """:meth:`fence_for` of every host this node claimed in the pass, by origin: what the
