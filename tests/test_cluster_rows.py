@@ -728,7 +728,8 @@ def test_a_page_fetched_under_a_stale_token_is_not_written_to_the_index(address,
 
 def test_a_take_over_between_the_fence_check_and_the_write_still_refuses_it(address, monkeypatch) -> None:
     """The fence is checked again by every statement of the write, not only at its start: a
-    host taken over after the check (another transaction, committed meanwhile) is not written."""
+    host taken over after the check (another transaction, committed meanwhile) is not written,
+    and it is named among the hosts refused (it was not: such refusals went uncounted)."""
     a, b = beating_node(address, "n1"), beating_node(address, "n2")
     try:
         a.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
@@ -736,16 +737,17 @@ def test_a_take_over_between_the_fence_check_and_the_write_still_refuses_it(addr
         a._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
         real = a._read_then_write
 
-        def taken_over_after_the_check(steps):
+        def taken_over_after_the_check(steps, returned=None):
             def late(read):
                 out = steps(read)  # the check: a's claim holds
                 _fence(b, "n2")    # b takes the host over, committed before a's statements run
                 return out
-            real(late)
+            real(late, returned)
         monkeypatch.setattr(a, "_read_then_write", taken_over_after_the_check)
-        a.frontier_write("site", {"http://h1": fence_a}, [dict(offer_row("http://h1/p", 1), state="done", last_status=200),
-                                                          offer_row("http://h1/new", 1)],
-                         links={"http://h1/p": '["x"]'})
+        refused = a.frontier_write("site", {"http://h1": fence_a},
+                                   [dict(offer_row("http://h1/p", 1), state="done", last_status=200),
+                                    offer_row("http://h1/new", 1)], links={"http://h1/p": '["x"]'})
+        assert refused == {"http://h1"}  # named, so the node counts it (web.fenced_writes)
         row = b.crawl_row("site", "http://h1/p")
         assert (row["state"], row["last_status"]) == ("spilled", None)
         assert b.crawl_row("site", "http://h1/new") is None and b.crawl_links("site", "http://h1/p") is None
