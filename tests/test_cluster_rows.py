@@ -726,6 +726,46 @@ def test_a_page_fetched_under_a_stale_token_is_not_written_to_the_index(address,
         b.close()
 
 
+def test_a_take_over_while_a_page_waits_for_the_index_commit_keeps_it_out(address, tmp_path) -> None:
+    """Issue 30 (fencing): a page whose claim held when the writer took it, and whose host is
+    taken over before the batch commits (within the commit interval), is not committed: the
+    claims of a batch are asked right before the index commit, not when each page arrives."""
+    from datetime import datetime, timezone
+
+    from indexerd.core.counts import Counters
+    from indexerd.core.store import DocumentRecord
+    from indexerd.index import IndexDoc, open_index
+    from indexerd.pipeline.writer import IndexWriter
+
+    a, b = beating_node(address, "n1"), beating_node(address, "n2")
+    counters = Counters()
+    ix = open_index(tmp_path)
+    w = IndexWriter(ix, address, live=False, counters=counters, commit_interval_seconds=3600)
+    now = datetime.now(timezone.utc)
+    try:
+        a.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
+        fence_a = _fence(a, "n1")
+        w.submit_index(IndexDoc(key="http://h1/p", source="site", url="http://h1/p", path=None, title="t",
+                                content="latefencedword", last_modified=now, date_source="header",
+                                media_type="text/html", size=1),
+                       DocumentRecord(key="http://h1/p", source="site", status="indexed"), fence=fence_a)
+        deadline = time.monotonic() + 10
+        while w._loop.batch.first_at is None:  # the writer took the page into its open batch
+            assert time.monotonic() < deadline, "the writer never took the page"
+            time.sleep(0.01)
+        a._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
+        _fence(b, "n2")  # taken over before the batch commits
+        w.flush(30)
+        assert ix.search("latefencedword") == []
+        assert a.get("http://h1/p") is None
+        assert counters.snapshot()["web.fenced_writes"] == 1
+    finally:
+        w.close()
+        ix.close()
+        a.close()
+        b.close()
+
+
 def test_a_take_over_between_the_fence_check_and_the_write_still_refuses_it(address, monkeypatch) -> None:
     """The fence is checked again by every statement of the write, not only at its start: a
     host taken over after the check (another transaction, committed meanwhile) is not written,
