@@ -229,6 +229,16 @@ class CrawlPass:
             # the stop cut the request: nothing was learnt, the URL stays queued for the resume
             self.counters.inc("web.cancelled")
             return
+        if resp is not None and resp.error == "paused":
+            # this process was not running at the deadline (SIGSTOP, a stall): not the site's
+            # timeout; asked again while the host is still this node's (a robots.txt is asked
+            # again by the frontier, its verdict not stored)
+            self.counters.inc("web.paused")
+            log.info("%s: %s: %s", self.src.name, task.url, resp.detail)
+            shared = self.sched.shared
+            if task.kind != "robots" and (shared is None or shared.owns(task.url)):
+                self.sched.retry(task)
+            return
         if resp is not None and resp.error == "invalid-url" and task.kind != "robots":
             self.sched.done(task, resp, "invalid-url")
             self.counters.inc("web.drop.invalid")
