@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from indexerd.core.errors import IndexerdError, RetryLater
-from indexerd.core.store import PgStore, StateStore, open_store
-from indexerd.core.store.sharedfrontier import ClaimFence
+from indexerd.core.store import StateStore, open_store
+from indexerd.pipeline.writerfences import FencedWrites
 from indexerd.pipeline.writerstate import Batch, FailureEpisode, PendingWrites, WriteOp
 
 if TYPE_CHECKING:
@@ -63,10 +63,8 @@ class WriterThread:
         self.last_work_at = time.monotonic()
         self.dirty_segments = False
         self.episode = FailureEpisode()
-        #: the open batch's operations fetched under a cluster claim: written into the session
-        #: at the commit, once the store said their claims still hold (:meth:`_write_fenced`)
-        self.fenced: list[WriteOp] = []
-        self.fences_logged: set[ClaimFence] = set()  # a refusal is logged once per claim
+        #: the open batch's operations fetched under a cluster claim (:meth:`_write_fenced`)
+        self.fenced = FencedWrites()
 
     def run(self) -> None:
         """Take operations until a ``stop`` (committing what is pending) or an exception (kept
@@ -140,7 +138,7 @@ class WriterThread:
         b = self.batch
         if op.fence is not None:
             b.begin(op.urgent)
-            self.fenced.append(op)  # its claim is asked right before the commit
+            self.fenced.add(op)  # its claim is asked right before the commit
         elif op.kind == "remove_many":
             self._remove_many(op)
             return
@@ -160,47 +158,27 @@ class WriterThread:
 
     def _write_fenced(self) -> None:
         """Write into the session the batch's operations fetched under a cluster claim, right
-        before the index commit: one question to the store for all their claims
-        (:meth:`~indexerd.core.store.sharedfrontier.SharedFrontierRows.frontier_stale`); an
-        operation whose claim no longer holds writes nothing, and so does every one when the
-        store cannot say (a failed write, reported at the next barrier).  The window left for a
-        take-over to let a stale page in is the time from this question to the end of the index
-        commit (see docs/scaling.md), not the batch's commit interval.  A refused operation is
-        dropped from the pending writes, counted (``web.fenced_writes``) and logged once per
-        claim."""
-        ops, self.fenced = self.fenced, []
+        before the index commit (:mod:`indexerd.pipeline.writerfences`): those whose claim no
+        longer holds write nothing (counted, logged), nor does any when the store cannot say
+        (a failed write, reported at the next barrier)."""
+        ops = self.fenced.take()
         if not ops:
             return
-        store = self._open_store()
         try:
-            stale = store.frontier_stale({op.fence for op in ops if op.fence is not None}) \
-                if isinstance(store, PgStore) else set()
+            held, stale = self.fenced.sort(self._open_store(), ops)
         except IndexerdError as e:
             self._failed(f"the claims {len(ops)} writes were fetched under cannot be checked: {e}", str(e), str(e))
-            for op in ops:
-                self.pending.drop(op)
-            return
-        b = self.batch
-        for op in ops:
-            if op.fence in stale:
-                self._refuse(op, op.fence)
-            elif op.kind == "remove_many":
+            held, stale = [], []
+            self.pending.drop_all(ops)
+        for op in stale:
+            self.pending.drop(op)
+            self.fenced.refused(op, self.writer.stats, self.writer.counters)
+        for op in held:
+            if op.kind == "remove_many":
                 self._remove_many(op, commit=False)
             else:
-                b.keys[op.key] = op.record
+                self.batch.keys[op.key] = op.record
                 self._write(op)
-
-    def _refuse(self, op: WriteOp, fence: ClaimFence) -> None:
-        """``op`` was fetched under a claim that no longer holds: it writes nothing."""
-        self.pending.drop(op)
-        self.writer.stats.fenced_writes += 1
-        if self.writer.counters is not None:
-            self.writer.counters.inc("web.fenced_writes")
-        if fence not in self.fences_logged:
-            self.fences_logged.add(fence)
-            log.warning("%s: a page of %s fetched under node %s's claim %d is not written: the host was "
-                        "claimed since (by another node, or again); its holder's documents stay",
-                        fence.source, fence.host, fence.node, fence.token)
 
     def _remove_many(self, op: WriteOp, commit: bool = True) -> None:
         """Delete many keys from the index in one batch, never split by a live commit
@@ -279,9 +257,7 @@ class WriterThread:
             except Exception:
                 pass
         self.session = None
-        for op in self.fenced:
-            self.pending.drop(op)
-        self.fenced = []
+        self.pending.drop_all(self.fenced.take())
         self.batch.clear(self.pending)
 
     def commit(self) -> None:

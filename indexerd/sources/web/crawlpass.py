@@ -217,7 +217,7 @@ class CrawlPass:
         nothing."""
         shared = self.sched.shared
         self.pipeline.fence = task.fence if shared is not None else None
-        if shared is not None and task.fence is not None and shared.answered_too_late(task.fence):
+        if shared is not None and task.fence is not None and shared.claims.answered_too_late(task.fence):
             return  # asked under a claim the host has changed hands since: the next holder's
         try:
             self._process_result(task, resp)

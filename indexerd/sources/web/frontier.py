@@ -68,7 +68,7 @@ class Frontier:
 
     :attr:`fence`, when set, is asked ``fence(host) -> bool`` right before a request to ``host``
     is handed out: False keeps the host's URLs waiting (a cluster node whose claim on the host
-    is not known to hold now: :meth:`~indexerd.sources.web.sharedfrontier.SharedFrontier.may_ask`).
+    is not known to hold now: :meth:`~indexerd.sources.web.claimfences.ClaimFences.may_ask`).
     The same rules as ``gate``: quick, under the lock.  :attr:`claim`, when set, is asked
     ``claim(url) -> ClaimFence or None`` for each task handed out, in the same critical section
     as the fence: the claim the request is made under (:attr:`Task.fence`).
