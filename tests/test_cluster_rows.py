@@ -517,6 +517,48 @@ def test_a_node_takes_up_the_hosts_its_ended_part_of_a_pass_still_holds(tmp_path
         site.close()
 
 
+def test_a_node_joining_a_pass_asks_the_pages_a_dead_node_left_without_a_crawl_row(tmp_path, monkeypatch) -> None:
+    """Issue 30: a node killed mid-pass can leave an indexed page no crawl row will ask again
+    (its document committed, its row not written; or a gone page whose deletion was lost).  On
+    one node the resume asks such pages again; a node joining the cluster's pass did not, so
+    the page stayed indexed for good after the server deleted it.  Whoever joins asks them."""
+    import conftest
+    from httpsite import Site
+    from test_web import Crawl as OneNodeCluster, html
+    from indexerd.config import parse_config
+    from indexerd.core.store import DocumentRecord
+    from indexerd.runtime.indexer import Indexer
+    from indexerd.sources.web.urls import canonicalize
+    from indexerd.sources.web.urlstate import PassState, UrlState
+
+    monkeypatch.setitem(conftest._CRAWL_STORE, "kind", "postgresql+store")
+    monkeypatch.setitem(conftest._PG_INDEX, "schema", conftest.fresh_schema("ix"))
+    site = Site().start()
+    try:
+        site.static("/", html("Home", "start"), etag='"h"')
+        site.add("/orphan.html", b"gone", status=404)  # deleted since the dead node indexed it
+        crawl = OneNodeCluster(tmp_path, site)
+        ix = Indexer(parse_config(crawl.config()))
+        ix.open("index")
+        try:
+            orphan = canonicalize(site.url("/orphan.html"))
+            store = ix.store
+            # the dead node's pass: its home page's row written, the orphan's document
+            # committed and its row lost with the process
+            store.crawl_write("site", [dict(UrlState(canonicalize(site.url("/")), pass_id=1, state="done",
+                                                     seq=0).as_row(), last_status=200)],
+                              meta={"web:site:pass": PassState(1, running=True).to_json()})
+            store.write_batch([DocumentRecord(key=orphan, source="site", status="indexed")])
+            ix.run_pass(progress=False)
+            counters = ix.counters.snapshot()
+        finally:
+            ix.close()
+        assert [h.path for h in site.hits("/orphan.html")] == ["/orphan.html"]
+        assert counters.get("web.resume.orphans") == 1, counters
+    finally:
+        site.close()
+
+
 # -- issue 30: a cluster is its store's database and schema ---------------------------------
 def _wait_dead(reader: PgStore, name: str) -> None:
     deadline = time.monotonic() + 5

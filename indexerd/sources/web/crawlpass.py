@@ -155,6 +155,10 @@ class CrawlPass:
             if state.started is not None:
                 s.pass_start = state.started
             log.info("%s: node %s joins crawl pass %d", self.src.name, CLUSTER.node, s.pass_id)
+            # a node of it may have died with pages indexed that no crawl row asks again: the
+            # resume's reconcile, by whoever joins (each such page is queued once per pass,
+            # whichever nodes offer it; the cost is one query over the source's documents)
+            self.seeder.requeue_orphans()
         else:
             store.frontier_reset(self.src.name)
             self.seeder.start(state)   # every URL goes to the shared store: no host is ours yet
