@@ -173,8 +173,9 @@ def _scale_once(hosts: int, pages: int, delay: float, layouts: Layout, work: Pat
             base = work / f"scale-{count}"
             shutil.rmtree(base, ignore_errors=True)
             # each node signs its requests, so the servers' logs say who asked
+            # (a product token: letters, so n1 signs "bench-a")
             nodes = [Node(base, f"n{i + 1}", head + web.replace('name = "site"\n', f'name = "site"\n'
-                                                                 f'user_agent = "bench-n{i + 1}/1.0"\n'))
+                                                                 f'user_agent = "bench-{chr(97 + i)}/1.0"\n'))
                      for i in range(count)]
             db = SharedDb(layouts.url, store_schema, "unused")
             t0 = time.monotonic()
@@ -183,7 +184,7 @@ def _scale_once(hosts: int, pages: int, delay: float, layouts: Layout, work: Pat
                 if late is not None and count > 1 and i == count - 1:
                     while time.monotonic() - t0 < late:
                         time.sleep(0.05)
-                started[f"bench-{n.name}"] = time.monotonic()
+                started[f"bench-{chr(97 + i)}"] = time.monotonic()
                 n.start()
             while True:
                 runs = db.runs()
@@ -215,7 +216,7 @@ def _scale_once(hosts: int, pages: int, delay: float, layouts: Layout, work: Pat
             for n in nodes:
                 n.stop()
             db.close()
-            to_first = {a.removeprefix("bench-"): round(v, 2) for a, v in sorted(first.items())} if one_site else {}
+            to_first = {f"n{ord(a[-1]) - 96}": round(v, 2) for a, v in sorted(first.items())} if one_site else {}
             results[count] = {"wall": wall, "requests": requests, "rps": requests / wall, "sources_by_node": by_node,
                               "asked_twice": len(twice), "first_request_s": to_first}
             log(f"{count} node(s): {wall:.1f} s, {requests} requests, {requests / wall:.1f}/s, "
