@@ -559,6 +559,53 @@ def test_a_node_joining_a_pass_asks_the_pages_a_dead_node_left_without_a_crawl_r
         site.close()
 
 
+def test_a_node_with_nothing_to_do_stays_in_the_pass_until_it_is_over(tmp_path, monkeypatch) -> None:
+    """Issue 31 (a quiet end): a node that joins a pass whose only host with work another live
+    node holds has nothing to do; it left the pass after 1 s and came back every 5 s (a claim,
+    a join, a leave each time) until the pass ended.  It stays, and ends with the pass."""
+    import threading
+
+    import conftest
+    from httpsite import Site
+    from test_web import Crawl as OneNodeCluster, html
+    from indexerd.config import parse_config
+    from indexerd.runtime.indexer import Indexer
+    from indexerd.sources.web.urlstate import PassState
+
+    monkeypatch.setitem(conftest._CRAWL_STORE, "kind", "postgresql+store")
+    monkeypatch.setitem(conftest._PG_INDEX, "schema", conftest.fresh_schema("ix"))
+    site = Site().start()
+    other = None
+    try:
+        site.static("/", html("Home", "start"), etag='"h"')
+        crawl = OneNodeCluster(tmp_path, site)
+        ix = Indexer(parse_config(crawl.config()))
+        ix.open("index")
+        other = beating_node(pg_store_address(crawl.store_schema), "busy")  # alive, holding the host
+        out: dict = {}
+        try:
+            ix.store.crawl_write("site", [], meta={"web:site:pass": PassState(1, running=True).to_json()})
+            other._exec_many("INSERT INTO crawl_hosts (source, host, pass_id, node, claim_until, pending, active) "
+                             "VALUES ('site', ?, 1, 'busy', now() + interval '60 seconds', false, true)",
+                             [(site.base,)])
+            runner = threading.Thread(target=lambda: out.update(summary=ix.run_pass(progress=False)), daemon=True)
+            runner.start()
+            runner.join(3.0)  # well past LEAVE_SECONDS: it left the pass here
+            assert runner.is_alive(), f"the node left a pass that goes on: {out}"
+            other._exec_many("UPDATE crawl_hosts SET active = false WHERE node = 'busy'", [()])  # the pass is over
+            runner.join(30)
+            assert not runner.is_alive()
+            counters = ix.counters.snapshot()
+        finally:
+            ix.close()
+        assert '"finished"' in crawl.query("SELECT value FROM meta WHERE key = 'web:site:pass'")[0]["value"]
+        assert site.log == [] and counters.get("web.fetch.200", 0) == 0
+    finally:
+        if other is not None:
+            other.close()
+        site.close()
+
+
 # -- issue 30: a cluster is its store's database and schema ---------------------------------
 def _wait_dead(reader: PgStore, name: str) -> None:
     deadline = time.monotonic() + 5

@@ -13,7 +13,10 @@ The node's coordinator calls :meth:`SharedFrontier.tick` between results, at mos
 :data:`TICK_SECONDS`: it sends the offers, marks hosts whose work is done idle (after writing
 their rows), claims hosts (its fair share, ``ceil(hosts with work / live nodes)``, or one more
 when it has nothing to do -- so a host left by a dead node is taken over at once), reads the
-URLs queued for its hosts, and tells when the pass is over for the cluster.  Politeness needs
+URLs queued for its hosts, and tells when the pass is over for the cluster.  A node with nothing
+left to do stays in the pass until it is over, a round every :data:`IDLE_TICK_SECONDS`, ready
+to take a host that frees up (a quiet end: no leaving and joining again every few seconds).
+Politeness needs
 nothing new: every request still takes its host's lease
 (:mod:`indexerd.sources.web.hostleases`), so a host changing hands keeps its delay.
 
@@ -64,9 +67,12 @@ TICK_SECONDS = 0.25
 NODES_SECONDS = 1.0
 #: Offers kept back before they are sent at once (between two ticks).
 OFFER_BATCH = 500
-#: Seconds a node with nothing to do and nothing to claim stays in a pass before it leaves it to
-#: the nodes still working (it comes back in a few seconds: :data:`~indexerd.sources.claims.STANDBY_SECONDS`).
+#: Seconds a node with nothing to do and nothing to claim waits before its rounds slow down to
+#: :data:`IDLE_TICK_SECONDS` (or, its page budget spent, before it leaves the pass to the nodes
+#: still working).
 LEAVE_SECONDS = 1.0
+#: Seconds between two rounds of a node with nothing to do while the pass goes on elsewhere.
+IDLE_TICK_SECONDS = 0.5
 
 
 class ClusterMembership:
@@ -165,9 +171,10 @@ class SharedFrontier:
     # -- the rounds ------------------------------------------------------------------------
     def tick(self, now: bool = False) -> bool:
         """One round with the shared store (at most every :data:`TICK_SECONDS` unless ``now``);
-        True once the pass is over for the cluster, or this node has had nothing to do and
-        nothing to claim for :data:`LEAVE_SECONDS` (``left``: the others go on) -- the
-        frontier's hold is then let go, so the workers end.
+        True once the pass is over for the cluster, or this node, its page budget spent, has
+        had nothing to do for :data:`LEAVE_SECONDS` (``left``: the others go on) -- the
+        frontier's hold is then let go, so the workers end.  A node with nothing to do and a
+        budget left stays, a round every :data:`IDLE_TICK_SECONDS`.
 
         Raises:
             StoreError: the shared store cannot be read or written.
@@ -214,9 +221,11 @@ class SharedFrontier:
                 frontier.let_go()
             elif self._idle_since is None:
                 self._idle_since = t
-            elif t - self._idle_since >= LEAVE_SECONDS:
+            elif t - self._idle_since >= LEAVE_SECONDS and self.dropped:
                 self.left = True  # the nodes still working end the pass; this one comes back
                 frontier.let_go()
+            elif t - self._idle_since >= LEAVE_SECONDS:
+                self._next_tick = t + IDLE_TICK_SECONDS  # stays, quietly: a host may free up
         else:
             self._idle_since = None
         return self.over or self.left
