@@ -171,10 +171,9 @@ class SharedFrontier:
     # -- the rounds ------------------------------------------------------------------------
     def tick(self, now: bool = False) -> bool:
         """One round with the shared store (at most every :data:`TICK_SECONDS` unless ``now``);
-        True once the pass is over for the cluster, or this node, its page budget spent, has
-        had nothing to do for :data:`LEAVE_SECONDS` (``left``: the others go on) -- the
-        frontier's hold is then let go, so the workers end.  A node with nothing to do and a
-        budget left stays, a round every :data:`IDLE_TICK_SECONDS`.
+        True once the pass is over for the cluster, or this node, its page budget spent, had
+        nothing to do for :data:`LEAVE_SECONDS` (``left``): the frontier's hold is then let go,
+        so the workers end.  Idle with a budget left: a round every :data:`IDLE_TICK_SECONDS`.
 
         Raises:
             StoreError: the shared store cannot be read or written.
@@ -224,8 +223,8 @@ class SharedFrontier:
             elif t - self._idle_since >= LEAVE_SECONDS and self.dropped:
                 self.left = True  # the nodes still working end the pass; this one comes back
                 frontier.let_go()
-            elif t - self._idle_since >= LEAVE_SECONDS:
-                self._next_tick = t + IDLE_TICK_SECONDS  # stays, quietly: a host may free up
+            elif t - self._idle_since >= LEAVE_SECONDS:  # stays, quietly: a host may free up
+                self._next_tick = t + IDLE_TICK_SECONDS
         else:
             self._idle_since = None
         return self.over or self.left
@@ -239,12 +238,11 @@ class SharedFrontier:
         s = self.sched
         for origin in lost:
             s.frontier.take_back(host_key(origin + "/"), force=True)
+            self.claims.closed(origin)  # never asked again in this pass
         for url in [u for u in s.table.rows if url_origin(u) in lost]:
             s.table.forget_unwritten(url)
         self.owned.difference_update(lost)
         self.active.difference_update(lost)
-        for origin in lost:
-            self.claims.closed(origin)  # never asked again in this pass
         log.warning("%s: node %s lost its claim on %s (it ran out: the store was unreachable, or this node "
                     "was paused); another node crawls them now", self.source, self.node, ", ".join(sorted(lost)))
 
