@@ -135,6 +135,7 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
     results = {}
     for count, rs in runs_by_count.items():
         results[count] = {"wall": statistics.median(r["wall"] for r in rs), "rps": statistics.median(r["rps"] for r in rs),
+                          "span": statistics.median(r["span"] for r in rs),
                           "requests": rs[0]["requests"], "sources_by_node": rs[-1]["sources_by_node"],
                           "asked_twice": max(r["asked_twice"] for r in rs), "runs": rs}
     return results
@@ -217,10 +218,15 @@ def _scale_once(hosts: int, pages: int, delay: float, layouts: Layout, work: Pat
                 n.stop()
             db.close()
             to_first = {f"n{ord(a[-1]) - 96}": round(v, 2) for a, v in sorted(first.items())} if one_site else {}
+            # the crawl itself, without the processes' start-up: first request to last answer
+            hits = [h for s in sites for h in s.log]
+            span = max(h.completed or h.arrived for h in hits) - min(h.arrived for h in hits)
             results[count] = {"wall": wall, "requests": requests, "rps": requests / wall, "sources_by_node": by_node,
-                              "asked_twice": len(twice), "first_request_s": to_first}
+                              "asked_twice": len(twice), "first_request_s": to_first, "span": span,
+                              "span_rps": requests / span}
             log(f"{count} node(s): {wall:.1f} s, {requests} requests, {requests / wall:.1f}/s, "
-                f"{'hosts' if one_site else 'sources'} {by_node}, first request after start {to_first}")
+                f"{'hosts' if one_site else 'sources'} {by_node}, first request after start {to_first}, "
+                f"first request to last answer {span:.1f} s ({requests / span:.1f}/s)")
         finally:
             for s in sites:
                 s.close()
@@ -274,15 +280,17 @@ def main() -> int:
     for step, unit in (("scale", "sources"), ("scale-site", "hosts")):
         if step not in out:
             continue
-        print(f"\n{step} (medians of {args.reps})\n| nodes | wall | requests | requests/s | speed-up | "
-              f"{unit} per node | walls | first request after start |")
-        print("| ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
-        one = next(iter(out[step].values()))["wall"]
+        print(f"\n{step} (medians of {args.reps})\n| nodes | wall | requests | requests/s | speed-up | crawl span "
+              f"| speed-up | {unit} per node | walls | spans | first request after start |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |")
+        one = next(iter(out[step].values()))
         for n, r in out[step].items():
             walls = " / ".join(f"{x['wall']:.1f}" for x in r["runs"])
+            spans = " / ".join(f"{x['span']:.1f}" for x in r["runs"])
             firsts = "; ".join(str(x.get("first_request_s")) for x in r["runs"])
-            print(f"| {n} | {r['wall']:.1f} s | {r['requests']} | {r['rps']:.1f} | {one / r['wall']:.2f}x | "
-                  f"{r['sources_by_node']} | {walls} | {firsts} |")
+            print(f"| {n} | {r['wall']:.1f} s | {r['requests']} | {r['rps']:.1f} | {one['wall'] / r['wall']:.2f}x | "
+                  f"{r['span']:.1f} s | {one['span'] / r['span']:.2f}x | {r['sources_by_node']} | {walls} | {spans} "
+                  f"| {firsts} |")
     return 0
 
 
