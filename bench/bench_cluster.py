@@ -2,7 +2,7 @@
 """What going multi-node costs on one machine, and what several nodes buy on many slow hosts.
 
   bench/bench_cluster.py [TREE] [--reps 3] [--hosts 24] [--pages 12] [--delay 0.5]
-                         [--page-seconds 0.1] [--only cost|scale|scale-site]
+                         [--page-seconds 0.1] [--only cost|scale|scale-site] [--late SECONDS]
 
 Starts a throw-away PostgreSQL server (tests/pg.py, Unix socket; ``fsync = on`` and
 ``synchronous_commit = off`` set for the run: durable on a crash of the server, like the SQLite
@@ -119,14 +119,36 @@ def cost(tree: str, reps: int, layouts: Layout, work: Path) -> dict:
 
 
 def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, node_counts=(1, 2, 3),
-          one_site: bool = False, page_seconds: float = 0.1) -> dict:
-    """The scale step; ``one_site``: one web source over every host instead of 12 (seeded on
-    each, its pages linking across hosts: the shared frontier, host by host)."""
+          one_site: bool = False, page_seconds: float = 0.1, reps: int = 1, late: float | None = None) -> dict:
+    """The scale step, ``reps`` times, the node counts in alternating order (1,2,3 then 3,2,1);
+    ``one_site``: one web source over every host instead of 12 (seeded on each, its pages
+    linking across hosts: the shared frontier, host by host); ``late``: the last node starts
+    that many seconds after the others (a node joining mid-pass).  Each count's runs, and their
+    median wall, requests/s and each node's delay from its start to its first request."""
+    runs_by_count: dict[int, list[dict]] = {c: [] for c in node_counts}
+    for rep in range(reps):
+        order = list(node_counts) if rep % 2 == 0 else list(reversed(node_counts))
+        for count in order:
+            r = _scale_once(hosts, pages, delay, layouts, work, count, one_site, page_seconds, late)
+            r["rep"] = rep + 1
+            runs_by_count[count].append(r)
+    results = {}
+    for count, rs in runs_by_count.items():
+        results[count] = {"wall": statistics.median(r["wall"] for r in rs), "rps": statistics.median(r["rps"] for r in rs),
+                          "span": statistics.median(r["span"] for r in rs),
+                          "requests": rs[0]["requests"], "sources_by_node": rs[-1]["sources_by_node"],
+                          "asked_twice": max(r["asked_twice"] for r in rs), "runs": rs}
+    return results
+
+
+def _scale_once(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, count: int, one_site: bool,
+                page_seconds: float, late: float | None) -> dict:
+    """One run of :func:`scale` with ``count`` nodes."""
     from cluster import Node, SharedDb, serve_tree, serve_web
     from httpsite import Site
 
     results = {}
-    for count in node_counts:
+    for count in (count,):
         sites = [Site(f"127.0.1.{10 + i}").start() for i in range(hosts)]
         try:
             head = layouts.toml("pg+pg")
@@ -151,10 +173,19 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
                             'good_guy_factor = 2.0\n\n')
             base = work / f"scale-{count}"
             shutil.rmtree(base, ignore_errors=True)
-            nodes = [Node(base, f"n{i + 1}", head + web) for i in range(count)]
+            # each node signs its requests, so the servers' logs say who asked
+            # (a product token: letters, so n1 signs "bench-a")
+            nodes = [Node(base, f"n{i + 1}", head + web.replace('name = "site"\n', f'name = "site"\n'
+                                                                 f'user_agent = "bench-{chr(97 + i)}/1.0"\n'))
+                     for i in range(count)]
             db = SharedDb(layouts.url, store_schema, "unused")
             t0 = time.monotonic()
-            for n in nodes:
+            started: dict[str, float] = {}
+            for i, n in enumerate(nodes):
+                if late is not None and count > 1 and i == count - 1:
+                    while time.monotonic() - t0 < late:
+                        time.sleep(0.05)
+                started[f"bench-{chr(97 + i)}"] = time.monotonic()
                 n.start()
             while True:
                 runs = db.runs()
@@ -177,17 +208,29 @@ def scale(hosts: int, pages: int, delay: float, layouts: Layout, work: Path, nod
                     by_node[node] = by_node.get(node, 0) + 1
             for name, (_, _, node) in runs.items() if not one_site else ():
                 by_node[node] = by_node.get(node, 0) + 1
+            first: dict[str, float] = {}
+            for s in sites:
+                for h in s.log:
+                    agent = (h.header("User-Agent") or "").split("/")[0]
+                    if agent in started:
+                        first[agent] = min(first.get(agent, float("inf")), h.arrived - started[agent])
             for n in nodes:
                 n.stop()
             db.close()
+            to_first = {f"n{ord(a[-1]) - 96}": round(v, 2) for a, v in sorted(first.items())} if one_site else {}
+            # the crawl itself, without the processes' start-up: first request to last answer
+            hits = [h for s in sites for h in s.log]
+            span = max(h.completed or h.arrived for h in hits) - min(h.arrived for h in hits)
             results[count] = {"wall": wall, "requests": requests, "rps": requests / wall, "sources_by_node": by_node,
-                              "asked_twice": len(twice)}
+                              "asked_twice": len(twice), "first_request_s": to_first, "span": span,
+                              "span_rps": requests / span}
             log(f"{count} node(s): {wall:.1f} s, {requests} requests, {requests / wall:.1f}/s, "
-                f"{'hosts' if one_site else 'sources'} {by_node}")
+                f"{'hosts' if one_site else 'sources'} {by_node}, first request after start {to_first}, "
+                f"first request to last answer {span:.1f} s ({requests / span:.1f}/s)")
         finally:
             for s in sites:
                 s.close()
-    return results
+    return results[count]
 
 
 def main() -> int:
@@ -201,6 +244,8 @@ def main() -> int:
     ap.add_argument("--only", choices=("cost", "scale", "scale-site"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--nodes", default="1,2,3", help="node counts of the scale steps")
+    ap.add_argument("--late", type=float, default=None,
+                    help="scale-site: the last node starts this many seconds after the others")
     args = ap.parse_args()
     from pg import PgServer
 
@@ -218,10 +263,11 @@ def main() -> int:
         if args.only in (None, "cost"):
             out["cost"] = cost(args.tree, args.reps, layouts, work)
         if args.only in (None, "scale"):
-            out["scale"] = scale(args.hosts, args.pages, args.delay, layouts, work, counts, page_seconds=args.page_seconds)
+            out["scale"] = scale(args.hosts, args.pages, args.delay, layouts, work, counts, page_seconds=args.page_seconds,
+                                 reps=args.reps)
         if args.only in (None, "scale-site"):
             out["scale-site"] = scale(args.hosts, args.pages, args.delay, layouts, work, counts, one_site=True,
-                                      page_seconds=args.page_seconds)
+                                      page_seconds=args.page_seconds, reps=args.reps, late=args.late)
     finally:
         server.stop()
     print(json.dumps(out, indent=1))
@@ -234,12 +280,17 @@ def main() -> int:
     for step, unit in (("scale", "sources"), ("scale-site", "hosts")):
         if step not in out:
             continue
-        print(f"\n{step}\n| nodes | wall | requests | requests/s | speed-up | {unit} per node |")
-        print("| ---: | ---: | ---: | ---: | ---: | --- |")
-        one = next(iter(out[step].values()))["wall"]
+        print(f"\n{step} (medians of {args.reps})\n| nodes | wall | requests | requests/s | speed-up | crawl span "
+              f"| speed-up | {unit} per node | walls | spans | first request after start |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |")
+        one = next(iter(out[step].values()))
         for n, r in out[step].items():
-            print(f"| {n} | {r['wall']:.1f} s | {r['requests']} | {r['rps']:.1f} | {one / r['wall']:.2f}x | "
-                  f"{r['sources_by_node']} |")
+            walls = " / ".join(f"{x['wall']:.1f}" for x in r["runs"])
+            spans = " / ".join(f"{x['span']:.1f}" for x in r["runs"])
+            firsts = "; ".join(str(x.get("first_request_s")) for x in r["runs"])
+            print(f"| {n} | {r['wall']:.1f} s | {r['requests']} | {r['rps']:.1f} | {one['wall'] / r['wall']:.2f}x | "
+                  f"{r['span']:.1f} s | {one['span'] / r['span']:.2f}x | {r['sources_by_node']} | {walls} | {spans} "
+                  f"| {firsts} |")
     return 0
 
 

@@ -580,7 +580,8 @@ def test_a_node_paused_past_its_claims_asks_none_of_the_hosts_it_lost(one_site) 
     """SIGSTOP a node mid-pass until the other has taken its hosts and fetched every page of
     them, then SIGCONT it: the servers' logs show no request from it to a host it lost, until it
     claims one again (a retrial saw one 25 ms after waking, to a host another node had held for
-    93 s: its URLs of that host were still queued in its memory and the host's lease was free)."""
+    93 s: its URLs of that host were still queued in its memory and the host's lease was free).
+    The requests the pause cut are logged as the node's pause, not as the sites' timeouts."""
     import os
     import signal
 
@@ -627,3 +628,6 @@ def test_a_node_paused_past_its_claims_asks_none_of_the_hosts_it_lost(one_site) 
              and woke < h.arrived < reclaimed.get(s.base, float("inf"))]
     assert early == [], f"n1 asked hosts it had lost after waking, before claiming them again: {early[:5]}"
     assert set(page_gets(sites)) == urls  # nothing lost
+    # a request the pause cut is the node's pause, not the site's timeout
+    timeouts = re.findall(r"^.*: (?:timeout|too-slow) .*$", paused.log(), re.M)
+    assert timeouts == [], timeouts[:3]

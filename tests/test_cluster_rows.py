@@ -517,6 +517,95 @@ def test_a_node_takes_up_the_hosts_its_ended_part_of_a_pass_still_holds(tmp_path
         site.close()
 
 
+def test_a_node_joining_a_pass_asks_the_pages_a_dead_node_left_without_a_crawl_row(tmp_path, monkeypatch) -> None:
+    """Issue 30: a node killed mid-pass can leave an indexed page no crawl row will ask again
+    (its document committed, its row not written; or a gone page whose deletion was lost).  On
+    one node the resume asks such pages again; a node joining the cluster's pass did not, so
+    the page stayed indexed for good after the server deleted it.  Whoever joins asks them."""
+    import conftest
+    from httpsite import Site
+    from test_web import Crawl as OneNodeCluster, html
+    from indexerd.config import parse_config
+    from indexerd.core.store import DocumentRecord
+    from indexerd.runtime.indexer import Indexer
+    from indexerd.sources.web.urls import canonicalize
+    from indexerd.sources.web.urlstate import PassState, UrlState
+
+    monkeypatch.setitem(conftest._CRAWL_STORE, "kind", "postgresql+store")
+    monkeypatch.setitem(conftest._PG_INDEX, "schema", conftest.fresh_schema("ix"))
+    site = Site().start()
+    try:
+        site.static("/", html("Home", "start"), etag='"h"')
+        site.add("/orphan.html", b"gone", status=404)  # deleted since the dead node indexed it
+        crawl = OneNodeCluster(tmp_path, site)
+        ix = Indexer(parse_config(crawl.config()))
+        ix.open("index")
+        try:
+            orphan = canonicalize(site.url("/orphan.html"))
+            store = ix.store
+            # the dead node's pass: its home page's row written, the orphan's document
+            # committed and its row lost with the process
+            store.crawl_write("site", [dict(UrlState(canonicalize(site.url("/")), pass_id=1, state="done",
+                                                     seq=0).as_row(), last_status=200)],
+                              meta={"web:site:pass": PassState(1, running=True).to_json()})
+            store.write_batch([DocumentRecord(key=orphan, source="site", status="indexed")])
+            ix.run_pass(progress=False)
+            counters = ix.counters.snapshot()
+        finally:
+            ix.close()
+        assert [h.path for h in site.hits("/orphan.html")] == ["/orphan.html"]
+        assert counters.get("web.resume.orphans") == 1, counters
+    finally:
+        site.close()
+
+
+def test_a_node_with_nothing_to_do_stays_in_the_pass_until_it_is_over(tmp_path, monkeypatch) -> None:
+    """Issue 31 (a quiet end): a node that joins a pass whose only host with work another live
+    node holds has nothing to do; it left the pass after 1 s and came back every 5 s (a claim,
+    a join, a leave each time) until the pass ended.  It stays, and ends with the pass."""
+    import threading
+
+    import conftest
+    from httpsite import Site
+    from test_web import Crawl as OneNodeCluster, html
+    from indexerd.config import parse_config
+    from indexerd.runtime.indexer import Indexer
+    from indexerd.sources.web.urlstate import PassState
+
+    monkeypatch.setitem(conftest._CRAWL_STORE, "kind", "postgresql+store")
+    monkeypatch.setitem(conftest._PG_INDEX, "schema", conftest.fresh_schema("ix"))
+    site = Site().start()
+    other = None
+    try:
+        site.static("/", html("Home", "start"), etag='"h"')
+        crawl = OneNodeCluster(tmp_path, site)
+        ix = Indexer(parse_config(crawl.config()))
+        ix.open("index")
+        other = beating_node(pg_store_address(crawl.store_schema), "busy")  # alive, holding the host
+        out: dict = {}
+        try:
+            ix.store.crawl_write("site", [], meta={"web:site:pass": PassState(1, running=True).to_json()})
+            other._exec_many("INSERT INTO crawl_hosts (source, host, pass_id, node, claim_until, pending, active) "
+                             "VALUES ('site', ?, 1, 'busy', now() + interval '60 seconds', false, true)",
+                             [(site.base,)])
+            runner = threading.Thread(target=lambda: out.update(summary=ix.run_pass(progress=False)), daemon=True)
+            runner.start()
+            runner.join(3.0)  # well past LEAVE_SECONDS: it left the pass here
+            assert runner.is_alive(), f"the node left a pass that goes on: {out}"
+            other._exec_many("UPDATE crawl_hosts SET active = false WHERE node = 'busy'", [()])  # the pass is over
+            runner.join(30)
+            assert not runner.is_alive()
+            counters = ix.counters.snapshot()
+        finally:
+            ix.close()
+        assert '"finished"' in crawl.query("SELECT value FROM meta WHERE key = 'web:site:pass'")[0]["value"]
+        assert site.log == [] and counters.get("web.fetch.200", 0) == 0
+    finally:
+        if other is not None:
+            other.close()
+        site.close()
+
+
 # -- issue 30: a cluster is its store's database and schema ---------------------------------
 def _wait_dead(reader: PgStore, name: str) -> None:
     deadline = time.monotonic() + 5
@@ -726,9 +815,50 @@ def test_a_page_fetched_under_a_stale_token_is_not_written_to_the_index(address,
         b.close()
 
 
+def test_a_take_over_while_a_page_waits_for_the_index_commit_keeps_it_out(address, tmp_path) -> None:
+    """Issue 30 (fencing): a page whose claim held when the writer took it, and whose host is
+    taken over before the batch commits (within the commit interval), is not committed: the
+    claims of a batch are asked right before the index commit, not when each page arrives."""
+    from datetime import datetime, timezone
+
+    from indexerd.core.counts import Counters
+    from indexerd.core.store import DocumentRecord
+    from indexerd.index import IndexDoc, open_index
+    from indexerd.pipeline.writer import IndexWriter
+
+    a, b = beating_node(address, "n1"), beating_node(address, "n2")
+    counters = Counters()
+    ix = open_index(tmp_path)
+    w = IndexWriter(ix, address, live=False, counters=counters, commit_interval_seconds=3600)
+    now = datetime.now(timezone.utc)
+    try:
+        a.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
+        fence_a = _fence(a, "n1")
+        w.submit_index(IndexDoc(key="http://h1/p", source="site", url="http://h1/p", path=None, title="t",
+                                content="latefencedword", last_modified=now, date_source="header",
+                                media_type="text/html", size=1),
+                       DocumentRecord(key="http://h1/p", source="site", status="indexed"), fence=fence_a)
+        deadline = time.monotonic() + 10
+        while w._loop.batch.first_at is None:  # the writer took the page into its open batch
+            assert time.monotonic() < deadline, "the writer never took the page"
+            time.sleep(0.01)
+        a._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
+        _fence(b, "n2")  # taken over before the batch commits
+        w.flush(30)
+        assert ix.search("latefencedword") == []
+        assert a.get("http://h1/p") is None
+        assert counters.snapshot()["web.fenced_writes"] == 1
+    finally:
+        w.close()
+        ix.close()
+        a.close()
+        b.close()
+
+
 def test_a_take_over_between_the_fence_check_and_the_write_still_refuses_it(address, monkeypatch) -> None:
     """The fence is checked again by every statement of the write, not only at its start: a
-    host taken over after the check (another transaction, committed meanwhile) is not written."""
+    host taken over after the check (another transaction, committed meanwhile) is not written,
+    and it is named among the hosts refused (it was not: such refusals went uncounted)."""
     a, b = beating_node(address, "n1"), beating_node(address, "n2")
     try:
         a.frontier_offer("site", 1, [offer_row("http://h1/p", 1)])
@@ -736,16 +866,17 @@ def test_a_take_over_between_the_fence_check_and_the_write_still_refuses_it(addr
         a._exec_many("UPDATE crawl_hosts SET claim_until = now() - interval '1 second'", [()])
         real = a._read_then_write
 
-        def taken_over_after_the_check(steps):
+        def taken_over_after_the_check(steps, returned=None):
             def late(read):
                 out = steps(read)  # the check: a's claim holds
                 _fence(b, "n2")    # b takes the host over, committed before a's statements run
                 return out
-            real(late)
+            real(late, returned)
         monkeypatch.setattr(a, "_read_then_write", taken_over_after_the_check)
-        a.frontier_write("site", {"http://h1": fence_a}, [dict(offer_row("http://h1/p", 1), state="done", last_status=200),
-                                                          offer_row("http://h1/new", 1)],
-                         links={"http://h1/p": '["x"]'})
+        refused = a.frontier_write("site", {"http://h1": fence_a},
+                                   [dict(offer_row("http://h1/p", 1), state="done", last_status=200),
+                                    offer_row("http://h1/new", 1)], links={"http://h1/p": '["x"]'})
+        assert refused == {"http://h1"}  # named, so the node counts it (web.fenced_writes)
         row = b.crawl_row("site", "http://h1/p")
         assert (row["state"], row["last_status"]) == ("spilled", None)
         assert b.crawl_row("site", "http://h1/new") is None and b.crawl_links("site", "http://h1/p") is None
@@ -799,3 +930,73 @@ def test_a_schema_4_store_migrates_its_host_claims_to_fenced_ones(address) -> No
     with beating_node(address, "n1") as a:
         tokens = a.frontier_claim_tokens("site", 1, "n1", 5)
         assert sorted(tokens) == ["http://h1", "http://h2"] and sorted(tokens.values()) == [1, 2]
+
+
+def test_an_answer_to_a_request_made_under_an_older_claim_writes_nothing(tmp_path, monkeypatch) -> None:
+    """Issue 30 (fencing): the claim a page's writes carry is the one its request was made
+    under, not the one the node holds when the answer comes.  While the server holds back the
+    answer of /a.html, the host is taken over (by a node that is gone since) and the node claims
+    it again, with a newer token: the late answer writes nothing -- its text is not indexed and
+    the link only it has is never asked -- and is counted in ``web.fenced_writes``."""
+    import threading
+
+    import psycopg
+
+    import conftest
+    from httpsite import Site
+    from test_web import Crawl as OneNodeCluster, html
+    from indexerd.config import parse_config
+    from indexerd.config.paths import resolve_node_name
+    from indexerd.runtime.indexer import Indexer
+
+    monkeypatch.setitem(conftest._CRAWL_STORE, "kind", "postgresql+store")
+    monkeypatch.setitem(conftest._PG_INDEX, "schema", conftest.fresh_schema("ix"))
+    site = Site().start()
+    asked = {"n": 0}
+    lock = threading.Lock()
+
+    def sql(statement: str, args=()) -> list[tuple]:
+        a = pg_store_address(crawl.store_schema)
+        with psycopg.connect(a.url, autocommit=True, **a.connect_kwargs()) as con:
+            con.execute(f'SET search_path = "{crawl.store_schema}"')
+            cur = con.execute(statement, args)
+            return cur.fetchall() if cur.description else []
+
+    def page_a(hit):
+        with lock:
+            asked["n"] += 1
+            first = asked["n"] == 1
+        if not first:
+            return 200, {"Content-Type": "text/html"}, html("A", "freshword")
+        ((token,),) = sql("SELECT claim_token FROM crawl_hosts WHERE host = %s", (site.base,))
+        sql("UPDATE crawl_hosts SET node = 'gone', claim_token = nextval('crawl_claim_tokens'), "
+            "claim_until = now() - interval '1 second' WHERE host = %s", (site.base,))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the node claims the host again: a token newer than both
+            (row,) = sql("SELECT node, claim_token FROM crawl_hosts WHERE host = %s", (site.base,))
+            if row[0] == node and row[1] > token + 1:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the node did not claim the host again")
+        return 200, {"Content-Type": "text/html"}, html("A", "staleword", ["/stale-only.html"])
+
+    try:
+        site.static("/", html("Home", "start", ["/a.html"]), etag='"h"')
+        site.add("/a.html", handler=page_a)
+        site.static("/stale-only.html", html("S", "staleonly"))
+        crawl = OneNodeCluster(tmp_path, site)
+        cfg = parse_config(crawl.config())
+        node = resolve_node_name(cfg)
+        ix = Indexer(cfg)
+        ix.open("index")
+        try:
+            ix.run_pass(progress=False)
+            counters = ix.counters.snapshot()
+        finally:
+            ix.close()
+        assert site.hits("/stale-only.html") == []
+        assert crawl.search("staleword") == []
+        assert counters.get("web.fenced_writes", 0) >= 1, counters
+    finally:
+        site.close()

@@ -368,3 +368,41 @@ def test_cookies_are_never_kept_nor_sent(site, fetcher):
     for _ in range(5):
         assert fetcher.fetch(site.url("/c"), max_size=10).status == 200
     assert [h.header("Cookie") for h in site.log] == [None] * 5
+
+
+def test_a_request_cut_while_the_process_was_stopped_is_a_pause_not_a_timeout(site):
+    """Issue 30: a node stopped (SIGSTOP) past a request's deadline logged it as the site's
+    ``timeout``; a request that ends long after its deadline because the process was not
+    running is ``paused``.  A real process, really stopped, against a server that answers
+    late."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    site.add("/late", body=b"x", delay=8.0)
+    child = ("import sys\n"
+             "from indexerd.sources.web.fetch import Fetcher\n"
+             "f = Fetcher('indexerd-test/1.0', timeout=1.0)\n"
+             "print('asking', flush=True)\n"
+             "r = f.fetch(sys.argv[1], max_size=10)\n"
+             "print(r.error, flush=True)\n"
+             "print(r.detail, flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", child, site.url("/late")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "asking"
+        deadline = time.monotonic() + 10
+        while not site.hits("/late"):  # the request reached the server: the process waits for it
+            assert time.monotonic() < deadline, "the request never came"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(4.0)  # the pause itself: past the 1 s deadline by more than PAUSE_SECONDS
+        os.kill(proc.pid, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    error, detail = out.splitlines()[:2]
+    assert error == "paused", out
+    assert "not running" in detail

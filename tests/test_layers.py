@@ -77,7 +77,7 @@ MODULE_LINES, CLASS_LINES = 450, 300
 #: Classes still over the bound, with their size when this list was written; the list only
 #: shrinks (a listed class that grows past its size fails too).
 CLASSES_OVER = {
-    ("sources/web/sharedfrontier.py", "SharedFrontier"): 352,
+    ("sources/web/sharedfrontier.py", "SharedFrontier"): 311,
     ("sources/web/scheduler.py", "Scheduler"): 314,
 }
 

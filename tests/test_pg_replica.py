@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -325,3 +326,35 @@ def test_the_stores_search_reads_go_to_its_replica_and_to_the_primary_when_it_is
     assert len(warnings) == 1 and "the state store's search reads go to the primary" in warnings[0], warnings
     with pytest.raises(ConfigError, match="store.read_url: the URL holds a password"):
         parse_config(base + 'read_url = "postgresql://u:pw@db2/ix"\n')
+
+
+def test_status_and_metrics_say_how_far_behind_the_replica_is(pair, daemon) -> None:
+    """Issue 30: the replica's lag is shown where an operator looks -- ``ctl status`` (text and
+    JSON), the status page and ``/metrics`` (a gauge) -- and says it lags while it does."""
+    primary, standby = pair
+    standby.wait_replayed(primary.wal_lsn())
+    st = json.loads(daemon.ctl("status", "--json").stdout)
+    assert st["index"]["read_server"] and st["index"]["replica_lag_seconds"] < REPLICA_LAG_NOTE_SECONDS
+    standby.admin("SELECT pg_wal_replay_pause()")
+    try:
+        (daemon.notes / "heron.txt").write_text("heronwatch by the reeds\n", encoding="utf-8")
+        await_value(lambda: primary.admin("SELECT count(*) FROM daemon.documents WHERE key LIKE %s",
+                                          ("%heron.txt",), dbname="ix")[0][0],
+                    "the daemon indexed the new file on the primary")
+        standby.wait_replayed(primary.wal_lsn(), received_only=True)
+        lag = await_value(lambda: (v := json.loads(daemon.ctl("status", "--json").stdout)["index"]
+                                   ["replica_lag_seconds"]) is not None and v > REPLICA_LAG_NOTE_SECONDS and v,
+                          "ctl status says the replica lags")
+        text = daemon.ctl("status").stdout
+        assert re.search(r"^read replica .*: LAGGING [\d.]+ s behind the primary", text, re.M), text
+        _, _, page = daemon.get("/status")
+        assert re.search(rb'id="replica-status">read replica .*LAGGING [\d.]+ s behind the primary', page), page
+        _, _, metrics = daemon.get("/metrics")
+        gauge = re.search(rb"^indexerd_replica_lag_seconds ([\d.e+]+)$", metrics, re.M)
+        assert gauge is not None and float(gauge.group(1)) >= lag
+        assert re.search(rb"^indexerd_replica_up 1\.0$", metrics, re.M)
+    finally:
+        standby.admin("SELECT pg_wal_replay_resume()")
+    standby.wait_replayed(primary.wal_lsn())
+    text = daemon.ctl("status").stdout
+    assert re.search(r"^read replica .*: [\d.]+ s behind the primary$", text, re.M), text

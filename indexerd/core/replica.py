@@ -19,6 +19,12 @@ log = logging.getLogger(__name__)
 REPLICA_RETRY_SECONDS = 30.0
 
 
+#: a search read from a replica more than this many seconds behind its primary says so
+#: (``replica_lag_seconds``), and so do ``ctl status``, the status page; less is the ordinary
+#: delay of streaming replication
+REPLICA_LAG_NOTE_SECONDS = 1.0
+
+
 class ReplicaHealth:
     """Whether reads go to the replica now.  After a failure they go to the primary for
     :data:`REPLICA_RETRY_SECONDS`, then the replica is tried again; the log says once that it

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
 from indexerd.core.errors import ConfigError, IndexerdError
+from indexerd.core.replica import REPLICA_LAG_NOTE_SECONDS
 from indexerd.index.querylex import quoted_query
 
 if TYPE_CHECKING:
@@ -41,9 +42,6 @@ MAX_PAGE_SIZE = 100
 #: default bound on one query's wait, in seconds
 DEFAULT_TIMEOUT_SECONDS = 5.0
 SORTS = ("relevance", "date")
-#: a search read from a replica more than this many seconds behind its primary says so
-#: (``replica_lag_seconds``); less is the ordinary delay of streaming replication
-REPLICA_LAG_NOTE_SECONDS = 1.0
 
 
 class QueryTimeout(IndexerdError):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 import sys
 
+from indexerd.core.replica import REPLICA_LAG_NOTE_SECONDS
+
 # C0 (U+0000-U+001F), DEL (U+007F), C1 (U+0080-U+009F: ECMA-48 §5.3; U+009B is a one-byte CSI),
 # and the Unicode bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069)
 # that reorder what is displayed ("Trojan Source", CVE-2021-42574); also U+2028/U+2029, which
@@ -215,6 +217,17 @@ def _progress_line(p: dict) -> str:
     return f"{done}/{total} read, {found} files found"
 
 
+def replica_lag_words(lag_seconds: float | None) -> str:
+    """How far behind its primary a read replica is, as ``ctl status`` and the status page say
+    it: searches say so too once it lags more than
+    :data:`~indexerd.core.replica.REPLICA_LAG_NOTE_SECONDS`; None: it does not answer."""
+    if lag_seconds is None:
+        return "not answering; searches read the primary"
+    if lag_seconds > REPLICA_LAG_NOTE_SECONDS:
+        return f"LAGGING {lag_seconds:.1f} s behind the primary (searches say so)"
+    return f"{lag_seconds:.1f} s behind the primary"
+
+
 def print_status(r: dict) -> None:
     """``ctl status``: the daemon, the index, the last reload, then each source."""
     print(f"indexerd pid {r['pid']}, up {r['uptime_seconds']:.0f} s, state dir {safe(r['state_dir'])}")
@@ -228,6 +241,8 @@ def print_status(r: dict) -> None:
           f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
     if ix.get("error"):
         print(f"index error: {safe(ix['error'])}")
+    if ix.get("read_server"):
+        print(f"read replica {safe(ix['read_server'])}: {replica_lag_words(ix.get('replica_lag_seconds'))}")
     if r["writer"]["last_error"]:
         print(f"writer error: {safe(r['writer']['last_error'])}")
     rl = r.get("reload") or {}

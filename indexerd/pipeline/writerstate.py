@@ -114,6 +114,11 @@ class PendingWrites:
         keys = op.rows if op.kind == "remove_many" and op.rows is not None else [op.key]
         self.forget({k: (op.record if op.kind != "remove_many" else None) for k in keys})
 
+    def drop_all(self, ops: list[WriteOp]) -> None:
+        """:meth:`drop` each of ``ops``."""
+        for op in ops:
+            self.drop(op)
+
     def forget(self, batch_keys: dict) -> None:
         """Drop the entries this batch wrote, unless a newer submission replaced them; empties
         ``batch_keys``."""

@@ -3,8 +3,11 @@
 :class:`WriterThread` takes the operations the producers queued (:class:`~indexerd.pipeline.writerstate.WriteOp`), applies them
 to one index session and one batch of store rows, and commits by the rules in
 :mod:`indexerd.pipeline.writer` (live: on drain when urgent, else at the commit interval; bulk: every
-``commit_batch`` documents), the index first, then the batch's rows with the commit token.  It
-logs under the writer's logger, ``indexerd.pipeline.writer``.
+``commit_batch`` documents), the index first, then the batch's rows with the commit token.  An
+operation fetched under a cluster host claim waits for the commit, which asks the store whether
+its claim still holds right before the index commit and writes it only then (Kleppmann's
+fencing token; :mod:`indexerd.core.store.sharedfrontier`).  It logs under the writer's logger,
+``indexerd.pipeline.writer``.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from indexerd.core.errors import IndexerdError, RetryLater
-from indexerd.core.store import PgStore, StateStore, open_store
-from indexerd.core.store.sharedfrontier import ClaimFence
+from indexerd.core.store import StateStore, open_store
+from indexerd.pipeline.writerfences import FencedWrites
 from indexerd.pipeline.writerstate import Batch, FailureEpisode, PendingWrites, WriteOp
 
 if TYPE_CHECKING:
@@ -60,9 +63,8 @@ class WriterThread:
         self.last_work_at = time.monotonic()
         self.dirty_segments = False
         self.episode = FailureEpisode()
-        #: fence -> whether its claim held when the open batch first asked (asked once a batch)
-        self.fences: dict[ClaimFence, bool] = {}
-        self.fences_logged: set[ClaimFence] = set()  # a refusal is logged once per claim
+        #: the open batch's operations fetched under a cluster claim (:meth:`_write_fenced`)
+        self.fenced = FencedWrites()
 
     def run(self) -> None:
         """Take operations until a ``stop`` (committing what is pending) or an exception (kept
@@ -133,17 +135,20 @@ class WriterThread:
             except IndexerdError as e:  # the next scan records them again
                 log.warning("%s", e)
             return
-        if op.fence is not None and self._refused(op, op.fence):
-            return
-        if op.kind == "remove_many":
+        b = self.batch
+        if op.fence is not None:
+            b.begin(op.urgent)
+            self.fenced.add(op)  # its claim is asked right before the commit
+        elif op.kind == "remove_many":
             self._remove_many(op)
             return
-        b = self.batch
-        b.begin(op.urgent)
-        b.keys[op.key] = op.record
-        self._write(op)
+        else:
+            b.begin(op.urgent)
+            b.keys[op.key] = op.record
+            self._write(op)
         size = self.writer.commit_batch
-        if b.docs - b.removes >= size or len(b.upserts) >= max(size, 2000) or b.removes >= max(size, 20_000):
+        if b.docs - b.removes + len(self.fenced) >= size or len(b.upserts) >= max(size, 2000) \
+                or b.removes >= max(size, 20_000):
             self.commit()
         elif self.writer.live and b.urgent and self.ops.empty():
             time.sleep(0.05)  # grace: a burst usually brings more work
@@ -151,38 +156,33 @@ class WriterThread:
                 self.commit()
         # else: a scheduled pass commits at commit_interval (or commit_batch) at the latest
 
-    def _refused(self, op: WriteOp, fence: ClaimFence) -> bool:
-        """Whether ``op``, fetched under ``fence``, must write nothing: the store says that claim
-        no longer holds (asked once per claim and batch, so the answer is at most one batch old
-        when the batch commits), or cannot say (a failed write, reported at the next barrier).
-        A refused operation is dropped from the pending writes, counted and logged once per
-        claim."""
-        held = self.fences.get(fence)
-        if held is None:
-            store = self._open_store()
-            try:
-                held = not isinstance(store, PgStore) or not store.frontier_stale([fence])
-            except IndexerdError as e:
-                self._failed(f"the claim a write of {op.key} was fetched under cannot be checked: {e}",
-                             str(e), str(e))
-                self.pending.drop(op)
-                return True
-            self.fences[fence] = held
-        if held:
-            return False
-        self.pending.drop(op)
-        self.writer.stats.fenced_writes += 1
-        if self.writer.counters is not None:
-            self.writer.counters.inc("web.fenced_writes")
-        if fence not in self.fences_logged:
-            self.fences_logged.add(fence)
-            log.warning("%s: a page of %s fetched under node %s's claim %d is not written: the host was "
-                        "claimed since (by another node, or again); its holder's documents stay",
-                        fence.source, fence.host, fence.node, fence.token)
-        return True
+    def _write_fenced(self) -> None:
+        """Write into the session the batch's operations fetched under a cluster claim, right
+        before the index commit (:mod:`indexerd.pipeline.writerfences`): those whose claim no
+        longer holds write nothing (counted, logged), nor does any when the store cannot say
+        (a failed write, reported at the next barrier)."""
+        ops = self.fenced.take()
+        if not ops:
+            return
+        try:
+            held, stale = self.fenced.sort(self._open_store(), ops)
+        except IndexerdError as e:
+            self._failed(f"the claims {len(ops)} writes were fetched under cannot be checked: {e}", str(e), str(e))
+            held, stale = [], []
+            self.pending.drop_all(ops)
+        for op in stale:
+            self.pending.drop(op)
+            self.fenced.refused(op, self.writer.stats, self.writer.counters)
+        for op in held:
+            if op.kind == "remove_many":
+                self._remove_many(op, commit=False)
+            else:
+                self.batch.keys[op.key] = op.record
+                self._write(op)
 
-    def _remove_many(self, op: WriteOp) -> None:
-        """Delete many keys from the index in one batch, never split by a live commit."""
+    def _remove_many(self, op: WriteOp, commit: bool = True) -> None:
+        """Delete many keys from the index in one batch, never split by a live commit
+        (``commit`` False: never committed here, the caller is committing)."""
         b = self.batch
         b.begin(op.urgent)
         keys = op.rows or []
@@ -193,6 +193,8 @@ class WriterThread:
         b.docs += len(keys)
         b.removes += len(keys)
         self.writer.stats.docs_deleted += len(keys)
+        if not commit:
+            return
         if b.removes >= max(self.writer.commit_batch, 20_000):
             self.commit()
         elif self.writer.live and b.urgent and self.ops.empty():
@@ -255,8 +257,8 @@ class WriterThread:
             except Exception:
                 pass
         self.session = None
+        self.pending.drop_all(self.fenced.take())
         self.batch.clear(self.pending)
-        self.fences.clear()
 
     def commit(self) -> None:
         """Commit the index session, then write the batch's rows with the commit token.
@@ -265,8 +267,9 @@ class WriterThread:
         the next pass); a failed row write is counted and reported at the next barrier.
         """
         w, stats, b = self.writer, self.writer.stats, self.batch
-        b.urgent = False
         started = time.monotonic()
+        self._write_fenced()
+        b.urgent = False
         token = None
         if self.session is not None:
             try:
@@ -294,7 +297,6 @@ class WriterThread:
                 self._failed(str(e), str(e), str(e))
         n_docs = b.docs
         b.clear(self.pending)
-        self.fences.clear()
         if n_docs:
             stats.commits += 1
             stats.last_commit_at = datetime.now(UTC)

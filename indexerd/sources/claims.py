@@ -39,8 +39,9 @@ __all__ = ["Claim", "STANDBY_SECONDS", "claim_pass"]
 UTC = timezone.utc
 #: Seconds between two tries of a node standing by for a source another node runs.
 STANDBY_SECONDS = 5.0
-#: Seconds before a node asks again to join a web pass another node is beginning.
-JOIN_SECONDS = 0.5
+#: Seconds before a node asks again to join a web pass another node is beginning (seeding it
+#: takes a fraction of a second: each try costs a lock attempt and one read).
+JOIN_SECONDS = 0.2
 
 
 @dataclass

@@ -69,8 +69,10 @@ class StoreConnection:
         """
         raise NotImplementedError
 
-    def _read_then_write(self, steps: Callable[[Callable[[str, tuple], list]], list[tuple[str, list[tuple]]]]) -> None:
-        """A write transaction whose steps depend on a read in it (PostgreSQL only:
+    def _read_then_write(self, steps: Callable[[Callable[[str, tuple], list]], list[tuple[str, list[tuple]]]],
+                         returned: list | None = None) -> None:
+        """A write transaction whose steps depend on a read in it, ``returned`` receiving what
+        its ``RETURNING`` steps returned (PostgreSQL only:
         :meth:`~indexerd.core.store.postgresql.PgConnection._read_then_write`)."""
         raise NotImplementedError
 

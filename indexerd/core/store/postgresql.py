@@ -245,12 +245,15 @@ class PgConnection(StoreConnection):
     def _transaction(self, steps: list[tuple[str, list[tuple]]]) -> None:
         self._read_then_write(lambda read: steps)
 
-    def _read_then_write(self, steps: Callable[[Callable[[str, tuple], list]], list[tuple[str, list[tuple]]]]) -> None:
+    def _read_then_write(self, steps: Callable[[Callable[[str, tuple], list]], list[tuple[str, list[tuple]]]],
+                         returned: list | None = None) -> None:
         """:meth:`_transaction` of the steps ``steps(read)`` returns, where ``read(sql, args) ->
         rows`` reads in the same transaction before any step: what is written may depend on what
         the transaction read (a fenced write,
         :meth:`~indexerd.core.store.sharedfrontier.SharedFrontierRows.frontier_write`).
         ``steps`` is called again when the transaction is tried again on a new connection.
+        ``returned``, when given, receives the rows every step with a ``RETURNING`` clause
+        returned (for each of its argument rows, in order), those of the committed attempt only.
 
         Raises:
             StoreError: naming the store and the database's reason.
@@ -261,12 +264,20 @@ class PgConnection(StoreConnection):
             for attempt in (1, 2):
                 try:
                     conn = self._db.connection() if attempt == 1 else self._db.reconnect()
+                    got: list = []
                     with conn.transaction(), conn.cursor() as cur:
                         def read(sql: str, args: tuple, cur=cur) -> list:
                             return cur.execute(_placeholders(sql), args).fetchall()
                         for sql, rows in steps(read):
-                            if rows:
-                                cur.executemany(_placeholders(sql), rows)
+                            if not rows:
+                                continue
+                            back = returned is not None and " RETURNING " in sql
+                            cur.executemany(_placeholders(sql), rows, returning=back)
+                            while back:
+                                got.extend(cur.fetchall())
+                                back = bool(cur.nextset())
+                    if returned is not None:
+                        returned.extend(got)
                     return
                 except psycopg.OperationalError as e:
                     # a connection the server ended (a restart): the transaction (upserts and

@@ -201,10 +201,12 @@ class SharedFrontierRows(StoreConnection):
         ``fences`` (host -> the claim its page was fetched under) are written only while that
         host's row takes them (:meth:`ClaimFence.holds`) -- checked at the start of the transaction,
         to name the hosts refused, and again by every statement, so a take-over committed in
-        between refuses them too (not named in the answer: the node learns it lost the host at
-        its next round); the others (and ``meta``) are written as ``crawl_write`` writes them.
-        One transaction, no row lock held on ``crawl_hosts`` (a node paused inside it blocks no
-        claim).  Returns the hosts refused at the check.
+        between refuses them too (a fenced crawl row the upsert did not write names its host
+        among the refused, so every refusal is counted); the others (and ``meta``) are written
+        as ``crawl_write`` writes them.  One transaction, no row lock held on ``crawl_hosts`` (a
+        node paused inside it blocks no claim).  Returns the hosts refused, at the check or by a
+        statement (a host refused by a statement may have had some of its deletions and
+        outlinks written before the take-over: they were its holder's then).
 
         Raises:
             StoreError: the store cannot be written.
@@ -218,7 +220,8 @@ class SharedFrontierRows(StoreConnection):
         upsert = (f"INSERT INTO crawl AS c ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
                   f"ON CONFLICT (source, url) DO UPDATE SET {updates}")
         upsert_fenced = (f"INSERT INTO crawl AS c ({', '.join(cols)}) SELECT {', '.join('?' * len(cols))} "
-                         f"WHERE {_FENCE} ON CONFLICT (source, url) DO UPDATE SET {updates} WHERE {_FENCE}")
+                         f"WHERE {_FENCE} ON CONFLICT (source, url) DO UPDATE SET {updates} WHERE {_FENCE} "
+                         "RETURNING c.url")
 
         def fence_of(url: str) -> ClaimFence | None:
             return fences.get(url_origin(url))
@@ -245,7 +248,11 @@ class SharedFrontierRows(StoreConnection):
             out.append((META_UPSERT, list((meta or {}).items())))
             return out
 
-        self._read_then_write(steps)
+        written: list[tuple] = []
+        self._read_then_write(steps, written)
+        upserted = {r[0] for r in written}
+        refused.update(url_origin(r["url"]) for r in rows
+                       if fence_of(r["url"]) is not None and r["url"] not in upserted)
         return set(refused)
 
     def frontier_stale(self, fences: Iterable[ClaimFence]) -> set[ClaimFence]:

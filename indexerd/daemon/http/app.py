@@ -55,6 +55,7 @@ from indexerd.daemon.http.auth import HostCheck, TokenCheck
 from indexerd.daemon.http.peer import PeerCheck
 from indexerd.daemon.queries import (MAX_RESULTS, SearchRequest, facets_json, hits_json, replica_lag_text,
                                      suggestion_json)
+from indexerd.output.terminal import replica_lag_words
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class SearchApp:
         self.env = Environment(loader=FileSystemLoader(str(_HERE / "templates")),
                                autoescape=select_autoescape(default=True, default_for_string=True),
                                trim_blocks=True, lstrip_blocks=True)
+        self.env.globals["replica_lag_words"] = replica_lag_words
         self._static = {name: (_HERE / "static" / name).read_bytes() for name in _STATIC}
 
     # -- WSGI --------------------------------------------------------------------------------

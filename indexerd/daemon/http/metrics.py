@@ -123,6 +123,14 @@ class _StatusCollector:
                                ("segments", "indexerd_index_segments", "Segments of the search index.")):
             if index.get(key) is not None:
                 yield GaugeMetricFamily(name, doc, value=index[key])
+        if index.get("read_server"):
+            lag = index.get("replica_lag_seconds")
+            yield GaugeMetricFamily("indexerd_replica_up", "1 while the index's read replica answers "
+                                    "(searches read it), 0 while searches read the primary.",
+                                    value=0 if lag is None else 1)
+            if lag is not None:
+                yield GaugeMetricFamily("indexerd_replica_lag_seconds", "Seconds the index's read replica "
+                                        "is behind its primary (0: it replayed all it received).", value=lag)
         yield GaugeMetricFamily("indexerd_uptime_seconds", "Seconds since the daemon started.",
                                 value=st.get("uptime_seconds", 0))
         yield from _counter_families(st.get("counters") or {})

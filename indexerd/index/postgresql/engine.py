@@ -360,7 +360,9 @@ class PgIndex:
     def status(self) -> dict[str, Any]:
         """``engine``, ``documents``, ``size_bytes``, ``segments`` (None: no segments),
         ``last_commit`` (ISO UTC), ``commits`` (the counter), ``server`` (masked URL, schema)
-        and, with a read replica, ``read_server`` (its masked URL and schema).
+        and, with a read replica, ``read_server`` (its masked URL and schema) and
+        ``replica_lag_seconds`` (how far behind the primary it is, :meth:`replica_lag_seconds`;
+        None: it does not answer now, and searches read the primary).
 
         Raises:
             IndexUnavailable: the server cannot be reached.
@@ -372,6 +374,8 @@ class PgIndex:
         reader = self.target.reader()
         if reader is not None:
             out["read_server"] = reader.shown
+            lag = self.replica_lag_seconds()
+            out["replica_lag_seconds"] = None if lag is None else round(lag, 3)
         return out
 
     def close(self) -> None:

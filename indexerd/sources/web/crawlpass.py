@@ -155,6 +155,10 @@ class CrawlPass:
             if state.started is not None:
                 s.pass_start = state.started
             log.info("%s: node %s joins crawl pass %d", self.src.name, CLUSTER.node, s.pass_id)
+            # a node of it may have died with pages indexed that no crawl row asks again: the
+            # resume's reconcile, by whoever joins (each such page is queued once per pass,
+            # whichever nodes offer it; the cost is one query over the source's documents)
+            self.seeder.requeue_orphans()
         else:
             store.frontier_reset(self.src.name)
             self.seeder.start(state)   # every URL goes to the shared store: no host is ours yet
@@ -209,11 +213,16 @@ class CrawlPass:
                 log.exception("%s: processing %s failed", self.src.name, task.url)
 
     def _process(self, task: Task, resp: Response | None) -> None:
-        """Handle one result, every write it makes carrying the claim its host was fetched
-        under in a pass the cluster crawls together (the store refuses them once the host
-        changed hands: :mod:`indexerd.sources.web.sharedfrontier`)."""
+        """Handle one result, every write it makes carrying the claim its host was held under
+        when the request was handed out (:attr:`Task.fence`) in a pass the cluster crawls
+        together (the store refuses them once the host changed hands:
+        :mod:`indexerd.sources.web.sharedfrontier`); an answer to a request made under a claim
+        this node no longer holds with that token (lost, or claimed again since) writes
+        nothing."""
         shared = self.sched.shared
-        self.pipeline.fence = shared.fence_for(task.url) if shared is not None else None
+        self.pipeline.fence = task.fence if shared is not None else None
+        if shared is not None and task.fence is not None and shared.claims.answered_too_late(task.fence):
+            return  # asked under a claim the host has changed hands since: the next holder's
         try:
             self._process_result(task, resp)
         finally:
@@ -223,6 +232,16 @@ class CrawlPass:
         if resp is not None and resp.error == "cancelled":
             # the stop cut the request: nothing was learnt, the URL stays queued for the resume
             self.counters.inc("web.cancelled")
+            return
+        if resp is not None and resp.error == "paused":
+            # this process was not running at the deadline (SIGSTOP, a stall): not the site's
+            # timeout; asked again while the host is still this node's (a robots.txt is asked
+            # again by the frontier, its verdict not stored)
+            self.counters.inc("web.paused")
+            log.info("%s: %s: %s", self.src.name, task.url, resp.detail)
+            shared = self.sched.shared
+            if task.kind != "robots" and (shared is None or shared.owns(task.url)):
+                self.sched.retry(task)
             return
         if resp is not None and resp.error == "invalid-url" and task.kind != "robots":
             self.sched.done(task, resp, "invalid-url")

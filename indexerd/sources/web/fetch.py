@@ -59,6 +59,12 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
         return False
 
 
+#: Seconds past its deadline after which a request cut at the deadline is put down to this
+#: process not running (``'paused'``), not to the site: a running process cuts it within
+#: :data:`~indexerd.sources.web.deadlines.CANCEL_POLL_SECONDS`.
+PAUSE_SECONDS = 2.0
+
+
 class Fetcher:
     """Sends single HTTP requests with a User-Agent, a time limit and a size limit.
 
@@ -138,12 +144,15 @@ class Fetcher:
         or drips its headers; a body not complete ``timeout`` seconds after the request was sent
         gives ``'too-slow'`` (status kept), whether the server drips bytes or has gone silent.
         ``cancel`` set while the request runs ends it within about 0.05 s with
-        ``'cancelled'`` (the daemon's stop): nothing was learnt about the URL.
+        ``'cancelled'`` (the daemon's stop): nothing was learnt about the URL.  A request that
+        would be a ``timeout`` or ``too-slow`` but ends more than :data:`PAUSE_SECONDS` after
+        its deadline gives ``'paused'``: the process was not running when the deadline came
+        (SIGSTOP, a stall of the machine), so the site's time is not known.
 
         Errors (``Response.error``): ``timeout``, ``connection`` (refused, reset, DNS, proxy),
         ``ssl``, ``too-large``, ``bad-encoding`` (Content-Encoding that does not decode),
         ``too-slow``, ``protocol`` (malformed response, body shorter than its Content-Length),
-        ``cancelled``.
+        ``cancelled``, ``paused``.
 
         Raises:
             ValueError: ``url`` is not an absolute http(s) URL (or does not parse), ``method`` is
@@ -173,6 +182,12 @@ class Fetcher:
         deadline = start + self.timeout
 
         def fail(word: str, detail: str, r: requests.Response | None = None) -> Response:
+            late = time.monotonic() - deadline
+            if word in ("timeout", "too-slow") and late > PAUSE_SECONDS:
+                # cut at the deadline, the request ends within CANCEL_POLL_SECONDS of it: this
+                # late, the process itself was not running (SIGSTOP, a stall), not the site slow
+                word, detail = "paused", (f"this process was not running at the request's deadline "
+                                          f"({late:.1f} s late: paused or stalled); {detail}")
             return Response(url=url, method=method, status=r.status_code if r is not None else None,
                             headers=r.headers if r is not None else CaseInsensitiveDict(), body=b"",
                             elapsed=time.monotonic() - start, error=word, detail=detail,

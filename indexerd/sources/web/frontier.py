@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from indexerd.core.store.sharedfrontier import ClaimFence
 from indexerd.sources.web.politeness import HostSlots
 from indexerd.sources.web.robots import RobotsCache
 
@@ -28,7 +29,10 @@ class Task:
     ``kind`` is ``page``, ``requisite`` (kept in the mirror, never indexed), ``sitemap`` or
     ``robots``; ``method`` ``GET`` or ``HEAD``;
     ``etag`` / ``last_modified`` are the stored validators, sent verbatim;
-    ``skip`` is set instead of fetching when robots.txt forbids it or cannot be read.
+    ``skip`` is set instead of fetching when robots.txt forbids it or cannot be read;
+    ``fence`` is the cluster claim its host was held under when the frontier handed it out
+    (:attr:`Frontier.claim`; None: not fenced): what the answer writes carries that claim, not
+    the one the node holds when the answer comes (a take-over may come in between).
     """
 
     url: str
@@ -45,6 +49,7 @@ class Task:
     attempts: int = 0
     front: bool = False
     skip: str | None = None
+    fence: ClaimFence | None = None
 
 
 class Frontier:
@@ -63,8 +68,10 @@ class Frontier:
 
     :attr:`fence`, when set, is asked ``fence(host) -> bool`` right before a request to ``host``
     is handed out: False keeps the host's URLs waiting (a cluster node whose claim on the host
-    is not known to hold now: :meth:`~indexerd.sources.web.sharedfrontier.SharedFrontier.may_ask`).
-    The same rules as ``gate``: quick, under the lock.
+    is not known to hold now: :meth:`~indexerd.sources.web.claimfences.ClaimFences.may_ask`).
+    The same rules as ``gate``: quick, under the lock.  :attr:`claim`, when set, is asked
+    ``claim(url) -> ClaimFence or None`` for each task handed out, in the same critical section
+    as the fence: the claim the request is made under (:attr:`Task.fence`).
 
     A URL taken by :meth:`take` stays *outstanding* until the coordinator calls :meth:`finish`,
     so workers do not stop while a result that may add URLs is being processed.  In a pass the
@@ -78,6 +85,7 @@ class Frontier:
         self.order = order
         self.gate = gate
         self.fence: Callable[[str], bool] | None = None
+        self.claim: Callable[[str], ClaimFence | None] | None = None
         self._gated: dict[str, Task] = {}  # per host: the head that last passed the gate
         self.slots = slots
         self.robots = robots
@@ -188,6 +196,8 @@ class Frontier:
                     return None
                 task, wait = self._pick()
                 if task is not None:
+                    if self.claim is not None:  # the claim at request time, not at answer time
+                        task = replace(task, fence=self.claim(task.url))
                     self._outstanding += 1
                     self._busy[task.host] = self._busy.get(task.host, 0) + 1
                     return task

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 __all__ = ["ERRORS", "REDIRECT_STATUSES", "Response", "parse_retry_after"]
 
 #: The fixed error words of :attr:`Response.error`.
-ERRORS = ("timeout", "connection", "ssl", "too-large", "bad-encoding", "too-slow", "protocol", "cancelled")
+ERRORS = ("timeout", "connection", "ssl", "too-large", "bad-encoding", "too-slow", "protocol", "cancelled",
+          "paused")
 
 #: The statuses that redirect (RFC 9110 §15.4): 301, 302, 303, 307, 308.
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)

@@ -225,7 +225,8 @@ class Seeder:
                  f", {requeued} of them fetched before the interruption but not stored" if requeued else "")
 
     def requeue_orphans(self) -> None:
-        """After an interrupted pass: queue the indexed pages no crawl row would ask again
+        """After an interrupted pass, and on a node joining a pass the cluster crawls together
+        (a node of it may have died): queue the indexed pages no crawl row would ask again
         (:meth:`~indexerd.core.store.crawl.CrawlRows.crawl_orphan_keys`: a new page's document
         committed before its row was written, or a gone page whose deletion's commit was lost),
         so each is asked now, conditionally: a ``304`` keeps it and writes its row, a ``404``

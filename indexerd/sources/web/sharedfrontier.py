@@ -13,7 +13,10 @@ The node's coordinator calls :meth:`SharedFrontier.tick` between results, at mos
 :data:`TICK_SECONDS`: it sends the offers, marks hosts whose work is done idle (after writing
 their rows), claims hosts (its fair share, ``ceil(hosts with work / live nodes)``, or one more
 when it has nothing to do -- so a host left by a dead node is taken over at once), reads the
-URLs queued for its hosts, and tells when the pass is over for the cluster.  Politeness needs
+URLs queued for its hosts, and tells when the pass is over for the cluster.  A node with nothing
+left to do stays in the pass until it is over, a round every :data:`IDLE_TICK_SECONDS`, ready
+to take a host that frees up (a quiet end: no leaving and joining again every few seconds).
+Politeness needs
 nothing new: every request still takes its host's lease
 (:mod:`indexerd.sources.web.hostleases`), so a host changing hands keeps its delay.
 
@@ -21,19 +24,21 @@ nothing new: every request still takes its host's lease
 ``claim_until`` (database time); each round reads how long every claim of this node still holds
 (:meth:`~indexerd.core.store.sharedfrontier.SharedFrontierRows.frontier_claims`), and the
 frontier hands out a request to a host only while the claim is known to hold, by this process's
-monotonic clock from the moment that round began (:meth:`SharedFrontier.may_ask`, the frontier's
-fence).  A node paused past its claim (SIGSTOP, a stall, a partition) wakes with every claim
-unconfirmed: its requests wait until the next round has dropped the hosts another node took and
-confirmed the rest -- Kleppmann's lease check made right before each request ("How to do
-distributed locking", 2016), with the claim's expiry as the token's limit.
+monotonic clock from the moment that round began (the frontier's fence,
+:class:`~indexerd.sources.web.claimfences.ClaimFences`).  A node paused past its claim
+(SIGSTOP, a stall, a partition) wakes with every claim unconfirmed: its requests wait until the
+next round has dropped the hosts another node took and confirmed the rest -- Kleppmann's lease
+check made right before each request ("How to do distributed locking", 2016), with the
+claim's expiry as the token's limit.
 
 **A write under a lost claim is refused by the store.**  Each claim comes with a fencing token
 that grows at every hand-over (:class:`~indexerd.core.store.sharedfrontier.ClaimFence`); the
 node keeps the token of every host it claimed (a lost host's too: it is stale now), the crawl
-rows it writes for a host carry it (:meth:`SharedFrontier.fences`, through the crawl table),
-and so does every writer operation for a page it fetched (:meth:`SharedFrontier.fence_for`,
-set on the pipeline around each answer).  The store refuses them once the host's token is
-another; each refusal counts ``web.fenced_writes`` and is logged once per claim.
+rows it writes for a host carry it (through the crawl table), and so does every writer
+operation for a page it fetched: the token its request was made under, stamped on the request
+when the frontier hands it out.  The store refuses them once the host's token is another, and
+an answer that comes after the node's own claim changed writes nothing; each refusal counts
+``web.fenced_writes`` and is logged once per claim.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from typing import TYPE_CHECKING
 import logging
 import time
 
-from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, ClaimFence, url_origin
+from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, url_origin
+from indexerd.sources.web.claimfences import ClaimFences
 from indexerd.sources.web.seeding import lost_with_the_process
 from indexerd.sources.web.urls import host_key
 from indexerd.sources.web.urlstate import UrlState
@@ -61,13 +67,12 @@ TICK_SECONDS = 0.25
 NODES_SECONDS = 1.0
 #: Offers kept back before they are sent at once (between two ticks).
 OFFER_BATCH = 500
-#: Seconds of a claim's remaining time a node leaves unused: the clock rates of the node and the
-#: database server may differ a little, and a request handed out just before the limit still
-#: has to reach the host.
-FENCE_MARGIN_SECONDS = 2.0
-#: Seconds a node with nothing to do and nothing to claim stays in a pass before it leaves it to
-#: the nodes still working (it comes back in a few seconds: :data:`~indexerd.sources.claims.STANDBY_SECONDS`).
+#: Seconds a node with nothing to do and nothing to claim waits before its rounds slow down to
+#: :data:`IDLE_TICK_SECONDS` (or, its page budget spent, before it leaves the pass to the nodes
+#: still working).
 LEAVE_SECONDS = 1.0
+#: Seconds between two rounds of a node with nothing to do while the pass goes on elsewhere.
+IDLE_TICK_SECONDS = 0.5
 
 
 class ClusterMembership:
@@ -105,12 +110,8 @@ class SharedFrontier:
         self.node = node
         self.source = sched.src.name
         self.owned: set[str] = set()   # origins (``scheme://host[:port]``) this node claimed
-        #: host key -> monotonic seconds until which this node's claim is known to hold
-        self.fenced_until: dict[str, float] = {}
-        #: origin -> the fencing token of this node's last claim on it (kept once the claim is
-        #: lost: what was fetched under it is refused by the store)
-        self.tokens: dict[str, int] = {}
-        self._refusals_logged: set[tuple[str, int]] = set()
+        #: which hosts this node may ask now, and the tokens of its claims
+        self.claims = ClaimFences(self.source, node, self.owned, sched.counters)
         #: origin -> [GET requests answered, requests without an answer] not yet in the store
         self._fetched: dict[str, list[int]] = {}
         self.active: set[str] = set()  # of them, those with URLs in memory or in flight
@@ -122,18 +123,11 @@ class SharedFrontier:
         self._next_tick = 0.0
         self._alive = (0.0, 1)
         sched.shared = self
-        sched.frontier.fence = self.may_ask
-        sched.table.fence(self.fences, self.refused)
+        sched.frontier.fence = self.claims.may_ask
+        sched.frontier.claim = self.claims.fence_for
+        sched.table.fence(self.claims.fences, self.claims.refused)
 
     # -- what the scheduler asks -----------------------------------------------------------
-    def may_ask(self, host: str) -> bool:
-        """Whether a request to ``host`` (a host key, ``scheme://host:port``) may start now: this
-        node's claim on it is known to hold (see the module docstring).  A host this node does
-        not claim (a robots.txt asked for a URL it was offered) is not fenced.  Called by the
-        frontier under its lock: a dictionary look-up."""
-        until = self.fenced_until.get(host)
-        return until is None or time.monotonic() < until
-
     def fetched(self, url: str, answered: bool) -> None:
         """This node made a GET request for ``url`` (not a robots.txt), which the server
         ``answered`` (an HTTP status) or not: added to the cluster pass's counts of this node
@@ -148,37 +142,6 @@ class SharedFrontier:
             counts = {h: (c[0], c[1]) for h, c in self._fetched.items()}
             self.store.frontier_count(self.source, self.sched.pass_id, self.node, counts)
             self._fetched = {}
-
-    def fence_for(self, url: str) -> ClaimFence | None:
-        """The claim this node fetches ``url`` under (the last one it had on its host), which
-        every write for the page carries; None: a host this node never claimed (not fenced)."""
-        origin = url_origin(url)
-        token = self.tokens.get(origin)
-        return ClaimFence(self.source, origin, self.node, token) if token is not None else None
-
-    def fences(self) -> dict[str, ClaimFence]:
-        """:meth:`fence_for` of every host this node claimed in the pass, by origin: what the
-        crawl table's writes carry."""
-        return {o: ClaimFence(self.source, o, self.node, t) for o, t in self.tokens.items()}
-
-    def refused(self, hosts: set[str], rows: int) -> None:
-        """The store refused the crawl rows (``rows`` of them, deletions and outlinks aside) this
-        node wrote for ``hosts``: its claims on them are lost (the next round drops them).
-        Counted (``web.fenced_writes``), logged once per claim."""
-        self.sched.counters.inc("web.fenced_writes", max(rows, 1))
-        for origin in sorted(hosts):
-            self.fenced_until[host_key(origin + "/")] = 0.0  # no request to it before the next round
-            claim = (origin, self.tokens.get(origin, 0))
-            if claim not in self._refusals_logged:
-                self._refusals_logged.add(claim)
-                log.warning("%s: the crawl rows of %s that node %s wrote under its claim %d were refused by "
-                            "the store: another node claimed the host since", self.source, origin, self.node,
-                            claim[1])
-
-    def _confirmed(self, origin: str, began: float, left: float) -> None:
-        """The store said, in a round that began at ``began`` (monotonic), that ``origin``'s claim
-        holds ``left`` more seconds."""
-        self.fenced_until[host_key(origin + "/")] = began + left - FENCE_MARGIN_SECONDS
 
     def owns(self, url: str) -> bool:
         """Whether this node crawls ``url``'s host in this pass."""
@@ -208,9 +171,9 @@ class SharedFrontier:
     # -- the rounds ------------------------------------------------------------------------
     def tick(self, now: bool = False) -> bool:
         """One round with the shared store (at most every :data:`TICK_SECONDS` unless ``now``);
-        True once the pass is over for the cluster, or this node has had nothing to do and
-        nothing to claim for :data:`LEAVE_SECONDS` (``left``: the others go on) -- the
-        frontier's hold is then let go, so the workers end.
+        True once the pass is over for the cluster, or this node, its page budget spent, had
+        nothing to do for :data:`LEAVE_SECONDS` (``left``): the frontier's hold is then let go,
+        so the workers end.  Idle with a budget left: a round every :data:`IDLE_TICK_SECONDS`.
 
         Raises:
             StoreError: the shared store cannot be read or written.
@@ -229,10 +192,10 @@ class SharedFrontier:
             held = set(claims)
             self._drop_lost(self.owned - held)
             for origin, (left, token) in claims.items():
-                self.tokens[origin] = token
+                self.claims.tokens[origin] = token
             self._adopt(held - self.owned)
             for origin, (left, token) in claims.items():
-                self._confirmed(origin, t, left)
+                self.claims.confirmed(origin, t, left)
         idle = sorted(o for o in self.active if frontier.host_idle(host_key(o + "/")) and not self._writing(o))
         if idle:
             s.persist(finished=False)  # the rows of what was done, before anyone may read them
@@ -257,9 +220,11 @@ class SharedFrontier:
                 frontier.let_go()
             elif self._idle_since is None:
                 self._idle_since = t
-            elif t - self._idle_since >= LEAVE_SECONDS:
+            elif t - self._idle_since >= LEAVE_SECONDS and self.dropped:
                 self.left = True  # the nodes still working end the pass; this one comes back
                 frontier.let_go()
+            elif t - self._idle_since >= LEAVE_SECONDS:  # stays, quietly: a host may free up
+                self._next_tick = t + IDLE_TICK_SECONDS
         else:
             self._idle_since = None
         return self.over or self.left
@@ -273,12 +238,11 @@ class SharedFrontier:
         s = self.sched
         for origin in lost:
             s.frontier.take_back(host_key(origin + "/"), force=True)
+            self.claims.closed(origin)  # never asked again in this pass
         for url in [u for u in s.table.rows if url_origin(u) in lost]:
             s.table.forget_unwritten(url)
         self.owned.difference_update(lost)
         self.active.difference_update(lost)
-        for origin in lost:
-            self.fenced_until[host_key(origin + "/")] = 0.0  # never asked again in this pass
         log.warning("%s: node %s lost its claim on %s (it ran out: the store was unreachable, or this node "
                     "was paused); another node crawls them now", self.source, self.node, ", ".join(sorted(lost)))
 
@@ -312,8 +276,8 @@ class SharedFrontier:
         began = time.monotonic()
         for origin, token in self.store.frontier_claim_tokens(self.source, self.sched.pass_id, self.node,
                                                               limit).items():
-            self.tokens[origin] = token
-            self._confirmed(origin, began, HOST_CLAIM_SECONDS)
+            self.claims.tokens[origin] = token
+            self.claims.confirmed(origin, began, HOST_CLAIM_SECONDS)
             self.owned.add(origin)
             self._take_host(origin)
             log.info("%s: node %s crawls %s in pass %d", self.source, self.node, origin, self.sched.pass_id)
@@ -347,7 +311,7 @@ class SharedFrontier:
             del s.table.rows[url]  # the next holder's now: never written from here
         for origin in given:
             self.store.frontier_release(self.source, self.node, origin)
-            self.fenced_until[host_key(origin + "/")] = 0.0
+            self.claims.closed(origin)
             self.owned.discard(origin)
             self.active.discard(origin)
         log.info("%s: node %s gives %s back, to spread the pass's hosts with work over the live nodes",

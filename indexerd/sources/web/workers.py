@@ -73,7 +73,7 @@ class FetchWorkers:
                 if task.kind == "robots":
                     resp, hops = self._fetch_robots(fetcher, task)
                     # the rules (and their Crawl-delay) must be known before the slot is freed
-                    if resp.error != "cancelled":
+                    if resp.error not in ("cancelled", "paused"):  # nothing learnt: asked again
                         self.src.robots.put_response(task.host, resp, hops=hops)
                 else:
                     max_size = self.src.max_size if task.kind in ("page", "requisite") else MAX_SITEMAP_BYTES
@@ -131,7 +131,7 @@ class FetchWorkers:
 
     def _release(self, task: Task, resp: Response | None) -> None:
         ok = resp is not None and ((resp.status is not None and resp.status < 500 and resp.status != 429)
-                                   or resp.error == "cancelled")  # a stop is not the host's failure
+                                   or resp.error in ("cancelled", "paused"))  # not the host's failure
         rules = self.src.robots.get(task.host)
         self.src.slots.release(task.host, self.src.politeness, elapsed=resp.elapsed if resp else 0.0,
                                ok=ok, crawl_delay=(min(rules.crawl_delay, self.src.max_crawl_delay)
