@@ -35,6 +35,7 @@ import tantivy
 
 from indexerd.core.errors import IndexUnavailable, RetryLater
 from indexerd.index.base import directory_bytes
+from indexerd.index.heap import release_free_heap
 from indexerd.index.offload import OrderedBatches
 
 from .offload import TASK, AnalysisWorker, analyse_texts
@@ -146,6 +147,7 @@ class TantivySession:
             raise OSError(f"{self._index.path}: commit failed: {e}") from None
         finally:
             del w
+            release_free_heap()  # the writer's buffers, freed in its threads' arenas
         return str(opstamp)
 
     def cancel(self) -> None:
@@ -161,6 +163,7 @@ class TantivySession:
             log.warning("%s: cancelling the index session: %s", self._index.path, e)
         finally:
             del w
+            release_free_heap()
 
 
 class TantivyIndex(TantivySearch):
