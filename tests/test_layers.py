@@ -100,3 +100,15 @@ def test_modules_and_classes_stay_small_enough_to_read() -> None:
     assert not big_modules, f"modules over {MODULE_LINES} lines: {big_modules}"
     assert not big_classes, f"classes over {CLASS_LINES} lines (or past their listed size): {big_classes}"
     assert seen == set(CLASSES_OVER), f"gone, drop from CLASSES_OVER: {set(CLASSES_OVER) - seen}"
+
+
+def test_every_module_is_named_in_the_readmes_module_table() -> None:
+    """Issue 32: a reader finds where a thing happens from README's module table."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    rows = {line.split("`")[1] for line in readme.splitlines() if line.startswith("| `") and line.count("`") >= 2}
+    modules = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+               if p.name not in ("__init__.py", "__main__.py")}
+    assert sorted(modules - rows) == [], "modules missing from README's module table"
+    stale = sorted(r for r in rows if r.endswith(".py") and "/" in r and not (PACKAGE / r).exists()
+                   and not r.startswith(("tests/", "bench/", "indexerd/")))
+    assert stale == [], "README's module table names modules that are gone"
