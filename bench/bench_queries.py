@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Issue 31 (3): query times per engine and index size, and ``ctl search`` against ``recollq``.
 
-  bench_queries.py inproc --state LABEL=STATE_DIR ... [--code NAME=REPO ...] [--reps 2]
-                          [--rounds 3] [--limit 20]
+  bench_queries.py inproc --state LABEL=STATE_DIR ... [--code NAME=REPO ...] [--pair LABEL=NAME ...]
+                          [--facets] [--reps 2] [--rounds 3] [--limit 20]
   bench_queries.py ctl --config CFG --recoll RECOLL_CONF_DIR [--reps 3] [--limit 20] [--repo DIR]
 
 inproc  each index (any engine, opened read-only with ``open_index``) in a child process of its
@@ -11,7 +11,11 @@ inproc  each index (any engine, opened read-only with ``open_index``) in a child
         several ``--code`` checkouts (e.g. ``before=/work/main after=.``) each index is measured
         with each (``PYTHONPATH``); the (index, code) runs alternate their order every
         repetition, REPS repetitions.  p50 and p95 (nearest rank, as benchlib.p95) over every
-        single query time of a pair, and each query's median.
+        single query time of a pair, and each query's median.  ``--pair``: only these
+        (index, code) pairs, not every index with every code (an index only its own code
+        reads).  ``--facets``: each round also times ``facets(q)`` (the counts per media type
+        and source the daemon computes for every page) after the query, for the code whose
+        ``SearchIndex`` has it, reported as its own row (``LABEL NAME facets``).
 ctl     ``indexerd run -c CFG`` started from this checkout (or ``--repo``; its config must set
         ``control_socket``); once its start-up pass is over, each query of ``SCALE_QUERIES``
         through ``indexerd ctl -c CFG search Q --limit LIMIT`` (a process, laid out as installed:
@@ -48,13 +52,20 @@ state, queries, rounds, limit = sys.argv[1], json.loads(sys.argv[2]), int(sys.ar
 ix = open_index(state, create=False)
 import indexerd
 assert indexerd.__file__.startswith(sys.argv[5]), indexerd.__file__
+want_facets = sys.argv[6] == "1" and hasattr(ix, "facets")
 hits = {q: len(ix.search(q, limit=limit)) for q in queries}
+if want_facets:
+    for q in queries:
+        ix.facets(q)
 out = {q: [] for q in queries}
+fac = {q: [] for q in queries}
 for _ in range(rounds):
     for q in queries:
         t = time.perf_counter(); ix.search(q, limit=limit); out[q].append(time.perf_counter() - t)
+        if want_facets:
+            t = time.perf_counter(); ix.facets(q); fac[q].append(time.perf_counter() - t)
 ix.close()
-print(json.dumps({"times": out, "hits": hits}))
+print(json.dumps({"times": out, "hits": hits, "facets": fac if want_facets else None}))
 """
 
 
@@ -73,8 +84,10 @@ def load() -> str:
 
 
 def inproc(states: list[tuple[str, str]], codes: list[tuple[str, str]], reps: int, rounds: int,
-           limit: int) -> dict:
-    pairs = [(s, c) for s in states for c in codes]
+           limit: int, only: list[tuple[str, str]] | None = None, facets: bool = False) -> dict:
+    pairs = [(s, c) for s in states for c in codes if only is None or (s[0], c[0]) in only]
+    if not pairs:
+        raise SystemExit("no (index, code) pair left: see --pair")
     times: dict[str, dict[str, list[float]]] = {}
     hits: dict[str, dict] = {}
     for r in range(reps):
@@ -84,7 +97,7 @@ def inproc(states: list[tuple[str, str]], codes: list[tuple[str, str]], reps: in
             env.pop("INDEXERD_CONFIG", None)
             # cwd: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH
             p = subprocess.run([PY, "-c", CHILD, state, json.dumps(SCALE_QUERIES), str(rounds), str(limit),
-                                str(Path(repo).resolve())], env=env, cwd=str(Path(repo).resolve()), capture_output=True, text=True)
+                                str(Path(repo).resolve()), "1" if facets else "0"], env=env, cwd=str(Path(repo).resolve()), capture_output=True, text=True)
             if p.returncode != 0:
                 raise RuntimeError(f"{key}: {p.stderr[-2000:]}")
             got = json.loads(p.stdout)
@@ -95,6 +108,14 @@ def inproc(states: list[tuple[str, str]], codes: list[tuple[str, str]], reps: in
             flat = [t for ts in got["times"].values() for t in ts]
             log(f"rep {r + 1} {key}: p50 {statistics.median(flat) * 1e3:.1f} ms, p95 {p95(flat) * 1e3:.1f} ms "
                 f"(load {load()})")
+            if got.get("facets"):
+                fper = times.setdefault(f"{key} facets", {q: [] for q in SCALE_QUERIES})
+                for q, ts in got["facets"].items():
+                    fper[q] += ts
+                hits[f"{key} facets"] = got["hits"]
+                flat = [t for ts in got["facets"].values() for t in ts]
+                log(f"rep {r + 1} {key} facets: p50 {statistics.median(flat) * 1e3:.1f} ms, "
+                    f"p95 {p95(flat) * 1e3:.1f} ms (load {load()})")
     out = {}
     for key, per in times.items():
         flat = [t for ts in per.values() for t in ts]
@@ -193,6 +214,8 @@ def main() -> None:
     a = sub.add_parser("inproc")
     a.add_argument("--state", action="append", required=True)
     a.add_argument("--code", action="append", default=None)
+    a.add_argument("--pair", action="append", default=None, help="LABEL=NAME: only these (index, code) pairs")
+    a.add_argument("--facets", action="store_true", help="also time facets(q) after each query")
     a.add_argument("--reps", type=int, default=2)
     a.add_argument("--rounds", type=int, default=3)
     a.add_argument("--limit", type=int, default=20)
@@ -207,7 +230,7 @@ def main() -> None:
     res: dict = {"started": started.isoformat(timespec="seconds"), "load_start": load(), "argv": sys.argv[1:]}
     if args.cmd == "inproc":
         res["inproc"] = inproc(pairs_arg(args.state), pairs_arg(args.code or [f"this={REPO}"]), args.reps,
-                               args.rounds, args.limit)
+                               args.rounds, args.limit, pairs_arg(args.pair) if args.pair else None, args.facets)
     else:
         res["ctl"] = ctl(args.config, args.recoll, args.reps, args.limit, Path(args.repo).resolve())
     res["load_end"] = load()
