@@ -290,6 +290,28 @@ def test_the_effective_config_lists_an_engines_keys_in_its_table_only() -> None:
         assert "\n\n\n" not in out  # one blank line between tables
 
 
+def test_the_effective_config_shows_an_unset_table_as_a_table() -> None:
+    """``[index]`` showed ``# postgresql = (unset)`` and the top ``# store = (unset)``, as if
+    ``postgresql`` were a key to set there: an unset table is its commented header, after the
+    tables that are set; a table that is set shows its values."""
+    import tomllib
+
+    from indexerd.config import to_toml
+
+    out = to_toml(parse_config('state_dir = "/s"\n', "<test>"))
+    assert "postgresql =" not in out and "store =" not in out, out
+    index = out.split("[index]\n", 1)[1].split("\n\n", 1)[0]
+    assert "postgresql" not in index, index
+    assert "\n\n# [index.postgresql] (unset)\n" in out and "\n\n# [store] (unset)\n" in out, out
+    assert out.index("[index.tantivy]") < out.index("# [index.postgresql] (unset)")
+    assert "\n\n\n" not in out
+    tomllib.loads(out)
+    out = to_toml(parse_config('[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://u@h/db"\n'
+                               'schema = "ix"\n', "<test>"))
+    assert "\n\n[index.postgresql]\nurl = " in out and "# [index.postgresql] (unset)" not in out, out
+    assert tomllib.loads(out)["index"]["postgresql"]["schema"] == "ix"
+
+
 def test_check_config_of_etc_exits_0(cli) -> None:
     p = cli.run("check-config", "-c", str(ETC), check=False)
     assert p.returncode == 0, p.stderr

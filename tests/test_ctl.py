@@ -829,3 +829,27 @@ def test_status_of_an_index_not_readable_now_says_so(capsys) -> None:
     doc["index"] = {"documents": None, "size_bytes": None, "segments": None}
     print_status(doc)
     assert "index: not open yet;" in capsys.readouterr().out
+
+
+def test_one_of_a_thing_is_counted_in_the_singular(capsys) -> None:
+    """A new user's trial: ``ctl reload`` said "1 sources"; so did systemd's status line, and
+    ``ctl status`` "1 documents, 1 segments" and a crawl's "1 pages fetched"."""
+    from types import SimpleNamespace
+
+    from indexerd.core.plurals import counted
+    from indexerd.daemon.sourcestate import SourceState
+    from indexerd.daemon.status import status_line
+    from indexerd.output.terminal import _progress_line, print_status
+
+    assert [counted(n, "source") for n in (0, 1, 2)] == ["0 sources", "1 source", "2 sources"]
+    assert counted(1, "match", "matches") == "1 match" and counted(3, "match", "matches") == "3 matches"
+    d = SimpleNamespace(states={"docs": SourceState()}, sources={"docs": 1},
+                        reloader=SimpleNamespace(info={"ok": None, "at": None, "error": None}))
+    assert status_line(d) == "1 source, 0 watched"
+    assert _progress_line({"unit": "pages", "done": 1, "total": 2}) == "1 page fetched, 1 queued"
+    assert _progress_line({"unit": "rows", "found": 1, "done": 1, "total": 1}) == "1 row read, 1 of 1 indexed"
+    assert _progress_line({"unit": "files", "found": 1, "done": 0, "total": 1}) == "0/1 read, 1 file found"
+    print_status({"pid": 1, "uptime_seconds": 5, "state_dir": "/s", "change_queue": 0, "sources": {},
+                  "writer": {"queue": 0, "last_commit": None, "last_error": None},
+                  "index": {"engine": "whoosh", "documents": 1, "size_bytes": 2000, "segments": 1}})
+    assert "index (whoosh): 1 document, 1 segment, 0.0 MB;" in capsys.readouterr().out

@@ -100,6 +100,21 @@ def test_a_short_utf8_text_with_one_bad_byte_stays_utf8(data, shown) -> None:
     assert decode_text(data) == (shown, "utf-8")
 
 
+@pytest.mark.parametrize("data, shown", [
+    ("naïve".encode() + b"\xff\xff ok\n", "naïve\ufffd\ufffd ok\n"),
+    ("Grüße".encode() + b"\x80\x81\x82 abc", "Grüße\ufffd\ufffd\ufffd abc"),
+    ("déjà vu".encode() + b"\xe2\x82 \xc3", "déjà vu\ufffd \ufffd"),              # cut sequences
+    ("éé".encode() + b"x" * 2000 + b"\xff" * 3, "éé" + "x" * 2000 + "\ufffd" * 3),  # long: no detector guess
+    ("Zürich ".encode() * 200 + bytes(range(0x80, 0xa0)), "Zürich " * 200 + "\ufffd" * 32),
+])
+def test_utf8_with_as_many_bad_bytes_as_good_ones_stays_utf8(data, shown) -> None:
+    """A UTF-8 text whose bad bytes are as many as its valid multi-byte characters' bytes was
+    read as cp1252 (short) or the detector's guess (cp1250 for the long one): ``naÃ¯ve``,
+    ``GrÃ¼ÃŸe``, ``Ă©`` in the preview and the snippet, the words not findable.  Bytes that form
+    valid UTF-8 are UTF-8; the bad ones are U+FFFD."""
+    assert decode_text(data) == (shown, "utf-8")
+
+
 @pytest.mark.parametrize("data", ["café crème brûlée".encode("cp1252"), "Grüße".encode("latin-1") + b"\n",
                                   "\u201cquoted\u201d résumé".encode("cp1252")])
 def test_a_short_legacy_text_is_not_taken_for_utf8(data) -> None:
@@ -111,3 +126,16 @@ def test_a_legacy_8bit_text_is_not_taken_for_utf8() -> None:
     data = ("Le café était très animé ce soir-là; déjà vu, où est la crème brûlée? " * 40).encode("cp1252")
     text, codec = decode_text(data)
     assert codec != "utf-8" and "\ufffd" not in text  # left to the detector (its guess may vary)
+
+
+@pytest.mark.parametrize("text, codec", [
+    ("Зимова ніч. Їжак і єнот пішли до лісу, де все біле від снігу. " * 30, "cp1251"),
+    ("Съешь же ещё этих мягких французских булок, да выпей чаю. " * 30, "cp1251"),
+    ("Příliš žluťoučký kůň úpěl ďábelské ódy. Šíleně žluťoučký kůň. " * 30, "cp1250"),
+])
+def test_a_legacy_text_with_a_few_chance_utf8_pairs_is_not_taken_for_utf8(text, codec) -> None:
+    """cp1251's capitals followed by ``і``, ``ї``, ``є`` or ``ё`` (0xB3, 0xBF, 0xBA, 0xB8) are valid
+    UTF-8 pairs by chance; the rest of its letters are not, so the text stays the detector's."""
+    data = text.encode(codec)
+    decoded, used = decode_text(data)
+    assert used != "utf-8" and "\ufffd" not in decoded

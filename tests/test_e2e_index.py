@@ -134,7 +134,7 @@ def test_no_results_is_exit_0(indexed) -> None:
     assert "no documents match" in p.stdout
 
 
-@pytest.mark.parametrize("query", ['foo"', "(a", "a)", '"'])
+@pytest.mark.parametrize("query", ['foo"', "(a", "a)", '"', "title:", "dir: /srv", "-", "a -"])
 def test_malformed_query_is_exit_2(indexed, query) -> None:
     _, cli, _ = indexed
     p = cli.run("ctl", "search", query, "--json", check=False)

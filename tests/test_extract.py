@@ -516,6 +516,19 @@ def test_markdown_text_is_lightly_stripped() -> None:
                            "print('hi')")
 
 
+def test_a_markdown_files_code_and_indentation_are_kept_for_its_preview() -> None:
+    """A Markdown file's code blocks lost their indentation in the preview (every line
+    collapsed: ``def f():\\nif x:\\nreturn 1``), as its nested lists did; the content hash
+    stays the collapsed text's, so a file extracted before is not indexed again for it."""
+    source = ("# Setup\n\nRun:\n\n```python\ndef f(x):\n    if x:\n        return  1\n\n    return 2\n```\n\n"
+              "- item\n  - nested   item\n\n    indented   code\n      more\n")
+    result = extract(source.encode(), MEDIA_MARKDOWN)
+    assert result.text == ("Setup\n\nRun:\n\ndef f(x):\n    if x:\n        return  1\n\n    return 2\n\n"
+                           "- item\n  - nested item\n\n    indented code\n      more"), result.text
+    old = "Setup\n\nRun:\n\ndef f(x):\nif x:\nreturn 1\n\nreturn 2\n\n- item\n- nested item\n\nindented code\nmore"
+    assert content_hash("t", result.text) == content_hash("t", old)
+
+
 def test_section_headings_of_markdown_and_of_an_html_pages_main_content() -> None:
     """Issue 34 (ranking): the headings a document's sections have, for the boosted headings
     field: Markdown's ATX and setext headings outside code fences and front matter; an HTML

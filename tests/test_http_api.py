@@ -66,10 +66,25 @@ def test_api_search_filters_sort_and_pages(daemon):
     ("q=bird&limit=101&page=10", 400, "bounded"),
     ("q=bird&from=yesterday", 400, "YYYY-MM-DD"),
     ("q=bird&sort=size", 400, "sort must be one of"),
+    ("q=title%3A", 400, "field 'title' has no value"),
+    ("q=dir%3A+%2Fsrv", 400, "field 'dir' has no value"),
+    ("q=-", 400, "'-' needs a term after it"),
+    ("q=bird+-", 400, "'-' needs a term after it"),
 ])
 def test_api_search_refuses_bad_input_clearly(daemon, query, code, words):
     status, _, body = daemon.get("/api/search?" + query, check=False)
     assert status == code and words in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("query, words", [
+    ("title%3A", "field &#39;title&#39; has no value"),
+    ("-", "&#39;-&#39; needs a term after it"),
+])
+def test_the_page_says_what_is_wrong_with_a_malformed_query(daemon, query, words):
+    """``title:`` and a lone ``-`` searched the words on the page too (200 and hits)."""
+    status, _, body = daemon.get("/?q=" + query, check=False)
+    html = body.decode("utf-8")
+    assert status == 400 and "malformed query" in html and words in html, html
 
 
 def test_hostile_queries_get_a_short_400_not_a_500(daemon):

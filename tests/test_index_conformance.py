@@ -42,7 +42,7 @@ TOP_HITS = [
 FOUND_IN_ANY_CORPUS = {"python", "license", "function", "asyncio"} | {q for q, _ in TOP_HITS}
 
 MALFORMED = ['foo"', "(a", "a)", '"', "", "   ", "path:tmp", "nosuchfield:x", "size:>abc",
-             "last_modified:2024-13", "a AND", "OR b", "NOT", "size:[1 TO", "*"]
+             "last_modified:2024-13", "a AND", "OR b", "NOT", "size:[1 TO", "*", "title:", "-", "a -"]
 
 
 def build(tmp: Path, tree: Path, engine: str):

@@ -176,12 +176,10 @@ def test_ranges_combine_with_words() -> None:
     ("last_modified:9999-12-31", "malformed query 'last_modified:9999-12-31': '9999-12-31' is not a date for 'last_modified' "
                                  "(YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM], UTC unless given) "
                                  "at character 15"),
-    ("a -", None),  # a lone '-' is a word (of no letters), not an exclusion
+    ("a -", "malformed query 'a -': '-' needs a term after it (write -WORD to leave out documents with WORD; "
+            "to search for '-' itself, quote it) at character 3"),
 ])
 def test_malformed(text, message) -> None:
-    if message is None:
-        parse(text)
-        return
     with pytest.raises(QueryError) as info:
         parse(text)
     assert str(info.value) == message
@@ -207,10 +205,24 @@ def test_a_fields_name_with_nothing_after_its_colon_is_a_field_without_value(tex
     ("Note: x", And((Word("Note:"), Word("x")))),       # not a field's name: a word
     ('"title:" x', And((Phrase("title:"), Word("x")))),  # quoted: the text itself
     ("a - b", And((Word("a"), Word("-"), Word("b")))),   # a dash between words: punctuation
-    ("-", Word("-")),                                    # left out by the analyzer: finds nothing
+    ('"-"', Phrase("-")),                                # quoted: the text itself
 ])
 def test_a_colon_or_dash_that_is_text_stays_text(text, tree) -> None:
     assert parse(text) == tree
+
+
+@pytest.mark.parametrize("text, at", [
+    ("-", 1), ("-  ", 1), ("a -", 3), ("(a -)", 4), ("(-)", 2), ("- -", 3), ("a OR -", 6),
+])
+def test_a_lone_dash_is_an_operator_without_its_term(text, at) -> None:
+    """A lone ``-`` (the whole query, or with nothing but white space before the query's or its
+    group's end) searched the words around it (exit 0) although the README calls an operator
+    without its operand malformed (exit 2)."""
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    assert str(info.value).endswith("'-' needs a term after it (write -WORD to leave out documents with WORD; "
+                                    f"to search for '-' itself, quote it) at character {at}")
+    assert info.value.exit_code == 2
 
 
 

@@ -17,6 +17,7 @@ import sys
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError, IndexerdError, UnknownKey
+from indexerd.core.plurals import counted
 from indexerd.output.terminal import (display_path as _display_path, emit, no_hits_text, safe, search_reply_text,
                                    stdout_is_tty)
 
@@ -397,8 +398,7 @@ def cmd_status(args) -> int:
 
 def cmd_reload(args) -> int:
     r = _daemon_request(args, {"cmd": "reload"}, timeout=_RELOAD_WAIT)
-    n = r.get("sources")
-    print(f"reloaded {safe(r.get('config'))}: {n} source{'' if n == 1 else 's'}")
+    print(f"reloaded {safe(r.get('config'))}: {counted(r.get('sources') or 0, 'source')}")
     for warning in r.get("warnings") or []:
         print(f"indexerd: warning: {safe(warning)}", file=sys.stderr)
     return 0

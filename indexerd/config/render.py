@@ -1,14 +1,15 @@
 """The effective configuration (defaults filled in, secrets masked) as TOML, for ``check-config``.
 
-The writer is ours, not ``tomli-w``: an unset key is shown as a comment (``# key = (unset)``) so
-that the output lists every key a config may set, and ``tomli-w`` writes no comments (it drops a
+The writer is ours, not ``tomli-w``: an unset key is shown as a comment (``# key = (unset)``),
+an unset optional table as its commented header (``# [store] (unset)``), so that the output lists
+every key and table a config may set, and ``tomli-w`` writes no comments (it drops a
 None value).  Values are the plain TOML types only, which this writer covers; tests/test_config.py
 reads its output back with ``tomllib`` and compares it with the config.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import msgspec
 
@@ -37,7 +38,31 @@ def to_toml(cfg: Config) -> str:
                 table[key] = mask_url(table[key])
     for src in data.get("sources", {}).get("web", []):
         src["seeds"] = [mask_userinfo(u) for u in src["seeds"]]
+    _mark_unset_tables(data, type(cfg))
     return _dump_toml(data)
+
+
+class _UnsetTable:
+    """An optional table (``[store]``, ``[index.postgresql]``) the config does not set: shown as
+    its commented header, not as a key ``# store = (unset)`` that reads as one to set."""
+
+
+_UNSET_TABLE = _UnsetTable()
+
+
+def _mark_unset_tables(data: dict, struct: type) -> None:
+    """Replace in ``data`` (``struct``'s fields as builtins) each None whose field is an
+    optional table by :data:`_UNSET_TABLE`, down the tables that are set."""
+    hints = get_type_hints(struct)
+    for key, value in data.items():
+        tables = [t for t in get_args(hints.get(key)) or (hints.get(key),)
+                  if isinstance(t, type) and issubclass(t, msgspec.Struct)]
+        if not tables:
+            continue
+        if value is None:
+            data[key] = _UNSET_TABLE
+        elif isinstance(value, dict):
+            _mark_unset_tables(value, tables[0])
 
 
 def _toml_value(v: Any) -> str:
@@ -57,8 +82,11 @@ def _toml_value(v: Any) -> str:
 def _dump_toml(data: dict, prefix: str = "") -> str:
     lines: list[str] = []
     tables: list[tuple[str, Any]] = []
+    unset: list[str] = []
     for k, v in data.items():
-        if v is None:
+        if v is _UNSET_TABLE:
+            unset.append(k)
+        elif v is None:
             lines.append(f"# {k} = (unset)")
         elif isinstance(v, dict):
             tables.append((k, v))
@@ -74,4 +102,6 @@ def _dump_toml(data: dict, prefix: str = "") -> str:
         else:
             for item in v:
                 out += f"\n\n[[{name}]]\n" + _dump_toml(item, name + ".").rstrip("\n")
+    for k in unset:
+        out += f"\n\n# [{prefix}{k}] (unset)"
     return out.strip() + "\n"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from indexerd.config import load_config
 from indexerd.runtime import removal
 from indexerd.core.errors import ConfigError, IndexerdError
+from indexerd.core.plurals import counted
 from indexerd.daemon import notify
 from indexerd.extract import isolation
 from indexerd.sources.registry import build_sources
@@ -150,8 +151,8 @@ class Reloader:
         except IndexerdError as e:
             log.error("removing sources: %s; the rest is done at the next start", e)
         d.apply_sources(initial=False, changed=changed)
-        log.info("reloaded %s: %d source%s (%d new or changed, %d removed)", d.config_path,
-                 len(new_sources), "" if len(new_sources) == 1 else "s", len(changed), len(removed))
+        log.info("reloaded %s: %s (%d new or changed, %d removed)", d.config_path,
+                 counted(len(new_sources), "source"), len(changed), len(removed))
         return None
 
     def _end_passes_of(self, removed: set[str]) -> set[str]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from indexerd.core.dates import format_utc
 from indexerd.core.errors import IndexerdError
+from indexerd.core.plurals import counted
 from indexerd.daemon.sourcestate import SourceState
 from indexerd.sources.registry import shared_status
 
@@ -148,7 +149,7 @@ def status_line(d: Daemon) -> str:
     refused = (f"; RELOAD REFUSED at {format_utc(rl['at'])}, running on the old config: {rl['error']}"
                if rl["ok"] is False else "")
     failed = [f"{n} ({s.watch_error})" for n, s in d.states.items() if s.watch_error]
-    return (f"{len(d.sources)} sources, {sum(s.watched for s in d.states.values())} watched"
+    return (f"{counted(len(d.sources), 'source')}, {sum(s.watched for s in d.states.values())} watched"
             + (f", NOT WATCHED: {', '.join(failed)}" if failed else "")
             + (f", reconciling {', '.join(running)}" if running else "") + refused)
 

@@ -92,8 +92,8 @@ def decode_text(
     non-text codec name is ignored); then, with ``sniff_html``, the document's own declaration
     in its first 4 KiB, before ``<body>`` and outside comments (``<meta charset>``, ``<meta
     http-equiv=content-type content=...charset=>``, ``<?xml ... encoding=...?>``; a declared
-    UTF-16 there means UTF-8, as in WHATWG); then strict UTF-8, or UTF-8 with a few bad bytes
-    (at most one per four valid multi-byte sequences); then charset-normalizer for
+    UTF-16 there means UTF-8, as in WHATWG); then strict UTF-8, or UTF-8 with bad bytes (no
+    more of them than bytes of valid multi-byte sequences); then charset-normalizer for
     documents over 1 KiB; then cp1252. Labels are read by :func:`codec_for_label`: ``iso-8859-1``,
     ``latin1`` and ``us-ascii`` decode as cp1252, ``gbk`` as gb18030 (the WHATWG mapping).
 
@@ -133,19 +133,20 @@ def decode_document(data: bytes, declared: str | None, sniff_html: bool) -> tupl
 
 
 def _mostly_utf8(data: bytes) -> str | None:
-    """``data`` decoded as UTF-8 with U+FFFD for its invalid bytes, when it is UTF-8 with a few
-    bad bytes: at least one valid multi-byte sequence and at most a quarter as many invalid ones
-    (one bad byte is let through beside one to four valid sequences: a short note, ``café`` and a
-    stray byte, showed ``cafÃ©`` and lost its word).
-    A text in a legacy 8-bit charset has next to no valid multi-byte UTF-8 sequences (``Ã©``), so
-    it is left to the detector; a UTF-8 file with one stray Latin-1 byte was read as a wholly
-    different code page (every accent and CJK character wrong, none of its words findable)."""
+    """``data`` decoded as UTF-8 with U+FFFD for its invalid bytes, when it is UTF-8 with bad
+    bytes: at least one valid multi-byte sequence, and its valid multi-byte sequences' bytes at
+    least as many as its invalid bytes (``naïve`` and two stray bytes, ``café`` and one).
+    A text in a legacy 8-bit charset has next to no valid multi-byte UTF-8 sequences (a cp1251
+    capital before ``і`` or ``ё`` now and then, against every other letter invalid), so it is
+    left to the detector; read as cp1252 or a detector's guess, a UTF-8 text with a few stray
+    bytes showed every accent as two characters (``cafÃ©``, ``naÃ¯ve``) and lost its words."""
     text = data.decode("utf-8", "replace")
-    replacements = text.count("\ufffd")
-    bad = replacements - data.count("\ufffd".encode())  # the file's own U+FFFD are valid
-    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
-    multibyte = non_ascii - replacements
-    if multibyte >= 1 and bad * 4 <= max(multibyte, 4):
+    own = data.count("\ufffd".encode())  # the file's own U+FFFD are valid
+    valid = text.replace("\ufffd", "")
+    valid_bytes = len(valid.encode("utf-8")) + 3 * own
+    bad_bytes = len(data) - valid_bytes
+    multibyte_bytes = valid_bytes - len(valid.encode("ascii", "ignore"))
+    if multibyte_bytes >= 2 and bad_bytes <= multibyte_bytes:
         return text
     return None
 

@@ -27,10 +27,42 @@ def extract_markdown(data: bytes, *, charset: str | None, base_url: str | None,
     """
     decoded, codec = decode_text(data, charset)
     title = markdown_title(decoded)
-    text = tidy_lines(strip_markdown(decoded), keep_indent=False)
+    text = tidy_lines(_markdown_layout(decoded), keep_indent=True)
     doc = text_document(title, text, MEDIA_MARKDOWN, codec)
     headings = markdown_headings(decoded)
     return replace(doc, headings="\n".join(headings)) if headings else doc
+
+
+def _markdown_layout(source: str) -> str:
+    """:func:`strip_markdown` of ``source`` with the layout a reader of the file sees: a code
+    fence's lines as written, another line's indentation as written (a nested list, an indented
+    code block) and the rest of its white space collapsed; a line the markup stripping left
+    indented (``# Title``) starts at its text.  Lines stay where they were (every strip is within
+    a line), so :func:`~indexerd.extract.whitespace.collapse_lines` of it is that of the
+    collapsed form."""
+    fenced = _fenced_lines(source)
+    out = []
+    for i, (raw, line) in enumerate(zip(source.split("\n"), strip_markdown(source).split("\n"))):
+        indent = raw[:len(raw) - len(raw.lstrip(" \t"))] if raw[:1] in (" ", "\t") or i in fenced else ""
+        kept = line.lstrip(" \t")
+        out.append(indent + (kept.rstrip() if i in fenced else " ".join(kept.split())) if kept.strip() else "")
+    return "\n".join(out)
+
+
+def _fenced_lines(source: str) -> set[int]:
+    """The indexes (0-based) of ``source``'s lines inside a code fence, the fence lines not."""
+    inside: set[int] = set()
+    fence = ""
+    for i, line in enumerate(source.split("\n")):
+        marker = _MD_FENCE_RE.match(line)
+        if fence:
+            if marker and marker.group(1)[0] == fence:
+                fence = ""
+            else:
+                inside.add(i)
+        elif marker:
+            fence = marker.group(1)[0]
+    return inside
 
 
 def markdown_headings(source: str) -> list[str]:

@@ -5,8 +5,10 @@ space, ``:`` or ``/`` (so ``std::vector``, ``http://x`` and ``12:30`` are words)
 field (``dir:/srv/docs``: :data:`indexerd.index.querytree.PATH_FIELDS`), whose value starts with
 ``/``; the field name is checked here against :data:`indexerd.index.querytree.SEARCHABLE_FIELDS`.
 A field's name with nothing after its ``:`` (``title:``, ``dir: /srv``, ``(title:)``) is an error,
-not a word (``Note:``, no field's name, is a word).  A ``-`` not followed by a term is
-punctuation, not an operator: the analyzer leaves it out.
+not a word (``Note:``, no field's name, is a word).  A ``-`` with nothing after it but white
+space before the query's or its group's end (``-``, ``a -``, ``(a -)``) is an error too, the
+operator without its term; a ``-`` between words (``a - b``) is punctuation, which the analyzer
+leaves out.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ _WORD_END = re.compile(r'[\s()"]')
 #: ``NAME:`` at the query's end or before white space or ``)``: a field without its value when
 #: NAME is a field (``title: foo``, ``dir:``), else a word (``Note:``)
 _BARE_FIELD = re.compile(r"([A-Za-z_]\w*):(?=[\s)]|$)")
+#: ``-`` with only white space after it before the query's or its group's end: the operator
+#: without its term (``-``, ``a -``, ``(a -)``), not a dash between words (``a - b``)
+_LONE_DASH = re.compile(r"-\s*(?:\)|$)")
 
 
 #: characters of a query quoted in a message at most (a message, a log line, a page stay small)
@@ -60,7 +65,7 @@ class Lexer:
     """Cuts a query into :class:`Token` s (grammar in :mod:`indexerd.index.query`).
 
     Raises (from :meth:`tokens`): QueryError for an unclosed quote or range, a field without a
-    value, or an unknown or stored-only field name.
+    value, a lone ``-``, or an unknown or stored-only field name.
     """
 
     def __init__(self, text: str) -> None:
@@ -102,6 +107,9 @@ class Lexer:
                 out.append(Token("-", c, i))
                 i += 1
                 continue  # the term follows
+            elif c == "-" and not after_field and _LONE_DASH.match(text, i):
+                raise self.fail("'-' needs a term after it (write -WORD to leave out documents with WORD; "
+                                "to search for '-' itself, quote it)", i)
             else:
                 m = None if after_field else (_FIELD.match(text, i) or _PATH_FIELD.match(text, i))
                 bare = None if m or after_field else _BARE_FIELD.match(text, i)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import sys
 
+from indexerd.core.plurals import counted
 from indexerd.core.replica import REPLICA_LAG_NOTE_SECONDS
 
 # C0 (U+0000-U+001F), DEL (U+007F), C1 (U+0080-U+009F: ECMA-48 §5.3; U+009B is a one-byte CSI),
@@ -211,10 +212,10 @@ def _progress_line(p: dict) -> str:
     """A running pass's progress, worded by what its walk counts (``unit``: pages, rows, files)."""
     done, total, found, unit = p.get("done", 0), p.get("total", 0), p.get("found", 0), p.get("unit")
     if unit == "pages":
-        return f"{done} pages fetched, {total - done} queued"
+        return f"{counted(done, 'page')} fetched, {total - done} queued"
     if unit == "rows":
-        return f"{found} rows read, {done} of {total} indexed" if total else f"{found} rows read"
-    return f"{done}/{total} read, {found} files found"
+        return f"{counted(found, 'row')} read, {done} of {total} indexed" if total else f"{counted(found, 'row')} read"
+    return f"{done}/{total} read, {counted(found, 'file')} found"
 
 
 def replica_lag_words(lag_seconds: float | None) -> str:
@@ -232,10 +233,10 @@ def print_status(r: dict) -> None:
     """``ctl status``: the daemon, the index, the last reload, then each source."""
     print(f"indexerd pid {r['pid']}, up {r['uptime_seconds']:.0f} s, state dir {safe(r['state_dir'])}")
     ix = r["index"]
-    segments = f"{ix['segments']} segments, " if ix.get("segments") is not None else ""  # a server's index has none
+    segments = f"{counted(ix['segments'], 'segment')}, " if ix.get("segments") is not None else ""  # a server's index has none
     engine = f" ({safe(ix['engine'])})" if ix.get("engine") else ""
     # None: the index could not be read just now (its error follows), or is not open yet
-    figures = (f"{ix['documents']} documents, {segments}{(ix['size_bytes'] or 0) / 1e6:.1f} MB"
+    figures = (f"{counted(ix['documents'], 'document')}, {segments}{(ix['size_bytes'] or 0) / 1e6:.1f} MB"
                if ix.get("documents") is not None else "not readable now" if ix.get("error") else "not open yet")
     print(f"index{engine}: {figures}; last commit {r['writer']['last_commit'] or '-'}; "
           f"queues: changes {r['change_queue']}, writer {r['writer']['queue']}")
