@@ -707,7 +707,10 @@ def test_extract_returns_or_skips_for_any_bytes(data: bytes, media_type: str | N
     assert isinstance(result, Extracted)
     assert result.media_type in INDEXABLE_TYPES
     assert result.title or result.text
-    assert "  " not in result.text and "\x00" not in result.text
+    assert "\x00" not in result.text
+    lines = result.text.split("\n")  # a text's layout is kept: no trailing white space, no blank runs
+    assert all(line == line.rstrip() for line in lines) and "\n\n\n" not in result.text
+    assert not result.text or (lines[0].strip() and lines[-1].strip())
     content_hash(result.title, result.text)
 
 
