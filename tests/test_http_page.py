@@ -19,8 +19,6 @@ import pytest
 
 from daemonhttp import BIRD_DOCS, HOSTILE_TEXT, HOSTILE_TITLE, HttpDaemon, serving, short_base
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
