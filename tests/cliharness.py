@@ -11,7 +11,7 @@ itself, signals, a process to kill).  Either way the command sees the same envir
   ``RUNTIME_DIRECTORY``, ``NOTIFY_SOCKET``, ``WATCHDOG_*``, ``JOURNAL_STREAM``); then
   ``STATE_DIRECTORY`` = the test's state dir and whatever the test adds (:attr:`CLI.env`);
 - the XDG base directories (``XDG_CONFIG_HOME``, ``XDG_CACHE_HOME``, ``XDG_DATA_HOME``,
-  ``XDG_STATE_HOME``) under the state dir's parent, never the user's home.
+  ``XDG_STATE_HOME``) under the state dir's parent, never the user's home; ``COLUMNS=80``.
 
 In this process a command runs with ``os.environ`` set to that environment, the root logger
 without pytest's handlers (so ``_setup_logging`` writes the log to the captured stderr, as the
@@ -24,14 +24,17 @@ hung command.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -47,23 +50,39 @@ LAUNCH = ("import sys; import indexerd.config.load as L; L.DEFAULT_CONFIG_PATH =
 _ONE_AT_A_TIME = threading.Lock()
 
 
-def isolated_env(state_dir: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+_RUN_HOME: list[Path] = []
+
+
+def _run_home() -> Path:
+    """A directory of this test process (removed at its exit): the XDG directories and the
+    absent system config of commands that have no state dir of their own."""
+    if not _RUN_HOME:
+        _RUN_HOME.append(Path(tempfile.mkdtemp(prefix="indexerd-tests-home-")))
+        atexit.register(shutil.rmtree, _RUN_HOME[0], True)
+    return _RUN_HOME[0]
+
+
+def isolated_env(state_dir: Path | None, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a command of the test whose state dir is ``state_dir``: ``base``
     (default ``os.environ``) without the variables listed in this module's docstring, with
-    ``STATE_DIRECTORY`` and the XDG directories (under ``state_dir``'s parent, ``xdg/...``)."""
+    ``STATE_DIRECTORY`` and the XDG directories (under ``state_dir``'s parent, ``xdg/...``).
+    ``state_dir`` None: no ``STATE_DIRECTORY`` (the command finds its state dir in its config),
+    the XDG directories in a directory of this test process."""
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith(_DROPPED_PREFIXES) and k not in _DROPPED}
-    xdg = Path(state_dir).parent / "xdg"
+    xdg = (_run_home() if state_dir is None else Path(state_dir).parent) / "xdg"
     for name in ("CONFIG", "CACHE", "DATA", "STATE"):
         env[f"XDG_{name}_HOME"] = str(xdg / name.lower())
-    env["STATE_DIRECTORY"] = str(state_dir)
+    if state_dir is not None:
+        env["STATE_DIRECTORY"] = str(state_dir)
+    env["COLUMNS"] = "80"   # argparse wraps help at the terminal's width: the same in both ways
     return env
 
 
-def no_system_config(state_dir: Path) -> str:
-    """The path given in place of ``/etc/indexerd/indexerd.toml``: beside ``state_dir``, never
-    created."""
-    return str(Path(state_dir).parent / "no-system-config" / "indexerd.toml")
+def no_system_config(state_dir: Path | None) -> str:
+    """The path given in place of ``/etc/indexerd/indexerd.toml``: beside ``state_dir`` (None:
+    in a directory of this test process), never created."""
+    return str((_run_home() if state_dir is None else Path(state_dir).parent) / "no-system-config" / "indexerd.toml")
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
 """``indexerd run`` end to end: the real daemon in a subprocess, a temp tree, the real CLI over the
-real control socket.
+real control socket (its ``main`` in this process: tests/cliharness.py).
 
 Every test gets its own base dir (short, from ``tempfile.mkdtemp(prefix="ixd")``: AF_UNIX paths
 max out at 107 bytes) holding ``root/`` (watched), ``outside/`` (its unwatched sibling, CASES
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cliharness import LAUNCH, isolated_env, no_system_config, run_in_process
 from conftest import ENGINE_NAMES, engine_toml, index_settings, stop_daemon, store_toml
 
 
@@ -41,15 +42,21 @@ CTL_TIMEOUT_BUG = ("BUG: cli.cmd_reindex and cli.cmd_scan(--wait) pass timeout=N
                    "control.request, which computes time.monotonic() + timeout -> TypeError "
                    "traceback, exit 1 (control.py request())")
 
-ENV = dict(os.environ)
-for _k in ("INDEXERD_CONFIG", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET",
-           "WATCHDOG_USEC", "WATCHDOG_PID"):
-    ENV.pop(_k, None)
+#: the environment of every command and daemon of these tests (tests/cliharness.py: no
+#: $INDEXERD_* or systemd variables, XDG dirs of this run); tests add variables with monkeypatch
+ENV = isolated_env(None)
+NO_SYSTEM_CONFIG = no_system_config(None)
 
 
-def cli(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
-    """Run the real ``indexerd`` CLI in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "indexerd.cli.main", *args], capture_output=True,
+def cli(*args: str, timeout: float = CLI_TIMEOUT, in_process: bool | None = None) -> subprocess.CompletedProcess:
+    """Run the real ``indexerd`` CLI: in this process (its ``main``; ``timeout`` unused), or in a
+    subprocess for ``indexerd run`` (a daemon must not start inside the tests) and when
+    ``in_process`` is False."""
+    if in_process is None:
+        in_process = "run" not in args[:3]
+    if in_process:
+        return run_in_process(list(args), ENV, NO_SYSTEM_CONFIG)
+    return subprocess.run([sys.executable, "-c", LAUNCH, NO_SYSTEM_CONFIG, *args], capture_output=True,
                           text=True, env=ENV, cwd=REPO, timeout=timeout)
 
 
@@ -108,7 +115,7 @@ class DaemonUnderTest:
     def start(self, sources: tuple[str, ...] = ("docs",), wait: bool = True) -> None:
         self._log_fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(self.cfg), "--log-level", "info"],
+            [sys.executable, "-c", LAUNCH, NO_SYSTEM_CONFIG, "run", "-c", str(self.cfg), "--log-level", "info"],
             stdout=self._log_fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
         if wait:
             self.wait_ready(sources)
