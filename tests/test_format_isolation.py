@@ -131,11 +131,12 @@ def test_a_worker_that_dies_mid_parse_is_a_parse_error(pool_factory) -> None:
     pool = pool_factory(timeout_seconds=30)
     pool.extract(F.MEDIA_DOCX, make_docx(), "warm.docx", 10**7)
     (pid,) = pool.pids()
-    killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))
+    cells = million_empty_cells_xlsx()   # built first: under load building it outlasted the timer,
+    killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))   # which then killed an idle worker
     killer.start()
     try:
         with pytest.raises(SkipDocument) as caught:
-            pool.extract(F.MEDIA_XLSX, million_empty_cells_xlsx(), "cells.xlsx", 10**8)
+            pool.extract(F.MEDIA_XLSX, cells, "cells.xlsx", 10**8)   # seconds of parsing
     finally:
         killer.cancel()
     assert caught.value.reason == "parse-error" and "SIGKILL" in caught.value.detail

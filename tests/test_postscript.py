@@ -223,7 +223,8 @@ def test_postscript_words_are_searchable_end_to_end_and_the_code_is_not(tmp_path
 
 def test_without_ghostscript_end_to_end_nothing_is_indexed_raw(tmp_path) -> None:
     paths = _tree(tmp_path / "root")
-    cli = CLI(tmp_path / "state")
+    # a process of its own: this process's extraction workers started with gs on their PATH
+    cli = CLI(tmp_path / "state", in_process=False)
     cli.env["PATH"] = str(tmp_path / "no-gs-here")
     s = cli.index(str(tmp_path / "root"))
     assert (s["indexed"], s["skipped"]) == (0, 3), s
