@@ -543,7 +543,6 @@ def test_directory_renamed_inside_the_tree_moves_its_documents(daemon):
     assert [k for k in d.keys() if k.startswith(old)] == []
 
 
-@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_directory_renamed_inside_the_tree_decides_each_file_once(daemon):
     d = daemon
     files = _nested_tree(d.root / "proj")   # 10 files at each of 3 levels
@@ -557,7 +556,6 @@ def test_directory_renamed_inside_the_tree_decides_each_file_once(daemon):
     assert delta == {"decide.gone": len(files), "decide.new": len(files)}, delta
 
 
-@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_vim_style_save_and_excluded_paths(daemon):
     d = daemon
     notes = d.root / "notes.txt"
@@ -1049,7 +1047,6 @@ def test_live_writer_commits_urgent_changes_at_once_and_passes_once_per_interval
         w.close()
 
 
-@pytest.mark.alone  # a live edit within LIVE_SECONDS, or a timed burst
 def test_watch_limit_is_reported_once_and_falls_back_to_reconciles(tmp_path, monkeypatch, caplog):
     """fs.inotify.max_user_watches exhausted: watchdog raises OSError(ENOSPC) when scheduling.
     The watcher logs it, tells the daemon (which reconciles that tree now and on its interval)
