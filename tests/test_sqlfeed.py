@@ -1218,6 +1218,26 @@ def test_a_restart_does_not_poll_before_the_interval_is_due(sql_daemon):
     assert feed.keys("ibis") == [key(60)]
 
 
+def _wait_running(store: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until the SQLite state store ``store`` marks a pass of the source as running (the mark a
+    pass sets before its first statement), while ``proc`` lives."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the pass exited {proc.returncode} before it began"
+        try:
+            con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+            try:
+                row = con.execute("SELECT running_since FROM source_runs WHERE source = ?", (SOURCE,)).fetchone()
+            finally:
+                con.close()
+        except sqlite3.OperationalError:       # not created yet, or its schema not yet written
+            row = None
+        if row and row[0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no pass of {SOURCE} began within {timeout} s")
+
+
 def test_a_pass_killed_midway_resumes_at_the_next_start(tmp_path, request):
     """A pass that never ended (``kill -9`` during the full load) runs at the next start even
     though the interval (1h) is not due."""
@@ -1230,7 +1250,7 @@ def test_a_pass_killed_midway_resumes_at_the_next_start(tmp_path, request):
         d.feed.write_config(full_sql=SLOW_FULL_SQL["sqlite"])
         proc = subprocess.Popen(d.feed.cli.command("index"),
                                 env=d.feed.cli.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(4.0)                                          # inside the slow full load
+        _wait_running(base / "state" / "state.sqlite3", proc)    # inside the slow full load
         proc.kill()
         proc.wait(10)
         d.feed.write_config()
