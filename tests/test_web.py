@@ -18,7 +18,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -1178,8 +1177,7 @@ def test_resume_after_sigkill_of_the_cli(tmp_path, site) -> None:
     cfg = tmp_path / "indexerd.toml"
     cfg.write_text(web_config([site.url("/")]))
     cli = CLI(tmp_path / "state", config=cfg)
-    cmd = [sys.executable, "-m", "indexerd.cli.main", "index", "-c", str(cfg), "--json"]
-    proc = subprocess.Popen(cmd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cli.command("index", "--json"), env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for(lambda: site.hits("/p3.html"), timeout=20)
         time.sleep(2.6)  # the crawl state is saved every 2 s, the index committed every 1 s
@@ -1331,7 +1329,7 @@ def test_a_restart_does_not_crawl_before_the_interval_is_due(tmp_path, site) -> 
     try:
         assert cli.index()["indexed"] == 2
         site.log.clear()
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg)], env=cli.env,
+        proc = subprocess.Popen(cli.command("run", "-c", str(cfg)), env=cli.env,
                                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:
