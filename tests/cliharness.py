@@ -16,7 +16,9 @@ itself, signals, a process to kill).  Either way the command sees the same envir
 In this process a command runs with ``os.environ`` set to that environment, the root logger
 without pytest's handlers (so ``_setup_logging`` writes the log to the captured stderr, as the
 subprocess would) and with SIGINT/SIGTERM handlers as they were; all of it is put back after,
-and one command runs at a time (a lock).  What stays process-wide (imported modules, the
+and one command runs at a time (a lock).  An ``index`` command starts ``RACY_WINDOW_FINE_NS``
+(50 ms) after the call, as a subprocess never started sooner: a file a test wrote just before is
+then out of the racy window at the pass, as the tests written for subprocesses expect.  What stays process-wide (imported modules, the
 extraction worker pool, the web crawler's per-host slots) is what the daemon's own passes
 share too.  ``timeout`` applies to subprocesses only; in this process pytest-timeout bounds a
 hung command.
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 #: the caller's variables a command must never see (prefixes and names)
@@ -117,7 +120,12 @@ def run_in_process(argv: list[str], env: dict[str, str], system_config: str) -> 
     ``os.environ``: a CompletedProcess with its exit code (argparse's SystemExit included), stdout
     and stderr as text.  Must run in the main thread (the commands set signal handlers)."""
     from indexerd.cli.main import main
+    from indexerd.sources.files.keys import RACY_WINDOW_FINE_NS
 
+    if argv and argv[0] == "index":
+        # a subprocess took longer than this to start: tests expect the files they just wrote to
+        # be older than the racy window at the pass (their stat trusted, the next pass reads nothing)
+        time.sleep(RACY_WINDOW_FINE_NS / 1e9)
     out, err = io.StringIO(), io.StringIO()
     with _ONE_AT_A_TIME, _environment(env, system_config), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
