@@ -281,8 +281,12 @@ class PgConnection(StoreConnection):
                     return
                 except psycopg.OperationalError as e:
                     # a connection the server ended (a restart): the transaction (upserts and
-                    # deletes by key, harmless twice) is tried once more on a new connection
-                    if attempt == 2 or not self._db.gone():
+                    # deletes by key, harmless twice) is tried once more on a new connection; a
+                    # batch cut mid-pipeline may leave it "busy" without saying it is broken
+                    # ("cannot exit pipeline mode while busy"), so it is dropped either way
+                    if attempt == 2:
                         raise StoreError(f"{self.where}: write failed: {first_line(e)}") from None
+                    if not self._db.gone():
+                        self._db.close()
                 except psycopg.Error as e:
                     raise StoreError(f"{self.where}: write failed: {first_line(e)}") from None
