@@ -11,21 +11,20 @@ completion times, so the tests judge politeness from the servers' own logs.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from cliharness import LAUNCH, isolated_env, no_system_config, run_in_process
 from conftest import stop_daemon
 from httpsite import Hit, Site
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ)
-for _k in ("INDEXERD_CONFIG", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET",
-           "WATCHDOG_USEC", "WATCHDOG_PID"):
-    ENV.pop(_k, None)
-CLI_TIMEOUT = 60.0
+#: every node's and command's environment (tests/cliharness.py: no $INDEXERD_* or systemd
+#: variables, XDG dirs of this run, no system config)
+ENV = isolated_env(None)
+NO_SYSTEM_CONFIG = no_system_config(None)
 
 
 class Node:
@@ -44,7 +43,7 @@ class Node:
 
     def start(self) -> None:
         self._fh = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(self.cfg)],
+        self.proc = subprocess.Popen([sys.executable, "-c", LAUNCH, NO_SYSTEM_CONFIG, "run", "-c", str(self.cfg)],
                                      stdout=self._fh, stderr=subprocess.STDOUT, env=ENV, cwd=REPO)
 
     def alive(self) -> bool:
@@ -75,8 +74,8 @@ class Node:
             return ""
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", *args, "-c", str(self.cfg)],
-                              capture_output=True, text=True, env=ENV, cwd=REPO, timeout=CLI_TIMEOUT)
+        """``indexerd ctl ARGS -c CFG`` through the CLI's main in this process."""
+        return run_in_process(["ctl", *args, "-c", str(self.cfg)], ENV, NO_SYSTEM_CONFIG)
 
     def status(self) -> dict | None:
         p = self.ctl("status", "--json")

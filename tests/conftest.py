@@ -1,18 +1,19 @@
 """Shared fixtures: a real corpus (../shared/corpus, else documents every Python install has),
-temp state dirs, and a runner for the real CLI in a subprocess."""
+temp state dirs, and the real CLI (tests/cliharness.py: in this process or a subprocess, in an
+environment of its own)."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cliharness import CLI  # noqa: F401  (the tests import it from here)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -362,34 +363,6 @@ def stop_daemon(proc: subprocess.Popen, timeout: float) -> str | None:
     if proc.returncode != 0:
         return f"the daemon exited {proc.returncode} after SIGTERM, expected 0"
     return None
-
-
-class CLI:
-    """Runs the real ``indexerd`` in a subprocess with its own state dir."""
-
-    def __init__(self, state_dir: Path, config: Path | None = None) -> None:
-        self.state_dir = state_dir
-        self.config = config
-        self.env = dict(os.environ, STATE_DIRECTORY=str(state_dir))
-        self.env.pop("INDEXERD_CONFIG", None)
-        self.env.pop("RUNTIME_DIRECTORY", None)
-
-    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "indexerd.cli.main", *args]
-        if self.config is not None and args and args[0] in ("index", "check-config"):
-            cmd[4:4] = ["-c", str(self.config)]
-        elif self.config is not None and args and args[0] == "ctl":
-            cmd[5:5] = ["-c", str(self.config)]
-        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=timeout)
-        if check and p.returncode != 0:
-            raise AssertionError(f"{cmd} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
-        return p
-
-    def index(self, *args: str) -> dict:
-        return json.loads(self.run("index", "--json", *args).stdout)
-
-    def search(self, query: str, *args: str) -> list[dict]:
-        return json.loads(self.run("ctl", "search", query, "--json", *args).stdout)
 
 
 @pytest.fixture

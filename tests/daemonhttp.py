@@ -24,14 +24,15 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cliharness import LAUNCH, isolated_env, no_system_config, run_in_process
 from conftest import stop_daemon
 
 REPO = Path(__file__).resolve().parents[1]
 READY_TIMEOUT = 60.0
-ENV = dict(os.environ)
-for _k in ("INDEXERD_CONFIG", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET",
-           "WATCHDOG_USEC", "WATCHDOG_PID"):
-    ENV.pop(_k, None)
+#: the daemon's and ctl's environment (tests/cliharness.py: no $INDEXERD_* or systemd variables,
+#: XDG dirs of this run, no system config)
+ENV = isolated_env(None)
+NO_SYSTEM_CONFIG = no_system_config(None)
 
 #: the title of the hostile document: a script and an attribute break-out with an onerror
 HOSTILE_TITLE = '<script>window.__pwned="title"</script>"><img src=x onerror="window.__pwned=\'img\'">'
@@ -115,7 +116,7 @@ class HttpDaemon:
     def start(self) -> None:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(self.cfg), "--log-level", "info"],
+            [sys.executable, "-c", LAUNCH, NO_SYSTEM_CONFIG, "run", "-c", str(self.cfg), "--log-level", "info"],
             stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -141,8 +142,9 @@ class HttpDaemon:
         return self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
 
     def ctl(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", "-c", str(self.cfg), *args],
-                              capture_output=True, text=True, env=env or self.env, cwd=REPO, timeout=60)
+        """``indexerd ctl -c CFG ARGS`` through the CLI's main in this process (``env``: its
+        environment, default the daemon's)."""
+        return run_in_process(["ctl", "-c", str(self.cfg), *args], env or self.env, NO_SYSTEM_CONFIG)
 
     def get(self, path: str, *, headers: dict | None = None, check: bool = True) -> tuple[int, object, bytes]:
         """GET ``path``; (status, headers, body).  The token is sent when the daemon has one."""

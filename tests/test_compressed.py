@@ -18,8 +18,6 @@ from indexerd.extract import extract
 from indexerd.extract import formats as F
 from indexerd.extract.formats.compressed import decompress
 
-#: wall-clock bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 MAX_BYTES = 20_000_000
 
@@ -40,6 +38,7 @@ def _text(seed: int, n_bytes: int) -> bytes:
     return bytes(out[:n_bytes])
 
 
+@pytest.mark.alone  # a wall-clock bound (15 s)
 def test_a_gzip_of_950000_empty_members_is_read_in_linear_time() -> None:
     hostile = gzip.compress(b"") * 950_000  # 19 MB, the attack run's file
     assert len(hostile) == 950_000 * 20
@@ -53,6 +52,7 @@ def test_a_gzip_of_950000_empty_members_is_read_in_linear_time() -> None:
     assert caught.value.reason == "empty"
 
 
+@pytest.mark.alone  # a wall-clock bound (1 s)
 def test_decompression_past_its_time_bound_is_a_timeout() -> None:
     hostile = gzip.compress(b"") * 950_000
     started = time.monotonic()

@@ -18,9 +18,6 @@ from indexerd.daemon.control import request
 from indexerd.daemon.control_server import ControlServer
 from indexerd.core.errors import ConfigError, DaemonNotRunning, IndexerdError, StateDirLocked
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
-
 
 def handler(req: dict) -> dict:
     cmd = req.get("cmd")
@@ -81,6 +78,7 @@ def test_parent_dir_created_and_socket_mode(server, sock_path):
     assert stat.S_IMODE(st.st_mode) == 0o660
 
 
+@pytest.mark.alone  # a wall-clock bound (0.5 s)
 def test_slow_request_does_not_block_status(server, sock_path):
     slow: dict = {}
     t = threading.Thread(target=lambda: slow.update(request(sock_path, {"cmd": "slow"})))
@@ -147,6 +145,7 @@ def test_request_to_missing_path_is_daemon_not_running(sock_path):
     assert ei.value.exit_code == 3
 
 
+@pytest.mark.alone  # a wall-clock bound (2 s)
 def test_request_timeout_is_indexerd_error(sock_path):
     sock_path.parent.mkdir()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as mute:   # listens, never replies
@@ -219,6 +218,7 @@ def test_missing_group_is_ignored(sock_path):
         srv.stop()
 
 
+@pytest.mark.alone  # a wall-clock bound (0.2-3 s)
 def test_idle_client_is_dropped(monkeypatch, sock_path):
     monkeypatch.setattr(control_server, "READ_TIMEOUT_SECONDS", 0.3)
     srv = ControlServer(sock_path, handler, group=None)
@@ -274,6 +274,7 @@ def _slow_clients(path: Path, n: int, drip: bool) -> list[socket.socket]:
     return clients
 
 
+@pytest.mark.alone  # a wall-clock bound (2 s)
 @pytest.mark.parametrize("drip", [False, True])
 def test_slow_clients_do_not_starve_status(server, sock_path, drip):
     """40 clients that connect and send nothing (or drip a request that never ends) are more

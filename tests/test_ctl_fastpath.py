@@ -155,7 +155,7 @@ def test_the_console_script_starts_at_the_fast_path() -> None:
 
 
 # -- the rendered reply, the request without json, the config memo ------------------------------
-def test_the_fast_path_asks_for_text_and_reads_the_config_from_its_memo(d) -> None:
+def test_the_fast_path_asks_for_text_and_reads_the_config_from_its_memo(d, monkeypatch) -> None:
     """Once the config file is memorised, the fast path imports neither tomllib nor json (nor
     the full CLI) and still prints what the full command line prints.  (``re`` is not checked:
     a development checkout's import hook imports it before any of ours.)"""
@@ -163,7 +163,7 @@ def test_the_fast_path_asks_for_text_and_reads_the_config_from_its_memo(d) -> No
 
     from indexerd.cli import configmemo
 
-    assert d.env["XDG_CACHE_HOME"] == os.environ["XDG_CACHE_HOME"]
+    monkeypatch.setenv("XDG_CACHE_HOME", d.env["XDG_CACHE_HOME"])   # the memo the commands below keep
     Path(configmemo.memo_path()).unlink(missing_ok=True)
     age = time.time() - os.stat(d.cfg).st_ctime
     time.sleep(max(0.0, 2.2 - age))       # a file changed in the last 2 s is not memorised

@@ -21,8 +21,6 @@ from pathlib import Path
 import pytest
 from httpsite import Site
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 REPO = Path(__file__).resolve().parents[1]
 #: The daemon's stop bound (daemon.STOP_WAIT_SECONDS, 4 s) plus slack for a loaded machine.
@@ -106,6 +104,7 @@ def base():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.alone  # a wall-clock bound (EXIT_WITHIN_SECONDS)
 @pytest.mark.parametrize("hang", ["headers", "body"])
 def test_sigterm_during_a_hanging_request_exits_in_bounded_time_and_resumes(base, hang):
     html = {"Content-Type": "text/html"}
@@ -149,6 +148,7 @@ def test_sigterm_during_a_hanging_request_exits_in_bounded_time_and_resumes(base
         assert site.hits("/a.html") and len(site.hits("/a.html")) == 1  # done before the stop: not asked again
 
 
+@pytest.mark.alone  # a wall-clock bound (EXIT_WITHIN_SECONDS)
 def test_sigterm_during_a_pass_that_does_not_stop_still_exits_in_bounded_time(base):
     # whatever a pass waits on (here a SQL full load that computes for minutes), the daemon exits
     # within its stop bound: the pass is left behind, named in the log, and resumes next start
@@ -187,6 +187,7 @@ text_columns = ["body"]
         assert "stop: slow still running" in text, text[-3000:]
 
 
+@pytest.mark.alone  # a wall-clock bound (EXIT_WITHIN_SECONDS + 4 s)
 def test_sigterm_while_the_writer_indexes_a_huge_document_exits_in_bounded_time(base):
     # the index writer busy on one 4 MB document of 450,000 distinct words (about 26 s of Whoosh
     # on 2 cores): its commit cannot be cut, so the stop does not wait for it past the bound (it
@@ -253,6 +254,7 @@ def test_ctl_reindex_of_a_page_cut_by_a_stop_fails_saying_so(base):
     assert "interrupted" in err, err
 
 
+@pytest.mark.alone  # a wall-clock bound (EXIT_WITHIN_SECONDS)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_one_shot_index_interrupted_during_a_hanging_request_commits_and_exits_at_once(base, sig):
     # `indexerd index`: Ctrl-C waited out the request's whole timeout (60 s), SIGTERM killed the

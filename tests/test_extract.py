@@ -443,6 +443,7 @@ def test_deeply_nested_html() -> None:
     assert result.links == ("http://example.test/deep",)
 
 
+@pytest.mark.alone  # a wall-clock bound (5 s)
 def test_hundred_thousand_links() -> None:
     count = 100_000
     page = "".join(f'<a href="/p/{i}?s=1#f">link {i}</a> ' for i in range(count))
@@ -906,6 +907,7 @@ def test_collapse_lines_in_chunks_equals_the_one_piece_rule(separator) -> None:
     assert collapse_lines(edge, separator) == "a" * COLLAPSE_CHUNK_CHARS + "\nb"
 
 
+@pytest.mark.alone  # a wall-clock bound (2 s)
 def test_page_with_a_tag_of_60k_attributes_is_not_quadratic() -> None:
     """Under 1 MiB but one ``<div>`` with 60,000 attributes: lexbor took 5.5 s (quadratic in the
     attributes of an element); a span of 32 KiB without ``<`` sends the page to the streaming
@@ -920,6 +922,7 @@ def test_page_with_a_tag_of_60k_attributes_is_not_quadratic() -> None:
     assert time.perf_counter() - started < 2.0  # 5.5 s through lexbor; ~0.1 s streamed
 
 
+@pytest.mark.alone  # a wall-clock bound (1 s)
 def test_long_span_check_is_linear_on_a_page_of_lt_signs() -> None:
     page = b"<html><body>" + b"<" * 900_000
     started = time.perf_counter()

@@ -17,8 +17,6 @@ from httpsite import site as site_fixture
 from indexerd.sources.web.fetch import Fetcher
 from indexerd.sources.web.httpresponse import Response, parse_retry_after
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 site = site_fixture  # the fixture; an assignment, so pyflakes does not call each use a redefinition
 UA = "Mozilla/5.0 (compatible; indexerd/0.1; +https://example.test/bot)"
@@ -38,6 +36,7 @@ def fetcher():
     f.close()
 
 
+@pytest.mark.alone  # a wall-clock bound (1 s)
 def test_plain_get(site, fetcher):
     site.add("/a", body=b"hello", headers={"Content-Type": "text/plain"})
     r = fetcher.fetch(site.url("/a"), max_size=100)
@@ -101,6 +100,7 @@ def test_temporary_redirect_and_redirect_without_location(site, fetcher):
     assert (r.status, r.location, r.is_redirect) == (302, None, False)
 
 
+@pytest.mark.alone  # a wall-clock bound (1 s)
 def test_endless_chunked_body_is_cut_at_max_size(site, fetcher):
     site.add("/endless", handler=lambda hit: (200, {}, site.endless(b"y" * 10000)))
     r = fetcher.fetch(site.url("/endless"), max_size=50_000)
@@ -127,6 +127,7 @@ def test_exactly_max_size_is_fine(site, fetcher):
     assert (r.error, len(r.body)) == (None, 1000)
 
 
+@pytest.mark.alone  # a wall-clock bound (1.0-1.15 s)
 @pytest.mark.parametrize("path", ["/drip", "/dripcl"])
 def test_dripping_body_is_cut_at_the_timeout(site, path):
     # one byte every 0.2 s: each read is quick, the whole request is not (chunked, then Content-Length)
@@ -141,6 +142,7 @@ def test_dripping_body_is_cut_at_the_timeout(site, path):
     assert 1.0 <= r.elapsed < 1.15
 
 
+@pytest.mark.alone  # a wall-clock bound (0.3-0.45 s)
 def test_server_silent_after_the_headers_is_too_slow(site):
     def handler(hit):
         def body():
@@ -158,6 +160,7 @@ def test_server_silent_after_the_headers_is_too_slow(site):
     assert 0.3 <= r.elapsed < 0.45
 
 
+@pytest.mark.alone  # a wall-clock bound (0.29-0.6 s)
 def test_server_silent_before_the_headers_is_a_timeout(site):
     site.add("/late", body=b"x", delay=1.0)
     f = Fetcher(UA, timeout=0.3)
@@ -236,6 +239,7 @@ def _gzip_of_zeros(total: int) -> bytes:
     return b"".join(co.compress(block) for _ in range(total >> 20)) + co.flush()
 
 
+@pytest.mark.alone  # a memory bound (peak RSS)
 def test_gzip_bomb_is_bounded(site, fetcher):
     bomb = _gzip_of_zeros(100 << 20)  # 100 MiB of zeros in ~100 KB
     assert len(bomb) < 200_000
@@ -291,6 +295,7 @@ def test_non_http_urls_raise_value_error(fetcher):
         fetcher.fetch("http://example.test/", method="POST", max_size=10)
 
 
+@pytest.mark.alone  # a wall-clock bound (0.3 s)
 def test_one_session_per_thread(site, fetcher):
     site.add("/a", body=b"x", delay=0.1)
     results: list[Response] = []
@@ -309,6 +314,7 @@ def test_one_session_per_thread(site, fetcher):
     assert fetcher.open_sessions() == 0
 
 
+@pytest.mark.alone  # a wall-clock bound (2 s)
 def test_site_closes_while_a_client_reads_an_endless_body():
     s = Site().start()
     s.add("/endless", handler=lambda hit: (200, {}, s.endless()))
@@ -322,6 +328,7 @@ def test_site_closes_while_a_client_reads_an_endless_body():
     s.close()  # twice is fine
 
 
+@pytest.mark.alone  # a wall-clock bound (timeout + 0.5 s)
 @pytest.mark.parametrize("timeout", [0.5, 1.5])
 def test_dripped_headers_are_cut_at_the_timeout(site, timeout):
     # issue 18: one header byte at a time kept a request alive 90 s with timeout = "5s"
@@ -337,6 +344,7 @@ def test_dripped_headers_are_cut_at_the_timeout(site, timeout):
     assert timeout <= took < timeout + 0.5, took
 
 
+@pytest.mark.alone  # a wall-clock bound (0.5-1 s)
 def test_cancel_ends_a_request_waiting_for_dripped_headers_or_a_slow_body(site):
     site.add("/h", header_drip=0.2)
     site.add("/drip", handler=lambda hit: (200, {}, site.drip(b"x", 0.2)))

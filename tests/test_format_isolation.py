@@ -24,9 +24,6 @@ from indexerd.extract.worker import run_extractor
 from tests.test_extract import make_pdf
 from tests.test_formats import make_docx, make_odf, million_empty_cells_xlsx
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
-
 
 @pytest.fixture
 def pool_factory():
@@ -103,6 +100,7 @@ def test_the_worker_gives_what_the_extractor_gives(pool_factory) -> None:
     assert pool.pids() == first and pool.spawned == 1  # long-lived: the same worker again
 
 
+@pytest.mark.alone  # a wall-clock bound (3 s)
 def test_a_parse_over_the_time_bound_is_killed_and_skipped_as_timeout(pool_factory) -> None:
     pool = pool_factory(timeout_seconds=0.3)
     pool.extract(F.MEDIA_DOCX, make_docx(), "warm.docx", 10**7)  # the worker is up
@@ -118,6 +116,7 @@ def test_a_parse_over_the_time_bound_is_killed_and_skipped_as_timeout(pool_facto
     assert pool.spawned == 2
 
 
+@pytest.mark.alone  # a memory bound (the worker's)
 def test_a_parse_over_the_memory_bound_is_skipped_as_too_large(pool_factory) -> None:
     pool = pool_factory(memory_bytes=60 * 1024 * 1024)
     # ~25 MB of text in 5,000 paragraphs: the extracted lines alone pass the 60 MB bound
@@ -132,11 +131,12 @@ def test_a_worker_that_dies_mid_parse_is_a_parse_error(pool_factory) -> None:
     pool = pool_factory(timeout_seconds=30)
     pool.extract(F.MEDIA_DOCX, make_docx(), "warm.docx", 10**7)
     (pid,) = pool.pids()
-    killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))
+    cells = million_empty_cells_xlsx()   # built first: under load building it outlasted the timer,
+    killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))   # which then killed an idle worker
     killer.start()
     try:
         with pytest.raises(SkipDocument) as caught:
-            pool.extract(F.MEDIA_XLSX, million_empty_cells_xlsx(), "cells.xlsx", 10**8)
+            pool.extract(F.MEDIA_XLSX, cells, "cells.xlsx", 10**8)   # seconds of parsing
     finally:
         killer.cancel()
     assert caught.value.reason == "parse-error" and "SIGKILL" in caught.value.detail
@@ -203,6 +203,7 @@ def _extract_within(seconds: float, data: bytes, **kw) -> SkipDocument | object:
     return outcome[0]
 
 
+@pytest.mark.alone  # a wall-clock bound (10 s)
 def test_a_pdf_parses_in_a_worker_with_the_time_bound(default_limits) -> None:
     default_limits(timeout_seconds=1.0)
     data = hostile_pdf(2000, 100_000)  # ~2 s a page: over an hour in process

@@ -22,8 +22,6 @@ from indexerd.core.errors import SkipDocument
 from indexerd.extract import extract, guess_media_type
 from indexerd.extract import formats as F
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 UTC = timezone.utc
 
@@ -351,6 +349,7 @@ def test_truncated_gz_is_a_parse_error() -> None:
     assert skip_reason(b"\x1f\x8b\x08\x00garbage", "x.gz") == "parse-error"
 
 
+@pytest.mark.alone  # a wall-clock bound (2 s)
 def test_gzip_bomb_stops_at_the_cap() -> None:
     bomb = gzip.compress(b"\0" * 200_000_000, 9)  # 200 MB in ~200 KB
     started = time.monotonic()
@@ -387,6 +386,7 @@ def zip_bomb_docx() -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.alone  # a wall-clock bound (10 s)
 def test_zip_bomb_inside_a_docx_is_too_large() -> None:
     """Skipped once 20 MB came out of the 300 MB member."""
     bomb = zip_bomb_docx()
@@ -412,6 +412,7 @@ def million_empty_cells_xlsx() -> bytes:
     return rewrite_zip(buf.getvalue(), {}, replace={"xl/worksheets/sheet1.xml": sheet.encode()})
 
 
+@pytest.mark.alone  # a wall-clock bound (15 s)
 def test_xlsx_with_a_million_empty_cells_is_indexed_in_bounded_time() -> None:
     data = million_empty_cells_xlsx()
     started = time.monotonic()
@@ -453,6 +454,7 @@ def test_truncated_docx_is_a_parse_error() -> None:
     assert skip_reason(data[: len(data) // 2], "cut.docx") == "parse-error"
 
 
+@pytest.mark.alone  # a wall-clock bound (5 s)
 def test_docx_with_a_dtd_entity_bomb_is_not_expanded() -> None:
     lol = (b'<?xml version="1.0"?><!DOCTYPE w [<!ENTITY a "aaaaaaaaaa">'
            + b"".join(b'<!ENTITY %s "%s">' % (chr(98 + i).encode(), (b"&" + chr(97 + i).encode() + b";") * 10)
@@ -550,6 +552,7 @@ def test_svg_text_title_and_description() -> None:
     assert guess_media_type("https://example.test/a.svg", b"", "image/svg+xml") == F.MEDIA_SVG
 
 
+@pytest.mark.alone  # a wall-clock bound (5 s)
 def test_svg_without_text_is_empty_and_a_bad_one_a_parse_error() -> None:
     assert skip_reason(b'<svg xmlns="http://www.w3.org/2000/svg"><path d="M0 0L1 1"/></svg>',
                        "icon.svg") == "empty"

@@ -34,8 +34,6 @@ from conftest import CLI
 from indexerd.core.filekeys import path_to_key
 from indexerd.index import open_index
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -82,6 +80,7 @@ def run_measured(cmd: list[str], env: dict, timeout: float, cwd: str | None = No
                 peak_kib / 1024)
 
 
+@pytest.mark.alone  # a memory bound (peak RSS)
 def test_run_measured_counts_the_command_not_this_worker() -> None:
     """The measurement itself: with 300 MB held by this process, a command that allocates nothing
     measures as small (a direct child's ``ru_maxrss`` reported at least this process's RSS)."""
@@ -182,6 +181,7 @@ def build_hostile_tree(root: Path, big_text: Path) -> dict[str, tuple[str, str |
     return exp
 
 
+@pytest.mark.alone  # a wall-clock (20 s) and a memory bound
 @pytest.mark.slow
 def test_hostile_tree_each_file_has_its_exact_outcome(tmp_path, big_text) -> None:
     root = tmp_path / "root"
@@ -228,6 +228,7 @@ def test_hostile_tree_each_file_has_its_exact_outcome(tmp_path, big_text) -> Non
     assert secs < 5
 
 
+@pytest.mark.alone  # a memory bound (800 MB)
 @pytest.mark.slow
 def test_50mb_text_file_indexed_when_max_size_allows(tmp_path, big_text) -> None:
     """``max_size = "60MB"``: the 50 MB file is read, indexed and found by its last word.  Peak RSS,

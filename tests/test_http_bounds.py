@@ -18,9 +18,6 @@ from indexerd.daemon.http.app import SearchApp
 from indexerd.daemon.http.auth import TokenCheck
 from indexerd.daemon.queries import MAX_PAGE_SIZE, MAX_RESULTS, QueryRunner, QueryTimeout, SearchRequest
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
-
 
 class SlowIndex:
     """An index protocol object (``search``, ``count``) whose search waits ``seconds`` or until
@@ -71,6 +68,7 @@ def slow():
     runner.close()
 
 
+@pytest.mark.alone  # a wall-clock bound (0.25-1.5 s)
 def test_a_query_over_its_time_bound_is_cut_and_so_are_callers_that_find_no_free_worker(slow):
     ix, runner = slow
     started = time.monotonic()
@@ -103,6 +101,7 @@ def test_results_are_bounded_in_page_size_and_depth(slow):
     assert runner.run(SearchRequest("bird", offset=MAX_RESULTS - 10, limit=10)).hits == []
 
 
+@pytest.mark.alone  # a wall-clock bound (1.5 s)
 def test_the_page_says_a_query_took_too_long_and_refuses_pages_past_the_bound(slow):
     ix, runner = slow
     client = Client(SearchApp(Backend(runner), TokenCheck(None)))

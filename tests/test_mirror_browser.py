@@ -24,8 +24,6 @@ from conftest import CLI
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from nginxsite import Nginx, NginxError  # noqa: E402
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

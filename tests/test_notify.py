@@ -11,9 +11,6 @@ import pytest
 
 from indexerd.daemon import notify
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
-
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
@@ -38,6 +35,7 @@ def test_ready_delivers_datagram(listener):
     assert listener.recv(4096) == b"READY=1\nSTATUS=x"
 
 
+@pytest.mark.alone  # a wall-clock bound (MONOTONIC_USEC within 1 s)
 def test_other_messages(listener):
     assert notify.ready() and listener.recv(4096) == b"READY=1"
     assert notify.status("indexing\n3/10") and listener.recv(4096) == b"STATUS=indexing 3/10"
@@ -103,6 +101,7 @@ def _drain(sock: socket.socket, seconds: float) -> list[bytes]:
     return got
 
 
+@pytest.mark.alone  # a wall-clock bound (1 s)
 def test_pinger_pings(listener, monkeypatch):
     monkeypatch.setenv("WATCHDOG_USEC", "1000000")
     pinger = notify.WatchdogPinger()

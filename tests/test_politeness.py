@@ -11,8 +11,6 @@ import pytest
 
 from indexerd.sources.web.politeness import HOST_SLOTS, HostSlots, PolitenessSettings, next_delay
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 S = PolitenessSettings()
 
@@ -147,6 +145,7 @@ def test_two_threads_on_one_host_never_overlap_and_keep_the_delay():
         assert s1 - e0 >= max(0.05, 2 * (e0 - s0)) - 0.002
 
 
+@pytest.mark.alone  # a wall-clock bound (0.35 s)
 def test_different_hosts_proceed_in_parallel():
     slots = HostSlots()
     spans: dict[str, list] = {"a.test": [], "b.test": []}
@@ -162,6 +161,7 @@ def test_different_hosts_proceed_in_parallel():
     assert time.monotonic() - t0 < 0.35
 
 
+@pytest.mark.alone  # a wall-clock bound (0.19-0.3 s)
 def test_acquire_waits_for_the_delay():
     slots = HostSlots()
     assert slots.acquire("h")
@@ -171,6 +171,7 @@ def test_acquire_waits_for_the_delay():
     assert 0.19 <= time.monotonic() - t0 < 0.3
 
 
+@pytest.mark.alone  # a wall-clock bound (0.09-0.25 s)
 def test_acquire_returns_false_when_cancelled():
     slots = HostSlots()
     assert slots.acquire("h")  # held: a second acquire waits for ever
@@ -182,6 +183,7 @@ def test_acquire_returns_false_when_cancelled():
     assert slots.acquire("h", cancel=cancel) is False  # already set: no wait at all
 
 
+@pytest.mark.alone  # a wall-clock bound (0.09-0.25 s)
 def test_acquire_gives_up_after_its_timeout():
     slots = HostSlots()
     assert slots.acquire("h")  # held by a robots.txt request
@@ -192,6 +194,7 @@ def test_acquire_gives_up_after_its_timeout():
     assert slots.acquire("h", timeout=1.0)  # free after the delay, within the timeout
 
 
+@pytest.mark.alone  # a wall-clock bound (0.09-0.2 s)
 def test_waiter_wakes_on_release():
     slots = HostSlots()
     assert slots.acquire("h")

@@ -23,9 +23,6 @@ from indexerd.extract import formats as F
 from indexerd.extract.isolation import Limits, WorkerPool
 from indexerd.core.filekeys import path_to_key
 
-#: wall-clock bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
-
 
 def make_ps(words: str = "zebrafinch quokka", title: str = "Bird notes",
             more: str = "second line wallaby") -> bytes:
@@ -115,6 +112,7 @@ def test_text_over_max_size_is_too_large() -> None:
     assert skipped.reason == "too-large" and "text" in skipped.detail
 
 
+@pytest.mark.alone  # a wall-clock bound (1.5-2 s)
 def test_an_endless_loop_is_ended_by_ghostscripts_own_bound(pool) -> None:
     """gs gets 80 % of the worker's 2 s: it is killed and the document skipped ``timeout``
     while the worker lives on (no re-spawn) and no gs process is left behind."""
@@ -133,6 +131,7 @@ def test_an_endless_loop_is_ended_by_ghostscripts_own_bound(pool) -> None:
     assert "zebrafinch" in pool.extract(F.MEDIA_POSTSCRIPT, make_ps(), "next.ps", 10**6).text
 
 
+@pytest.mark.alone  # a wall-clock bound (gs starts within 1 s)
 def test_a_ghostscript_whose_worker_was_killed_ends_by_its_cpu_limit(pool) -> None:
     """A worker killed mid-document (the pool's bound, the OOM killer) cannot kill its gs: the
     CPU-time limit set on gs (ceil(1.6 s) + 1 = 3 s) ends a looping one on its own."""
@@ -224,7 +223,8 @@ def test_postscript_words_are_searchable_end_to_end_and_the_code_is_not(tmp_path
 
 def test_without_ghostscript_end_to_end_nothing_is_indexed_raw(tmp_path) -> None:
     paths = _tree(tmp_path / "root")
-    cli = CLI(tmp_path / "state")
+    # a process of its own: this process's extraction workers started with gs on their PATH
+    cli = CLI(tmp_path / "state", in_process=False)
     cli.env["PATH"] = str(tmp_path / "no-gs-here")
     s = cli.index(str(tmp_path / "root"))
     assert (s["indexed"], s["skipped"]) == (0, 3), s

@@ -5,9 +5,11 @@ The same suite runs against SQLite (a real file) and PostgreSQL 15 (a real serve
 conversion is exercised).  The schema is the shipped example: ``etc/sql-queue-sqlite.sql`` and
 ``etc/sql-queue-postgresql.sql`` (a main table ``articles(id, title, body, updated)`` and a queue
 ``queue(seq, id, action, status)`` filled by triggers).  The config is the one in the brief (and
-``etc/sql-*.toml``).  Everything goes through the real CLI in a subprocess: ``indexerd index -c
-CFG --json``, ``ctl search --json``, ``ctl explain sql:articles/<id> --json``, ``check-config``, and
-``indexerd run`` + ``ctl poll articles --wait`` for the daemon.
+``etc/sql-*.toml``).  Everything goes through the real CLI (tests/cliharness.py: its main in this
+process; the daemon, a pass to kill and a few commands whose exit code is the point in a
+subprocess): ``indexerd index -c CFG --json``, ``ctl search --json``, ``ctl explain
+sql:articles/<id> --json``, ``check-config``, and ``indexerd run`` + ``ctl poll articles --wait``
+for the daemon.
 
 CASES B29 (a lower sequence committed after a higher one was processed) runs with two real
 concurrent transactions on PostgreSQL.  SQLite cannot express it: it has one writer at a time,
@@ -27,7 +29,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 import tomllib
@@ -66,12 +67,6 @@ BASE_SOURCE = {
     "date_column": "updated",
     "batch_size": 1000,
 }
-
-ENV = dict(os.environ)
-for _k in ("INDEXERD_CONFIG", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET",
-           "WATCHDOG_USEC", "WATCHDOG_PID"):
-    ENV.pop(_k, None)
-
 
 def key(i: int) -> str:
     return f"sql:{SOURCE}/{i}"
@@ -232,8 +227,7 @@ class Feed:
             self.layout = "\n" + engine_toml("postgresql") + store_toml(fresh_schema())
         self.cfg = base / "indexerd.toml"
         self.sock = base / "s.sock"
-        self.cli = CLI(base / "state", self.cfg)
-        self.cli.env = dict(ENV, STATE_DIRECTORY=str(base / "state"))
+        self.cli = CLI(base / "state", self.cfg)   # in this process, no $INDEXERD_*/systemd variables
         self.write_config()
 
     def config_text(self, **overrides) -> str:
@@ -575,7 +569,7 @@ def test_summary_stays_balanced_when_a_statement_fails(feed):
     """...and ``indexerd index`` exits 1 naming the source (issue 13: it exited 0)."""
     load_base(feed)
     feed.write_config(incremental_sql="SELECT * FROM no_such_table")
-    p = feed.cli.run("index", "--json", check=False, timeout=CLI_TIMEOUT)
+    p = feed.cli.run("index", "--json", check=False, timeout=CLI_TIMEOUT, in_process=False)  # the process's exit
     assert p.returncode == 1, (p.returncode, p.stdout, p.stderr[-1000:])
     assert f"source {SOURCE}: the pass failed" in p.stderr and "no_such_table" in p.stderr, p.stderr[-1000:]
     c = json.loads(p.stdout)["sources"][SOURCE]
@@ -887,13 +881,11 @@ class SqlDaemon:
         self.log_path = feed.base / "daemon.log"
 
     def ctl(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "indexerd.cli.main", "ctl", args[0], "-c", str(self.feed.cfg),
-                               *args[1:]], capture_output=True, text=True, env=self.feed.cli.env,
-                              cwd=REPO, timeout=timeout)
+        return self.feed.cli.run("ctl", *args, check=False, timeout=timeout)
 
     def start(self) -> None:
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(self.feed.cfg)],
+        self.proc = subprocess.Popen(self.feed.cli.command("run", "-c", str(self.feed.cfg)),
                                      stdout=self._log, stderr=subprocess.STDOUT, env=self.feed.cli.env, cwd=REPO)
         deadline = time.monotonic() + DAEMON_READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -1047,7 +1039,7 @@ def test_check_config_refuses_a_missing_sqlite_file_and_does_not_create_it(tmp_p
     cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n\n[[sources.sql]]\n'
                    + "\n".join(f"{k} = {toml_value(v)}" for k, v in dict(
                        BASE_SOURCE, url=f"sqlite:///{missing}").items()) + "\n", encoding="utf-8")
-    cli = CLI(tmp_path / "state", cfg)
+    cli = CLI(tmp_path / "state", cfg, in_process=False)   # the process's exit codes
     p = cli.run("check-config", check=False)     # in the style of every other config error
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
     assert f"{cfg}: sources.sql[0].url: " in p.stderr, p.stderr
@@ -1154,7 +1146,7 @@ def test_sigterm_interrupts_a_long_sql_query(db):
         feed.write_config(full_sql=SLOW_FULL_SQL[db.kind])
         d = SqlDaemon(feed)
         d._log = open(d.log_path, "ab")
-        d.proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(feed.cfg)],
+        d.proc = subprocess.Popen(feed.cli.command("run", "-c", str(feed.cfg)),
                                   stdout=d._log, stderr=subprocess.STDOUT, env=feed.cli.env, cwd=REPO)
         try:
             deadline = time.monotonic() + DAEMON_READY_TIMEOUT
@@ -1226,6 +1218,26 @@ def test_a_restart_does_not_poll_before_the_interval_is_due(sql_daemon):
     assert feed.keys("ibis") == [key(60)]
 
 
+def _wait_running(store: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until the SQLite state store ``store`` marks a pass of the source as running (the mark a
+    pass sets before its first statement), while ``proc`` lives."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the pass exited {proc.returncode} before it began"
+        try:
+            con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+            try:
+                row = con.execute("SELECT running_since FROM source_runs WHERE source = ?", (SOURCE,)).fetchone()
+            finally:
+                con.close()
+        except sqlite3.OperationalError:       # not created yet, or its schema not yet written
+            row = None
+        if row and row[0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no pass of {SOURCE} began within {timeout} s")
+
+
 def test_a_pass_killed_midway_resumes_at_the_next_start(tmp_path, request):
     """A pass that never ended (``kill -9`` during the full load) runs at the next start even
     though the interval (1h) is not due."""
@@ -1236,9 +1248,9 @@ def test_a_pass_killed_midway_resumes_at_the_next_start(tmp_path, request):
         for i, title, body, updated in BASE_ROWS:
             db.insert(i, body, title, updated)
         d.feed.write_config(full_sql=SLOW_FULL_SQL["sqlite"])
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "index", "-c", str(d.feed.cfg)],
+        proc = subprocess.Popen(d.feed.cli.command("index"),
                                 env=d.feed.cli.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(4.0)                                          # inside the slow full load
+        _wait_running(base / "state" / "state.sqlite3", proc)    # inside the slow full load
         proc.kill()
         proc.wait(10)
         d.feed.write_config()

@@ -6,11 +6,9 @@ import time
 
 import pytest
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
-
 
 # -- issue 18: one file that keeps changing --------------------------------------------------------
+@pytest.mark.alone  # a wall-clock bound (1.3 s)
 def test_change_queue_rate_limits_one_path_without_delaying_others():
     """A token bucket per path: 3 takes in a burst, then one per interval; another path is
     due at once meanwhile; the busy path's last event is still taken."""

@@ -18,7 +18,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -34,8 +33,6 @@ from indexerd.index import open_index
 from indexerd.runtime.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 site = site_fixture  # the fixture; assigned so pyflakes does not flag each test's ``site``
 
@@ -210,6 +207,7 @@ def build_small_site(site: Site) -> None:
     site.add("/cal", handler=cal)
 
 
+@pytest.mark.alone  # a wall-clock bound (every fast page within the 0.5 s timeout)
 def test_small_site(tmp_path, site) -> None:
     build_small_site(site)
     crawl = Crawl(tmp_path, site, timeout="0.5s", max_query_variants=3, sitemaps=True)
@@ -680,6 +678,7 @@ def test_head_first_for_non_html_urls(tmp_path, site) -> None:
 
 
 # -- B32: max_size ----------------------------------------------------------------------------------------
+@pytest.mark.alone  # a memory bound (peak RSS)
 def test_b32_endless_body_is_cut_and_skipped(tmp_path, site) -> None:
     site.static("/", html("Home", "start", ["/big", "/small.html", "/liar"]))
     site.add("/big", handler=lambda hit: (200, {"Content-Type": "text/plain"}, site.endless()))
@@ -714,6 +713,7 @@ def test_404_deletes_after_gone_after_answers(tmp_path, site) -> None:
     assert site.url("/a.html") not in crawl.docs()
 
 
+@pytest.mark.alone  # a wall-clock bound (every fast page within the 0.5 s timeout)
 def test_500_and_timeout_keep_the_indexed_copy(tmp_path, site) -> None:
     site.static("/", html("Home", "start", ["/a.html", "/b.html"]), etag='"h"')
     site.static("/a.html", html("A", "alphaword"))
@@ -1198,8 +1198,7 @@ def test_resume_after_sigkill_of_the_cli(tmp_path, site) -> None:
     cfg = tmp_path / "indexerd.toml"
     cfg.write_text(web_config([site.url("/")]))
     cli = CLI(tmp_path / "state", config=cfg)
-    cmd = [sys.executable, "-m", "indexerd.cli.main", "index", "-c", str(cfg), "--json"]
-    proc = subprocess.Popen(cmd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cli.command("index", "--json"), env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for(lambda: site.hits("/p3.html"), timeout=20)
         time.sleep(2.6)  # the crawl state is saved every 2 s, the index committed every 1 s
@@ -1304,6 +1303,7 @@ def test_page_skipped_for_its_bytes_is_asked_conditionally_next_time(tmp_path, s
     assert crawl.doc("/blob.html")["reason"] == "binary" and crawl.doc("/quiet.html")["reason"] == "noindex"
 
 
+@pytest.mark.alone  # a wall-clock bound (10 s)
 def test_hostile_crawl_delay_is_capped_by_max_crawl_delay(tmp_path, site) -> None:
     site.add("/robots.txt", body=b"User-agent: *\nCrawl-delay: 3600\n", headers={"Content-Type": "text/plain"})
     site.static("/", html("Home", "start", ["/a.html"]))
@@ -1350,7 +1350,7 @@ def test_a_restart_does_not_crawl_before_the_interval_is_due(tmp_path, site) -> 
     try:
         assert cli.index()["indexed"] == 2
         site.log.clear()
-        proc = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "run", "-c", str(cfg)], env=cli.env,
+        proc = subprocess.Popen(cli.command("run", "-c", str(cfg)), env=cli.env,
                                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:

@@ -28,8 +28,6 @@ import pytest
 
 from conftest import CLI, FIXED_MTIME, SHARED_CORPUS
 
-#: wall-clock or memory bounds: no other test runs beside these (tests/conftest.py)
-pytestmark = pytest.mark.alone
 
 SHARED_DOCS = SHARED_CORPUS / "python-docs"
 #: A subset of the shared corpus: pages per section (every page of the small sections, a sample of
