@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from indexerd.daemon.main import Daemon
 
 log = logging.getLogger(__name__)
-#: In a cluster, seconds between two looks for web passes other nodes began.
-JOIN_POLL_SECONDS = 5.0
+#: In a cluster, seconds between two looks for web passes other nodes began (one read of the
+#: pass state per shared source: a pass begun by hand elsewhere is joined within about a second).
+JOIN_POLL_SECONDS = 1.0
 #: Passes one daemon runs at once.
 PASS_THREADS = 4
 #: In a cluster, at most this many more threads for the web passes every node takes part in.
@@ -72,23 +73,33 @@ class Jobs:
         """In a cluster: a web pass another node began (``ctl crawl`` there, or a node that
         stopped left it to the others) is joined here within :data:`JOIN_POLL_SECONDS`, not at
         this node's own next schedule."""
+        for name in list(self.d.sources):
+            if self.join_if_running(name) is None:
+                return  # the store is unreachable: the passes' own retries cover it
+
+    def join_if_running(self, name: str) -> bool | None:
+        """In a cluster: when a pass of source ``name`` (a kind whose passes the nodes share)
+        runs on another node and none runs here, join it now; True if joined, False if there is
+        nothing to join, None when the store cannot be read.  Also asked when this node's part
+        of a pass ends: another node may have begun the next one meanwhile (``ctl reindex
+        --source`` there), which this node would otherwise join only at the next poll."""
         from indexerd.core.errors import IndexerdError
         from indexerd.sources.registry import kind
 
         d = self.d
-        for name, src in list(d.sources.items()):
-            st = d.states.get(name)
-            if st is None or st.running or not kind(src.kind).pass_shared:
-                continue
-            pass_running = getattr(src, "pass_running", None)  # kinds whose passes the cluster shares
-            if pass_running is None:
-                continue
-            try:
-                running = pass_running(d.indexer.store)
-            except IndexerdError:
-                return  # the store is unreachable: the passes' own retries cover it
-            if running:
-                self.run_later(name, 0.0)
+        src, st = d.sources.get(name), d.states.get(name)
+        if src is None or st is None or st.running or not kind(src.kind).pass_shared:
+            return False
+        pass_running = getattr(src, "pass_running", None)  # kinds whose passes the cluster shares
+        if pass_running is None:
+            return False
+        try:
+            running = bool(pass_running(d.indexer.store))
+        except IndexerdError:
+            return None
+        if running:
+            self.run_later(name, 0.0)
+        return running
 
     def shutdown(self) -> None:
         """Stop starting jobs; running ones are not waited for (the stop sequence does that)."""

@@ -201,6 +201,8 @@ class Passes:
         if rerun and not d.stop_event.is_set() and not st.removed:
             log.info("%s: another reconcile was requested during this one; running it now", name)
             d.jobs.run_soon({name})
+        elif d.indexer.state.shared and not d.stop_event.is_set() and not st.removed:
+            d.jobs.join_if_running(name)  # the next pass, begun on another node as this one ended
 
     def _left(self, name: str, st: SourceState, claim: Claim | None, counts: PassCounts) -> None:
         """This node's part in a web pass the cluster crawls together ended while the pass goes

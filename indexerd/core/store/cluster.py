@@ -336,6 +336,10 @@ class SourceLock:
             if conn is not None:
                 SourceLock.held_here.discard(self.key)
         if conn is not None:
+            try:  # unlocked before the reply: a server ends a closed session's locks a moment later
+                conn.execute("SELECT pg_advisory_unlock_all()")
+            except Exception:  # a broken connection: the server dropped the lock with it
+                pass
             try:
                 conn.close()
             except Exception:  # closing a broken connection: the server dropped the lock anyway

@@ -236,6 +236,7 @@ class SharedFrontier:
         if not lost:
             return
         s = self.sched
+        busy = sorted(lost & self.active)  # idle hosts lost: the pass moved on (over, or the next began)
         for origin in lost:
             s.frontier.take_back(host_key(origin + "/"), force=True)
             self.claims.closed(origin)  # never asked again in this pass
@@ -243,8 +244,12 @@ class SharedFrontier:
             s.table.forget_unwritten(url)
         self.owned.difference_update(lost)
         self.active.difference_update(lost)
-        log.warning("%s: node %s lost its claim on %s (it ran out: the store was unreachable, or this node "
-                    "was paused); another node crawls them now", self.source, self.node, ", ".join(sorted(lost)))
+        if busy:
+            log.warning("%s: node %s lost its claim on %s (it ran out: the store was unreachable, or this "
+                        "node was paused); another node crawls them now", self.source, self.node, ", ".join(busy))
+        else:
+            log.debug("%s: node %s no longer holds %s (nothing left to do there)", self.source, self.node,
+                      ", ".join(sorted(lost)))
 
     def _adopt(self, origins: set[str]) -> None:
         """Hosts the store says this node holds that this frontier does not know: claimed by a
