@@ -236,7 +236,7 @@ class SharedFrontier:
         if not lost:
             return
         s = self.sched
-        busy = sorted(lost & self.active)  # idle hosts lost: the pass moved on (over, or the next began)
+        busy = sorted(lost & self.active)
         for origin in lost:
             s.frontier.take_back(host_key(origin + "/"), force=True)
             self.claims.closed(origin)  # never asked again in this pass
@@ -244,12 +244,7 @@ class SharedFrontier:
             s.table.forget_unwritten(url)
         self.owned.difference_update(lost)
         self.active.difference_update(lost)
-        if busy:
-            log.warning("%s: node %s lost its claim on %s (it ran out: the store was unreachable, or this "
-                        "node was paused); another node crawls them now", self.source, self.node, ", ".join(busy))
-        else:
-            log.debug("%s: node %s no longer holds %s (nothing left to do there)", self.source, self.node,
-                      ", ".join(sorted(lost)))
+        _log_lost(self.source, self.node, busy, sorted(lost))
 
     def _adopt(self, origins: set[str]) -> None:
         """Hosts the store says this node holds that this frontier does not know: claimed by a
@@ -402,3 +397,13 @@ class SharedFrontier:
         self._send_counts()
         if not finished:
             self.store.frontier_hand_back(self.source, self.node)
+
+
+def _log_lost(source: str, node: str, busy: list[str], lost: list[str]) -> None:
+    """Say that ``node`` lost its claims on ``lost``: a warning when some had work (``busy``);
+    idle hosts only (the pass moved on: over, or the next one began) at debug level."""
+    if busy:
+        log.warning("%s: node %s lost its claim on %s (it ran out: the store was unreachable, or this "
+                    "node was paused); another node crawls them now", source, node, ", ".join(busy))
+    else:
+        log.debug("%s: node %s no longer holds %s (nothing left to do there)", source, node, ", ".join(lost))
