@@ -236,3 +236,24 @@ def test_facets_counted_in_bulk_equal_whooshs_grouped_facets(ix, query) -> None:
             for name in ("media_type", "source"):
                 expected = {(v if isinstance(v, str) else v.decode()): n for v, n in want.groups(name).items() if n}
                 assert got[name] == expected, (query, name, f)
+
+
+def test_an_index_pass_that_never_searches_does_not_import_numpy(tmp_path) -> None:
+    """numpy (about a tenth of a second to import) is the bulk scorer's: opening a Whoosh index
+    installs indexerd's patches, which once imported it for one class; an unchanged `indexerd
+    index` of a tree must not pay for it."""
+    import subprocess
+    import sys
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("alpha beta\n", encoding="utf-8")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ncontrol_socket = "{tmp_path / "s.sock"}"\n'
+                   f'[index]\nengine = "whoosh"\n[[sources.filesystem]]\nname = "t"\npath = "{tree}"\n',
+                   encoding="utf-8")
+    code = ("import sys; from indexerd.cli.main import main; rc = main(['index', '-c', sys.argv[1]]); "
+            "print(rc, 'numpy' in sys.modules)")
+    for _ in range(2):  # the first pass and an unchanged one
+        p = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=120)
+        assert p.stdout.split()[-2:] == ["0", "False"], (p.stdout, p.stderr)

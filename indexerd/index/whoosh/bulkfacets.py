@@ -15,7 +15,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from indexerd.index.whoosh.bulkscore import _Segment, _unpositioned
+from indexerd.index.whoosh.bulkscore import _Segment
+from indexerd.index.whoosh.unread import unpositioned
 
 
 def facet_counts(searcher, q, fields: tuple[str, ...], allow: set | None = None) -> dict[str, dict[str, int]]:
@@ -33,7 +34,7 @@ def facet_counts(searcher, q, fields: tuple[str, ...], allow: set | None = None)
     allowed = None if allow is None else np.fromiter(allow, dtype=np.int64, count=len(allow))
     out: dict[str, dict[str, int]] = {name: {} for name in fields}
     for sub, offset in searcher.leaf_searchers():
-        with _unpositioned():
+        with unpositioned():
             m = q.matcher(sub, context)
         reader = sub.reader()
         ids = _Segment(reader).matches(m, consumed=False).ids

@@ -34,21 +34,19 @@ lost a better document on that index; the test keeps the input.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 import numpy as np
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, _lenfield
 from whoosh.matching import FilterMatcher, IntersectionMatcher, UnionMatcher, WrappingMatcher
-from whoosh.matching.combo import ArrayUnionMatcher, CombinationMatcher
+from whoosh.matching.combo import ArrayUnionMatcher
 from whoosh.matching.mcore import NullMatcherClass
 from whoosh.scoring import BM25FScorer, WeightScorer
 from whoosh.util.numeric import byte_to_length
 
-from indexerd.index.whoosh.compile import and_not_matcher_class, unpositioned_and_not
+from indexerd.index.whoosh.compile import and_not_matcher_class
 from indexerd.index.whoosh.phrase import ExactSpansMatcher
+from indexerd.index.whoosh.unread import UnreadArrayUnion, unpositioned
 from indexerd.index.whoosh.postingarrays import (EMPTY_IDS, EMPTY_SCORES, TermBlocks, Unsupported,
                                                  phrase_places)
 
@@ -67,46 +65,6 @@ class Matches(NamedTuple):
 
 
 _EMPTY = Matches(EMPTY_IDS, EMPTY_SCORES)
-
-#: set while :func:`_unpositioned` holds: an ``ArrayUnionMatcher`` is built without reading
-#: its first part of documents (a Python walk of up to 2,048 documents of every child)
-_unread: ContextVar[bool] = ContextVar("indexerd_unread_array_union", default=False)
-
-
-class UnreadArrayUnion(ArrayUnionMatcher):
-    """Whoosh's ``ArrayUnionMatcher`` (``Or`` builds it on segments of at most 5,000 documents),
-    built unread while :func:`_unpositioned` holds; then it says so (``unpositioned``) and must
-    not be walked.  :func:`indexerd.index.whoosh.patches.install` installs it as
-    ``whoosh.matching.ArrayUnionMatcher``, the name ``whoosh.query.compound`` builds it by
-    (without it, Whoosh's own reads ahead when built, and this module evaluates that too)."""
-
-    unpositioned = False
-
-    def __init__(self, submatchers, doccount, boost=1.0, scored=True, partsize=2048):
-        if not _unread.get():
-            super().__init__(submatchers, doccount, boost=boost, scored=scored, partsize=partsize)
-            return
-        CombinationMatcher.__init__(self, submatchers, boost=boost)
-        self._scored = scored
-        self._doccount = doccount
-        self._partsize = partsize or doccount
-        self.unpositioned = True
-
-
-
-@contextmanager
-def _unpositioned() -> Iterator[None]:
-    """While the block runs (in this thread), matchers are built without moving to their first
-    match or reading ahead: and-not matchers (:func:`unpositioned_and_not`) and
-    ``ArrayUnionMatcher`` (:class:`UnreadArrayUnion`, once installed); only this module
-    evaluates them."""
-    token = _unread.set(True)
-    try:
-        with unpositioned_and_not():
-            yield
-    finally:
-        _unread.reset(token)
-
 
 #: candidates whose phrases are checked first (doubled each round while more may still beat the
 #: best found)
@@ -139,7 +97,7 @@ def top_documents(searcher, q, limit: int, allow: set | None = None) -> list[tup
     scores: list[np.ndarray] = [EMPTY_SCORES]
     where: list[np.ndarray] = [EMPTY_IDS]
     for sub, offset in searcher.leaf_searchers():
-        with _unpositioned():
+        with unpositioned():
             m = q.matcher(sub, context)
         seg = _Segment(sub.reader())
         found = seg.matches(m, consumed=False, optimistic=True)
@@ -192,7 +150,7 @@ def count_documents(searcher, q, allow: set | None = None) -> int:
     allowed = None if allow is None else np.fromiter(allow, dtype=np.int64, count=len(allow))
     total = 0
     for sub, offset in searcher.leaf_searchers():
-        with _unpositioned():
+        with unpositioned():
             m = q.matcher(sub, context)
         ids = _Segment(sub.reader()).matches(m, consumed=False).ids
         total += len(ids) if allowed is None else int(np.isin(ids + offset, allowed).sum())

@@ -22,7 +22,7 @@ memory:
   other fields as Whoosh does.
 - **Unread array unions** (process-wide): ``whoosh.matching.ArrayUnionMatcher`` (what ``Or``
   builds on segments of at most 5,000 documents) becomes
-  :class:`~indexerd.index.whoosh.bulkscore.UnreadArrayUnion`, which skips reading ahead only
+  :class:`~indexerd.index.whoosh.unread.UnreadArrayUnion`, which skips reading ahead only
   while the bulk scorer builds its matchers (the same matcher otherwise).  The bulk scorer
   itself (:mod:`~indexerd.index.whoosh.bulkscore`: Whoosh's posting blocks and matcher classes)
   is used only with the patches.
@@ -77,11 +77,11 @@ def install() -> bool:
 
 
 def _unread_array_unions() -> None:
-    """Install :class:`~indexerd.index.whoosh.bulkscore.UnreadArrayUnion` as the
+    """Install :class:`~indexerd.index.whoosh.unread.UnreadArrayUnion` as the
     ``ArrayUnionMatcher`` ``whoosh.query.compound`` builds (it looks the name up at each call)."""
     import whoosh.matching
 
-    from indexerd.index.whoosh.bulkscore import UnreadArrayUnion
+    from indexerd.index.whoosh.unread import UnreadArrayUnion
 
     whoosh.matching.ArrayUnionMatcher = UnreadArrayUnion
     _unread_intersections()
@@ -89,7 +89,7 @@ def _unread_array_unions() -> None:
 
 def _unread_intersections() -> None:
     """Whoosh's ``IntersectionMatcher`` moves to its first match when built: over a child built
-    unread (:class:`~indexerd.index.whoosh.bulkscore.UnreadArrayUnion`, an and-not matcher) it
+    unread (:class:`~indexerd.index.whoosh.unread.UnreadArrayUnion`, an and-not matcher) it
     would walk what cannot be walked (``AttributeError: '_docnum'`` for ``crème brûlée``, each
     word an ``Or`` of its fields).  Built over such a child, it stays unread too and says so
     (``unpositioned``): the bulk scorer evaluates it from its children."""
