@@ -226,6 +226,7 @@ class Indexerd:
         suffix = "" if engine == "whoosh" else f"-{engine}"
         self.tree, self.state = tree, os.path.join(work, f"indexerd{suffix}-state")
         self.env = dict(os.environ, STATE_DIRECTORY=self.state, PYTHONPATH=str(REPO))
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)  # byte-compiled as an install is
         # always a config of the bench's own: without one, indexerd reads the machine's
         # /etc/indexerd/indexerd.toml when there is one
         conf = os.path.join(work, f"indexerd{suffix}.toml")
