@@ -91,6 +91,26 @@ def summary(ranks: list[int | None]) -> dict:
             "missed": sum(1 for r in ranks if not r)}
 
 
+def snippet_summary(hits: list[list]) -> dict:
+    """Issue 34: "every snippet of a top-10 hit contains a query term when the body has one".
+    Over every top-10 hit: how many snippets mark a match, how many say why there is none
+    (``snippet_note``, by note), and the failures: no mark and no note, or the snippet time budget
+    ran out (the body may have had a match)."""
+    from indexerd.index.snippets import NOTE_BUDGET
+
+    marked = sum(1 for hs in hits for h in hs if h.marks)
+    notes: dict[str, int] = {}
+    failed = []
+    for hs in hits:
+        for h in hs:
+            if h.marks:
+                continue
+            if h.snippet_note is None or h.snippet_note == NOTE_BUDGET:
+                failed.append(h.path or h.key)
+            notes[h.snippet_note or "(none)"] = notes.get(h.snippet_note or "(none)", 0) + 1
+    return {"hits": sum(len(hs) for hs in hits), "marked": marked, "notes": notes, "failed": failed}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tree", default=str(REPO.parent / "shared" / "corpus"))
@@ -116,9 +136,11 @@ def main() -> int:
             ix, took = index_engine(e, tree, work, pg_url)
             out["index_seconds"][e] = round(took, 1)
             try:
-                found[e] = [[h.path or h.key for h in ix.search(q["q"], limit=LIMIT)] for q in queries]
+                hits = [ix.search(q["q"], limit=LIMIT) for q in queries]
             finally:
                 ix.close()
+            found[e] = [[h.path or h.key for h in hs] for hs in hits]
+            out.setdefault("snippets", {})[e] = snippet_summary(hits)
         if not args.no_recoll:
             from benchlib import Recoll
 
@@ -148,6 +170,9 @@ def main() -> int:
     print(f"{'':10}" + "".join(f"{n:>12}" for n in names))
     for k in ("mrr", "top3", "top1", "missed"):
         print(f"{k:10}" + "".join(f"{out['summary'][n][k]:>12}" for n in names))
+    for n, sn in out.get("snippets", {}).items():
+        print(f"snippets, {n}: {sn['marked']} of {sn['hits']} top-10 hits mark a match; without: {sn['notes']}; "
+              f"failed: {len(sn['failed'])} {sn['failed'][:5]}")
     print("\nranks per query (- : not in the top 10):")
     for row in out["per_query"]:
         cells = "".join(f"{(row[n] or '-'):>4}" for n in names)
