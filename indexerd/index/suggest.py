@@ -49,28 +49,11 @@ class Suggestion:
 
 def edit_distance(a: str, b: str, limit: int) -> int:
     """The optimal-string-alignment distance of ``a`` and ``b`` (module docstring), or
-    ``limit + 1`` as soon as it is known to exceed ``limit`` (a cut-off: a term of the index is
-    compared with one word, so most comparisons stop at the first rows)."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    if a == b:
-        return 0
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        best = cur[0]
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            d = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                d = min(d, prev2[j - 2] + 1)
-            cur[j] = d
-            best = min(best, d)
-        if best > limit:
-            return limit + 1
-        prev2, prev = prev, cur
-    return prev[-1] if prev[-1] <= limit else limit + 1
+    ``limit + 1`` when it exceeds ``limit`` (RapidFuzz's ``OSA``, in C++: it stops as soon as
+    the cut-off is known to be passed)."""
+    from rapidfuzz.distance import OSA
+
+    return int(OSA.distance(a, b, score_cutoff=limit))
 
 
 def near_terms(token: str, terms: Iterable[str], max_edits: int = MAX_EDITS) -> list[str]:
@@ -78,24 +61,20 @@ def near_terms(token: str, terms: Iterable[str], max_edits: int = MAX_EDITS) -> 
     character (``token`` itself included when it is one of them), in their order.  What an
     engine that lists its terms by prefix gives :meth:`~indexerd.index.base.SearchIndex.similar_terms`.
 
-    Before the distance, a q-gram count filter (Ukkonen 1992) drops most terms at the cost of a
-    set of letter pairs: one edit changes at most three of a word's pairs (a swap: ``abcd`` ->
-    ``acbd``), so a term within ``max_edits`` shares all but ``3 * max_edits`` of the token's
-    distinct pairs."""
+    The candidates (first character, length within ``max_edits``) are measured all at once by
+    RapidFuzz (``process.cdist`` with the ``OSA`` distance and the cut-off), not one Python call
+    each: tens of thousands of terms share a first letter in a large index."""
     if not token:
         return []
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
     first, n = token[0], len(token)
-    pairs = {token[i:i + 2] for i in range(n - 1)}
-    need = len(pairs) - 3 * max_edits
-    out = []
-    for t in terms:
-        if t[:1] != first or abs(len(t) - n) > max_edits:
-            continue
-        if need > 0 and len(pairs.intersection([t[i:i + 2] for i in range(len(t) - 1)])) < need:
-            continue
-        if edit_distance(token, t, max_edits) <= max_edits:
-            out.append(t)
-    return out
+    candidates = [t for t in terms if t[:1] == first and abs(len(t) - n) <= max_edits]
+    if not candidates:
+        return []
+    dist = process.cdist([token], candidates, scorer=OSA.distance, score_cutoff=max_edits, workers=1)[0]
+    return [t for t, d in zip(candidates, dist) if d <= max_edits]
 
 
 def _plain_words(node, out: list[Word]) -> None:
