@@ -482,6 +482,8 @@ def test_plain_text() -> None:
         ("No heading, a [link](http://example.test) here\n\nmore", "No heading, a link here"),
         ("#hashtag is not a heading\n", "#hashtag is not a heading"),
         ("***\n\n`First` real line\n", "First real line"),
+        # a setext underline under a line of markup only is no heading: the title is the next one
+        ("**\n===\n# Real title\n", "Real title"),
     ],
 )
 def test_markdown_title(source: str, title: str) -> None:

@@ -8,6 +8,7 @@ standard library and w3lib.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 
 from indexerd.extract.decode import decode_text
@@ -69,12 +70,28 @@ def markdown_headings(source: str) -> list[str]:
     """Every ATX and setext heading outside code fences (front matter is no heading), each as
     a title line (markup stripped, one line), in order: the :attr:`Extracted.headings` of a
     Markdown file."""
-    out: list[str] = []
+    return [shown for is_heading, shown in _outline(source) if is_heading]
+
+
+def _front_matter(lines: list[str]) -> tuple[int, str]:
+    """``(index of the first line after the YAML front matter (0: none), its title: value as a
+    title line, or "")``."""
+    if not lines or lines[0].strip() != "---":
+        return 0, ""
+    end = next((i for i, line in enumerate(lines[1:50], 1) if line.strip() in ("---", "...")), 0)
+    for line in lines[1:end]:
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "title" and value.strip():
+            return end + 1, _collapse_title(value.strip().strip("\"'"))
+    return (end + 1 if end else 0), ""
+
+
+def _outline(source: str) -> Iterator[tuple[bool, str]]:
+    """The lines of ``source`` outside code fences and front matter as title lines, in order:
+    ``(True, text)`` for an ATX or setext heading, ``(False, text)`` for another line that is
+    not blank (a setext heading's text line comes first as such, then as the heading)."""
     lines = source.splitlines()
-    start = 0
-    if lines and lines[0].strip() == "---":  # YAML front matter, as markdown_title reads it
-        end = next((i for i, line in enumerate(lines[1:50], 1) if line.strip() in ("---", "...")), 0)
-        start = end + 1 if end else 0
+    start, _ = _front_matter(lines)
     fence = previous = ""
     for line in lines[start:]:
         marker = _MD_FENCE_RE.match(line)
@@ -90,11 +107,12 @@ def markdown_headings(source: str) -> list[str]:
         atx = _MD_ATX_RE.match(line)
         heading = atx.group(1) if atx and atx.group(1) else previous if previous and _MD_SETEXT_RE.match(line) else ""
         if heading and (shown := _collapse_title(heading)):
-            out.append(shown)
+            yield True, shown
             previous = ""
             continue
         previous = line if line.strip() and not atx else ""
-    return out
+        if previous:
+            yield False, _collapse_title(previous)
 
 
 _MD_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -117,36 +135,16 @@ def strip_markdown(source: str) -> str:
 
 
 def markdown_title(source: str) -> str:
-    """First ATX or setext heading outside code fences and front matter, else the first line."""
-    lines = source.splitlines()
-    start = 0
-    if lines and lines[0].strip() == "---":  # YAML front matter
-        end = next((i for i, line in enumerate(lines[1:50], 1) if line.strip() in ("---", "...")),
-                   0)
-        for line in lines[1:end]:
-            key, _, value = line.partition(":")
-            if key.strip().lower() == "title" and value.strip():
-                return _collapse_title(value.strip().strip("\"'"))
-        start = end + 1 if end else 0
-    first = fence = previous = ""
-    for line in lines[start:]:
-        marker = _MD_FENCE_RE.match(line)
-        if fence:
-            if marker and marker.group(1)[0] == fence:
-                fence = ""
-            previous = ""
-            continue
-        if marker:
-            fence = marker.group(1)[0]
-            previous = ""
-            continue
-        atx = _MD_ATX_RE.match(line)
-        if atx and atx.group(1):
-            return _collapse_title(atx.group(1))
-        if previous and _MD_SETEXT_RE.match(line):
-            return _collapse_title(previous)
-        previous = line if line.strip() and not atx else ""
-        first = first or _collapse_title(previous)
+    """The front matter's ``title:``, else the first ATX or setext heading outside code fences
+    and front matter, else the first line that is not blank there."""
+    _, title = _front_matter(source.splitlines())
+    if title:
+        return title
+    first = ""
+    for is_heading, shown in _outline(source):
+        if is_heading:
+            return shown
+        first = first or shown
     return first
 
 
