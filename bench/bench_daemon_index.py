@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from benchlib import PY, measure, median, p95  # noqa: E402
+from benchlib import PY, daemon_status, measure, median, p95  # noqa: E402
 from run_all import SCALE_QUERIES, query_alone  # noqa: E402
 
 
@@ -59,20 +58,6 @@ def query_times(state: Path, queries: list[str], reps: int) -> dict:
         ix.close()
     return {"p50_ms": round(median(times) * 1000, 1), "p95_ms": round(p95(times) * 1000, 1),
             "segments": st.get("segments"), "size_mb": round((st.get("size_bytes") or 0) / 1e6, 1)}
-
-
-def status(sock: str) -> dict:
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock)
-    s.sendall(b'{"cmd": "status"}\n')
-    buf = b""
-    while not buf.endswith(b"\n"):
-        c = s.recv(1 << 20)
-        if not c:
-            break
-        buf += c
-    s.close()
-    return json.loads(buf)
 
 
 def main() -> None:
@@ -114,7 +99,7 @@ def main() -> None:
             if proc.poll() is not None:
                 raise SystemExit(proc.stderr.read().decode()[-2000:])
             try:
-                st = status(sock)
+                st = daemon_status(sock)
             except OSError:
                 continue
             src = st["sources"]["docs"]
@@ -128,7 +113,7 @@ def main() -> None:
         last_change, last_segments = time.monotonic(), row["segments"]
         while time.monotonic() - last_change < a.settle:
             time.sleep(5)
-            segs = status(sock)["index"]["segments"]
+            segs = daemon_status(sock)["index"]["segments"]
             if segs != last_segments:
                 last_change, last_segments = time.monotonic(), segs
                 row = {"at_s": round(time.monotonic() - t0, 1), **query_times(work / "daemon", queries, a.reps)}

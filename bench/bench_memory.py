@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from benchlib import PY, RECOLL_CONF, _children  # noqa: E402
+from benchlib import PY, RECOLL_CONF, _children, daemon_status  # noqa: E402
 
 
 def proc_mem_mb(pid: int) -> tuple[float, float, float] | None:
@@ -83,24 +82,9 @@ class Sampler:
                 "cpu_s": round(sum(self.cpu_ticks.values()) / os.sysconf("SC_CLK_TCK"), 1)}
 
 
-def status(sock: str) -> dict:
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(10)
-    s.connect(sock)
-    s.sendall(b'{"cmd": "status"}\n')
-    buf = b""
-    while not buf.endswith(b"\n"):
-        c = s.recv(1 << 20)
-        if not c:
-            break
-        buf += c
-    s.close()
-    return json.loads(buf)
-
-
 def first_pass_over(sock: str) -> bool:
     try:
-        st = status(sock)
+        st = daemon_status(sock)
     except (OSError, ValueError):
         return False
     src = st["sources"]["docs"]

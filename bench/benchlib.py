@@ -75,6 +75,29 @@ def measure(cmd: list[str], env=None, cwd=None, poll=0.05) -> dict:
             "rc": p.returncode, "stdout": so, "stderr": se}
 
 
+def daemon_status(sock: str, timeout: float = 10.0) -> dict:
+    """A running daemon's ``ctl status`` reply (its control socket ``sock``), as a dict.
+
+    Raises:
+        OSError: nobody answers on ``sock``; ValueError: the reply is not JSON."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    try:
+        s.connect(sock)
+        s.sendall(b'{"cmd": "status"}\n')
+        buf = b""
+        while not buf.endswith(b"\n"):
+            c = s.recv(1 << 20)
+            if not c:
+                break
+            buf += c
+    finally:
+        s.close()
+    return json.loads(buf)
+
+
 def layout_head(state_dir: Path, layout: str, pg_url: str | None, tag: str) -> str:
     """The head of a bench config: ``state_dir``, quiet logs, and where state and index live:
     ``pg`` -- the store and the index on the server ``pg_url``, in schemas named after ``tag``;
