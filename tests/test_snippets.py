@@ -188,3 +188,16 @@ def test_the_whole_text_asked_for_keeps_its_lines_a_snippet_does_not():
     marked = mark_all(make_snippet(stored, None, SNIPPET_TEXT_CAP_BYTES).text,
                       SnippetQuery(analyse_query(parse("item"), analyzer()), analyzer()))
     assert [marked.text[a:b] for a, b in marked.marks] == ["item", "item"] and "\n" in marked.text
+
+
+@pytest.mark.parametrize("chars", [40, 60, 90])
+def test_a_snippet_never_starts_or_ends_inside_a_word(chars) -> None:
+    # a trial (asyncio's runners.py for `event loop`): "ancel_all_tasks(loop) loop.run_until_..."
+    # -- the window's start fell inside an identifier with no space before the match
+    text = ("lorem ipsum dolor " * 30 + "_cancel_all_pending_tasks(loop)\n"
+            "loop.run_until_complete(loop.shutdown()) " + "sit amet " * 30)
+    s = _snip(text, "loop", chars=chars)
+    assert "loop" in _marked(s)
+    first, last = s.text.split()[0], s.text.split()[-1]
+    assert first in text.split() or text.split()[0] == first, s.text
+    assert last in text.split(), s.text

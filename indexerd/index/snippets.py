@@ -409,12 +409,12 @@ def _render(text: str, found: list[_Match], ms: int, me: int, chars: int) -> Sni
     end = min(len(text), max(me, start + chars))
     if end - start < chars:
         start = max(0, min(start, end - chars))
-    if start > 0:
+    if start > 0:  # at a whole word: after a space before the match, else where its word begins
         cut = _first_space(text, start, ms)
-        start = cut if cut is not None else start
+        start = cut if cut is not None else _word_start(text, start)
     if end < len(text):
-        cut = text.rfind(" ", me, end)
-        end = cut if cut > me else end
+        cut = max(text.rfind(" ", me, end), text.rfind("\n", me, end))
+        end = cut if cut > me else _word_end(text, end)
     spans: list[list[int]] = []
     for m in found:
         if m.start >= start and m.end <= end:
@@ -439,6 +439,28 @@ def _render(text: str, found: list[_Match], ms: int, me: int, chars: int) -> Sni
     lead = len(joined) - len(joined.lstrip())
     joined = joined.strip()
     return Snippet(joined, tuple((s - lead, e - lead) for s, e in marks))
+
+
+#: how far (characters) a snippet's edge moves to a word's start or end before it gives up and
+#: cuts the word (a token longer than this: a hash, a base64 run)
+EDGE_WORD_CHARS = 40
+
+
+def _word_start(text: str, at: int) -> int:
+    """Where the word holding ``text[at]`` begins (after the whitespace before it), at most
+    :data:`EDGE_WORD_CHARS` back; else ``at``."""
+    lo = max(0, at - EDGE_WORD_CHARS)
+    for i in range(at, lo - 1, -1):
+        if i == 0 or text[i - 1].isspace():
+            return i
+    return at
+
+
+def _word_end(text: str, at: int) -> int:
+    """Where the word holding ``text[at - 1]`` ends (at the whitespace after it), at most
+    :data:`EDGE_WORD_CHARS` on; else ``at``."""
+    m = re.compile(r"\s").search(text, at, min(len(text), at + EDGE_WORD_CHARS))
+    return m.start() if m else (len(text) if len(text) - at <= EDGE_WORD_CHARS else at)
 
 
 def _first_space(text: str, start: int, limit: int) -> int | None:
