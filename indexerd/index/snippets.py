@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from indexerd.index.analysis import Analyzer, is_cjk
 from indexerd.index.highlight import words_regex
+from indexerd.index.passage import Match, best_window, render
 from indexerd.index.querytokens import IDS_FIELD, TokenPrefix, Tokens
 from indexerd.index.querytree import And, Or
 
@@ -81,13 +82,6 @@ class _Occurrence(NamedTuple):
     word_start: int
     word_end: int
     adjacent: bool
-
-
-class _Match(NamedTuple):
-    start: int
-    end: int
-    key: tuple
-    weight: float
 
 
 class SnippetQuery:
@@ -214,36 +208,36 @@ class SnippetQuery:
         return [(ws, we, t, whole) for t in tokens]
 
     # -- what matched -------------------------------------------------------------------------
-    def matches(self, occ: list[_Occurrence]) -> list[_Match]:
+    def matches(self, occ: list[_Occurrence]) -> list[Match]:
         """The query's matches among ``occ``, in text order."""
-        out: list[_Match] = []
+        out: list[Match] = []
         last_word = -1
         for i, o in enumerate(occ):
             if o.token in self.terms:
-                out.append(_Match(o.start, o.end, ("t", o.token), 1.0))
+                out.append(Match(o.start, o.end, ("t", o.token), 1.0))
             for p in self.prefixes:
                 if o.token.startswith(p):
-                    out.append(_Match(o.start, o.end, ("p", p), 1.0))
+                    out.append(Match(o.start, o.end, ("p", p), 1.0))
             if o.whole is not None and o.word_start != last_word:
                 if o.whole in self.ids:
-                    out.append(_Match(o.word_start, o.word_end, ("i", o.whole), 2.0))
+                    out.append(Match(o.word_start, o.word_end, ("i", o.whole), 2.0))
                 for p in self.id_prefixes:
                     if o.whole.startswith(p):
-                        out.append(_Match(o.word_start, o.word_end, ("ip", p), 2.0))
+                        out.append(Match(o.word_start, o.word_end, ("ip", p), 2.0))
             last_word = o.word_start
             for phrase in self._phrase_starts.get(o.token, ()):
                 k = len(phrase)
                 if i + k <= len(occ) and all(occ[i + j].token == phrase[j] and occ[i + j].adjacent
                                              for j in range(1, k)):
-                    out.append(_Match(o.start, occ[i + k - 1].end, ("ph", phrase), 2.0 * k))
+                    out.append(Match(o.start, occ[i + k - 1].end, ("ph", phrase), 2.0 * k))
         out.sort()
         return out
 
-    def matches_in(self, text: str) -> list[_Match]:
+    def matches_in(self, text: str) -> list[Match]:
         """:meth:`matches` of a short text (a title), without a time bound."""
         return self.matches(self.occurrences(text, float("inf"))[0])
 
-    def scan(self, text: str, deadline: float) -> tuple[list[_Match], bool]:
+    def scan(self, text: str, deadline: float) -> tuple[list[Match], bool]:
         """The matches of ``text`` and whether all of it was scanned before ``deadline``: in
         blocks of :data:`FIRST_BLOCK_CHARS`, 4x larger each, stopping early once one window of
         the matches so far holds every term and phrase of the query (no later one can hold more
@@ -257,7 +251,7 @@ class SnippetQuery:
             found = self.matches(occ)
             if not in_time or pos >= len(text):
                 return found, in_time
-            if found and _best_window(found, FIT_CHARS_FOR_STOP)[2] >= everything:
+            if found and best_window(found, FIT_CHARS_FOR_STOP)[2] >= everything:
                 return found, True
             block *= 4
 
@@ -279,8 +273,8 @@ def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: i
     found, complete = query.scan(text, time.monotonic() + budget_seconds)
     if not found:
         return Snippet(_head(text, chars), (), _why_unmarked(query, text, title, complete))
-    start, end, _keys = _best_window(found, chars * 4 // 5)
-    return _render(text, found, start, end, chars)
+    start, end, _keys = best_window(found, chars * 4 // 5)
+    return Snippet(*render(text, found, start, end, chars))
 
 
 #: time a document preview may take to mark its text (seconds): past it, what was scanned is marked
@@ -364,106 +358,3 @@ def _word_bounds(text: str, start: int, end: int) -> tuple[int, int]:
         else:
             break
     return s, e
-
-
-def _best_window(found: list[_Match], fit: int) -> tuple[int, int, frozenset[tuple]]:
-    """The span from the first to the last match of the best window of matches (``found`` in
-    text order) that fits in ``fit`` characters (module docstring), earliest on a tie, and the
-    match keys it holds.  Linear: one window slides over the matches."""
-    best, best_i, best_j = -1.0, 0, 0
-    counts: dict[tuple, int] = {}
-    weight: dict[tuple, float] = {}
-    for m in found:
-        weight[m.key] = max(weight.get(m.key, 0.0), m.weight)
-    score, n, j = 0.0, 0, -1
-    for i, first in enumerate(found):
-        while j + 1 < len(found) and found[j + 1].end - first.start <= fit:
-            j += 1
-            k = found[j].key
-            counts[k] = counts.get(k, 0) + 1
-            score += weight[k] if counts[k] == 1 else 0.1
-            n += 1
-        if j < i:                       # one match longer than the window: a window of its own
-            j = i
-            counts[first.key] = 1
-            score, n = weight[first.key], 1
-        repeats = n - len(counts)
-        capped = score - 0.1 * repeats + min(0.5, 0.1 * repeats)
-        if capped > best + 1e-9:
-            best, best_i, best_j = capped, i, j
-        k = first.key
-        counts[k] -= 1
-        score -= weight[k] if counts[k] == 0 else 0.1
-        if counts[k] == 0:
-            del counts[k]
-        n -= 1
-    window = found[best_i:best_j + 1]
-    return window[0].start, max(m.end for m in window), frozenset(m.key for m in window)
-
-
-def _render(text: str, found: list[_Match], ms: int, me: int, chars: int) -> Snippet:
-    """The passage of about ``chars`` characters around ``text[ms:me]``, cut at whitespace, with
-    every match inside it marked (overlapping marks merged), whitespace runs as one space."""
-    pad = max(0, chars - (me - ms))
-    start = max(0, ms - pad // 3)
-    end = min(len(text), max(me, start + chars))
-    if end - start < chars:
-        start = max(0, min(start, end - chars))
-    if start > 0:  # at a whole word: after a space before the match, else where its word begins
-        cut = _first_space(text, start, ms)
-        start = cut if cut is not None else _word_start(text, start)
-    if end < len(text):
-        cut = max(text.rfind(" ", me, end), text.rfind("\n", me, end))
-        end = cut if cut > me else _word_end(text, end)
-    spans: list[list[int]] = []
-    for m in found:
-        if m.start >= start and m.end <= end:
-            if spans and m.start <= spans[-1][1]:
-                spans[-1][1] = max(spans[-1][1], m.end)
-            else:
-                spans.append([m.start, m.end])
-    out: list[str] = []
-    marks: list[tuple[int, int]] = []
-    length = 0
-    at = start
-    for s, e in spans:
-        for piece, marked in ((text[at:s], False), (text[s:e], True)):
-            piece = re.sub(r"\s+", " ", piece)
-            if marked:
-                marks.append((length, length + len(piece)))
-            out.append(piece)
-            length += len(piece)
-        at = e
-    out.append(re.sub(r"\s+", " ", text[at:end]))
-    joined = "".join(out)
-    lead = len(joined) - len(joined.lstrip())
-    joined = joined.strip()
-    return Snippet(joined, tuple((s - lead, e - lead) for s, e in marks))
-
-
-#: how far (characters) a snippet's edge moves to a word's start or end before it gives up and
-#: cuts the word (a token longer than this: a hash, a base64 run)
-EDGE_WORD_CHARS = 40
-
-
-def _word_start(text: str, at: int) -> int:
-    """Where the word holding ``text[at]`` begins (after the whitespace before it), at most
-    :data:`EDGE_WORD_CHARS` back; else ``at``."""
-    lo = max(0, at - EDGE_WORD_CHARS)
-    for i in range(at, lo - 1, -1):
-        if i == 0 or text[i - 1].isspace():
-            return i
-    return at
-
-
-def _word_end(text: str, at: int) -> int:
-    """Where the word holding ``text[at - 1]`` ends (at the whitespace after it), at most
-    :data:`EDGE_WORD_CHARS` on; else ``at``."""
-    m = re.compile(r"\s").search(text, at, min(len(text), at + EDGE_WORD_CHARS))
-    return m.start() if m else (len(text) if len(text) - at <= EDGE_WORD_CHARS else at)
-
-
-def _first_space(text: str, start: int, limit: int) -> int | None:
-    """Where the first whole word after ``start`` begins, if before ``limit``."""
-    m = re.compile(r"\s+").search(text, start, limit)
-    return m.end() if m else None
