@@ -1,7 +1,9 @@
 """The kinds of source: each one's config table, checks, facts and factory, in one table.
 
-The config decodes ``[[sources.<kind>]]`` into :attr:`Kind.table` and checks it with
-:attr:`Kind.check`; :func:`build_sources` makes the :class:`~indexerd.sources.base.Source` of
+Every kind is registered with the config when this module is imported
+(:func:`indexerd.config.kinds.register`; the command line, the daemon and the runtime import
+it): the config decodes ``[[sources.<kind>]]`` into :attr:`Kind.table`, checks it with
+:attr:`Kind.check` and masks its secrets with :attr:`Kind.mask`; :func:`build_sources` makes the :class:`~indexerd.sources.base.Source` of
 every table; the daemon and ``ctl`` read a kind's facts (:attr:`Kind.verb`, :attr:`Kind.unit`,
 :attr:`Kind.reconcile_at_start`) here.  This module and the sources themselves are the only
 places that know one kind from another.
@@ -19,11 +21,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from indexerd.config import checks
+from indexerd.config import kinds as config_kinds
 from indexerd.config.policy import source_policy
-from indexerd.config.schema import Config, FilesystemSource, SqlSource, WebSource
+from indexerd.config.schema import Config
 from indexerd.core.errors import ConfigError
 from indexerd.sources.base import Source
+from indexerd.sources.files.table import FilesystemSource, check_filesystem_source
+from indexerd.sources.sql.table import SqlSource, check_sql_source, mask_sql_source
+from indexerd.sources.web.table import WebSource, check_web_source, mask_web_source
 
 if TYPE_CHECKING:
     from indexerd.core.metamap import MetaMap
@@ -40,6 +45,8 @@ class Kind:
         table: the msgspec struct of one table (a field of :class:`~indexerd.config.Sources`).
         check: ``check(table, where, origin)``: the table's own config checks (raises
             ConfigError naming ``where``).
+        mask: ``mask(table)`` hides the secrets of one table as builtins, in place, for
+            ``check-config``; None: it holds none.
         implementation: ``"module:Class"`` of the :class:`~indexerd.sources.base.Source`,
             constructed as ``Class(table, policy, meta_map)``.
         verb: the ``ctl`` command asking the daemon for a pass (``scan``, ``poll``, ``crawl``).
@@ -77,6 +84,7 @@ class Kind:
     pass_shared: bool = False
     lock_name: str | None = None
     cluster_join: str | None = None
+    mask: Callable[[dict[str, Any]], None] | None = None
 
     def cluster_lock(self, src) -> tuple[str, str]:
         """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
@@ -95,20 +103,41 @@ def _load(ref: str):
 #: Every kind, in the order the config checks and builds them (which decides the wording of a
 #: duplicate-name error: the first table of a name wins).
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("filesystem", FilesystemSource, checks.check_filesystem_source,
+    Kind("filesystem", FilesystemSource, check_filesystem_source,
          "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
          node_owned=True),
-    Kind("sql", SqlSource, checks.check_sql_source,
-         "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows",
+    Kind("sql", SqlSource, check_sql_source,
+         "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows", mask=mask_sql_source,
          lock_name="indexerd.sources.sql.feed:queue_lock_name"),
-    Kind("web", WebSource, checks.check_web_source,
-         "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages",
+    Kind("web", WebSource, check_web_source,
+         "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages", mask=mask_web_source,
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
          cluster_join="indexerd.sources.web.cluster:join_cluster"),
 )}
 
 #: ``ctl`` verb -> kind name (``scan`` -> ``filesystem``)
 VERBS: dict[str, str] = {k.verb: k.name for k in KINDS.values()}
+
+
+def register(k: Kind) -> None:
+    """Add (or replace) the kind ``k``: in :data:`KINDS`, :data:`VERBS` and the config's tables
+    (:mod:`indexerd.config.kinds`).  The three kinds here are registered at import; a kind of
+    another package (a test's stand-in) calls this once."""
+    KINDS[k.name] = k
+    VERBS[k.verb] = k.name
+    config_kinds.register(k)
+
+
+def unregister(name: str) -> None:
+    """Remove the kind ``name`` registered by :func:`register` (a test's, after it)."""
+    k = KINDS.pop(name, None)
+    if k is not None:
+        VERBS.pop(k.verb, None)
+    config_kinds.unregister(name)
+
+
+for _k in KINDS.values():
+    config_kinds.register(_k)
 
 
 def kind(name: str) -> Kind:
