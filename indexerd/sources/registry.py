@@ -47,6 +47,14 @@ class Kind:
             ConfigError naming ``where``).
         mask: ``mask(table)`` hides the secrets of one table as builtins, in place, for
             ``check-config``; None: it holds none.
+        key_schemes: what the keys of its documents start with (``sql:``), so that ``ctl``
+            tells a key from a path without building a source.
+        meta_prefixes: the store's meta keys a source of the kind keeps, as templates of
+            ``{source}`` (``sql:{source}:``): forgotten with a removed source.
+        verb_help: ``ctl <verb> --help``'s line (``poll a SQL source now``).
+        verb_example: a source name for ``ctl <verb>``'s example.
+        recheck_help: the help of ``ctl <verb> --all`` (ask everything known again, with
+            validators: :meth:`Source.run_pass`'s ``recheck``), or None: no such option.
         implementation: ``"module:Class"`` of the :class:`~indexerd.sources.base.Source`,
             constructed as ``Class(table, policy, meta_map)``.
         verb: the ``ctl`` command asking the daemon for a pass (``scan``, ``poll``, ``crawl``).
@@ -85,6 +93,11 @@ class Kind:
     lock_name: str | None = None
     cluster_join: str | None = None
     mask: Callable[[dict[str, Any]], None] | None = None
+    key_schemes: tuple[str, ...] = ()
+    meta_prefixes: tuple[str, ...] = ()
+    verb_help: str = ""
+    verb_example: str = "NAME"
+    recheck_help: str | None = None
 
     def cluster_lock(self, src) -> tuple[str, str]:
         """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
@@ -105,14 +118,20 @@ def _load(ref: str):
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("filesystem", FilesystemSource, check_filesystem_source,
          "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
-         node_owned=True),
+         node_owned=True, key_schemes=("file:",),
+         verb_help="reconcile a filesystem source now", verb_example="docs"),
     Kind("sql", SqlSource, check_sql_source,
          "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows", mask=mask_sql_source,
-         lock_name="indexerd.sources.sql.feed:queue_lock_name"),
+         lock_name="indexerd.sources.sql.feed:queue_lock_name", key_schemes=("sql:",),
+         meta_prefixes=("sql:{source}:",), verb_help="poll a SQL source now", verb_example="articles"),
     Kind("web", WebSource, check_web_source,
          "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages", mask=mask_web_source,
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
-         cluster_join="indexerd.sources.web.cluster:join_cluster"),
+         cluster_join="indexerd.sources.web.cluster:join_cluster", key_schemes=("http://", "https://"),
+         meta_prefixes=("web:{source}:",), verb_help="crawl a web source now", verb_example="intranet",
+         recheck_help="ask every known page now with its validators (If-None-Match / "
+                      "If-Modified-Since), whatever adaptive recrawl scheduled; an unchanged "
+                      "page costs a 304 (`ctl reindex --source` is the unconditional one)"),
 )}
 
 #: ``ctl`` verb -> kind name (``scan`` -> ``filesystem``)
@@ -150,6 +169,19 @@ def kind(name: str) -> Kind:
         return KINDS[name]
     except KeyError:
         raise ConfigError(f"unknown kind of source {name!r} (known: {', '.join(KINDS)})") from None
+
+
+def is_key(text: str) -> bool:
+    """Whether ``text`` is a document key (``sql:rows/7``, ``file:///a``, a URL) rather than a
+    path: it starts with a kind's :attr:`Kind.key_schemes`, or is a URL."""
+    return "://" in text or text.startswith(tuple(s for k in KINDS.values() for s in k.key_schemes))
+
+
+def meta_prefixes(source: str) -> list[str]:
+    """The store's meta-key prefixes a source named ``source`` may have written, whatever its
+    kind (a removed source's kind is not known any more): every kind's
+    :attr:`Kind.meta_prefixes`."""
+    return [t.format(source=source) for k in KINDS.values() for t in k.meta_prefixes]
 
 
 def configured_names(cfg: Config) -> list[str]:
