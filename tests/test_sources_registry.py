@@ -183,3 +183,17 @@ def test_the_core_and_the_daemon_import_no_crawler_module() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('indexerd.sources.web')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['indexerd.sources.web', 'indexerd.sources.web.table']", out
+
+
+def test_a_config_read_before_any_kind_is_registered_says_so() -> None:
+    """The config knows the kinds the registry registers when imported: a program that reads a
+    config without importing it is told what to import, not only "unknown key"."""
+    import subprocess
+    import sys
+
+    code = ("from indexerd.config import parse_config\n"
+            "try:\n    parse_config('[[sources.web]]\\nname = \"x\"\\nseeds = [\"http://a/\"]\\n', 't.toml')\n"
+            "except Exception as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ("t.toml: sources.web: unknown key (no kind of source is registered: "
+                           "import indexerd.sources.registry first)")

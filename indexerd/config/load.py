@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from indexerd.config.checks import check_semantics
-from indexerd.config.kinds import file_type
+from indexerd.config.kinds import file_type, registered
 from indexerd.config.schema import Config, ConfigFile, WhooshSettings, _MOVED_INDEX_KEYS
 from indexerd.config.units import dec_hook
 from indexerd.core.errors import ConfigError
@@ -106,6 +106,8 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
                 difflib.get_close_matches(m.group(1), keys, n=1, cutoff=0.75)
             path = f"{path}.{m.group(1)}" if path else m.group(1)
             what = f"unknown key (did you mean {close[0]!r}?)" if close else "unknown key"
+            if path.startswith("sources.") and not registered():  # a caller's mistake, said plainly
+                what += " (no kind of source is registered: import indexerd.sources.registry first)"
         m = re.match(r"Object missing required field `([^`]+)`", what)
         if m:
             path = f"{path}.{m.group(1)}" if path else m.group(1)

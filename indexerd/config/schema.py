@@ -1,5 +1,5 @@
-"""The typed schema of the TOML file: one frozen msgspec struct per table.  The only home of
-defaults.  Unknown keys are errors (``forbid_unknown_fields``); durations and sizes decode through
+"""The typed schema of the TOML file: one frozen msgspec struct per table, and its defaults (a kind
+of source declares its own table: :mod:`indexerd.config.kinds`).  Unknown keys are errors (``forbid_unknown_fields``); durations and sizes decode through
 :mod:`indexerd.config.units`."""
 
 from __future__ import annotations
