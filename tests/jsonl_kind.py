@@ -125,7 +125,7 @@ class JsonlDir:
 #: the one registry entry
 KIND = registry.Kind("jsonl", JsonlTable, check_table, f"{__name__}:JsonlDir", verb="ingest", unit="lines",
                      mask=mask_table, key_schemes=("jsonl:",), verb_help="read a directory of JSON lines now",
-                     verb_example="notes")
+                     verb_example="notes", paths=lambda table: [("path", table.path, "read")])
 
 
 def register() -> None:

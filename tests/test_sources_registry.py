@@ -197,3 +197,18 @@ def test_a_config_read_before_any_kind_is_registered_says_so() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ("t.toml: sources.web: unknown key (no kind of source is registered: "
                            "import indexerd.sources.registry first)")
+
+
+def test_each_kind_declares_the_paths_it_needs(tmp_path) -> None:
+    """check-config's and the daemon start's access warnings ask the kinds (daemon/writeaccess.py
+    names none): a tree is read, a mirror directory written, a SQLite queue marked in place."""
+    db = tmp_path / "q.db"
+    sqlite3.connect(db).close()
+    cfg = parse_config(f'[[sources.web]]\nname = "site"\nseeds = ["http://127.0.0.1:9/"]\nmirror_dir = "{tmp_path}/m"\n'
+                       f'[[sources.sql]]\nname = "ro"\nurl = "sqlite:///{db}"\nfull_sql = "SELECT 1"\n'
+                       f'[[sources.sql]]\nname = "rw"\nurl = "sqlite:///{db}"\nfull_sql = "SELECT 1"\n'
+                       f'post_update_sql = "DELETE FROM q"\n'
+                       f'[[sources.filesystem]]\nname = "docs"\npath = "{tmp_path}/tree"\n', ORIGIN)
+    assert registry.source_paths(cfg) == [("sources.filesystem[0].path", f"{tmp_path}/tree", "read"),
+                                          ("sources.sql[1].url", str(db), "sqlite"),
+                                          ("sources.web[0].mirror_dir", f"{tmp_path}/m", "dir")]

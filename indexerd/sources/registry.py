@@ -26,9 +26,9 @@ from indexerd.config.policy import source_policy
 from indexerd.config.schema import Config
 from indexerd.core.errors import ConfigError
 from indexerd.sources.base import Source
-from indexerd.sources.files.table import FilesystemSource, check_filesystem_source
-from indexerd.sources.sql.table import SqlSource, check_sql_source, mask_sql_source
-from indexerd.sources.web.table import WebSource, check_web_source, mask_web_source
+from indexerd.sources.files.table import FilesystemSource, check_filesystem_source, filesystem_paths
+from indexerd.sources.sql.table import SqlSource, check_sql_source, mask_sql_source, sql_paths
+from indexerd.sources.web.table import WebSource, check_web_source, mask_web_source, web_paths
 
 if TYPE_CHECKING:
     from indexerd.core.metamap import MetaMap
@@ -53,6 +53,11 @@ class Kind:
             ``{source}`` (``sql:{source}:``): forgotten with a removed source.
         verb_help: ``ctl <verb> --help``'s line (``poll a SQL source now``).
         verb_example: a source name for ``ctl <verb>``'s example.
+        paths: ``paths(table)``: the paths a source of the kind needs, as ``(key, path, need)``:
+            ``key`` the table's key naming it (``mirror_dir``), ``need`` ``"read"`` (a tree it
+            only reads), ``"dir"`` (a directory it writes, created if missing) or ``"sqlite"``
+            (a database file written in place, its journal beside it); for ``check-config``'s
+            and the daemon start's access warnings.  None: it needs none.
         recheck_help: the help of ``ctl <verb> --all`` (ask everything known again, with
             validators: :meth:`Source.run_pass`'s ``recheck``), or None: no such option.
         implementation: ``"module:Class"`` of the :class:`~indexerd.sources.base.Source`,
@@ -98,6 +103,7 @@ class Kind:
     verb_help: str = ""
     verb_example: str = "NAME"
     recheck_help: str | None = None
+    paths: Callable[[Any], list[tuple[str, str, str]]] | None = None
 
     def cluster_lock(self, src) -> tuple[str, str]:
         """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
@@ -118,17 +124,17 @@ def _load(ref: str):
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("filesystem", FilesystemSource, check_filesystem_source,
          "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
-         node_owned=True, key_schemes=("file:",),
+         node_owned=True, key_schemes=("file:",), paths=filesystem_paths,
          verb_help="reconcile a filesystem source now", verb_example="docs"),
     Kind("sql", SqlSource, check_sql_source,
          "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows", mask=mask_sql_source,
          lock_name="indexerd.sources.sql.feed:queue_lock_name", key_schemes=("sql:",),
-         meta_prefixes=("sql:{source}:",), verb_help="poll a SQL source now", verb_example="articles"),
+         meta_prefixes=("sql:{source}:",), paths=sql_paths, verb_help="poll a SQL source now", verb_example="articles"),
     Kind("web", WebSource, check_web_source,
          "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages", mask=mask_web_source,
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
          cluster_join="indexerd.sources.web.cluster:join_cluster", key_schemes=("http://", "https://"),
-         meta_prefixes=("web:{source}:",), verb_help="crawl a web source now", verb_example="intranet",
+         meta_prefixes=("web:{source}:",), paths=web_paths, verb_help="crawl a web source now", verb_example="intranet",
          recheck_help="ask every known page now with its validators (If-None-Match / "
                       "If-Modified-Since), whatever adaptive recrawl scheduled; an unchanged "
                       "page costs a 304 (`ctl reindex --source` is the unconditional one)"),
@@ -175,6 +181,16 @@ def is_key(text: str) -> bool:
     """Whether ``text`` is a document key (``sql:rows/7``, ``file:///a``, a URL) rather than a
     path: it starts with a kind's :attr:`Kind.key_schemes`, or is a URL."""
     return "://" in text or text.startswith(tuple(s for k in KINDS.values() for s in k.key_schemes))
+
+
+def source_paths(cfg: Config) -> list[tuple[str, str, str]]:
+    """Every path the configured sources need, in config order (kinds in :data:`KINDS` order):
+    ``(key, path, need)`` with ``key`` the whole key path (``sources.web[0].mirror_dir``) and
+    ``need`` as in :attr:`Kind.paths`."""
+    return [(f"sources.{k.name}[{i}].{key}", path, need)
+            for k in KINDS.values() if k.paths is not None
+            for i, table in enumerate(getattr(cfg.sources, k.name))
+            for key, path, need in k.paths(table)]
 
 
 def meta_prefixes(source: str) -> list[str]:

@@ -53,3 +53,9 @@ def check_filesystem_source(src: FilesystemSource, where: str, origin: str) -> N
                                   f"got {pat!r}")
     if src.node is not None and not NODE_NAME.fullmatch(src.node):
         raise ConfigError(f"{origin}: {where}.node: expected a node name, got {src.node!r}")
+
+
+def filesystem_paths(src: FilesystemSource) -> list[tuple[str, str, str]]:
+    """The path a tree source needs: ``[("path", its root, "read")]`` (key, path, need as in
+    :attr:`indexerd.sources.registry.Kind.paths`)."""
+    return [("path", os.path.expanduser(src.path), "read")]

@@ -3,6 +3,7 @@ secret (the password a URL may hold), as :mod:`indexerd.sources.registry` declar
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -62,3 +63,29 @@ def check_sql_source(src: SqlSource, where: str, origin: str) -> None:
 def mask_sql_source(table: dict[str, Any]) -> None:
     """Hide the password of one table's ``url`` (builtins, in place), for ``check-config``."""
     table["url"] = mask_url(table["url"])
+
+
+def sql_paths(src: SqlSource) -> list[tuple[str, str, str]]:
+    """The SQLite queue database a SQL source writes in place (its ``pre_update_sql`` /
+    ``post_update_sql`` mark rows; SQLite writes its journal beside it), if any (key, path,
+    need as in :attr:`indexerd.sources.registry.Kind.paths`); a read-only feed or another
+    database: none."""
+    if not (src.pre_update_sql or src.post_update_sql):
+        return []
+    db = _sqlite_file(src.url)
+    return [("url", db, "sqlite")] if db else []
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The database file of an SQLite SQLAlchemy URL; None for another database or ``:memory:``."""
+    if not url.lower().startswith("sqlite"):
+        return None
+    from sqlalchemy.engine import make_url
+
+    try:
+        db = make_url(url).database
+    except Exception:  # noqa: BLE001 - the config check reports a bad URL; nothing to add here
+        return None
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return os.path.abspath(db)

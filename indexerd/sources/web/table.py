@@ -163,3 +163,9 @@ def check_web_source(src: WebSource, where: str, origin: str) -> None:
 def mask_web_source(table: dict[str, Any]) -> None:
     """Hide the passwords of one table's seeds (builtins, in place), for ``check-config``."""
     table["seeds"] = [mask_userinfo(u) for u in table["seeds"]]
+
+
+def web_paths(src: WebSource) -> list[tuple[str, str, str]]:
+    """The directory a web source writes: its ``mirror_dir``, if set (key, path, need as in
+    :attr:`indexerd.sources.registry.Kind.paths`)."""
+    return [("mirror_dir", os.path.expanduser(src.mirror_dir), "dir")] if src.mirror_dir else []
