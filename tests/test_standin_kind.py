@@ -127,6 +127,14 @@ def test_a_daemon_shows_the_kind_in_status_and_answers_its_verb(setup) -> None:
         assert p.returncode == 0 and [h["key"] for h in json.loads(p.stdout)] == ["jsonl:birds/3"], p.stdout + p.stderr
         p = run_in_process(["ctl", "-c", str(cfg), "explain", "jsonl:birds/1"], env, nosys)
         assert p.returncode == 0 and "Ospreys" in p.stdout, p.stdout + p.stderr
+        # ctl reindex KEY finds the source by its key, as for the three kinds of indexerd
+        _lines(base / "lines" / "a.jsonl", [{"id": 1, "title": "Ospreys", "text": "An osprey eats a gurnard."}])
+        p = run_in_process(["ctl", "-c", str(cfg), "reindex", "jsonl:birds/1"], env, nosys)
+        assert p.returncode == 0, p.stdout + p.stderr
+        p = run_in_process(["ctl", "-c", str(cfg), "search", "gurnard", "--json"], env, nosys)
+        assert [h["key"] for h in json.loads(p.stdout)] == ["jsonl:birds/1"], p.stdout + p.stderr
+        p = run_in_process(["ctl", "-c", str(cfg), "reindex", "jsonl:fish/1"], env, nosys)
+        assert p.returncode == 2 and "jsonl:fish/1: no configured source has this key" in p.stderr, p.stderr
     finally:
         why = stop_daemon(proc, 15)
         log.close()
