@@ -57,6 +57,8 @@ def test_every_registered_kind_builds_and_satisfies_the_protocol(tmp_path) -> No
         assert isinstance(src, Source), name
         assert src.name == name and src.cfg is not None
         assert src.key_prefixes and all(isinstance(p, str) for p in src.key_prefixes)
+        schemes = registry.kind(src.kind).key_schemes  # what ctl reads without building a source
+        assert all(p.startswith(schemes) for p in src.key_prefixes), (name, schemes)
         assert set(src.status_facts()) == {"root"}
         assert isinstance(registry.kind(src.kind).source_class(), type)
         src.close()
