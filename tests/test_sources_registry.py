@@ -174,6 +174,20 @@ def test_no_kind_branches_outside_the_registry_and_the_sources() -> None:
     assert [b for p in outside for b in _kind_branches(p)] == []
 
 
+def test_no_table_of_a_kind_is_read_outside_the_registry_and_the_sources() -> None:
+    """``cfg.sources.web`` outside the sources is a kind named by the code that should ask the
+    registry (the daemon's write-access checks and ``check-config``'s missing roots did)."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if "sources" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in registry.KINDS and \
+                    isinstance(node.value, ast.Attribute) and node.value.attr == "sources":
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert found == []
+
+
 def test_the_core_and_the_daemon_import_no_crawler_module() -> None:
     """The crawler's process-wide state joins a cluster through its kind's ``cluster_join``
     (registry), so a process whose config has no web source never imports the crawler (only

@@ -119,8 +119,11 @@ def cmd_index(args) -> int:
 
 
 def _missing_roots(cfg) -> list[tuple[str, str]]:
-    """``(name, path)`` of each configured filesystem source whose root is not a directory now."""
-    return [(s.name, s.path) for s in cfg.sources.filesystem if not os.path.isdir(s.path)]
+    """``(name, path)`` of each configured source whose tree to read (a path its kind declares
+    as ``read``: :attr:`~indexerd.sources.registry.Kind.paths`) is not a directory now."""
+    return [(table.name, path) for k in _registry.KINDS.values() if k.paths is not None
+            for table in getattr(cfg.sources, k.name) for _key, path, need in k.paths(table)
+            if need == "read" and not os.path.isdir(path)]
 
 
 def cmd_check_config(args) -> int:
