@@ -46,6 +46,7 @@ def config(work: Path, seed: str, layout: str, pg_url: str | None, tag: str) -> 
 def known_urls(cfg: Path, base: str, n: int) -> None:
     """``n`` crawl rows of pages asked in pass 1 and due in ten days, written to cfg's store."""
     from indexerd.config import load_config
+    from indexerd.sources import registry  # noqa: F401  (registers the kinds of source with the config)
     from indexerd.core.store import open_store, store_address
     from indexerd.sources.web.urlstate import UrlState
 

@@ -10,7 +10,6 @@ import pytest
 
 from indexerd.config import load as config_mod  # find_config_path reads DEFAULT_CONFIG_PATH there
 from indexerd.config import (
-    DEFAULT_EXCLUDES,
     Config,
     IndexSettings,
     WhooshSettings,
@@ -22,6 +21,7 @@ from indexerd.config import (
     source_policy,
 )
 from indexerd.core.errors import ConfigError
+from indexerd.sources.files.table import DEFAULT_EXCLUDES
 
 REPO = Path(__file__).resolve().parents[1]
 ETC = REPO / "etc" / "indexerd.toml"

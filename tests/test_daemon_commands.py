@@ -19,6 +19,19 @@ def test_every_command_has_a_handler() -> None:
         assert commands.COMMANDS[verb].keywords == {"kind": next(k.name for k in KINDS.values() if k.verb == verb)}
 
 
+def test_the_verb_of_a_kind_registered_later_is_answered() -> None:
+    import jsonl_kind
+    from indexerd.sources import registry
+
+    assert commands.handler_of("ingest") is None
+    jsonl_kind.register()
+    try:
+        assert commands.handler_of("ingest").keywords == {"kind": "jsonl"}
+    finally:
+        registry.unregister("jsonl")
+    assert commands.handler_of("ingest") is None
+
+
 def test_an_unknown_command_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError, match=r"^unknown control command 'rm -rf'$"):
         commands.handle(object(), {"cmd": "rm -rf"})

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from indexerd.config import parse_config
-from indexerd.config.schema import DEFAULT_EXCLUDES
+from indexerd.sources.files.table import DEFAULT_EXCLUDES
 from indexerd.core.errors import IndexUnavailable
 from indexerd.sources.files.globs import NameTest, PathMatcher, glob_regex
 from indexerd.core.filekeys import key_to_path, path_to_key
@@ -144,7 +144,7 @@ def test_a_path_thousands_of_directories_deep_is_tested_in_linear_time() -> None
     """The watch of a deep tree gets an event per directory (CI: 1,000 deletions, each tested
     in 0.15 s, held a new file's event for minutes): name patterns test each name, not each
     ancestor's whole path with a regex that backtracks over every '/'."""
-    from indexerd.config.schema import DEFAULT_EXCLUDES
+    from indexerd.sources.files.table import DEFAULT_EXCLUDES
 
     m = PathMatcher(["*"], list(DEFAULT_EXCLUDES) + ["top/build/"])
     deep = "/".join(["d"] * 3000)

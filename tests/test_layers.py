@@ -19,11 +19,9 @@ PACKAGE = Path(indexerd.__file__).parent
 #: the daemon both show) sits below both; the daemon below the command line that starts it.
 LAYERS = ("core", "config", "extract", "index", "pipeline", "sources", "output", "runtime", "daemon", "cli")
 
-#: Upward imports still made, each with why; the list only shrinks.  A source kind's config
-#: checks (and the engine a config names) are asked by ``config/checks.py`` until the kinds
-#: describe themselves to the config (DESIGN.md, "A source kind describes itself").
+#: Upward imports still made, each with why; the list only shrinks.  (A source kind's table,
+#: checks and secrets are its own and registered with the config: ``config/kinds.py``.)
 ALLOWED_UPWARD = {
-    ("config/checks.py", "sources"): "each kind's table checks (registry, web scope and URLs)",
     ("config/checks.py", "index"): "the engine a config names must load",
 }
 

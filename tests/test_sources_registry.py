@@ -9,9 +9,11 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from indexerd.config import Sources, parse_config
+from indexerd.config import kinds as config_kinds
 from indexerd.core.errors import ConfigError
 from indexerd.pipeline.stages import PassCounts
 from indexerd.core.store import Store
@@ -39,9 +41,12 @@ def every_kind(tmp_path: Path) -> str:
 
 
 def test_every_kind_is_a_config_table() -> None:
-    assert list(registry.KINDS) == list(Sources.__struct_fields__)
-    for k in registry.KINDS.values():
-        assert Sources.__annotations__[k.name] in (f"list[{k.table.__name__}]", list[k.table])
+    sources = msgspec.structs.fields(config_kinds.file_type())
+    tables = {f.name: f.type for f in sources if f.name == "sources"}["sources"]
+    assert issubclass(tables, Sources)
+    assert {f.name: f.type for f in msgspec.structs.fields(tables)} == {k.name: list[k.table]
+                                                                        for k in registry.KINDS.values()}
+    assert list(config_kinds.registered()) == list(registry.KINDS)
 
 
 def test_every_registered_kind_builds_and_satisfies_the_protocol(tmp_path) -> None:
@@ -52,6 +57,8 @@ def test_every_registered_kind_builds_and_satisfies_the_protocol(tmp_path) -> No
         assert isinstance(src, Source), name
         assert src.name == name and src.cfg is not None
         assert src.key_prefixes and all(isinstance(p, str) for p in src.key_prefixes)
+        schemes = registry.kind(src.kind).key_schemes  # what ctl reads without building a source
+        assert all(p.startswith(schemes) for p in src.key_prefixes), (name, schemes)
         assert set(src.status_facts()) == {"root"}
         assert isinstance(registry.kind(src.kind).source_class(), type)
         src.close()
@@ -167,13 +174,57 @@ def test_no_kind_branches_outside_the_registry_and_the_sources() -> None:
     assert [b for p in outside for b in _kind_branches(p)] == []
 
 
+def test_no_table_of_a_kind_is_read_outside_the_registry_and_the_sources() -> None:
+    """``cfg.sources.web`` outside the sources is a kind named by the code that should ask the
+    registry (the daemon's write-access checks and ``check-config``'s missing roots did)."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if "sources" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in registry.KINDS and \
+                    isinstance(node.value, ast.Attribute) and node.value.attr == "sources":
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert found == []
+
+
 def test_the_core_and_the_daemon_import_no_crawler_module() -> None:
     """The crawler's process-wide state joins a cluster through its kind's ``cluster_join``
-    (registry), so a process whose config has no web source never imports the crawler."""
+    (registry), so a process whose config has no web source never imports the crawler (only
+    the kind's config table, ``sources/web/table.py``)."""
     import subprocess
     import sys
 
     code = ("import sys, indexerd.runtime.indexer, indexerd.daemon.main, indexerd.cli.main\n"
             "print(sorted(m for m in sys.modules if m.startswith('indexerd.sources.web')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]", out
+    assert out.strip() == "['indexerd.sources.web', 'indexerd.sources.web.table']", out
+
+
+def test_a_config_read_before_any_kind_is_registered_says_so() -> None:
+    """The config knows the kinds the registry registers when imported: a program that reads a
+    config without importing it is told what to import, not only "unknown key"."""
+    import subprocess
+    import sys
+
+    code = ("from indexerd.config import parse_config\n"
+            "try:\n    parse_config('[[sources.web]]\\nname = \"x\"\\nseeds = [\"http://a/\"]\\n', 't.toml')\n"
+            "except Exception as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ("t.toml: sources.web: unknown key (no kind of source is registered: "
+                           "import indexerd.sources.registry first)")
+
+
+def test_each_kind_declares_the_paths_it_needs(tmp_path) -> None:
+    """check-config's and the daemon start's access warnings ask the kinds (daemon/writeaccess.py
+    names none): a tree is read, a mirror directory written, a SQLite queue marked in place."""
+    db = tmp_path / "q.db"
+    sqlite3.connect(db).close()
+    cfg = parse_config(f'[[sources.web]]\nname = "site"\nseeds = ["http://127.0.0.1:9/"]\nmirror_dir = "{tmp_path}/m"\n'
+                       f'[[sources.sql]]\nname = "ro"\nurl = "sqlite:///{db}"\nfull_sql = "SELECT 1"\n'
+                       f'[[sources.sql]]\nname = "rw"\nurl = "sqlite:///{db}"\nfull_sql = "SELECT 1"\n'
+                       f'post_update_sql = "DELETE FROM q"\n'
+                       f'[[sources.filesystem]]\nname = "docs"\npath = "{tmp_path}/tree"\n', ORIGIN)
+    assert registry.source_paths(cfg) == [("sources.filesystem[0].path", f"{tmp_path}/tree", "read"),
+                                          ("sources.sql[1].url", str(db), "sqlite"),
+                                          ("sources.web[0].mirror_dir", f"{tmp_path}/m", "dir")]

@@ -220,7 +220,7 @@ def test_forget_source_drops_everything_but_its_document_rows(store) -> None:
     store.crawl_write("gone", [row])
     store.record_run("gone", "web", T1, T2, {})
     assert "gone" in store.known_sources()
-    store.forget_source("gone")
+    store.forget_source("gone", ["sql:gone:", "web:gone:"])
     assert "gone" not in store.known_sources()
     assert store.get_meta("sql:gone:full_loaded_at") is None and store.get_meta("web:gone:pass") is None
     assert store.get_meta("sql:gone2:full_loaded_at") == "kept" and store.get_meta("index_generation") == "3"

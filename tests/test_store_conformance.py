@@ -105,7 +105,7 @@ def test_reset_stats_runs_and_forgetting_a_source(open_any_store) -> None:
                                 checked_at=None, recrawl_seconds=None, due_at=None, due_reason=None,
                                 changefreq=None)])
     assert s.known_sources() == {"docs"}
-    s.forget_source("docs")
+    s.forget_source("docs", ["sql:docs:", "web:docs:"])
     assert s.crawl_rows("docs") == {} and "docs" not in s.source_runs()
     assert s.get_meta("sql:docs:full") is None and s.get_meta("sql:docs2:full") == "y"
     assert s.keys() == {"a", "b"}  # document rows go through the writer
@@ -225,5 +225,5 @@ def test_known_sources_are_found_by_index_whatever_holds_them(open_any_store) ->
     s.record_run("sql", "sql", T1, T2, {})
     assert s.known_sources() == {"web-a", "web-b", "web-c", "docs", "gone", "sql"}
     s.write_batch([], deletes=["x1"])
-    s.forget_source("web-b")
+    s.forget_source("web-b", [])
     assert s.known_sources() == {"web-a", "web-c", "docs", "sql"}

@@ -78,7 +78,7 @@ def test_check_config_names_read_only_mirror_and_sqlite_queue(base):
     assert p.returncode == 0, p.stderr                   # a warning, not a refusal
     warnings = [line for line in p.stderr.splitlines() if line.startswith("indexerd: warning:")]
     assert len(warnings) == 2, p.stderr
-    mirror, queue = warnings
+    queue, mirror = warnings                             # kinds in the registry's order: sql, then web
     assert f"sources.web[0].mirror_dir: {ro / 'mirror'} is not writable" in mirror
     assert "read-only file system" in mirror and f"ReadWritePaths={ro / 'mirror'}" in mirror
     assert f"sources.sql[0].url: {ro / 'queue.db'} is not writable" in queue
@@ -104,7 +104,7 @@ def test_daemon_start_warns_once_per_unwritable_path(base):
         proc.wait(30)
     lines = [line for line in text.splitlines() if "is not writable" in line]
     assert len(lines) == 2 and "WARNING" in lines[0], text
-    assert "mirror_dir" in lines[0] and "sources.sql[0].url" in lines[1]
+    assert "sources.sql[0].url" in lines[0] and "mirror_dir" in lines[1]
 
 
 @root_only
@@ -117,7 +117,7 @@ def test_check_config_as_the_service_user(base):
     p = run()
     assert p.returncode == 0
     keys = [line.split(":")[2].strip() for line in p.stderr.splitlines() if "is not writable by user nobody" in line]
-    assert keys == ["state_dir", "sources.web[0].mirror_dir", "sources.sql[0].url"], p.stderr
+    assert keys == ["state_dir", "sources.sql[0].url", "sources.web[0].mirror_dir"], p.stderr
     # give group nogroup (nobody's) write access, the way an admin would: then nothing to say
     gid = int(subprocess.run(["id", "-g", "nobody"], capture_output=True, text=True).stdout)
     for path in (base, ro, ro / "mirror", ro / "queue.db"):

@@ -319,8 +319,10 @@ def cmd_changed(args) -> int:
 def cmd_explain(args) -> int:
     # a path is resolved here, as the user sees it (relative to this cwd); the daemon makes
     # the key of it as the state-dir reader below does
+    from indexerd.sources.registry import is_key
+
     key = args.key
-    if not ("://" in key or key.startswith(("sql:", "file:"))):
+    if not is_key(key):
         key = os.path.realpath(key)
     reply = _ask_daemon(args, {"cmd": "explain", "key": key})
     if reply is not None:
@@ -426,8 +428,9 @@ def cmd_reindex(args) -> int:
         raise ConfigError("ctl reindex: --all takes no target and no --source")
     # a path is resolved here, as the user sees it (relative to this cwd, through the user's
     # links); the daemon then refuses any path that is not already real inside a source
-    targets = [t if "://" in t or t.startswith(("sql:", "file:")) else os.path.realpath(t)
-               for t in args.targets]
+    from indexerd.sources.registry import is_key
+
+    targets = [t if is_key(t) else os.path.realpath(t) for t in args.targets]
     r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": targets,
                                   "all": args.all},
                         timeout=_LONG_WAIT)

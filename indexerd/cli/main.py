@@ -23,6 +23,7 @@ from typing import Any
 from indexerd import __version__
 from indexerd.cli import ctl as ctlcmd
 from indexerd.core.errors import IndexerdError
+from indexerd.sources import registry as _registry  # noqa: F401  (registers the kinds of source with the config)
 from indexerd.cli.logformat import SafeLogFormatter
 from indexerd.output.terminal import safe
 
@@ -73,10 +74,10 @@ def cmd_index(args) -> int:
     from indexerd.runtime.indexer import Indexer
 
     cfg = _with_the_state_dirs_engine(_load(args))
-    if not args.paths and not (cfg.sources.filesystem or cfg.sources.sql or cfg.sources.web):
-        raise _usage("nothing to index: give PATH arguments or configure [[sources.filesystem]], "
-                     "[[sources.web]] or [[sources.sql]] "
-                     f"(config: {cfg.origin})")
+    if not args.paths and not any(getattr(cfg.sources, k) for k in _registry.KINDS):
+        tables = [f"[[sources.{k}]]" for k in _registry.KINDS]
+        raise _usage(f"nothing to index: give PATH arguments or configure {', '.join(tables[:-1])} "
+                     f"or {tables[-1]} (config: {cfg.origin})")
     ix = Indexer(cfg)
     ix.open("index", rebuild=args.rebuild)
     # SIGINT/SIGTERM end the pass early (requests cut, SQL interrupted), commit what is done and
@@ -118,8 +119,11 @@ def cmd_index(args) -> int:
 
 
 def _missing_roots(cfg) -> list[tuple[str, str]]:
-    """``(name, path)`` of each configured filesystem source whose root is not a directory now."""
-    return [(s.name, s.path) for s in cfg.sources.filesystem if not os.path.isdir(s.path)]
+    """``(name, path)`` of each configured source whose tree to read (a path its kind declares
+    as ``read``: :attr:`~indexerd.sources.registry.Kind.paths`) is not a directory now."""
+    return [(table.name, path) for k in _registry.KINDS.values() if k.paths is not None
+            for table in getattr(cfg.sources, k.name) for _key, path, need in k.paths(table)
+            if need == "read" and not os.path.isdir(path)]
 
 
 def cmd_check_config(args) -> int:
@@ -305,18 +309,13 @@ def _parser() -> argparse.ArgumentParser:
                         epilog="example:\n  indexerd ctl reload   # what `systemctl reload indexerd` runs")
     s.set_defaults(func=ctlcmd.cmd_reload)
 
-    for name, what, example in (("scan", "reconcile a filesystem source now", "docs"),
-                                ("crawl", "crawl a web source now", "intranet"),
-                                ("poll", "poll a SQL source now", "articles")):
-        s = csub.add_parser(name, parents=[common], formatter_class=fmt, help=what,
-                            epilog=f"example:\n  indexerd ctl {name} {example} --wait")
+    for k in _registry.KINDS.values():  # each kind's verb asking the daemon for a pass
+        s = csub.add_parser(k.verb, parents=[common], formatter_class=fmt, help=k.verb_help,
+                            epilog=f"example:\n  indexerd ctl {k.verb} {k.verb_example} --wait")
         s.add_argument("name", metavar="NAME", help="the source's name")
         s.add_argument("--wait", action="store_true", help="wait until the pass ends and print its counts")
-        if name == "crawl":
-            s.add_argument("--all", action="store_true",
-                           help="ask every known page now with its validators (If-None-Match / "
-                                "If-Modified-Since), whatever adaptive recrawl scheduled; an unchanged "
-                                "page costs a 304 (`ctl reindex --source` is the unconditional one)")
+        if k.recheck_help:
+            s.add_argument("--all", action="store_true", help=k.recheck_help)
         s.set_defaults(func=ctlcmd.cmd_scan)
 
     s = csub.add_parser("reindex", parents=[common], formatter_class=fmt,
@@ -415,8 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     if extras:
         leaf = getattr(args, "_leaf", None) or parser
         hint = ""
-        if "--all" in extras and getattr(args, "ctl_command", None) in ("scan", "poll"):
-            hint = " (--all is ctl crawl's: every known page of a web source asked now)"
+        verb = getattr(args, "ctl_command", None)
+        rechecks = [k.verb for k in _registry.KINDS.values() if k.recheck_help]
+        if "--all" in extras and verb in _registry.VERBS and verb not in rechecks and rechecks:
+            hint = f" (--all is ctl {' and ctl '.join(rechecks)}'s: everything a source knows asked now)"
         leaf.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     _setup_logging(getattr(args, "log_level", None) or "warning")
     try:

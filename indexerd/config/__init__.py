@@ -12,7 +12,8 @@ import time.
 Modules: :mod:`~indexerd.config.schema` (the tables and their defaults),
 :mod:`~indexerd.config.units` (durations and sizes), :mod:`~indexerd.config.load` (finding,
 reading, decoding, error text), :mod:`~indexerd.config.checks` (what types cannot say),
-:mod:`~indexerd.config.paths` (state dir and control socket), :mod:`~indexerd.config.policy`
+:mod:`~indexerd.config.kinds` (the kinds of source registered, each with its table, checks and
+secrets), :mod:`~indexerd.config.paths` (state dir and control socket), :mod:`~indexerd.config.policy`
 (a source's effective settings), :mod:`~indexerd.config.render` (``check-config``
 output).  The names below are the package's interface.
 """
@@ -23,32 +24,26 @@ from indexerd.config.paths import resolve_control_socket, resolve_node_name, res
 from indexerd.config.policy import SourcePolicy, source_policy
 from indexerd.config.render import to_toml
 from indexerd.config.schema import (
-    DEFAULT_EXCLUDES,
     DEFAULTS_ORIGIN,
     Config,
     ConfigFile,
     ExtractSettings,
-    FilesystemSource,
     HttpSettings,
     IndexSettings,
     StoreSettings,
-    Politeness,
     Sources,
-    SqlSource,
     PostgresqlSettings,
     TantivySettings,
-    WebAuth,
-    WebSource,
     WhooshSettings,
 )
 from indexerd.config.units import MAX_BYTES, MAX_SECONDS, Bytes, Seconds, parse_size
 from indexerd.core.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "DEFAULT_EXCLUDES", "DEFAULTS_ORIGIN", "MAX_BYTES", "MAX_SECONDS", "Bytes",
-    "Config", "ConfigError", "ConfigFile", "ExtractSettings", "FilesystemSource", "HttpSettings", "IndexSettings", "StoreSettings",
-    "Politeness", "Seconds", "SourcePolicy", "Sources", "SqlSource", "PostgresqlSettings", "TantivySettings", "WebAuth",
-    "WebSource", "WhooshSettings", "find_config_path", "is_loopback", "load_config",
+    "DEFAULT_CONFIG_PATH", "DEFAULTS_ORIGIN", "MAX_BYTES", "MAX_SECONDS", "Bytes",
+    "Config", "ConfigError", "ConfigFile", "ExtractSettings", "HttpSettings", "IndexSettings", "StoreSettings",
+    "Seconds", "SourcePolicy", "Sources", "PostgresqlSettings", "TantivySettings", "WebAuth",
+    "WhooshSettings", "find_config_path", "is_loopback", "load_config",
     "parse_config", "parse_size", "resolve_control_socket", "resolve_node_name", "resolve_state_dir",
     "source_policy", "to_toml",
 ]

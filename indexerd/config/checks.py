@@ -9,19 +9,16 @@ asserts."""
 
 from __future__ import annotations
 
-import os
 import re
 
-from indexerd.core.secrets import mask_url, mask_userinfo
-from indexerd.config.schema import (
-    Config,
-    ExtractSettings,
-    FilesystemSource,
-    HttpSettings,
-    SqlSource,
-    WebSource,
-)
+from indexerd.config.kinds import registered
+from indexerd.config.schema import Config, ExtractSettings, HttpSettings
 from indexerd.core.errors import ConfigError
+from indexerd.core.secrets import mask_url
+
+#: a node's name (``node``, a filesystem source's ``node``)
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
 
 def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> None:
     """Checks every kind of source shares: a valid, unique name and a valid date order."""
@@ -40,95 +37,18 @@ def _check_source_common(src, where: str, seen: dict[str, str], origin: str) -> 
             raise ConfigError(f"{origin}: {where}.date_sources: {e}") from None
 
 
-def check_web_source(src: WebSource, where: str, origin: str) -> None:
-    """Seeds, scope regexes, depth spec, numbers and credentials of one web source."""
-    from indexerd.sources.web.scope import Scope
-    from indexerd.sources.web.urls import canonicalize
-
-    if not src.seeds:
-        raise ConfigError(f"{origin}: {where}.seeds: expected at least one http(s) URL")
-    if src.max_recrawl_interval < src.interval:
-        raise ConfigError(f"{origin}: {where}.max_recrawl_interval: expected a duration of at least the "
-                          f"source's interval ({float(src.interval):g} s), got {float(src.max_recrawl_interval):g} s")
-    for i, seed in enumerate(src.seeds):
-        try:
-            canonicalize(seed)
-        except ValueError as e:
-            shown = str(e).replace(repr(seed), repr(mask_userinfo(seed)))  # never print a seed's password
-            raise ConfigError(f"{origin}: {where}.seeds[{i}]: {shown}") from None
-    try:
-        Scope(list(src.seeds), allowed_domains=src.allowed_domains, allowed_ports=src.allowed_ports,
-              restrict=src.restrict,
-              include=src.include, exclude=src.exclude, path_depth=src.path_depth, max_hops=src.max_hops,
-              requisite_domains=src.requisite_domains)
-    except ValueError as e:
-        raise ConfigError(f"{origin}: {where}.{e}") from None
-    if src.order not in ("breadth", "depth"):
-        raise ConfigError(f"{origin}: {where}.order: expected 'breadth' or 'depth', got {src.order!r}")
-    for key in ("max_pages", "gone_after", "workers", "max_query_variants", "max_queued", "max_numbered_variants"):
-        if getattr(src, key) < 1:
-            raise ConfigError(f"{origin}: {where}.{key}: expected a whole number >= 1, got {getattr(src, key)}")
-    if src.workers > 64:
-        raise ConfigError(f"{origin}: {where}.workers: expected at most 64 fetch threads (one request per "
-                          f"host is in flight anyway), got {src.workers}")
-    if src.timeout > 86400:
-        raise ConfigError(f"{origin}: {where}.timeout: expected a duration of at most 1 day")
-    if src.max_hops is not None and src.max_hops < 0:
-        raise ConfigError(f"{origin}: {where}.max_hops: expected a whole number >= 0, got {src.max_hops}")
-    token = (src.user_agent.split("/")[0].split() or [""])[0]
-    if not re.fullmatch(r"[A-Za-z_-]+", token):  # RFC 9309 2.2.1: the robots.txt product token
-        raise ConfigError(f"{origin}: {where}.user_agent: expected a product token of letters, '_' and '-' "
-                          f"first (the name robots.txt rules are matched by, RFC 9309), like "
-                          f"'indexerd/0.1 (+https://example.org/bot)', got {src.user_agent!r}")
-    if src.timeout <= 0:
-        raise ConfigError(f"{origin}: {where}.timeout: expected a duration > 0")
-    p = src.politeness
-    if p.good_guy_factor < 0 or p.min_delay < 0 or p.max_wait < 0:
-        raise ConfigError(f"{origin}: {where}.politeness: delays and factors must be >= 0")
-    if src.mirror_dir is not None and not os.path.isabs(os.path.expanduser(src.mirror_dir)):
-        raise ConfigError(f"{origin}: {where}.mirror_dir: expected an absolute path, got {src.mirror_dir!r}")
-    if src.auth is not None:
-        if bool(src.auth.password_env) == bool(src.auth.password_file):
-            raise ConfigError(f"{origin}: {where}.auth: set exactly one of password_env or password_file")
-
-
-def check_filesystem_source(src: FilesystemSource, where: str, origin: str) -> None:
-    """An absolute root path and glob patterns without surrounding blanks."""
-    if not os.path.isabs(os.path.expanduser(src.path)):
-        raise ConfigError(f"{origin}: {where}.path: expected an absolute path, got {src.path!r}")
-    for key in ("include", "exclude"):
-        for pat in getattr(src, key):
-            if not pat or pat.strip() != pat:
-                raise ConfigError(f"{origin}: {where}.{key}: expected a list of glob patterns, "
-                                  f"got {pat!r}")
-
-
-def check_sql_source(src: SqlSource, where: str, origin: str) -> None:
-    """An SQLAlchemy URL, a batch size, at most one password source."""
-    if "://" not in src.url:
-        raise ConfigError(f"{origin}: {where}.url: expected an SQLAlchemy URL like "
-                          f"'sqlite:////var/lib/app.db', got {mask_url(src.url)!r}")
-    if src.batch_size < 1:
-        raise ConfigError(f"{origin}: {where}.batch_size: expected a whole number >= 1, "
-                          f"got {src.batch_size}")
-    if src.password_env and src.password_file:
-        raise ConfigError(f"{origin}: {where}: set password_env or password_file, not both")
-
-
 def check_semantics(cfg: Config, origin: str) -> None:
     """Every check of :mod:`indexerd.config.checks` on a decoded config, tables in file order
-    (each kind's own check comes from :mod:`indexerd.sources.registry`).
+    (each kind's own check is the one it registered: :mod:`indexerd.config.kinds`).
 
     Raises:
         ConfigError: the first problem found.
     """
-    from indexerd.sources.registry import KINDS  # its entries name the checks above
-
     if cfg.log_level.lower() not in {"debug", "info", "warning", "error", "critical"}:
         raise ConfigError(f"{origin}: log_level: expected one of debug, info, warning, error, critical, "
                           f"got {cfg.log_level!r}")
     seen: dict[str, str] = {}
-    for kind in KINDS.values():
+    for kind in registered().values():
         for i, src in enumerate(getattr(cfg.sources, kind.name)):
             where = f"sources.{kind.name}[{i}]"
             _check_source_common(src, where, seen, origin)
@@ -182,18 +102,11 @@ def _no_password_in_url(url: str, key: str, origin: str) -> None:
                           f"give it with password_env or password_file instead")
 
 
-_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-
-
 def _check_cluster(cfg: Config, origin: str) -> None:
-    """``[store]``, ``node`` and the filesystem sources' ``node``: a shared store needs the
-    shared index (a document the store says is indexed must be searchable from every node)."""
-    if cfg.node is not None and not _NODE_NAME.fullmatch(cfg.node):
+    """``[store]`` and ``node``: a shared store needs the shared index (a document the store says is indexed must be searchable from every node)."""
+    if cfg.node is not None and not NODE_NAME.fullmatch(cfg.node):
         raise ConfigError(f"{origin}: node: expected a name of letters, digits, '-', '_', '.' "
                           f"(at most 63), got {cfg.node!r}")
-    for i, src in enumerate(cfg.sources.filesystem):
-        if src.node is not None and not _NODE_NAME.fullmatch(src.node):
-            raise ConfigError(f"{origin}: sources.filesystem[{i}].node: expected a node name, got {src.node!r}")
     st = cfg.store
     if st is None:
         return

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from indexerd.config.checks import check_semantics
+from indexerd.config.kinds import file_type, registered
 from indexerd.config.schema import Config, ConfigFile, WhooshSettings, _MOVED_INDEX_KEYS
 from indexerd.config.units import dec_hook
 from indexerd.core.errors import ConfigError
@@ -58,10 +59,11 @@ _SYNONYMS = {"root": "path", "dir": "path", "directory": "path", "url": "seeds",
              "seed": "seeds"}
 
 
-def _keys_at(path: str) -> list[str]:
-    """The keys the schema allows in the table at ``path`` (``sources.web[0]``), for a "did you
-    mean" on an unknown one; none when the path is not a table of the schema."""
-    cls: Any = ConfigFile
+def _keys_at(path: str, file: type) -> list[str]:
+    """The keys ``file`` (the decoded file's struct) allows in the table at ``path``
+    (``sources.web[0]``), for a "did you mean" on an unknown one; none when the path is not a
+    table of the schema."""
+    cls: Any = file
     for part in [p for p in re.sub(r"\[\d+\]", "", path).split(".") if p]:
         field = next((f for f in msgspec.structs.fields(cls) if f.encode_name == part), None)
         if field is None:
@@ -91,18 +93,21 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
             unknown key, a wrong type or value, a duplicate source name or a bad date order.
     """
     data = text.encode() if isinstance(text, str) else text
+    file = file_type()
     try:
-        raw = msgspec.toml.decode(data, type=ConfigFile, dec_hook=dec_hook)
+        raw: ConfigFile = msgspec.toml.decode(data, type=file, dec_hook=dec_hook)
     except msgspec.ValidationError as e:
         path, what = _key_path(str(e))
         # "unknown key `x` - at `$.sources`" -> "sources.x: unknown key"
         m = re.match(r"Object contains unknown field `([^`]+)`", what)
         if m:
-            keys = _keys_at(path)
+            keys = _keys_at(path, file)
             close = [_SYNONYMS[m.group(1)]] if _SYNONYMS.get(m.group(1)) in keys else \
                 difflib.get_close_matches(m.group(1), keys, n=1, cutoff=0.75)
             path = f"{path}.{m.group(1)}" if path else m.group(1)
             what = f"unknown key (did you mean {close[0]!r}?)" if close else "unknown key"
+            if path.startswith("sources.") and not registered():  # a caller's mistake, said plainly
+                what += " (no kind of source is registered: import indexerd.sources.registry first)"
         m = re.match(r"Object missing required field `([^`]+)`", what)
         if m:
             path = f"{path}.{m.group(1)}" if path else m.group(1)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from indexerd.config.schema import Config, FilesystemSource, SqlSource, WebSource
+from typing import Any
+
+from indexerd.config.schema import Config
 
 @dataclass(frozen=True)
 class SourcePolicy:
@@ -17,8 +19,10 @@ class SourcePolicy:
     date_sources: tuple[str, ...] | None
 
 
-def source_policy(cfg: Config, src: FilesystemSource | SqlSource | WebSource) -> SourcePolicy:
-    """Merge a source's optional overrides with the top-level defaults."""
+def source_policy(cfg: Config, src: Any) -> SourcePolicy:
+    """Merge a source's optional overrides with the top-level defaults; ``src`` is one
+    ``[[sources.<kind>]]`` table, with ``refresh_time``, ``strict_dates`` and ``date_sources``
+    (and ``max_size``, ``meta_map`` if the kind has them)."""
     max_size = getattr(src, "max_size", None)
     return SourcePolicy(
         max_size_bytes=int(max_size if max_size is not None else cfg.max_size),

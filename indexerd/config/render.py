@@ -13,9 +13,10 @@ from typing import Any, get_args, get_type_hints
 
 import msgspec
 
-from indexerd.core.secrets import mask_url, mask_userinfo
+from indexerd.config.kinds import registered
 from indexerd.config.schema import _MOVED_INDEX_KEYS, Config
 from indexerd.config.units import Bytes, Seconds
+from indexerd.core.secrets import mask_url
 
 def to_toml(cfg: Config) -> str:
     """Render the effective configuration (defaults filled in) as TOML, for ``check-config``."""
@@ -30,14 +31,15 @@ def to_toml(cfg: Config) -> str:
     data.pop("origin", None)
     for key in _MOVED_INDEX_KEYS:  # old names, moved into [index.whoosh] by the parse: always None here
         data["index"].pop(key, None)
-    for src in data.get("sources", {}).get("sql", []):
-        src["url"] = mask_url(src["url"])
+    for name, kind in registered().items():
+        mask = kind.mask
+        if mask is not None:
+            for table in data.get("sources", {}).get(name, []):
+                mask(table)
     for table in (data.get("store"), (data.get("index") or {}).get("postgresql")):
         for key in ("url", "read_url"):
             if table and table.get(key):
                 table[key] = mask_url(table[key])
-    for src in data.get("sources", {}).get("web", []):
-        src["seeds"] = [mask_userinfo(u) for u in src["seeds"]]
     _mark_unset_tables(data, type(cfg))
     return _dump_toml(data)
 

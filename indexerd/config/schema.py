@@ -1,22 +1,15 @@
-"""The typed schema of the TOML file: one frozen msgspec struct per table.  The only home of
-defaults.  Unknown keys are errors (``forbid_unknown_fields``); durations and sizes decode through
+"""The typed schema of the TOML file: one frozen msgspec struct per table, and its defaults (a kind
+of source declares its own table: :mod:`indexerd.config.kinds`).  Unknown keys are errors (``forbid_unknown_fields``); durations and sizes decode through
 :mod:`indexerd.config.units`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from indexerd.config.units import Bytes, Seconds
 from indexerd.core.errors import ConfigError
-
-#: Editor temp files, VCS folders and bytecode caches, excluded unless a source sets ``exclude``.
-DEFAULT_EXCLUDES = (
-    ".git/", ".hg/", ".svn/", ".bzr/", "_darcs/", "CVS/", "__pycache__/",
-    "*.swp", "*.swx", "*.swo", "*~", ".#*", "4913", "*.tmp", ".~lock.*#", "*.pyc", "*.pyo",
-)
-
 
 #: ``Config.origin`` when no config file was read (``load_config`` found none)
 DEFAULTS_ORIGIN = "<defaults>"
@@ -179,150 +172,21 @@ class ExtractSettings(_Struct, frozen=True):
     workers: int = 2
 
 
-class FilesystemSource(_Struct, frozen=True):
-    """One ``[[sources.filesystem]]`` table: a local tree, scanned by stat and watched live."""
-
-    name: str
-    path: str
-    include: list[str] = msgspec.field(default_factory=lambda: ["*"])
-    exclude: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_EXCLUDES))
-    follow_symlinks: bool = False
-    watch: bool = True
-    interval: Seconds = Seconds(3600.0)
-    max_size: Bytes | None = None
-    meta_map: str | None = None
-    date_sources: list[str] | None = None
-    refresh_time: Seconds | None = None
-    strict_dates: bool | None = None
-    node: str | None = None
-
-
-class SqlSource(_Struct, frozen=True):
-    """One ``[[sources.sql]]`` table: a database change queue (the Aspire RDB connector model).
-
-    ``url`` is an SQLAlchemy URL without the password; the password comes from
-    ``password_env`` (an environment variable) or ``password_file`` and is never logged or shown.
-    SQL texts may use ``{id}``, ``{sequenceId}``, ``{action}`` and ``{batchSize}``: they become
-    bound parameters, never pasted into the SQL.
-    """
-
-    name: str
-    url: str
-    full_sql: str
-    incremental_sql: str | None = None
-    pre_update_sql: str | None = None
-    post_update_sql: str | None = None
-    interval: Seconds = Seconds(300.0)
-    id_column: str = "id"
-    sequence_column: str = "seq"
-    action_column: str = "action"
-    title_column: str | None = None
-    text_columns: list[str] = []
-    date_column: str | None = None
-    batch_size: int = 1000
-    max_size: Bytes | None = None
-    password_env: str | None = None
-    password_file: str | None = None
-    date_sources: list[str] | None = None
-    refresh_time: Seconds | None = None
-    strict_dates: bool | None = None
-
-
-class Politeness(_Struct, frozen=True):
-    """``[sources.web.politeness]``: how hard one host may be asked (AltaVista Scooter's rule).
-
-    The wait before the next request to a host is
-    ``max(robots.txt Crawl-delay, min_delay, min(last response time x good_guy_factor, max_wait))``
-    (seconds).  Heritrix, which still runs Scooter's rule, uses 5 x the fetch time clamped to
-    3-30 s for the open web; the defaults here are for an intranet or a site you run yourself:
-    at least 1 s between requests, and our share of the server's time at most a third (factor 2).
-    Failures back off exponentially up to ``max_backoff``; ``Retry-After`` is honoured up to
-    ``max_retry_after``, robots.txt ``Crawl-delay`` up to ``max_crawl_delay`` (a hostile
-    ``Crawl-delay: 86400`` would otherwise park a crawl for a day per page).
-    """
-
-    min_delay: Seconds = Seconds(1.0)
-    good_guy_factor: float = 2.0
-    max_wait: Seconds = Seconds(30.0)
-    max_backoff: Seconds = Seconds(600.0)
-    max_retry_after: Seconds = Seconds(3600.0)
-    max_crawl_delay: Seconds = Seconds(120.0)
-
-
-class WebAuth(_Struct, frozen=True):
-    """``[sources.web.auth]``: HTTP basic credentials, sent only to the source's allowed hosts.
-
-    The password comes from ``password_env`` (an environment variable) or ``password_file``.
-    """
-
-    username: str
-    password_env: str | None = None
-    password_file: str | None = None
-
-
-class WebSource(_Struct, frozen=True):
-    """One ``[[sources.web]]`` table: a site crawled on an interval, optionally mirrored.
-
-    ``max_hops`` is how many links may be followed from a seed (None: no limit); ``path_depth``
-    is LCWA's depth spec on the URL path (``N``, ``>N``, ``<N``, ``N-M``, ``+N``, ``-N``);
-    ``restrict`` regexes must all match, one of ``include`` must match (empty: all), none of
-    ``exclude`` may; ``allowed_domains`` defaults to the seeds' hosts (subdomains included),
-    ``allowed_ports`` to the seeds' ports (80 and 443 together).
-    ``max_pages`` caps the requests of one pass; ``max_queued`` the URLs waiting in the
-    frontier's memory (10 times more wait in the store, new ones beyond are dropped and counted); ``max_numbered_variants`` the
-    URLs of one numbered-path pattern a pass queues (:mod:`indexerd.sources.web.traps`); ``gone_after`` is how many consecutive 404/410
-    answers delete a page; ``workers`` fetch in parallel from one frontier (one request in
-    flight per host whatever their number).  ``timeout`` bounds connect, each read and the
-    whole request (seconds).  ``max_recrawl_interval`` bounds adaptive recrawl
-    (:mod:`indexerd.sources.web.recrawl`): a page that never changes is still asked this often (at least
-    ``interval``; equal to it, every page is asked at every pass).
-    With ``mirror_dir``, ``page_requisites`` keeps what a page needs to display (stylesheets,
-    scripts, images, fonts, media: :mod:`indexerd.sources.web.requisites`) beside the pages,
-    never indexed; from the site's own hosts, and from ``requisite_domains`` (wget's ``-H -D``);
-    ``convert_links`` rewrites the kept copies' links for offline browsing (wget's ``-k``:
-    :mod:`indexerd.sources.web.convertlinks`).
-    """
-
-    name: str
-    seeds: list[str]
-    interval: Seconds = Seconds(3600.0)
-    max_recrawl_interval: Seconds = Seconds(7 * 86400.0)
-    max_hops: int | None = None
-    path_depth: str | None = None
-    restrict: list[str] = []
-    include: list[str] = []
-    exclude: list[str] = []
-    allowed_domains: list[str] | None = None
-    allowed_ports: list[int] | None = None
-    max_pages: int = 100_000
-    order: str = "breadth"
-    user_agent: str = "indexerd/0.1 (+https://github.com/indexerd/indexerd)"
-    politeness: Politeness = Politeness()
-    max_size: Bytes | None = None
-    timeout: Seconds = Seconds(30.0)
-    mirror_dir: str | None = None
-    page_requisites: bool = True
-    requisite_domains: list[str] = []
-    convert_links: bool = False
-    meta_map: str | None = None
-    auth: WebAuth | None = None
-    sitemaps: bool = True
-    gone_after: int = 1
-    workers: int = 4
-    max_query_variants: int = 100
-    max_queued: int = 20_000
-    max_numbered_variants: int = 1_000
-    date_sources: list[str] | None = None
-    refresh_time: Seconds | None = None
-    strict_dates: bool | None = None
-
-
 class Sources(_Struct, frozen=True):
-    """``[sources]``: every kind of source, each a list of tables."""
+    """``[sources]``: one list of tables per kind of source, the kinds being those registered
+    with :mod:`indexerd.config.kinds` (the struct a file decodes into has a field per kind;
+    a kind the file does not use reads as an empty list here).
 
-    filesystem: list[FilesystemSource] = []
-    sql: list[SqlSource] = []
-    web: list[WebSource] = []
+    Raises:
+        AttributeError: reading a name that is no registered kind.
+    """
+
+    def __getattr__(self, name: str) -> list[Any]:
+        from indexerd.config.kinds import registered
+
+        if name in registered():
+            return []
+        raise AttributeError(f"no kind of source {name!r}")
 
 
 class ConfigFile(_Struct, frozen=True):

@@ -37,7 +37,7 @@ def handle(d: Daemon, req: dict) -> dict:
     Raises:
         ConfigError: an unknown command, or what its handler raises.
     """
-    handler = COMMANDS.get(str(req.get("cmd")))
+    handler = handler_of(str(req.get("cmd")))
     if handler is None:
         raise ConfigError(f"unknown control command {req.get('cmd')!r}")
     if req.get("cmd") not in reads.HANDLERS:  # a read answers other_state_dir itself
@@ -174,3 +174,13 @@ COMMANDS: dict[str, Callable[[Daemon, dict], dict]] = {
     **{verb: partial(run_pass, kind=kind) for verb, kind in VERBS.items()},
     **reads.HANDLERS,
 }
+
+
+def handler_of(cmd: str) -> Callable[[Daemon, dict], dict] | None:
+    """The handler of the control command ``cmd`` (:data:`COMMANDS`, or the verb of a kind
+    registered after this module was imported: :func:`indexerd.sources.registry.register`),
+    or None: no such command."""
+    handler = COMMANDS.get(cmd)
+    if handler is None and cmd in VERBS:
+        handler = partial(run_pass, kind=VERBS[cmd])
+    return handler

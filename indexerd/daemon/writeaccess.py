@@ -1,10 +1,11 @@
 """The paths indexerd must write (or read), and whether it can: ``check-config`` and the daemon's start warn.
 
-What indexerd writes: its state dir (store, index, lock, socket), each web source's
-``mirror_dir``, and a SQLite queue database whose ``pre_update_sql``/``post_update_sql`` mark
-rows (SQLite also creates ``-journal``/``-wal`` files beside the database, so its directory must be
-writable too: sqlite.org/tempfiles.html).  Everything else it only reads: the trees of the
-filesystem sources must be readable, and every directory above them searchable (``x``).
+What indexerd writes: its state dir (store, index, lock, socket) and what each source's kind
+declares (:attr:`~indexerd.sources.registry.Kind.paths`): a web source's ``mirror_dir``, a
+SQLite queue database whose ``pre_update_sql``/``post_update_sql`` mark rows (SQLite also
+creates ``-journal``/``-wal`` files beside the database, so its directory must be writable too:
+sqlite.org/tempfiles.html).  What the kinds declare as read only, the trees of the filesystem
+sources, must be readable, and every directory above them searchable (``x``).
 
 Outside contract relied on: ``access(2)`` answers for the real uid and also fails with
 ``EROFS`` on a read-only mount, which is what systemd's ``ProtectSystem=strict`` makes of every
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from indexerd.config import Config, resolve_state_dir
 from indexerd.core.errors import ConfigError
+from indexerd.sources.registry import source_paths
 
 
 #: the shipped unit's ``StateDirectory=indexerd``: systemd creates it, owned by ``User=``, at start
@@ -45,32 +47,8 @@ class PathNeed:
 
 def paths_to_write(cfg: Config) -> list[PathNeed]:
     """Every path the configured sources and the state store write, in config order."""
-    out = [PathNeed("state_dir", str(resolve_state_dir(cfg)), "dir")]
-    for i, web in enumerate(cfg.sources.web):
-        if web.mirror_dir:
-            out.append(PathNeed(f"sources.web[{i}].mirror_dir", os.path.expanduser(web.mirror_dir), "dir"))
-    for i, sql in enumerate(cfg.sources.sql):
-        if not (sql.pre_update_sql or sql.post_update_sql):
-            continue                                    # a read-only feed
-        db = _sqlite_file(sql.url)
-        if db:
-            out.append(PathNeed(f"sources.sql[{i}].url", db, "sqlite"))
-    return out
-
-
-def _sqlite_file(url: str) -> str | None:
-    """The database file of an SQLite SQLAlchemy URL; None for another database or ``:memory:``."""
-    if not url.lower().startswith("sqlite"):
-        return None
-    from sqlalchemy.engine import make_url
-
-    try:
-        db = make_url(url).database
-    except Exception:  # noqa: BLE001 - the config check reports a bad URL; nothing to add here
-        return None
-    if not db or db == ":memory:" or db.startswith("file:"):
-        return None
-    return os.path.abspath(db)
+    return [PathNeed("state_dir", str(resolve_state_dir(cfg)), "dir"),
+            *(PathNeed(*need) for need in source_paths(cfg) if need[2] in ("dir", "sqlite"))]
 
 
 def _probe(path: str, kind: str) -> str | None:
@@ -179,8 +157,7 @@ def read_warnings(cfg: Config, user: str | None = None) -> list[str]:
         ConfigError: as :func:`denied`.
     """
     who = user or "this user"
-    paths = [PathNeed(f"sources.filesystem[{i}].path", os.path.expanduser(fs.path), "read")
-             for i, fs in enumerate(cfg.sources.filesystem)]
+    paths = [PathNeed(*need) for need in source_paths(cfg) if need[2] == "read"]
     return [f"{wp.key}: {wp.path} is not readable by {'user ' + who if user else who}: {why}; e.g. "
             f"`setfacl -m u:{who}:x` on each directory above it and `setfacl -R -m u:{who}:rX,d:u:{who}:rX "
             f"{wp.path}` (or group access)"
@@ -225,9 +202,7 @@ def unit_warnings(cfg: Config, user: str, interpreter: str | None = None) -> lis
     import sys
 
     out = []
-    trees = [(f"sources.filesystem[{i}].path", os.path.expanduser(fs.path)) for i, fs in enumerate(cfg.sources.filesystem)]
-    trees += [(f"sources.web[{i}].mirror_dir", os.path.expanduser(w.mirror_dir))
-              for i, w in enumerate(cfg.sources.web) if w.mirror_dir]
+    trees = [(key, path) for key, path, need in source_paths(cfg) if need in ("read", "dir")]
     for key, path in trees:
         real = os.path.realpath(path)
         tmp = next((d for d in PRIVATE_TMP_DIRS if real == d or real.startswith(d + os.sep)), None)

@@ -75,7 +75,9 @@ def normalise_key(arg: str) -> str:
             return canonicalize(arg)
         except ValueError:
             return arg
-    if "://" in arg or arg.startswith(("sql:", "file:")):
+    from indexerd.sources.registry import is_key
+
+    if is_key(arg):
         return arg
     return path_to_key(os.path.realpath(arg))
 

@@ -2,3 +2,5 @@
 (:mod:`~indexerd.runtime.indexer`), and the repairs made at a start
 (:mod:`~indexerd.runtime.recovery`).  ``indexerd index`` and the daemon both run on it.
 """
+
+from indexerd.sources import registry as _registry  # noqa: F401  (registers the kinds of source with the config)

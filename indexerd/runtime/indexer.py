@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from indexerd.config import Config, FilesystemSource, resolve_node_name, resolve_state_dir
+from indexerd.config import Config, resolve_node_name, resolve_state_dir
 from indexerd.runtime import recovery
 from indexerd.sources.claims import Claim, claim_pass
 from indexerd.core.errors import ConfigError, StoreError
@@ -24,6 +24,7 @@ from indexerd.extract import isolation
 from indexerd.index.opening import count_documents
 from indexerd.sources.base import Source, TreeSource, as_tree, trees
 from indexerd.sources.files.keys import display_path
+from indexerd.sources.files.table import FilesystemSource
 from indexerd.sources.registry import build_source, build_sources, join_cluster, kind
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from indexerd.sources.registry import kind
+from indexerd.sources.registry import kind, meta_prefixes
 
 if TYPE_CHECKING:
     from indexerd.pipeline.stages import Pipeline
@@ -89,7 +89,7 @@ def forget_sources(pipeline: Pipeline, names: Iterable[str],
             if key is None:
                 break
         pipeline.flush()
-        pipeline.store.forget_source(name)
+        pipeline.store.forget_source(name, meta_prefixes(name))
         done[name] = deleted
         log.info("removed source %s: %d documents deleted, its state forgotten", name, deleted)
     return done

@@ -24,6 +24,7 @@ from indexerd.output.reports import normalise_key
 from indexerd.core.errors import ConfigError, UnknownKey
 from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.sources.base import Source, TreeSource
+from indexerd.sources.registry import is_key
 
 
 def _sql_parts(key: str) -> tuple[str, str]:
@@ -72,10 +73,12 @@ def reindex(sources: Mapping[str, Source], targets: list[str], pipeline: Pipelin
                 raise ConfigError(f"{target}: no SQL source named {name!r} (configured SQL sources: "
                                   f"{', '.join(same) or 'none'})")
             groups.setdefault(name, []).append(key)
-        elif key.startswith(("http://", "https://")):
+        elif is_key(key) and not key.startswith("file:"):  # a URL, or a key of another kind
             src = _owner(sources, key, pipeline)
             if src is None:
-                raise ConfigError(f"{target}: not inside any configured web source's scope")
+                raise ConfigError(f"{target}: not inside any configured web source's scope"
+                                  if key.startswith(("http://", "https://")) else
+                                  f"{target}: no configured source has this key")
             groups.setdefault(src.name, []).append(key)
         else:
             src, path = confined_path(target)

@@ -2,8 +2,9 @@
 
 A source is built from one config table by the registry (:mod:`indexerd.sources.registry`),
 which also holds the facts of its kind (the ctl verb that asks for a pass, what a pass counts,
-the start-up rule).  Adding a kind is one class satisfying :class:`Source` and one registry entry:
-nothing else branches on the kind.
+the start-up rule).  Adding a kind is its package (its config table, :mod:`indexerd.sources.files.table` for one,
+and one class satisfying :class:`Source`) and one registry entry: nothing else branches on the
+kind (tests/jsonl_kind.py is one in a single module).
 
 :class:`TreeSource` is the capability of a source of local paths (a tree): it reads one path at
 a time (a watcher event, ``indexerd index PATH``, ``ctl reindex PATH``) and may be watched for
@@ -35,8 +36,8 @@ class Source(Protocol):
         name: the configured ``name`` (unique over every kind).
         kind: the registry name of its kind (``filesystem``, ``sql``, ``web``), which is also
             the config table ``[[sources.<kind>]]``.
-        cfg: its config table (a frozen :mod:`indexerd.config` struct; compared at a reload to
-            tell a changed source).
+        cfg: its config table (the frozen msgspec struct its kind declares; compared at a
+            reload to tell a changed source).
         key_prefixes: what the keys of its documents start with (``file:``, ``sql:``,
             ``http://``/``https://``): ``ctl reindex KEY`` finds the source of a key by them.
         unknown_reason: why an item :meth:`reindex` returns is unknown, for the message

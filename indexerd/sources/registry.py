@@ -1,7 +1,9 @@
 """The kinds of source: each one's config table, checks, facts and factory, in one table.
 
-The config decodes ``[[sources.<kind>]]`` into :attr:`Kind.table` and checks it with
-:attr:`Kind.check`; :func:`build_sources` makes the :class:`~indexerd.sources.base.Source` of
+Every kind is registered with the config when this module is imported
+(:func:`indexerd.config.kinds.register`; the command line, the daemon and the runtime import
+it): the config decodes ``[[sources.<kind>]]`` into :attr:`Kind.table`, checks it with
+:attr:`Kind.check` and masks its secrets with :attr:`Kind.mask`; :func:`build_sources` makes the :class:`~indexerd.sources.base.Source` of
 every table; the daemon and ``ctl`` read a kind's facts (:attr:`Kind.verb`, :attr:`Kind.unit`,
 :attr:`Kind.reconcile_at_start`) here.  This module and the sources themselves are the only
 places that know one kind from another.
@@ -19,11 +21,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from indexerd.config import checks
+from indexerd.config import kinds as config_kinds
 from indexerd.config.policy import source_policy
-from indexerd.config.schema import Config, FilesystemSource, SqlSource, WebSource
+from indexerd.config.schema import Config
 from indexerd.core.errors import ConfigError
 from indexerd.sources.base import Source
+from indexerd.sources.files.table import FilesystemSource, check_filesystem_source, filesystem_paths
+from indexerd.sources.sql.table import SqlSource, check_sql_source, mask_sql_source, sql_paths
+from indexerd.sources.web.table import WebSource, check_web_source, mask_web_source, web_paths
 
 if TYPE_CHECKING:
     from indexerd.core.metamap import MetaMap
@@ -40,6 +45,21 @@ class Kind:
         table: the msgspec struct of one table (a field of :class:`~indexerd.config.Sources`).
         check: ``check(table, where, origin)``: the table's own config checks (raises
             ConfigError naming ``where``).
+        mask: ``mask(table)`` hides the secrets of one table as builtins, in place, for
+            ``check-config``; None: it holds none.
+        key_schemes: what the keys of its documents start with (``sql:``), so that ``ctl``
+            tells a key from a path without building a source.
+        meta_prefixes: the store's meta keys a source of the kind keeps, as templates of
+            ``{source}`` (``sql:{source}:``): forgotten with a removed source.
+        verb_help: ``ctl <verb> --help``'s line (``poll a SQL source now``).
+        verb_example: a source name for ``ctl <verb>``'s example.
+        paths: ``paths(table)``: the paths a source of the kind needs, as ``(key, path, need)``:
+            ``key`` the table's key naming it (``mirror_dir``), ``need`` ``"read"`` (a tree it
+            only reads), ``"dir"`` (a directory it writes, created if missing) or ``"sqlite"``
+            (a database file written in place, its journal beside it); for ``check-config``'s
+            and the daemon start's access warnings.  None: it needs none.
+        recheck_help: the help of ``ctl <verb> --all`` (ask everything known again, with
+            validators: :meth:`Source.run_pass`'s ``recheck``), or None: no such option.
         implementation: ``"module:Class"`` of the :class:`~indexerd.sources.base.Source`,
             constructed as ``Class(table, policy, meta_map)``.
         verb: the ``ctl`` command asking the daemon for a pass (``scan``, ``poll``, ``crawl``).
@@ -77,6 +97,13 @@ class Kind:
     pass_shared: bool = False
     lock_name: str | None = None
     cluster_join: str | None = None
+    mask: Callable[[dict[str, Any]], None] | None = None
+    key_schemes: tuple[str, ...] = ()
+    meta_prefixes: tuple[str, ...] = ()
+    verb_help: str = ""
+    verb_example: str = "NAME"
+    recheck_help: str | None = None
+    paths: Callable[[Any], list[tuple[str, str, str]]] | None = None
 
     def cluster_lock(self, src) -> tuple[str, str]:
         """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
@@ -95,20 +122,47 @@ def _load(ref: str):
 #: Every kind, in the order the config checks and builds them (which decides the wording of a
 #: duplicate-name error: the first table of a name wins).
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("filesystem", FilesystemSource, checks.check_filesystem_source,
+    Kind("filesystem", FilesystemSource, check_filesystem_source,
          "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
-         node_owned=True),
-    Kind("sql", SqlSource, checks.check_sql_source,
-         "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows",
-         lock_name="indexerd.sources.sql.feed:queue_lock_name"),
-    Kind("web", WebSource, checks.check_web_source,
-         "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages",
+         node_owned=True, key_schemes=("file:",), paths=filesystem_paths,
+         verb_help="reconcile a filesystem source now", verb_example="docs"),
+    Kind("sql", SqlSource, check_sql_source,
+         "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows", mask=mask_sql_source,
+         lock_name="indexerd.sources.sql.feed:queue_lock_name", key_schemes=("sql:",),
+         meta_prefixes=("sql:{source}:",), paths=sql_paths, verb_help="poll a SQL source now", verb_example="articles"),
+    Kind("web", WebSource, check_web_source,
+         "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages", mask=mask_web_source,
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
-         cluster_join="indexerd.sources.web.cluster:join_cluster"),
+         cluster_join="indexerd.sources.web.cluster:join_cluster", key_schemes=("http://", "https://"),
+         meta_prefixes=("web:{source}:",), paths=web_paths, verb_help="crawl a web source now", verb_example="intranet",
+         recheck_help="ask every known page now with its validators (If-None-Match / "
+                      "If-Modified-Since), whatever adaptive recrawl scheduled; an unchanged "
+                      "page costs a 304 (`ctl reindex --source` is the unconditional one)"),
 )}
 
 #: ``ctl`` verb -> kind name (``scan`` -> ``filesystem``)
 VERBS: dict[str, str] = {k.verb: k.name for k in KINDS.values()}
+
+
+def register(k: Kind) -> None:
+    """Add (or replace) the kind ``k``: in :data:`KINDS`, :data:`VERBS` and the config's tables
+    (:mod:`indexerd.config.kinds`).  The three kinds here are registered at import; a kind of
+    another package (a test's stand-in) calls this once."""
+    KINDS[k.name] = k
+    VERBS[k.verb] = k.name
+    config_kinds.register(k)
+
+
+def unregister(name: str) -> None:
+    """Remove the kind ``name`` registered by :func:`register` (a test's, after it)."""
+    k = KINDS.pop(name, None)
+    if k is not None:
+        VERBS.pop(k.verb, None)
+    config_kinds.unregister(name)
+
+
+for _k in KINDS.values():
+    config_kinds.register(_k)
 
 
 def kind(name: str) -> Kind:
@@ -121,6 +175,29 @@ def kind(name: str) -> Kind:
         return KINDS[name]
     except KeyError:
         raise ConfigError(f"unknown kind of source {name!r} (known: {', '.join(KINDS)})") from None
+
+
+def is_key(text: str) -> bool:
+    """Whether ``text`` is a document key (``sql:rows/7``, ``file:///a``, a URL) rather than a
+    path: it starts with a kind's :attr:`Kind.key_schemes`, or is a URL."""
+    return "://" in text or text.startswith(tuple(s for k in KINDS.values() for s in k.key_schemes))
+
+
+def source_paths(cfg: Config) -> list[tuple[str, str, str]]:
+    """Every path the configured sources need, in config order (kinds in :data:`KINDS` order):
+    ``(key, path, need)`` with ``key`` the whole key path (``sources.web[0].mirror_dir``) and
+    ``need`` as in :attr:`Kind.paths`."""
+    return [(f"sources.{k.name}[{i}].{key}", path, need)
+            for k in KINDS.values() if k.paths is not None
+            for i, table in enumerate(getattr(cfg.sources, k.name))
+            for key, path, need in k.paths(table)]
+
+
+def meta_prefixes(source: str) -> list[str]:
+    """The store's meta-key prefixes a source named ``source`` may have written, whatever its
+    kind (a removed source's kind is not known any more): every kind's
+    :attr:`Kind.meta_prefixes`."""
+    return [t.format(source=source) for k in KINDS.values() for t in k.meta_prefixes]
 
 
 def configured_names(cfg: Config) -> list[str]:

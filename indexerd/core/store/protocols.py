@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Self
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Self, Sequence
 
 if TYPE_CHECKING:
     from indexerd.core.store import PgStore, Store
@@ -151,8 +151,8 @@ class RunStore(Protocol):
         """Remember the last pass of a source (for ``ctl status``) and clear its running mark; ``completed`` (it ran to its end and did not fail) also makes ``finished_at`` the time the next interval counts from."""
         ...
 
-    def forget_source(self, source: str) -> None:
-        """Forget everything but the document rows of a removed source, in one transaction: its frontier and seen set, its run record, and its ``sql:<source>:`` / ``web:<source>:`` meta values (a SQL source's full-load mark).  Document rows go through the writer first."""
+    def forget_source(self, source: str, meta_prefixes: Sequence[str]) -> None:
+        """Forget everything but the document rows of a removed source, in one transaction: its frontier and seen set, its run record, and its meta values whose keys start with one of ``meta_prefixes`` (its kind's: ``sql:<source>:``, a SQL source's full-load mark).  Document rows go through the writer first."""
         ...
 
 

@@ -5,6 +5,7 @@ holds of a source as a whole (known sources, forgetting a removed one).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 
 from indexerd.core.store.connection import StoreConnection
@@ -63,11 +64,12 @@ class SourceRuns(StoreConnection):
                         [(source, kind, to_db_time(started_at), to_db_time(finished_at), json.dumps(counts),
                           to_db_time(finished_at) if completed else None)])
 
-    def forget_source(self, source: str) -> None:
+    def forget_source(self, source: str, meta_prefixes: Sequence[str]) -> None:
         """Forget everything but the document rows of a removed source, in one transaction: its
-        frontier and seen set, its run record, and its ``sql:<source>:`` / ``web:<source>:`` meta
-        values (a SQL source's full-load mark).  Document rows go through the writer first."""
-        ranges = [prefix_range(p) for p in (f"sql:{source}:", f"web:{source}:")]
+        frontier and seen set, its run record, and its meta values whose keys start with one of
+        ``meta_prefixes`` (its kind's: ``sql:<source>:``, a SQL source's full-load mark).
+        Document rows go through the writer first."""
+        ranges = [prefix_range(p) for p in meta_prefixes]
         self._transaction([("DELETE FROM crawl WHERE source = ?", [(source,)]),
                            ("DELETE FROM source_runs WHERE source = ?", [(source,)]),
-                           ("DELETE FROM meta WHERE key >= ? AND key < ?", ranges)])
+                           *([("DELETE FROM meta WHERE key >= ? AND key < ?", ranges)] if ranges else [])])

@@ -31,7 +31,8 @@ from indexerd.sources.files.readqueue import ReadQueue
 from indexerd.sources.files.walk import Unlisted, WalkedFile, walk, walk_runs
 from indexerd.core.filekeys import key_to_path, path_to_key
 from indexerd.sources.files.keys import display_path, stat_of, too_large_stands
-from indexerd.config import FilesystemSource, SourcePolicy
+from indexerd.config import SourcePolicy
+from indexerd.sources.files.table import FilesystemSource
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import IndexUnavailable, StoreError

@@ -41,7 +41,8 @@ import logging
 from datetime import datetime, timezone
 from typing import Any, Mapping, TYPE_CHECKING
 
-from indexerd.config import SourcePolicy, SqlSource
+from indexerd.config import SourcePolicy
+from indexerd.sources.sql.table import SqlSource
 from indexerd.core.secrets import mask_url
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings

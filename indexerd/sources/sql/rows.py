@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from indexerd.config import SqlSource
+from indexerd.sources.sql.table import SqlSource
 from indexerd.core.counts import PassCounts
 from indexerd.pipeline.fetched import Fetched, Policy
 from indexerd.pipeline.stages import Pipeline

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 
 from indexerd.config import SourcePolicy
-from indexerd.config import WebSource as WebSourceConfig
+from indexerd.sources.web.table import WebSource as WebSourceConfig
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError
