@@ -429,7 +429,6 @@ def cmd_reindex(args) -> int:
     # a path is resolved here, as the user sees it (relative to this cwd, through the user's
     # links); the daemon then refuses any path that is not already real inside a source
     from indexerd.sources.registry import is_key
-
     targets = [t if is_key(t) else os.path.realpath(t) for t in args.targets]
     r = _daemon_request(args, {"cmd": "reindex", "source": args.source, "targets": targets,
                                   "all": args.all},
