@@ -58,6 +58,9 @@ class SearchRequest:
     ``since``/``until`` are aware UTC, ``since <= last_modified < until``; ``sources`` and
     ``media_types`` are alternatives (a hit matches one of each non-empty tuple); ``offset`` and
     ``limit`` count hits (``offset + limit <= MAX_RESULTS`` is checked by :meth:`checked`).
+    ``facets``: count the whole query's documents per media type and source too
+    (:attr:`SearchResult.facets`); the search page and ``/api/search`` ask, ``ctl search`` does
+    not (it prints none), and a query is not evaluated for what nobody reads.
     """
 
     query: str
@@ -69,6 +72,7 @@ class SearchRequest:
     offset: int = 0
     limit: int = 10
     snippet_chars: int = 240
+    facets: bool = False
 
     def checked(self, max_results: int = MAX_RESULTS) -> "SearchRequest":
         """This request, or ConfigError (exit 2) naming the bound it breaks."""
@@ -93,8 +97,8 @@ class SearchResult:
     :data:`REPLICA_LAG_NOTE_SECONDS` (documents indexed in that time may be missing); None
     otherwise (no replica, a replica caught up, or the primary answered).  ``facets``: the
     whole query's documents counted per media type and per source
-    (:meth:`indexerd.index.SearchIndex.facets`: identical documents each counted), None when not
-    asked (``ctl search``).  ``suggestion``: when the first page is empty, a query near it that
+    (:meth:`indexerd.index.SearchIndex.facets`: identical documents each counted), None when the
+    request did not ask (:attr:`SearchRequest.facets`; ``ctl search``).  ``suggestion``: when the first page is empty, a query near it that
     finds something (:func:`indexerd.index.suggest.suggest`), else None."""
 
     hits: list
@@ -155,7 +159,8 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
     """Run ``req`` on ``ix`` (an :class:`indexerd.index.SearchIndex`): the hits of its page
     (ranked ``offset + 1`` on) and the number of hits of the whole query.  ``exact``: the
     request comes from ``ctl search`` and goes to ``ix.search`` as ``ctl search`` sends it when
-    it reads the index itself (same hits either way); no count then.
+    it reads the index itself (same hits either way); no count then.  Facets are counted only
+    when ``req.facets`` asks (and the query has hits).
 
     An index with a read replica (``replica_lag_seconds()``, the PostgreSQL engine's) is asked
     after the search how far behind it is (:func:`replica_lag_noted`).
@@ -191,11 +196,9 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
             break
         depth *= 2
     hits = hits[req.offset:want]
+    total = len(hits) if exact else ix.count(query, since=req.since, until=req.until) - folded
     facets = None
-    if exact:
-        total = len(hits)
-    else:
-        total = ix.count(query, since=req.since, until=req.until) - folded
+    if req.facets:
         facets = ix.facets(query, since=req.since, until=req.until) if total > 0 else {}
     suggestion = None
     if not hits and req.offset == 0:

@@ -1,0 +1,121 @@
+"""What a search computes follows what its caller asked for (indexerd/daemon/queries.py): facets
+are counted for the search page and ``/api/search``, not for ``ctl search``, which prints none.
+
+A stand-in index (the protocol's ``search``, ``count``, ``facets``) counts its calls; the real
+:class:`QueryRunner`, the real ``ctl search`` handler of the control socket and the real WSGI
+application (werkzeug's test client) drive it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import pytest
+from werkzeug.test import Client
+
+from indexerd.core.errors import ConfigError
+from indexerd.daemon.coverage import Coverage
+from indexerd.daemon.http.app import SearchApp
+from indexerd.daemon.http.auth import TokenCheck
+from indexerd.daemon.queries import QueryRunner, SearchRequest
+from indexerd.daemon.reads import HANDLERS
+from indexerd.index.base import Hit
+
+UTC = timezone.utc
+
+
+class CountingIndex:
+    """Three hits for any query; counts the calls of ``search``, ``count`` and ``facets``."""
+
+    def __init__(self) -> None:
+        self.calls = {"search": 0, "count": 0, "facets": 0}
+
+    def search(self, query, *, limit=10, **kw):
+        self.calls["search"] += 1
+        return [Hit(rank=i, key=f"file:///d/{i}.txt", url=f"file:///d/{i}.txt", path=f"/d/{i}.txt",
+                    source="notes", title=f"t{i}", last_modified=datetime(2024, 1, i, tzinfo=UTC),
+                    date_source="mtime", media_type="text/plain", score=1.0 / i, snippet="a bird")
+                for i in range(1, 4)][:limit]
+
+    def count(self, query=None, **kw):
+        self.calls["count"] += 1
+        return 3
+
+    def facets(self, query=None, **kw):
+        self.calls["facets"] += 1
+        return {"media_type": [("text/plain", 3)], "source": [("notes", 3)]}
+
+
+class Backend:
+    """The HTTP application's backend over a :class:`QueryRunner` (no daemon)."""
+
+    def __init__(self, runner: QueryRunner) -> None:
+        self.runner = runner
+
+    def search(self, req):
+        return self.runner.run(req, via="http")
+
+    def source_names(self):
+        return ["notes"]
+
+    def coverage(self):
+        return Coverage()
+
+    def media_types(self):
+        return ["text/plain"]
+
+
+@pytest.fixture
+def ix_runner():
+    ix = CountingIndex()
+    runner = QueryRunner(lambda: ix, timeout_seconds=10.0, workers=1)
+    yield ix, runner
+    runner.close()
+
+
+def _ctl_search(runner, **fields) -> dict:
+    daemon = SimpleNamespace(queries=runner, coverage=SimpleNamespace(current=Coverage),
+                             indexer=SimpleNamespace(state=SimpleNamespace(path="/nonexistent/state")))
+    return HANDLERS["search"](daemon, {"cmd": "search", "query": "bird", "limit": 10, **fields})
+
+
+def test_ctl_search_through_the_daemon_counts_no_facets(ix_runner) -> None:
+    ix, runner = ix_runner
+    reply = _ctl_search(runner)
+    assert [h["key"] for h in reply["hits"]] == [f"file:///d/{i}.txt" for i in (1, 2, 3)]
+    assert "facets" not in reply
+    assert ix.calls == {"search": 1, "count": 0, "facets": 0}
+    # the fast path's request (rendered text) asks for no facets either
+    rendered = _ctl_search(runner, render={"tty": False, "json": False})
+    assert "rendered" in rendered and ix.calls["facets"] == 0
+
+
+def test_a_ctl_request_that_asks_for_facets_gets_them_and_no_rendered_text(ix_runner) -> None:
+    ix, runner = ix_runner
+    reply = _ctl_search(runner, facets=True, render={"tty": False, "json": False})
+    assert reply["facets"] == {"media_type": [{"value": "text/plain", "count": 3}],
+                               "source": [{"value": "notes", "count": 3}]}
+    assert "rendered" not in reply and ix.calls["facets"] == 1
+    with pytest.raises(ConfigError, match="facets must be true or false"):
+        _ctl_search(runner, facets="yes")
+
+
+def test_the_page_and_the_api_ask_for_facets(ix_runner) -> None:
+    ix, runner = ix_runner
+    client = Client(SearchApp(Backend(runner), TokenCheck(None)))
+    r = client.get("/api/search?q=bird")
+    assert r.status_code == 200
+    assert r.json["facets"]["source"] == [{"value": "notes", "count": 3}]
+    assert ix.calls["facets"] == 1
+    r = client.get("/?q=bird")
+    assert r.status_code == 200 and ix.calls["facets"] == 2
+
+
+def test_a_request_counts_facets_only_when_it_asks(ix_runner) -> None:
+    ix, runner = ix_runner
+    assert runner.run(SearchRequest("bird")).facets is None
+    assert ix.calls["facets"] == 0 and ix.calls["count"] == 1     # the total is still counted
+    asked = runner.run(SearchRequest("bird", facets=True)).facets
+    assert asked == {"media_type": [("text/plain", 3)], "source": [("notes", 3)]}
+    assert ix.calls["facets"] == 1
