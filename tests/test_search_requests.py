@@ -119,3 +119,24 @@ def test_a_request_counts_facets_only_when_it_asks(ix_runner) -> None:
     asked = runner.run(SearchRequest("bird", facets=True)).facets
     assert asked == {"media_type": [("text/plain", 3)], "source": [("notes", 3)]}
     assert ix.calls["facets"] == 1
+
+
+class TogetherIndex(CountingIndex):
+    """An engine that counts and facets a query in one evaluation (Whoosh's ``count_and_facets``)."""
+
+    def count_and_facets(self, query, **kw):
+        self.calls["together"] = self.calls.get("together", 0) + 1
+        return 5, {"media_type": [("text/plain", 5)], "source": [("notes", 5)]}
+
+
+def test_an_engine_that_counts_and_facets_together_is_asked_once() -> None:
+    ix = TogetherIndex()
+    runner = QueryRunner(lambda: ix, timeout_seconds=10.0, workers=1)
+    try:
+        result = runner.run(SearchRequest("bird", facets=True))
+        assert (result.total, result.facets["source"]) == (5, [("notes", 5)])
+        assert ix.calls == {"search": 1, "count": 0, "facets": 0, "together": 1}
+        assert runner.run(SearchRequest("bird")).total == 3     # no facets asked: the count alone
+        assert ix.calls["together"] == 1 and ix.calls["count"] == 1
+    finally:
+        runner.close()

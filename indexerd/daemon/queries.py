@@ -160,7 +160,8 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
     (ranked ``offset + 1`` on) and the number of hits of the whole query.  ``exact``: the
     request comes from ``ctl search`` and goes to ``ix.search`` as ``ctl search`` sends it when
     it reads the index itself (same hits either way); no count then.  Facets are counted only
-    when ``req.facets`` asks (and the query has hits).
+    when ``req.facets`` asks (and the query has hits); an engine with ``count_and_facets``
+    (Whoosh: the query's matches evaluated once for both) counts the two together.
 
     An index with a read replica (``replica_lag_seconds()``, the PostgreSQL engine's) is asked
     after the search how far behind it is (:func:`replica_lag_noted`).
@@ -196,10 +197,16 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
             break
         depth *= 2
     hits = hits[req.offset:want]
-    total = len(hits) if exact else ix.count(query, since=req.since, until=req.until) - folded
     facets = None
-    if req.facets:
-        facets = ix.facets(query, since=req.since, until=req.until) if total > 0 else {}
+    both = getattr(ix, "count_and_facets", None)
+    if req.facets and not exact and both is not None:
+        counted, facets = both(query, since=req.since, until=req.until)
+        total = counted - folded
+        facets = facets if total > 0 else {}
+    else:
+        total = len(hits) if exact else ix.count(query, since=req.since, until=req.until) - folded
+        if req.facets:
+            facets = ix.facets(query, since=req.since, until=req.until) if total > 0 else {}
     suggestion = None
     if not hits and req.offset == 0:
         suggestion = suggestion_for(ix, req, narrowed=not exact)

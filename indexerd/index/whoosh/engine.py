@@ -300,6 +300,17 @@ class WhooshIndex:
         :func:`~indexerd.index.whoosh.searching.facets`)."""
         return self._with_retries(lambda: searching.facets(self._searchers, query, since, until, self.fold_diacritics))
 
+    def count_and_facets(self, query: str, *, since: datetime | None = None,
+                         until: datetime | None = None) -> tuple[int, dict[str, list[tuple[str, int]]]]:
+        """:meth:`count` and :meth:`facets` of ``query`` together, its matches evaluated once
+        (:func:`~indexerd.index.whoosh.searching.count_and_facets`).
+
+        Raises:
+            QueryError, IndexUnavailable: as :meth:`search`.
+        """
+        return self._with_retries(lambda: searching.count_and_facets(self._searchers, query, since, until,
+                                                                     self.fold_diacritics))
+
     def similar_terms(self, token: str, *, max_edits: int = 2) -> list[tuple[str, int]]:
         """The terms near ``token`` (:func:`~indexerd.index.whoosh.searching.similar_terms`)."""
         return self._with_retries(lambda: searching.similar_terms(self._searchers, token, max_edits))

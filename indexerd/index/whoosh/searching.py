@@ -224,6 +224,38 @@ def facets(searchers, query: str | None, since: datetime | None, until: datetime
         return out
 
 
+def count_and_facets(searchers, query: str, since: datetime | None, until: datetime | None,
+                     fold_diacritics: bool = True) -> tuple[int, dict[str, list[tuple[str, int]]]]:
+    """:func:`count` and :func:`facets` of ``query`` from one evaluation of its matches on one
+    snapshot (:func:`~indexerd.index.whoosh.bulkfacets.count_and_facet_counts`): an exact
+    phrase's candidates were checked twice, once for each (about 1.1 s of a 50,000-document
+    page).  Where that cannot evaluate the query, each is counted by Whoosh's collector.
+
+    Raises:
+        QueryError: as :func:`count`.
+    """
+    from indexerd.index.base import FACET_FIELDS
+
+    q = compile_query(analysed(query, fold_diacritics))
+    if q is None:
+        return 0, {name: [] for name in FACET_FIELDS}
+    if patches.active():
+        from indexerd.index.whoosh.bulkfacets import count_and_facet_counts
+        from indexerd.index.whoosh.bulkscore import Unsupported
+
+        with searchers.searcher() as searcher:
+            _check_prefixes(q, searcher)
+            try:
+                total, counts = count_and_facet_counts(searcher, q, tuple(FACET_FIELDS),
+                                                       allow=searcher._filter_to_comb(date_filter(since, until)))
+                return total, {name: sorted(((v, n) for v, n in counts[name].items() if v), key=lambda p: (-p[1], p[0]))
+                               for name in FACET_FIELDS}
+            except Unsupported as e:
+                log.debug("query %s counted and faceted by Whoosh's collector: %s", q, e)
+    return (count(searchers, query, since, until, fold_diacritics),
+            facets(searchers, query, since, until, fold_diacritics))
+
+
 def similar_terms(searchers, token: str, max_edits: int) -> list[tuple[str, int]]:
     """Terms of ``title`` and ``content`` near ``token`` (:func:`indexerd.index.suggest.near_terms`
     over the terms that begin with its first character, read from the segments' term indexes),
