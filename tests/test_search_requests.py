@@ -140,3 +140,51 @@ def test_an_engine_that_counts_and_facets_together_is_asked_once() -> None:
         assert ix.calls["together"] == 1 and ix.calls["count"] == 1
     finally:
         runner.close()
+
+
+def test_shown_keys_are_the_firsts_of_identical_documents_on_the_page() -> None:
+    from indexerd.daemon.collapse import shown_keys
+
+    keys = ["a", "b", "c", "d", "e", "f"]
+    hashes = {"a": "1", "b": "1", "c": "2", "d": "1", "f": "3"}     # e: no known hash
+    assert shown_keys(keys, hashes, 0, 10) == {"a", "c", "e", "f"}
+    assert shown_keys(keys, hashes, 1, 3) == {"c", "e"}
+    assert shown_keys([], hashes, 0, 10) == set()
+
+
+def test_a_collapsed_page_makes_snippets_only_for_the_hits_it_shows(tmp_path, monkeypatch) -> None:
+    """With collapsing on, a page of 10 read 20 hits and made 20 snippets: it makes 10, on a
+    real Whoosh index of 20 documents in pairs of identical copies."""
+    from indexerd.daemon.queries import search_any_engine
+    from indexerd.index import IndexDoc
+    from indexerd.index.whoosh import searching
+    from indexerd.index.whoosh.engine import WhooshIndex
+
+    ix = WhooshIndex.open(tmp_path / "ix", create=True)
+    s = ix.session()
+    for i in range(20):
+        s.update(IndexDoc(key=f"k{i}", source="notes", url=f"k{i}", path=None, title=f"pair {i // 2}",
+                          content=f"bird number {i // 2} " + "bird " * (i // 2), media_type="text/plain",
+                          last_modified=datetime(2024, 1, 1, tzinfo=UTC), date_source="mtime", size=10))
+    s.commit(merge=False)
+    made: list[str] = []
+    real = searching.make_snippet
+
+    def counting(text, query, chars, **kw):
+        made.append(kw.get("title", ""))
+        return real(text, query, chars, **kw)
+
+    monkeypatch.setattr(searching, "make_snippet", counting)
+    try:
+        def pairs(keys):
+            return {k: str(int(k[1:]) // 2) for k in keys}
+
+        result = search_any_engine(ix, SearchRequest("bird", limit=5, facets=True), hashes=pairs)
+        assert len(result.hits) == 5 and all(len(h.also_at) == 1 and h.snippet for h in result.hits)
+        assert len(made) == 5 and sorted(made) == sorted(h.title for h in result.hits)
+        made.clear()
+        page2 = search_any_engine(ix, SearchRequest("bird", offset=5, limit=5), hashes=pairs)
+        assert len(page2.hits) == 5 and len(made) == 5
+        assert not {h.key for h in page2.hits} & {h.key for h in result.hits}
+    finally:
+        ix.close()

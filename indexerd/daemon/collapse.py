@@ -27,3 +27,19 @@ def collapse(hits: list, hashes: dict[str, str]) -> tuple[list, int]:
         groups.append([h])
     out = [replace(g[0], rank=i, also_at=tuple(x.key for x in g[1:])) for i, g in enumerate(groups, 1)]
     return out, len(hits) - len(out)
+
+
+def shown_keys(keys: list[str], hashes: dict[str, str], offset: int, end: int) -> set[str]:
+    """The keys of the hits a page shows once ``keys`` (hits' keys, best first) are collapsed
+    as :func:`collapse` does: the first of each set of identical documents, sets ``offset`` to
+    ``end`` (counted from 0, end exclusive).  Only these need a snippet."""
+    firsts: list[str] = []
+    seen: set[str] = set()
+    for key in keys:
+        digest = hashes.get(key)
+        if digest is not None:
+            if digest in seen:
+                continue
+            seen.add(digest)
+        firsts.append(key)
+    return set(firsts[offset:end])

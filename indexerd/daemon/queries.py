@@ -169,7 +169,8 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
     ``hashes`` (keys -> ``{key: content hash}``, the state store's): identical documents collapse
     into their best-ranked hit (:mod:`indexerd.daemon.collapse`), which lists the others in
     ``also_at``; the hits read are twice the page's depth, doubled while collapsing leaves the
-    page short (at most :data:`COLLAPSE_DEPTH_FACTOR` times).  The total then counts each set of
+    page short (at most :data:`COLLAPSE_DEPTH_FACTOR` times); snippets are made only for the hits
+    the page shows after collapsing (the engine's ``snippets_for``).  The total then counts each set of
     identical documents once among the hits read; duplicates deeper than that are still counted
     (exact whenever every hit was read).  None: no collapsing.
 
@@ -178,24 +179,33 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
         IndexUnavailable: the index cannot be read.
         StoreError: ``hashes`` could not read the store.
     """
-    from indexerd.daemon.collapse import collapse
+    from indexerd.daemon.collapse import collapse, shown_keys
 
     started = time.perf_counter()
     query = req.query if exact else filtered_query(req)
     want = req.offset + req.limit
-    depth, folded = want, 0
-    if hashes is not None:
+    folded = 0
+    if hashes is None:
+        hits = ix.search(query, limit=want, since=req.since, until=req.until,
+                         snippet_chars=req.snippet_chars, sort=req.sort)
+    else:
+        read_hashes = hashes
+        read: dict[str, str] = {}
+
+        def shown(keys: list[str]) -> set[str]:
+            """The keys the page shows once collapsed: the only hits that get a snippet."""
+            read.clear()
+            read.update(read_hashes(keys))
+            return shown_keys(keys, read, req.offset, want)
+
         depth = want * 2
-    while True:
-        found = ix.search(query, limit=depth, since=req.since, until=req.until,
-                          snippet_chars=req.snippet_chars, sort=req.sort)
-        if hashes is None:
-            hits = found
-            break
-        hits, folded = collapse(found, hashes([h.key for h in found]))
-        if len(hits) >= want or len(found) < depth or depth >= want * COLLAPSE_DEPTH_FACTOR:
-            break
-        depth *= 2
+        while True:
+            found = ix.search(query, limit=depth, since=req.since, until=req.until,
+                              snippet_chars=req.snippet_chars, sort=req.sort, snippets_for=shown)
+            hits, folded = collapse(found, read)
+            if len(hits) >= want or len(found) < depth or depth >= want * COLLAPSE_DEPTH_FACTOR:
+                break
+            depth *= 2
     hits = hits[req.offset:want]
     facets = None
     both = getattr(ix, "count_and_facets", None)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -317,7 +317,8 @@ class WhooshIndex:
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
-               sort: Sort = "relevance") -> list[Hit]:
+               sort: Sort = "relevance",
+               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
         """Run a query, retrying on a fresh snapshot when a concurrent commit or merge removed a
         segment file this reader had not opened yet (Whoosh opens segment columns lazily).
 
@@ -327,7 +328,7 @@ class WhooshIndex:
         """
         check_sort(sort)
         return self._with_retries(lambda: searching.search(self._searchers, query, limit, since, until, snippet_chars,
-                                                           sort, self.fold_diacritics))
+                                                           sort, self.fold_diacritics, snippets_for))
 
     def _with_retries(self, fn):
         """Run a query ``fn()`` again on a fresh snapshot when a concurrent commit or merge removed

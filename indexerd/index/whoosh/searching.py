@@ -7,7 +7,7 @@ from __future__ import annotations
 import codecs
 import logging
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from datetime import datetime
 
 from indexerd.core.dates import to_utc
@@ -17,7 +17,7 @@ from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, Sort
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query
-from indexerd.index.snippets import SnippetQuery, make_snippet
+from indexerd.index.snippets import NO_SNIPPET, SnippetQuery, make_snippet
 from indexerd.index.whoosh import patches
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.session import naive_utc
@@ -147,11 +147,13 @@ def _best(searcher, q, limit: int, filt, sort: Sort) -> list[tuple[float | None,
 
 
 def search(searchers, query: str, limit: int, since: datetime | None, until: datetime | None, snippet_chars: int,
-           sort: Sort, fold_diacritics: bool = True) -> list[Hit]:
+           sort: Sort, fold_diacritics: bool = True,
+           snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
     """The first ``limit`` hits of ``query`` in the Whoosh index, best first (``sort``
     ``"relevance"``) or newest first (``"date"``), each with a snippet of about ``snippet_chars``
-    characters; ``last_modified`` aware UTC; ``searchers`` lends the searcher
-    (:class:`indexerd.index.whoosh.searchers.SearcherPool`).
+    characters (only for the keys ``snippets_for`` chooses, as
+    :meth:`indexerd.index.SearchIndex.search` says); ``last_modified`` aware UTC; ``searchers``
+    lends the searcher (:class:`indexerd.index.whoosh.searchers.SearcherPool`).
 
     Raises:
         QueryError: the query is malformed, or its prefixes match too many words
@@ -165,11 +167,15 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
         found = _best(searcher, q, limit, date_filter(since, until), sort)
+        fields = [searcher.stored_fields(docnum) for _score, docnum in found]
+        chosen = None if snippets_for is None else snippets_for([stored["key"] for stored in fields])
         hits = []
-        for i, (score, docnum) in enumerate(found, 1):
-            stored = searcher.stored_fields(docnum)
-            text = stored_text_chunks(stored["text_z"]) if stored.get("text_z") else ()
-            snip = make_snippet(text, sq, snippet_chars, title=stored.get("title") or "")
+        for i, ((score, _docnum), stored) in enumerate(zip(found, fields), 1):
+            if chosen is None or stored["key"] in chosen:
+                text = stored_text_chunks(stored["text_z"]) if stored.get("text_z") else ()
+                snip = make_snippet(text, sq, snippet_chars, title=stored.get("title") or "")
+            else:
+                snip = NO_SNIPPET
             hits.append(Hit(rank=i, key=stored["key"],
                             url=stored["key"], path=stored.get("path"),
                             source=stored.get("source", ""), title=stored.get("title") or "",
