@@ -182,9 +182,21 @@ def test_a_collapsed_page_makes_snippets_only_for_the_hits_it_shows(tmp_path, mo
         result = search_any_engine(ix, SearchRequest("bird", limit=5, facets=True), hashes=pairs)
         assert len(result.hits) == 5 and all(len(h.also_at) == 1 and h.snippet for h in result.hits)
         assert len(made) == 5 and sorted(made) == sorted(h.title for h in result.hits)
+        # the facets count each pair once among the hits read, as the total does
+        assert result.facets == {"media_type": [("text/plain", result.total)], "source": [("notes", result.total)]}
         made.clear()
         page2 = search_any_engine(ix, SearchRequest("bird", offset=5, limit=5), hashes=pairs)
         assert len(page2.hits) == 5 and len(made) == 5
         assert not {h.key for h in page2.hits} & {h.key for h in result.hits}
     finally:
         ix.close()
+
+
+def test_folded_hits_are_taken_off_the_facets() -> None:
+    from indexerd.daemon.collapse import folded_facets
+
+    facets = {"media_type": [("text/plain", 3), ("text/html", 2)], "source": [("a", 3), ("b", 2)]}
+    folded = [SimpleNamespace(media_type="text/plain", source="a"), SimpleNamespace(media_type="text/plain", source="b"),
+              SimpleNamespace(media_type="text/plain", source="b")]
+    assert folded_facets(facets, folded) == {"media_type": [("text/html", 2)], "source": [("a", 2)]}
+    assert folded_facets(facets, []) is facets

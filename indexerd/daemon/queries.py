@@ -97,7 +97,8 @@ class SearchResult:
     :data:`REPLICA_LAG_NOTE_SECONDS` (documents indexed in that time may be missing); None
     otherwise (no replica, a replica caught up, or the primary answered).  ``facets``: the
     whole query's documents counted per media type and per source
-    (:meth:`indexerd.index.SearchIndex.facets`: identical documents each counted), None when the
+    (:meth:`indexerd.index.SearchIndex.facets`; identical documents folded into a hit taken off,
+    as in ``total``), None when the
     request did not ask (:attr:`SearchRequest.facets`; ``ctl search``).  ``suggestion``: when the first page is empty, a query near it that
     finds something (:func:`indexerd.index.suggest.suggest`), else None."""
 
@@ -170,7 +171,8 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
     into their best-ranked hit (:mod:`indexerd.daemon.collapse`), which lists the others in
     ``also_at``; the hits read are twice the page's depth, doubled while collapsing leaves the
     page short (at most :data:`COLLAPSE_DEPTH_FACTOR` times); snippets are made only for the hits
-    the page shows after collapsing (the engine's ``snippets_for``).  The total then counts each set of
+    the page shows after collapsing (the engine's ``snippets_for``).  The total and the facets
+    (:func:`indexerd.daemon.collapse.folded_facets`) then count each set of
     identical documents once among the hits read; duplicates deeper than that are still counted
     (exact whenever every hit was read).  None: no collapsing.
 
@@ -179,12 +181,12 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
         IndexUnavailable: the index cannot be read.
         StoreError: ``hashes`` could not read the store.
     """
-    from indexerd.daemon.collapse import collapse, shown_keys
+    from indexerd.daemon.collapse import collapse, folded_facets, shown_keys
 
     started = time.perf_counter()
     query = req.query if exact else filtered_query(req)
     want = req.offset + req.limit
-    folded = 0
+    folded, found = 0, []
     if hashes is None:
         hits = ix.search(query, limit=want, since=req.since, until=req.until,
                          snippet_chars=req.snippet_chars, sort=req.sort)
@@ -206,17 +208,19 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
             if len(hits) >= want or len(found) < depth or depth >= want * COLLAPSE_DEPTH_FACTOR:
                 break
             depth *= 2
+    firsts = {h.key for h in hits}
     hits = hits[req.offset:want]
     facets = None
     both = getattr(ix, "count_and_facets", None)
     if req.facets and not exact and both is not None:
         counted, facets = both(query, since=req.since, until=req.until)
         total = counted - folded
-        facets = facets if total > 0 else {}
     else:
         total = len(hits) if exact else ix.count(query, since=req.since, until=req.until) - folded
         if req.facets:
             facets = ix.facets(query, since=req.since, until=req.until) if total > 0 else {}
+    if facets is not None:   # identical documents count once, as in the total
+        facets = folded_facets(facets, [h for h in found if h.key not in firsts]) if total > 0 else {}
     suggestion = None
     if not hits and req.offset == 0:
         suggestion = suggestion_for(ix, req, narrowed=not exact)
