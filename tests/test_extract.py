@@ -808,6 +808,29 @@ def test_streaming_html_equals_lexbor_on_tricky_pages(page) -> None:
     assert stream == dom
 
 
+HEADING_PAGES = [
+    _H + "<h1>Top <i>one</i></h1><p>x</p><h2>Second\n  level</h2><h3></h3><h4>four</h4><p>y</p>",
+    _H + "<h2>a<h3>nested</h3>b</h2><script><h2>no</h2></script><h6>six</h6>",
+    _H + "<p>text</p><h5>cut by the end",
+]
+
+
+@pytest.mark.parametrize("page", TRICKY_PAGES + HEADING_PAGES)
+def test_streaming_html_gives_the_headings_lexbor_gives(page) -> None:
+    """The streaming parser gives ``headings`` (the ranking's field) as the DOM path does for a
+    page without a main element: it gave none at all, so a large page lost its headings' weight."""
+    data = page.encode()
+    assert extract_html_streaming(data, None, None).headings == extract_html_lexbor(data, None, None).headings
+
+
+def test_a_large_page_keeps_its_headings() -> None:
+    filler = "<p>" + "filler words here " * 50 + "</p>\n"
+    page = (_H + "<h1>Install guide</h1>" + filler * 800 + "<h2>Configure <code>pg_hba</code></h2>"
+            + filler * 800 + "</body></html>").encode()
+    assert len(page) > html_module.LARGE_HTML_BYTES
+    assert extract(page, "text/html", name="big.html").headings == "Install guide\nConfigure pg_hba"
+
+
 def test_large_page_with_a_malformed_marked_section_is_indexed() -> None:
     """A 1.2 MB page with ``<![ this ]>`` in it failed with AssertionError (parse-error) in the
     streaming parser, and an indexed copy from the previous release was then deleted."""

@@ -432,3 +432,28 @@ def test_a_word_in_a_heading_ranks_above_the_same_word_in_the_text_on_every_engi
             ix.search("headings:range")
     finally:
         ix.close()
+
+
+def test_snippets_are_made_only_for_the_keys_the_caller_chooses_on_every_engine(tmp_path, index_engine) -> None:
+    """A collapsed page shows fewer hits than it reads: the engine asks which hits get a snippet
+    (``snippets_for``, given every hit's key in rank order) and makes only those."""
+    from conftest import index_settings
+
+    ix = open_index(tmp_path, index_settings(index_engine))
+    _facet_docs(ix)
+    try:
+        every = ix.search("python OR running", limit=10)
+        asked: list[list[str]] = []
+
+        def first_and_last(keys: list[str]) -> set[str]:
+            asked.append(list(keys))
+            return {keys[0], keys[-1]}
+
+        some = ix.search("python OR running", limit=10, snippets_for=first_and_last)
+        assert asked == [[h.key for h in every]] and len(every) == 4
+        assert [(h.key, h.rank) for h in some] == [(h.key, h.rank) for h in every]
+        assert [h.snippet for h in some] == [every[0].snippet, "", "", every[-1].snippet]
+        assert every[0].snippet and every[-1].snippet and every[0].marks
+        assert [(h.marks, h.snippet_note) for h in some[1:3]] == [((), None), ((), None)]
+    finally:
+        ix.close()

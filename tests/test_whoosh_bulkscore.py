@@ -257,3 +257,31 @@ def test_an_index_pass_that_never_searches_does_not_import_numpy(tmp_path) -> No
     for _ in range(2):  # the first pass and an unchanged one
         p = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=120)
         assert p.stdout.split()[-2:] == ["0", "False"], (p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_count_and_facets_together_equal_each_alone(ix, query) -> None:
+    since, until = datetime(2024, 1, 10, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)
+    for kw in ({}, {"since": since, "until": until}):
+        assert ix.count_and_facets(query, **kw) == (ix.count(query, **kw), ix.facets(query, **kw)), (query, kw)
+
+
+def test_an_exact_phrase_is_checked_once_for_its_count_and_its_facets(ix, monkeypatch) -> None:
+    """The page's count and facets each evaluated an exact phrase's matches on Whoosh (about
+    1.1 s of a 50,000-document page): together, each segment's candidates are checked once."""
+    calls: list[int] = []
+    real = bulkscore._Segment._exact_phrase
+
+    def counting(self, m, consumed, within):
+        calls.append(id(self))
+        return real(self, m, consumed, within)
+
+    monkeypatch.setattr(bulkscore._Segment, "_exact_phrase", counting)
+    total, facets = ix.count_and_facets('"alpha beta"')
+    assert total == sum(n for _, n in facets["source"]) > 20
+    together = len(calls)      # once per segment and field the phrase may be in
+    assert together > 0
+    calls.clear()
+    ix.count('"alpha beta"')
+    ix.facets('"alpha beta"')
+    assert len(calls) == 2 * together   # what the page paid before

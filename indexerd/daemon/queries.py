@@ -58,6 +58,9 @@ class SearchRequest:
     ``since``/``until`` are aware UTC, ``since <= last_modified < until``; ``sources`` and
     ``media_types`` are alternatives (a hit matches one of each non-empty tuple); ``offset`` and
     ``limit`` count hits (``offset + limit <= MAX_RESULTS`` is checked by :meth:`checked`).
+    ``facets``: count the whole query's documents per media type and source too
+    (:attr:`SearchResult.facets`); the search page and ``/api/search`` ask, ``ctl search`` does
+    not (it prints none), and a query is not evaluated for what nobody reads.
     """
 
     query: str
@@ -69,6 +72,7 @@ class SearchRequest:
     offset: int = 0
     limit: int = 10
     snippet_chars: int = 240
+    facets: bool = False
 
     def checked(self, max_results: int = MAX_RESULTS) -> "SearchRequest":
         """This request, or ConfigError (exit 2) naming the bound it breaks."""
@@ -93,8 +97,9 @@ class SearchResult:
     :data:`REPLICA_LAG_NOTE_SECONDS` (documents indexed in that time may be missing); None
     otherwise (no replica, a replica caught up, or the primary answered).  ``facets``: the
     whole query's documents counted per media type and per source
-    (:meth:`indexerd.index.SearchIndex.facets`: identical documents each counted), None when not
-    asked (``ctl search``).  ``suggestion``: when the first page is empty, a query near it that
+    (:meth:`indexerd.index.SearchIndex.facets`; identical documents folded into a hit taken off,
+    as in ``total``), None when the
+    request did not ask (:attr:`SearchRequest.facets`; ``ctl search``).  ``suggestion``: when the first page is empty, a query near it that
     finds something (:func:`indexerd.index.suggest.suggest`), else None."""
 
     hits: list
@@ -155,7 +160,9 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
     """Run ``req`` on ``ix`` (an :class:`indexerd.index.SearchIndex`): the hits of its page
     (ranked ``offset + 1`` on) and the number of hits of the whole query.  ``exact``: the
     request comes from ``ctl search`` and goes to ``ix.search`` as ``ctl search`` sends it when
-    it reads the index itself (same hits either way); no count then.
+    it reads the index itself (same hits either way); no count then.  Facets are counted only
+    when ``req.facets`` asks (and the query has hits); an engine with ``count_and_facets``
+    (Whoosh: the query's matches evaluated once for both) counts the two together.
 
     An index with a read replica (``replica_lag_seconds()``, the PostgreSQL engine's) is asked
     after the search how far behind it is (:func:`replica_lag_noted`).
@@ -163,7 +170,9 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
     ``hashes`` (keys -> ``{key: content hash}``, the state store's): identical documents collapse
     into their best-ranked hit (:mod:`indexerd.daemon.collapse`), which lists the others in
     ``also_at``; the hits read are twice the page's depth, doubled while collapsing leaves the
-    page short (at most :data:`COLLAPSE_DEPTH_FACTOR` times).  The total then counts each set of
+    page short (at most :data:`COLLAPSE_DEPTH_FACTOR` times); snippets are made only for the hits
+    the page shows after collapsing (the engine's ``snippets_for``).  The total and the facets
+    (:func:`indexerd.daemon.collapse.folded_facets`) then count each set of
     identical documents once among the hits read; duplicates deeper than that are still counted
     (exact whenever every hit was read).  None: no collapsing.
 
@@ -172,31 +181,46 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
         IndexUnavailable: the index cannot be read.
         StoreError: ``hashes`` could not read the store.
     """
-    from indexerd.daemon.collapse import collapse
+    from indexerd.daemon.collapse import collapse, folded_facets, shown_keys
 
     started = time.perf_counter()
     query = req.query if exact else filtered_query(req)
     want = req.offset + req.limit
-    depth, folded = want, 0
-    if hashes is not None:
+    folded, found = 0, []
+    if hashes is None:
+        hits = ix.search(query, limit=want, since=req.since, until=req.until,
+                         snippet_chars=req.snippet_chars, sort=req.sort)
+    else:
+        read_hashes = hashes
+        read: dict[str, str] = {}
+
+        def shown(keys: list[str]) -> set[str]:
+            """The keys the page shows once collapsed: the only hits that get a snippet."""
+            read.clear()
+            read.update(read_hashes(keys))
+            return shown_keys(keys, read, req.offset, want)
+
         depth = want * 2
-    while True:
-        found = ix.search(query, limit=depth, since=req.since, until=req.until,
-                          snippet_chars=req.snippet_chars, sort=req.sort)
-        if hashes is None:
-            hits = found
-            break
-        hits, folded = collapse(found, hashes([h.key for h in found]))
-        if len(hits) >= want or len(found) < depth or depth >= want * COLLAPSE_DEPTH_FACTOR:
-            break
-        depth *= 2
+        while True:
+            found = ix.search(query, limit=depth, since=req.since, until=req.until,
+                              snippet_chars=req.snippet_chars, sort=req.sort, snippets_for=shown)
+            hits, folded = collapse(found, read)
+            if len(hits) >= want or len(found) < depth or depth >= want * COLLAPSE_DEPTH_FACTOR:
+                break
+            depth *= 2
+    firsts = {h.key for h in hits}
     hits = hits[req.offset:want]
     facets = None
-    if exact:
-        total = len(hits)
+    both = getattr(ix, "count_and_facets", None)
+    if req.facets and not exact and both is not None:
+        counted, facets = both(query, since=req.since, until=req.until)
+        total = counted - folded
     else:
-        total = ix.count(query, since=req.since, until=req.until) - folded
-        facets = ix.facets(query, since=req.since, until=req.until) if total > 0 else {}
+        total = len(hits) if exact else ix.count(query, since=req.since, until=req.until) - folded
+        if req.facets:
+            facets = ix.facets(query, since=req.since, until=req.until) if total > 0 else {}
+    if facets is not None:   # identical documents count once, as in the total
+        facets = folded_facets(facets, [h for h in found if h.key not in firsts]) if total > 0 else {}
     suggestion = None
     if not hits and req.offset == 0:
         suggestion = suggestion_for(ix, req, narrowed=not exact)

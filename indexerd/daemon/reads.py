@@ -13,6 +13,8 @@ runs: :mod:`indexerd.daemon.coverage`), ``coverage`` (``{"partial": true, "progr
 and ``coverage_text``; when a read replica that lags answered, ``replica_lag_seconds`` and
 ``replica_lag_text`` (:func:`indexerd.daemon.queries.replica_lag_text`); when nothing matched
 and a query near it finds something, ``suggestion`` (:func:`indexerd.daemon.queries.suggestion_json`);
+with ``"facets": true`` in the request (``ctl search`` itself never asks: it prints none),
+``facets`` (:func:`indexerd.daemon.queries.facets_json`), and never ``rendered``;
 or with ``render``, when the index is complete, ``rendered``: the text ``ctl search``
 prints (:func:`indexerd.output.terminal.search_reply_text`, sent as
 :func:`indexerd.daemon.control.encode` frames it), except with ``--json`` and a suggestion
@@ -27,7 +29,7 @@ import os
 from datetime import datetime, timezone
 
 from indexerd.core.errors import ConfigError
-from indexerd.daemon.queries import SearchRequest, hits_json, replica_lag_text, suggestion_json
+from indexerd.daemon.queries import SearchRequest, facets_json, hits_json, replica_lag_text, suggestion_json
 
 UTC = timezone.utc
 #: rows a report or changed list may carry in one reply (the client reads more itself)
@@ -112,6 +114,9 @@ def _search(daemon, req: dict) -> dict:
     if render is not None and not all(isinstance(render.get(k, False), bool) for k in ("tty", "json")):
         raise ConfigError("render: tty and json must be true or false")
 
+    want_facets = req.get("facets", False)
+    if not isinstance(want_facets, bool):
+        raise ConfigError("facets must be true or false")
     limit = req.get("limit", 10)
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ConfigError(f"--limit must be 1 or more, got {limit}")
@@ -119,14 +124,17 @@ def _search(daemon, req: dict) -> dict:
     if req.get("since"):
         since, until = parse_since(_text(req, "since"), datetime.now(UTC))
     result = daemon.queries.run(SearchRequest(query=_text(req, "query"), since=since, until=until,
-                                              limit=limit, sort=req.get("sort") or "relevance"),
+                                              limit=limit, sort=req.get("sort") or "relevance",
+                                              facets=want_facets),
                                 via="ctl", unbounded=True)
     hits, scores = hits_json(result.hits), [h.score for h in result.hits]
     suggestion = suggestion_json(result.suggestion)
     cov = daemon.coverage.current()
     lag = result.replica_lag_seconds
-    if cov.partial or lag is not None:   # never rendered: the full command line says it
+    if cov.partial or lag is not None or want_facets:   # never rendered: the full command line says it
         out: dict = {"hits": hits, "scores": scores}
+        if want_facets:
+            out["facets"] = facets_json(result.facets)
         if suggestion is not None:
             out["suggestion"] = suggestion
         if cov.partial:                  # (and picks the exit code)

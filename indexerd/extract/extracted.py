@@ -67,8 +67,8 @@ class Extracted:
             Snippets are taken from it; the whole ``text`` stays searchable.
         headings: the section headings, one a line, in document order: an HTML page's
             ``h1``-``h6`` (those of the main content, as ``main_text``, when the page has one;
-            the DOM path only), a Markdown file's ATX and setext headings; ``None`` for other
-            types, when there is none, or when the page went through the streaming parser.
+            the DOM path only; every visible one through the streaming parser), a Markdown
+            file's ATX and setext headings; ``None`` for other types or when there is none.
         document_date: the document's own date as ``(property, raw text)`` -- Office core
             ``dcterms:modified``, OpenDocument ``dc:date``, EPUB ``dcterms:modified`` or
             ``dc:date``, mail ``Date``, RTF ``revtim`` (:mod:`indexerd.extract.formats`) -- for

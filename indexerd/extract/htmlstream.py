@@ -7,7 +7,9 @@ differences, both where the HTML tree construction rules repair markup
 (https://html.spec.whatwg.org/multipage/parsing.html#tree-construction): a misplaced tag (a
 ``<td>`` outside a table, a ``<frame>`` outside a frameset) is dropped by lexbor while the stream
 keeps its word break or link; and ``<plaintext>`` never ends for lexbor, while the stream ends it at
-``</plaintext>``. ``main_text`` is always ``None`` (there is no tree to find the main element in).
+``</plaintext>``. ``main_text`` is always ``None`` (there is no tree to find the main element in),
+so ``headings`` are every visible ``h1``-``h6`` of the page, as the DOM path gives them for a page
+without a main element.
 
 Pure and thread-safe: each call builds its own parser.
 """
@@ -15,6 +17,7 @@ Pure and thread-safe: each call builds its own parser.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from indexerd.extract.decode import decode_document
 from indexerd.extract.extracted import TITLE_MAX_CHARS, Extracted
@@ -36,6 +39,8 @@ RCDATA, script data and PLAINTEXT; ``noscript`` as with scripting on, as lexbor 
 _UNTERMINATED_MARKUP = re.compile(r"<[!/?A-Za-z]")
 
 _VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())
+
+_HEADING_TAGS = frozenset(f"h{n}" for n in range(1, 7))
 
 
 class _HTMLStream:
@@ -95,6 +100,8 @@ class _HTMLStream:
         self.title_in_body = False
         self.h1: list[str] | None = None      # collecting the first <h1>
         self.title_done = self.h1_done = False
+        self.heading: list[str] | None = None  # collecting the h1-h6 open now
+        self.headings: list[str] = []
         self.meta: dict[str, str] = {}
         self.robots: list[str] = []
         self.hrefs: list[str] = []
@@ -122,6 +129,9 @@ class _HTMLStream:
         kind = TAG_KINDS.get(tag)
         if kind is None:
             return
+        if tag in _HEADING_TAGS and not self.hidden:
+            self.heading_end()   # a heading's start tag closes an open one (HTML parsing rules)
+            self.heading = []
         attributes = dict(attrs)
         if kind == HIDDEN or kind == IFRAME:
             if kind == IFRAME and (src := attributes.get("src")):
@@ -157,6 +167,8 @@ class _HTMLStream:
 
     def end(self, tag: str) -> None:
         kind = TAG_KINDS.get(tag)
+        if tag in _HEADING_TAGS and not self.hidden:
+            self.heading_end()
         if kind == HIDDEN or kind == IFRAME:
             self.hidden = max(0, self.hidden - 1)
         elif kind == BLOCK or kind == H1:
@@ -171,6 +183,13 @@ class _HTMLStream:
             if self.title is not None:
                 self.title_done = True
 
+    def heading_end(self) -> None:
+        """End the heading being collected, if any: its text, on one line, joins ``headings``."""
+        if self.heading is not None:
+            if line := one_line("".join(self.heading), TITLE_MAX_CHARS):
+                self.headings.append(line)
+            self.heading = None
+
     def data(self, text: str) -> None:
         if self.hidden:
             return
@@ -184,6 +203,8 @@ class _HTMLStream:
             return
         if self.h1 is not None and not self.h1_done:
             self.h1.append(text)
+        if self.heading is not None:
+            self.heading.append(text)
         if not self.in_body and not text.isspace():
             self.in_body = True  # text before <body> opens it
         if self.in_body:
@@ -207,5 +228,7 @@ def extract_html_streaming(data: bytes, charset: str | None, base_url: str | Non
     body_text = restore_layout(collapse_lines("".join(stream.out), "\x00"))
     title = one_line("".join(stream.title or ()), TITLE_MAX_CHARS) \
         or one_line("".join(stream.h1 or ()), TITLE_MAX_CHARS)
-    return html_document(title, body_text, codec, stream.meta, stream.robots, stream.hrefs,
-                         stream.base_href, stream.canonical, base_url)
+    stream.heading_end()   # a heading left open runs to the end of the page
+    result = html_document(title, body_text, codec, stream.meta, stream.robots, stream.hrefs,
+                           stream.base_href, stream.canonical, base_url)
+    return replace(result, headings="\n".join(stream.headings)) if stream.headings else result

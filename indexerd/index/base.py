@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -173,11 +173,15 @@ class SearchIndex(Protocol):
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
-               sort: Sort = "relevance") -> list[Hit]:
+               sort: Sort = "relevance",
+               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
         """The best ``limit`` hits of ``query`` (the query language of :mod:`indexerd.index.query`),
         restricted to ``since <= last_modified < until`` (aware datetimes, None: unbounded),
         ordered by relevance or by date (newest first).  Snippets are at most about
-        ``snippet_chars`` characters.
+        ``snippet_chars`` characters.  ``snippets_for``: given the hits' keys in rank order, the
+        keys whose hits get a snippet (the others: ``snippet`` empty, no marks, no note), so a
+        caller that shows some of the hits only (identical documents collapsed) pays for the
+        snippets it shows; None: every hit.
 
         Raises:
             QueryError: the query is malformed (the same message on every engine).

@@ -277,6 +277,10 @@ def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: i
     return Snippet(*render(text, found, start, end, chars))
 
 
+#: what a hit carries when its caller asked for no snippet (``snippets_for`` of
+#: :meth:`indexerd.index.SearchIndex.search`)
+NO_SNIPPET = Snippet("")
+
 #: time a document preview may take to mark its text (seconds): past it, what was scanned is marked
 PREVIEW_BUDGET_SECONDS = 1.0
 

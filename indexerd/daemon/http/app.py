@@ -174,7 +174,7 @@ class SearchApp:
     def _search(self, form: pages.SearchForm, page_size: int):
         req = SearchRequest(query=form.q, sources=form.sources, media_types=form.media_types,
                             since=form.since(), until=form.until(), sort=form.sort,
-                            offset=(form.page - 1) * page_size, limit=page_size)
+                            offset=(form.page - 1) * page_size, limit=page_size, facets=True)
         return self.backend.search(req)
 
     # -- pages -------------------------------------------------------------------------------

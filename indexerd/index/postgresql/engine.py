@@ -25,7 +25,7 @@ is the tables' size on the server.  There is no writer lock: each node has its o
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import ANALYSIS_VERSION, Hit, check_sort
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query
-from indexerd.index.snippets import SnippetQuery, make_snippet
+from indexerd.index.snippets import NO_SNIPPET, SnippetQuery, make_snippet
 
 from . import lookups, schema
 from .compile import Where, compile_where, date_range, rank_tsquery
@@ -267,7 +267,8 @@ class PgIndex:
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
-               sort: str = "relevance") -> list[Hit]:
+               sort: str = "relevance",
+               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
         """The best ``limit`` hits of ``query`` with ``since <= last_modified < until`` (aware;
         None: unbounded), by ``ts_rank_cd`` or by date (newest first), with snippets of about
         ``snippet_chars`` characters from the stored text.
@@ -300,10 +301,14 @@ class PgIndex:
             order=order)
         rows = self._search_read(q, params + where.params + (limit,))
         sq = SnippetQuery(tree, self.analyzer)
+        chosen = None if snippets_for is None else snippets_for([row[0] for row in rows])
         hits = []
         for rank, (key, source, title, path, lm, date_source, media_type, score_, body) in enumerate(rows, 1):
-            text = bytes(body).decode("utf-8", "replace") if body else ""
-            snip = make_snippet(text, sq, snippet_chars, title=from_bytes(title))
+            if chosen is None or key in chosen:
+                text = bytes(body).decode("utf-8", "replace") if body else ""
+                snip = make_snippet(text, sq, snippet_chars, title=from_bytes(title))
+            else:
+                snip = NO_SNIPPET
             hits.append(Hit(rank=rank, key=key, url=key, path=None if path is None else from_bytes(path),
                             source=source, title=from_bytes(title), last_modified=lm.astimezone(UTC),
                             date_source=date_source or None, media_type=media_type or None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Container
 from datetime import datetime
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, check_sort
 from indexerd.index.query import parse
 from indexerd.index.querytokens import analyse_query
-from indexerd.index.snippets import SnippetQuery, make_snippet
+from indexerd.index.snippets import NO_SNIPPET, SnippetQuery, make_snippet
 
 from .compile import compile_query, date_range
 from .schema import stored_fields
@@ -74,7 +75,8 @@ class TantivySearch:
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
-               sort: str = "relevance") -> list[Hit]:
+               sort: str = "relevance",
+               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
         """The best ``limit`` hits of ``query`` with ``since <= last_modified < until`` (aware;
         None: unbounded), by relevance or by date (newest first), with snippets of about
         ``snippet_chars`` characters.
@@ -96,10 +98,12 @@ class TantivySearch:
         else:
             found = s.search(q, limit=limit, count=False).hits
         sq = SnippetQuery(tree, self.analyzer)
+        fields = [stored_fields(s.doc(addr)) for _score, addr in found]
+        chosen = None if snippets_for is None else snippets_for([f["key"] for f in fields])
         hits = []
-        for rank, (score, addr) in enumerate(found, 1):
-            f = stored_fields(s.doc(addr))
-            snip = make_snippet(f["text"], sq, snippet_chars, title=f["title"])
+        for rank, ((score, _addr), f) in enumerate(zip(found, fields), 1):
+            snip = make_snippet(f["text"], sq, snippet_chars, title=f["title"]) \
+                if chosen is None or f["key"] in chosen else NO_SNIPPET
             hits.append(Hit(rank=rank, key=f["key"], url=f["key"], path=f["path"], source=f["source"],
                             title=f["title"], last_modified=f["last_modified"],
                             date_source=f["date_source"], media_type=f["media_type"],

@@ -15,8 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from indexerd.index.whoosh.bulkscore import _Segment
-from indexerd.index.whoosh.unread import unpositioned
+from indexerd.index.whoosh.bulkscore import segment_matches
 
 
 def facet_counts(searcher, q, fields: tuple[str, ...], allow: set | None = None) -> dict[str, dict[str, int]]:
@@ -30,18 +29,25 @@ def facet_counts(searcher, q, fields: tuple[str, ...], allow: set | None = None)
     Raises:
         Unsupported: as :func:`top_documents` (the caller counts with Whoosh's collector).
     """
-    context = searcher.context()
-    allowed = None if allow is None else np.fromiter(allow, dtype=np.int64, count=len(allow))
+    return count_and_facet_counts(searcher, q, fields, allow)[1]
+
+
+def count_and_facet_counts(searcher, q, fields: tuple[str, ...],
+                           allow: set | None = None) -> tuple[int, dict[str, dict[str, int]]]:
+    """How many documents Whoosh query ``q`` matches (as
+    :func:`~indexerd.index.whoosh.bulkscore.count_documents`) and those counts per value of each
+    of ``fields`` (as :func:`facet_counts`), from one evaluation of its matches: an exact
+    phrase's candidates are checked once, not once for the count and again for the facets.
+
+    Raises:
+        Unsupported: as :func:`top_documents` (the caller counts with Whoosh's collector).
+    """
+    total = 0
     out: dict[str, dict[str, int]] = {name: {} for name in fields}
-    for sub, offset in searcher.leaf_searchers():
-        with unpositioned():
-            m = q.matcher(sub, context)
-        reader = sub.reader()
-        ids = _Segment(reader).matches(m, consumed=False).ids
-        if allowed is not None and len(ids):
-            ids = ids[np.isin(ids + offset, allowed)]
+    for reader, ids in segment_matches(searcher, q, allow):
         if not len(ids):
             continue
+        total += len(ids)
         mask = np.zeros(int(ids.max()) + 1, dtype=bool)
         mask[ids] = True
         for name in fields:
@@ -50,7 +56,7 @@ def facet_counts(searcher, q, fields: tuple[str, ...], allow: set | None = None)
                 n = int(mask[held[held < len(mask)]].sum())
                 if n:
                     counts[label] = counts.get(label, 0) + n
-    return out
+    return total, out
 
 
 #: ``(segment id, field) -> {value: its documents}`` of the segments read lately (a segment

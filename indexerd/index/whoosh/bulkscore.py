@@ -34,6 +34,7 @@ lost a better document on that index; the test keeps the input.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -146,15 +147,28 @@ def count_documents(searcher, q, allow: set | None = None) -> int:
     Raises:
         Unsupported: as :func:`top_documents` (the caller counts with Whoosh's collector).
     """
+    return sum(len(ids) for _reader, ids in segment_matches(searcher, q, allow))
+
+
+def segment_matches(searcher, q, allow: set | None = None) -> Iterator[tuple[object, np.ndarray]]:
+    """Each segment's reader of ``searcher`` with the documents of Whoosh query ``q`` in it
+    (segment-local ids, increasing; of the global document numbers ``allow``, None: all),
+    phrases checked in every candidate: one evaluation that a count and facets can share
+    (:func:`indexerd.index.whoosh.bulkfacets.count_and_facet_counts`).
+
+    Raises:
+        Unsupported: as :func:`top_documents`.
+    """
     context = searcher.context()
     allowed = None if allow is None else np.fromiter(allow, dtype=np.int64, count=len(allow))
-    total = 0
     for sub, offset in searcher.leaf_searchers():
         with unpositioned():
             m = q.matcher(sub, context)
-        ids = _Segment(sub.reader()).matches(m, consumed=False).ids
-        total += len(ids) if allowed is None else int(np.isin(ids + offset, allowed).sum())
-    return total
+        reader = sub.reader()
+        ids = _Segment(reader).matches(m, consumed=False).ids
+        if allowed is not None and len(ids):
+            ids = ids[np.isin(ids + offset, allowed)]
+        yield reader, ids
 
 
 def _best(d: np.ndarray, s: np.ndarray, limit: int) -> list[tuple[float, int]]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -300,13 +300,25 @@ class WhooshIndex:
         :func:`~indexerd.index.whoosh.searching.facets`)."""
         return self._with_retries(lambda: searching.facets(self._searchers, query, since, until, self.fold_diacritics))
 
+    def count_and_facets(self, query: str, *, since: datetime | None = None,
+                         until: datetime | None = None) -> tuple[int, dict[str, list[tuple[str, int]]]]:
+        """:meth:`count` and :meth:`facets` of ``query`` together, its matches evaluated once
+        (:func:`~indexerd.index.whoosh.searching.count_and_facets`).
+
+        Raises:
+            QueryError, IndexUnavailable: as :meth:`search`.
+        """
+        return self._with_retries(lambda: searching.count_and_facets(self._searchers, query, since, until,
+                                                                     self.fold_diacritics))
+
     def similar_terms(self, token: str, *, max_edits: int = 2) -> list[tuple[str, int]]:
         """The terms near ``token`` (:func:`~indexerd.index.whoosh.searching.similar_terms`)."""
         return self._with_retries(lambda: searching.similar_terms(self._searchers, token, max_edits))
 
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
-               sort: Sort = "relevance") -> list[Hit]:
+               sort: Sort = "relevance",
+               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
         """Run a query, retrying on a fresh snapshot when a concurrent commit or merge removed a
         segment file this reader had not opened yet (Whoosh opens segment columns lazily).
 
@@ -316,7 +328,7 @@ class WhooshIndex:
         """
         check_sort(sort)
         return self._with_retries(lambda: searching.search(self._searchers, query, limit, since, until, snippet_chars,
-                                                           sort, self.fold_diacritics))
+                                                           sort, self.fold_diacritics, snippets_for))
 
     def _with_retries(self, fn):
         """Run a query ``fn()`` again on a fresh snapshot when a concurrent commit or merge removed
