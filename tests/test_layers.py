@@ -76,7 +76,6 @@ MODULE_LINES, CLASS_LINES = 450, 300
 #: shrinks (a listed class that grows past its size fails too).
 CLASSES_OVER = {
     ("sources/web/sharedfrontier.py", "SharedFrontier"): 311,
-    ("sources/web/scheduler.py", "Scheduler"): 314,
 }
 
 

@@ -13,7 +13,7 @@ from test_web import Crawl, html, web_config
 
 from indexerd.config import parse_config
 from indexerd.runtime.indexer import Indexer
-from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED, is_due, next_schedule
+from indexerd.sources.web.recrawl import CHANGED, FAILED, UNCHANGED, PassRecrawl, is_due, next_schedule
 
 site = site_fixture
 UTC = timezone.utc
@@ -25,6 +25,31 @@ DAY = 86400.0
 # -- the schedule (pure) -------------------------------------------------------------------------
 def sched(interval, change, **kw):
     return next_schedule(interval, change, T0, min_interval=H, max_interval=DAY, **kw)
+
+
+def test_a_pass_asks_a_known_url_when_due_or_when_every_url_is() -> None:
+    """PassRecrawl: adaptive recrawl asks what is due (up to half an interval after the pass
+    starts); a forced or recheck pass, or adaptive recrawl off (max interval no more than the
+    interval), asks every known URL."""
+    later = T0 + timedelta(seconds=H)
+    adaptive = PassRecrawl(T0, H, DAY)
+    assert not adaptive.all_due()
+    assert adaptive.due(None) and adaptive.due(T0 + timedelta(seconds=H / 2))
+    assert not adaptive.due(later)
+    assert PassRecrawl(T0, H, DAY, forced=True).due(later)
+    assert PassRecrawl(T0, H, DAY, recheck=True).due(later)
+    off = PassRecrawl(T0, H, H)
+    assert off.all_due() and off.due(later)
+    adaptive.pass_start = later  # a resumed pass counts from its own start
+    assert adaptive.due(later)
+
+
+def test_a_pass_schedules_a_fetch_from_its_own_start_within_the_sources_bounds() -> None:
+    recrawl = PassRecrawl(T0, H, DAY)
+    assert recrawl.next(None, UNCHANGED, None, seed=False) == sched(None, UNCHANGED)
+    assert recrawl.next(DAY, UNCHANGED, None, seed=False).interval_seconds == DAY  # the most
+    assert recrawl.next(H, CHANGED, None, seed=False).interval_seconds == H  # the least
+    assert recrawl.next(None, UNCHANGED, "daily", seed=False) == sched(None, UNCHANGED, changefreq="daily")
 
 
 def test_unchanged_lengthens_and_changed_shortens_by_nutch_rates() -> None:

@@ -320,3 +320,21 @@ def test_scope_ports_are_part_of_the_site() -> None:
     assert both.check("https://example.test/a", hops=1, seed_depth=1) == "off-port"
     with pytest.raises(ValueError, match="allowed_ports"):
         Scope(["http://example.test/"], allowed_ports=[0])
+
+
+def test_the_scope_gate_checks_a_page_a_requisite_and_a_site_file_each_by_its_rules() -> None:
+    """Scope.gate (the one gate the scheduler applies when queueing and before fetching): a page
+    by scope then traps, a requisite by the requisite scope then traps, a sitemap or robots.txt
+    by the site only."""
+    scope = Scope(["http://site.example/docs/"], include=["/docs/"], max_hops=2, requisites=True)
+    loop = "http://site.example/docs/a/b/a/b/"
+    assert scope.gate("http://site.example/docs/x", 1, 1) is None
+    assert scope.gate("http://site.example/docs/x", 3, 1) == "max-hops"
+    assert scope.gate("http://site.example/blog/x", 1, 1) == "include"
+    assert scope.gate(loop, 1, 1) == "repeated-path"
+    assert scope.gate("http://site.example/static/a.png", 5, 1, "requisite") is None  # no hops, no include
+    assert scope.gate("http://site.example/static/" + "a" * 2000 + ".png", 0, 1, "requisite") == "url-too-long"
+    assert scope.gate("http://elsewhere.example/a.png", 0, 1, "requisite") == "off-site"
+    assert scope.gate("http://site.example/sitemap.xml", 0, 1, "sitemap") is None  # outside include
+    assert scope.gate(loop, 9, 1, "robots") is None  # a site file: no traps, no hops
+    assert scope.gate("http://elsewhere.example/sitemap.xml", 0, 1, "sitemap") == "off-site"

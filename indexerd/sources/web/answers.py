@@ -257,7 +257,7 @@ class Answers:
         def rekey(page: object) -> str | None:
             return self._canonical_key(page, key) if isinstance(page, PageLinks) else None
 
-        out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.sched.forced,
+        out = self.pipeline.handle(f, self.src.pipeline_policy, self.counts, forced=self.sched.recrawl.forced,
                                    rekey=rekey, redirects=True, duplicate_of=self.duplicates.duplicate_of)
         if out.verdict is Verdict.REDIRECT and out.links is not None and out.links.redirect:
             self._html_redirect(task, resp, st, out.links.redirect, out.links.encoding)

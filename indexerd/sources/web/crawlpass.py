@@ -95,7 +95,7 @@ class CrawlPass:
             state = self.table.load()
             if self.only is not None:
                 self.seeder.start_only(state)
-            elif state.running and not self.sched.forced and not self.sched.recheck:
+            elif state.running and not self.sched.recrawl.forced and not self.sched.recrawl.recheck:
                 self.seeder.resume(state)
             else:
                 self.seeder.start(state)
@@ -151,9 +151,9 @@ class CrawlPass:
         # (not due) read back when asked
         self.table.share(shared.owns)
         if state.running:
-            s.pass_id, s.forced, s.recheck = state.id, state.forced, state.recheck
+            s.pass_id, s.recrawl.forced, s.recrawl.recheck = state.id, state.forced, state.recheck
             if state.started is not None:
-                s.pass_start = state.started
+                s.recrawl.pass_start = state.started
             log.info("%s: node %s joins crawl pass %d", self.src.name, CLUSTER.node, s.pass_id)
             # a node of it may have died with pages indexed that no crawl row asks again: the
             # resume's reconcile, by whoever joins (each such page is queued once per pass,

@@ -122,3 +122,38 @@ def is_due(due_at: datetime | None, pass_start: datetime, min_interval: float) -
     apart (with jitter), and the nearest pass is the one that keeps it on time.
     """
     return due_at is None or due_at <= pass_start + timedelta(seconds=min_interval / 2)
+
+
+@dataclass
+class PassRecrawl:
+    """Adaptive recrawl in one pass of one web source: which known URLs the pass asks, and when
+    each is due next after a fetch.
+
+    ``pass_start`` is the pass's start (aware UTC; set again when a stopped pass resumes);
+    ``min_interval`` and ``max_interval`` are the source's ``interval`` and
+    ``max_recrawl_interval`` in seconds; ``forced`` (``ctl reindex``) and ``recheck``
+    (``ctl crawl NAME --all``) make every known URL due.  Not thread-safe: the thread that runs
+    the pass uses it.
+    """
+
+    pass_start: datetime
+    min_interval: float
+    max_interval: float
+    forced: bool = False
+    recheck: bool = False
+
+    def all_due(self) -> bool:
+        """Whether every URL asked before is due in this pass: a forced or recheck pass, or
+        adaptive recrawl off (``max_recrawl_interval`` no more than ``interval``)."""
+        return self.forced or self.recheck or self.max_interval <= self.min_interval
+
+    def due(self, due_at: datetime | None) -> bool:
+        """Whether a known URL due at ``due_at`` (None: never scheduled) is asked in this pass
+        (:meth:`all_due`, else :func:`is_due`)."""
+        return self.all_due() or is_due(due_at, self.pass_start, self.min_interval)
+
+    def next(self, interval_seconds: float | None, change: str, changefreq: str | None,
+             seed: bool) -> Schedule:
+        """:func:`next_schedule` of one fetch in this pass, within the source's bounds."""
+        return next_schedule(interval_seconds, change, self.pass_start, min_interval=self.min_interval,
+                             max_interval=self.max_interval, changefreq=changefreq, seed=seed)

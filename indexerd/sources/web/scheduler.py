@@ -27,9 +27,8 @@ from indexerd.sources.web.links import LinkFilter
 from indexerd.sources.web.mirror import PassMirror
 from indexerd.sources.web.requisites import VIA as REQUISITE
 from indexerd.sources.web.requisites import is_requisite
-from indexerd.sources.web.recrawl import is_due, next_schedule
+from indexerd.sources.web.recrawl import PassRecrawl
 from indexerd.sources.web.responses import conditional_validators, request_method
-from indexerd.sources.web.traps import trap_reason
 from indexerd.sources.web.urls import host_key
 from indexerd.sources.web.urlstate import PassState, UrlState, Via
 
@@ -66,8 +65,6 @@ class Scheduler:
         self.counters = counters
         self.stored = stored
         self.mirror = mirror
-        self.forced = forced
-        self.recheck = recheck
         self.only = only
         self.frontier = Frontier(cfg.order, src.slots, src.robots, cfg.max_pages, gate=self._task_gate)
         self.links = LinkFilter(src.scope, counters, max_query_variants=cfg.max_query_variants,
@@ -78,9 +75,8 @@ class Scheduler:
         self.sitemap_files = 0
         self.seq = itertools.count()
         self.pass_id = 0
-        self.pass_start: datetime = src.clock()  # adaptive recrawl schedules from here
-        self.min_interval = float(cfg.interval)
-        self.max_interval = float(cfg.max_recrawl_interval)
+        self.recrawl = PassRecrawl(src.clock(), float(cfg.interval), float(cfg.max_recrawl_interval),
+                                   forced=forced, recheck=recheck)
         self.shared = None  # a SharedFrontier in a pass the cluster crawls together
 
     # -- URL states -----------------------------------------------------------------------
@@ -108,17 +104,11 @@ class Scheduler:
         self.links.forget_later(st.url, reason)
         self.counters.inc(f"web.drop.{reason}")
 
-    # -- adaptive recrawl -----------------------------------------------------------------
-    def due(self, st: UrlState) -> bool:
-        """Whether a known URL is asked in this pass: always in a forced or recheck pass or when
-        ``max_recrawl_interval`` equals ``interval`` (adaptive recrawl off), else when due."""
-        return self.forced or self.recheck or self.max_interval <= self.min_interval or \
-            is_due(st.due_at, self.pass_start, self.min_interval)
-
+    # -- adaptive recrawl (:class:`~indexerd.sources.web.recrawl.PassRecrawl`) ----------------
     def deferred(self, st: UrlState | None) -> bool:
         """Whether ``st`` (a URL's state, or None) is that of a known URL this pass does not ask:
-        requested in an earlier pass and not due in this one (:meth:`due`)."""
-        return st is not None and st.pass_id < self.pass_id and st.asked_before and not self.due(st)
+        requested in an earlier pass and not due in this one."""
+        return st is not None and st.pass_id < self.pass_id and st.asked_before and not self.recrawl.due(st.due_at)
 
     def known(self, url: str) -> bool:
         """Whether ``url`` needs no queueing in this pass: in the seen set (queued, spilled or
@@ -137,27 +127,20 @@ class Scheduler:
     def undefer(self, st: UrlState) -> None:
         """A known URL not due (:meth:`deferred`) turned out to be due now (its sitemap says it
         changed): its schedule says so (due at this pass's start), then it is queued."""
-        st.due_at = self.pass_start
+        st.due_at = self.recrawl.pass_start
         self.table.put(st)
         self.counters.inc("web.recrawl.sitemap-lastmod")
 
     def reschedule(self, st: UrlState, change: str) -> None:
         """Learn from one fetch of ``st``'s URL when to ask it again (``change``: recrawl's
         ``CHANGED``, ``UNCHANGED`` or ``FAILED``)."""
-        s = next_schedule(st.recrawl_seconds, change, self.pass_start, min_interval=self.min_interval,
-                          max_interval=self.max_interval, changefreq=st.changefreq, seed=st.via == "seed")
+        s = self.recrawl.next(st.recrawl_seconds, change, st.changefreq, seed=st.via == "seed")
         st.recrawl_seconds, st.due_at, st.due_reason = s.interval_seconds, s.due_at, s.reason
 
     # -- the scope gate -------------------------------------------------------------------
     def scope_reason(self, url: str, hops: int, seed_depth: int, kind: str = "page") -> str | None:
-        """The one scope gate, applied when a URL is queued and again before it is fetched:
-        None, or why ``url`` is not crawled (:meth:`Scope.check` then :func:`trap_reason` for a
-        page; :meth:`Scope.check_site` for a sitemap file or robots.txt)."""
-        if kind == "requisite":
-            return self.src.scope.check_requisite(url) or trap_reason(url)
-        if kind != "page":
-            return self.src.scope.check_site(url)
-        return self.src.scope.check(url, hops=hops, seed_depth=seed_depth) or trap_reason(url)
+        """The source's scope gate (:meth:`~indexerd.sources.web.scope.Scope.gate`)."""
+        return self.src.scope.gate(url, hops, seed_depth, kind)
 
     def state_scope_reason(self, st: UrlState) -> str | None:
         """:meth:`scope_reason` of a known URL, a page requisite checked as one."""
@@ -175,7 +158,7 @@ class Scheduler:
     def task_for(self, st: UrlState, front: bool = False) -> Task:
         """The request for ``st``'s URL: conditional when a copy is kept, HEAD first for what
         does not look like HTML (:mod:`indexerd.sources.web.responses`)."""
-        etag, lm = conditional_validators(st, self.stored, forced=self.forced,
+        etag, lm = conditional_validators(st, self.stored, forced=self.recrawl.forced,
                                           now=datetime.now(UTC), mirror_has=self.mirror.has)
         url = st.url
         if is_requisite(st):  # kept in the mirror whatever its type: asked with GET
@@ -348,8 +331,8 @@ class Scheduler:
         """The pass's resume point (``ctl reindex URL``: None, the stored one is left as it is)."""
         if self.only is not None:
             return None
-        return PassState(id=self.pass_id, running=not finished, started=self.pass_start, forced=self.forced,
-                         recheck=self.recheck)
+        return PassState(id=self.pass_id, running=not finished, started=self.recrawl.pass_start, forced=self.recrawl.forced,
+                         recheck=self.recrawl.recheck)
 
     def persist_maybe(self) -> None:
         self.table.write_maybe(self.pass_state())

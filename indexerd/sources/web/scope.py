@@ -15,6 +15,7 @@ import json
 import re
 from urllib.parse import urlsplit
 
+from indexerd.sources.web.traps import trap_reason
 from indexerd.sources.web.urls import DEFAULT_PORTS, canonicalize, host_key, path_depth, split_canonical
 
 _DEPTH_FORMS = ("'N' (exactly N)", "'>N' (more than N)", "'<N' (less than N)", "'N-M' (N to M)",
@@ -266,6 +267,18 @@ class Scope:
             if any(h == d or h.endswith("." + d) for d in self.requisite_domains):
                 return None
         return reason if reason != "off-port" else None
+
+    def gate(self, url: str, hops: int, seed_depth: int, kind: str = "page") -> str | None:
+        """The one scope gate of a crawl, applied when a URL is queued and again before it is
+        fetched: None, or why ``url`` of ``kind`` (``page``, ``requisite``, or what is not a
+        page: ``sitemap``, ``robots``) is not crawled: :meth:`check` then
+        :func:`~indexerd.sources.web.traps.trap_reason` for a page, :meth:`check_requisite`
+        then the traps for a requisite, :meth:`check_site` for the rest."""
+        if kind == "requisite":
+            return self.check_requisite(url) or trap_reason(url)
+        if kind != "page":
+            return self.check_site(url)
+        return self.check(url, hops=hops, seed_depth=seed_depth) or trap_reason(url)
 
     def _site(self, url: str) -> tuple[str | None, str]:
         try:

@@ -88,7 +88,7 @@ class Seeder:
         s = self.sched
         interrupted = state.running
         s.pass_id = state.id + 1
-        s.pass_start = self.src.clock()
+        s.recrawl.pass_start = self.src.clock()
         s.table.drop_spilled(state.id)  # the last pass's overflow, if a stop left it
         for seed in self.cfg.seeds:
             url = canonicalize(seed)
@@ -103,8 +103,8 @@ class Seeder:
         # in a shared pass only what queueing needs, since the due states go to the shared
         # store and this node keeps none of them
         due: dict[str, UrlState | _Due] = {}
-        start = s.table.due_states(before_pass=s.pass_id, pass_start=s.pass_start,
-                                   min_interval=s.min_interval, all_due=self._all_due())
+        start = s.table.due_states(before_pass=s.pass_id, pass_start=s.recrawl.pass_start,
+                                   min_interval=s.recrawl.min_interval, all_due=s.recrawl.all_due())
         met: set[str] = set()
         for st in start.unstored:  # said indexed, no document: crawl_indexed_unstored
             met.add(st.url)
@@ -119,12 +119,6 @@ class Seeder:
             s.enqueue(one.url, hops=one.hops, seed_depth=one.seed_depth,
                       via=REQUISITE if requisite else "recheck")
         s.persist(finished=False)
-
-    def _all_due(self) -> bool:
-        """Whether every URL asked before is due in this pass (a forced pass, or adaptive
-        recrawl off: ``max_recrawl_interval`` no more than ``interval``)."""
-        s = self.sched
-        return s.forced or s.recheck or s.max_interval <= s.min_interval
 
     def _start_one(self, st: UrlState, unstored: bool, due: dict) -> None:
         """A new pass meets the stored state ``st`` (asked before, due or ``unstored``): out
@@ -142,7 +136,7 @@ class Seeder:
             return
         if unstored:  # queued as a recheck (whatever its schedule), without validators
             s.counters.inc("web.recheck.unstored")
-        elif not s.due(st):
+        elif not s.recrawl.due(st.due_at):
             return
         due[st.url] = st if s.table.readable is None else _Due(st.hops, st.seq, st.url, st.seed_depth,
                                                                is_requisite(st))
@@ -190,10 +184,10 @@ class Seeder:
         forced pass (``ctl reindex --source``) stays forced."""
         s = self.sched
         s.pass_id = state.id
-        s.forced, s.recheck = state.forced, state.recheck
+        s.recrawl.forced, s.recrawl.recheck = state.forced, state.recheck
         s.spill_left = True
         if state.started is not None:
-            s.pass_start = state.started
+            s.recrawl.pass_start = state.started
         last = requeued = 0
         queued: list[UrlState] = []  # this pass's queued states, in discovery order below
         for st in s.table.pass_states(s.pass_id):  # this pass's rows only, by index

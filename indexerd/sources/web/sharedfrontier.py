@@ -382,7 +382,7 @@ class SharedFrontier:
         if reason is not None:
             self.out_of_scope(st, reason)
             return
-        if offered and st.asked_before and st.via in ("link", "sitemap", "requisite") and not s.due(st):
+        if offered and st.asked_before and st.via in ("link", "sitemap", "requisite") and not s.recrawl.due(st.due_at):
             st.state = "done"  # of this pass now, and in the seen set: links to it stop here
             s.table.put(st)
             s.counters.inc("web.recrawl.not-due")
