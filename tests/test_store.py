@@ -335,6 +335,18 @@ def test_stat_rows_read_one_covering_index(sqlite_store, tmp_path) -> None:
     assert list(store.iter_keys(status="gone", chunk=1)) == []
 
 
+
+def test_keys_and_their_streamed_form_filter_by_source_and_status_alike(store) -> None:
+    store.write_batch([rec("file:///a"), rec("file:///b", status="skipped"), rec("file:///c", source="home"),
+                       rec("file:///d", source="home", status="skipped")])
+    for source, status, want in [(None, None, {"file:///a", "file:///b", "file:///c", "file:///d"}),
+                                 ("home", None, {"file:///c", "file:///d"}),
+                                 (None, "skipped", {"file:///b", "file:///d"}),
+                                 ("home", "skipped", {"file:///d"}), ("home", "gone", set())]:
+        assert store.keys(source, status) == want
+        assert list(store.iter_keys(source, status, chunk=1)) == sorted(want)
+
+
 @pytest.mark.parametrize("text, says", [
     ("", "not JSON"), ("[1, 2]", "not a JSON object"), ('{"schema": "s"}', "no 'url'"),
     ('{"url": 5, "schema": "s"}', "'url' is 5, not a string"),

@@ -60,6 +60,19 @@ def _row_to_record(row) -> DocumentRecord:
     return DocumentRecord(**values)
 
 
+def _key_filter(source: str | None, status: str | None) -> tuple[str, list[str]]:
+    """The ``" AND ..."`` conditions (empty: none) and their arguments that keep the rows of
+    ``source`` and with ``status``, each when given."""
+    where, args = "", []
+    if source is not None:
+        where += " AND source = ?"
+        args.append(source)
+    if status is not None:
+        where += " AND status = ?"
+        args.append(status)
+    return where, args
+
+
 def _record_to_row(rec: DocumentRecord) -> tuple:
     return tuple(to_db_time(getattr(rec, c)) if c in _TIME_COLUMNS else db_text(getattr(rec, c))
                  for c in _COLUMNS)
@@ -104,13 +117,7 @@ class DocumentRows(StoreConnection):
         """Every key (of one source / with one status when given) in ascending order, read
         ``chunk`` at a time by key as :meth:`stat_rows`: the streamed form of :meth:`keys`."""
         chunk = chunk or STAT_CHUNK
-        where, args = "", []
-        if source is not None:
-            where += " AND source = ?"
-            args.append(source)
-        if status is not None:
-            where += " AND status = ?"
-            args.append(status)
+        where, args = _key_filter(source, status)
         last, op = "", ">="
         while True:
             rows = self._db.execute(f"SELECT key FROM documents WHERE key {op} ?{where} ORDER BY key LIMIT ?",
@@ -129,14 +136,8 @@ class DocumentRows(StoreConnection):
 
     def keys(self, source: str | None = None, status: str | None = None) -> set[str]:
         """Every key (of one source / with one status when given)."""
-        sql, args = "SELECT key FROM documents WHERE 1=1", []
-        if source is not None:
-            sql += " AND source = ?"
-            args.append(source)
-        if status is not None:
-            sql += " AND status = ?"
-            args.append(status)
-        return {r[0] for r in self._db.execute(sql, args)}
+        where, args = _key_filter(source, status)
+        return {r[0] for r in self._db.execute(f"SELECT key FROM documents WHERE 1=1{where}", args)}
 
     def existing_keys(self, keys: Iterable[str], *, chunk: int = 500) -> set[str]:
         """Those of ``keys`` that have a row, looked up ``chunk`` at a time."""
