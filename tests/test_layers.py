@@ -74,9 +74,7 @@ MODULE_LINES, CLASS_LINES = 450, 300
 
 #: Classes still over the bound, with their size when this list was written; the list only
 #: shrinks (a listed class that grows past its size fails too).
-CLASSES_OVER = {
-    ("sources/web/sharedfrontier.py", "SharedFrontier"): 311,
-}
+CLASSES_OVER: dict[tuple[str, str], int] = {}
 
 
 def test_modules_and_classes_stay_small_enough_to_read() -> None:

@@ -13,7 +13,8 @@ The node's coordinator calls :meth:`SharedFrontier.tick` between results, at mos
 :data:`TICK_SECONDS`: it sends the offers, marks hosts whose work is done idle (after writing
 their rows), claims hosts (its fair share, ``ceil(hosts with work / live nodes)``, or one more
 when it has nothing to do -- so a host left by a dead node is taken over at once), reads the
-URLs queued for its hosts, and tells when the pass is over for the cluster.  A node with nothing
+URLs queued for its hosts (:class:`~indexerd.sources.web.handover.HostHandover` moves a host's
+rows in and out of the node's memory), and tells when the pass is over for the cluster.  A node with nothing
 left to do stays in the pass until it is over, a round every :data:`IDLE_TICK_SECONDS`, ready
 to take a host that frees up (a quiet end: no leaving and joining again every few seconds).
 Politeness needs
@@ -50,7 +51,7 @@ import time
 
 from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, url_origin
 from indexerd.sources.web.claimfences import ClaimFences
-from indexerd.sources.web.seeding import lost_with_the_process
+from indexerd.sources.web.handover import HostHandover
 from indexerd.sources.web.urls import host_key
 from indexerd.sources.web.urlstate import UrlState
 
@@ -104,7 +105,7 @@ class SharedFrontier:
 
     def __init__(self, sched, store: ClusterStateStore, node: str, out_of_scope, write_pending=lambda key: False) -> None:
         self.sched = sched
-        self.out_of_scope = out_of_scope
+        self.hosts = HostHandover(sched, store, node, out_of_scope)  # a host's rows in and out
         self.write_pending = write_pending
         self.store = store
         self.node = node
@@ -213,7 +214,7 @@ class SharedFrontier:
             for origin in self.store.frontier_pending_hosts(self.source, self.node):
                 self.owned.add(origin)
                 self.active.add(origin)
-                self._take_waiting(origin)
+                self.hosts.take_waiting(origin)
         if frontier.outstanding() == 0 and (frontier.queued() == 0 or self.dropped) and not self.active:
             if self.store.frontier_over(self.source, s.pass_id):
                 self.over = True
@@ -254,8 +255,8 @@ class SharedFrontier:
         for origin in sorted(origins):
             self.owned.add(origin)
             self.active.add(origin)
-            self._take_host(origin)
-            self._take_waiting(origin)
+            self.hosts.take_host(origin)
+            self.hosts.take_waiting(origin)
             log.info("%s: node %s crawls %s in pass %d (its claim from before)", self.source, self.node,
                      origin, self.sched.pass_id)
 
@@ -279,7 +280,7 @@ class SharedFrontier:
             self.claims.tokens[origin] = token
             self.claims.confirmed(origin, began, HOST_CLAIM_SECONDS)
             self.owned.add(origin)
-            self._take_host(origin)
+            self.hosts.take_host(origin)
             log.info("%s: node %s crawls %s in pass %d", self.source, self.node, origin, self.sched.pass_id)
 
     def _shed(self, excess: int) -> int:
@@ -293,16 +294,8 @@ class SharedFrontier:
                 break
             if self._writing(origin):  # its next holder would take those pages for lost
                 continue
-            tasks = s.frontier.take_back(host_key(origin + "/"))
-            if tasks is None:
-                continue
-            for t in tasks:
-                st = s.table.get(t.url)
-                if st is not None:
-                    st.state = "spilled"
-                    s.table.put(st)
-                s.seen.discard(t.url)
-            given.append(origin)
+            if self.hosts.put_back(origin):
+                given.append(origin)
         if not given:
             return 0
         s.persist(finished=False)  # the rows back in the store before anyone may claim the host
@@ -324,70 +317,6 @@ class SharedFrontier:
             n = max(1, sum(1 for x in self.store.nodes() if x["alive"]))
             self._alive = (time.monotonic(), n)
         return n
-
-    def _take_host(self, origin: str) -> None:
-        """A host claimed: what the store knows of its URLs replaces what this node had in
-        memory; what the node that held it before had queued in memory (it died, or stopped) is
-        queued here, and so is a page of this pass it fetched but did not store."""
-        s = self.sched
-        s.table.drop_cached(lambda u: url_origin(u) == origin)
-        # this pass's rows of the host (its waiting ones are read by _take_waiting, right
-        # after); the host's other rows are read back from the store if the pass asks for them
-        for r in self.store.frontier_host_rows(self.source, origin, s.pass_id):
-            st = UrlState.from_row(r)
-            s.table.rows[st.url] = st
-            s.seen.add(st.url)
-            if lost_with_the_process(st, s.stored):
-                st.state = "queued"
-                s.table.put(st)
-                s.counters.inc("web.resume.requeued")
-            if st.state == "queued":
-                self._queue(st, offered=False)
-
-    def _take_waiting(self, origin: str) -> None:
-        """Take into this node's frontier what waits in the store for ``origin`` in this pass,
-        as much as its window (``max_queued``) has room for (the rest at the next rounds); a
-        known URL that a link offered but that is not due is left for its schedule."""
-        s = self.sched
-        room = max(0, s.cfg.max_queued - s.frontier.queued())
-        if room == 0:
-            self.store.frontier_pending_again(self.source, self.node, origin)
-            return
-        rows = self.store.frontier_take(self.source, origin, s.pass_id, room)
-        if len(rows) == room:
-            self.store.frontier_pending_again(self.source, self.node, origin)  # maybe more
-        if rows:
-            s.counters.inc("web.frontier.refilled", len(rows))
-        for r in rows:
-            st = UrlState.from_row(r)
-            mine = s.table.rows.get(st.url)  # this pass's states of a host held here are all in memory
-            if mine is not None and mine.pass_id == s.pass_id and mine.state != "spilled":
-                s.table.put(mine)  # queued here already, or done: this node's row stands
-                continue
-            s.seen.add(st.url)
-            st.state = "queued"  # in this node's memory now (and so in the store)
-            s.table.rows[st.url] = st
-            self._queue(st, offered=True)
-
-    def _queue(self, st: UrlState, offered: bool) -> None:
-        """Put ``st`` (a queued state of this pass, of a host this node holds) in the frontier,
-        unless the config no longer covers it, or (``offered``: taken from the store, not from
-        another node's memory or its lost work) it is a known URL a link offered that is not
-        due (links to it wait for its schedule, as on one node)."""
-        s = self.sched
-        if st.via == "sitemapfile":
-            s.put_sitemap(st.url, count=False)
-            return
-        reason = s.state_scope_reason(st)
-        if reason is not None:
-            self.out_of_scope(st, reason)
-            return
-        if offered and st.asked_before and st.via in ("link", "sitemap", "requisite") and not s.recrawl.due(st.due_at):
-            st.state = "done"  # of this pass now, and in the seen set: links to it stop here
-            s.table.put(st)
-            s.counters.inc("web.recrawl.not-due")
-            return
-        s.queue(st)
 
     # -- the end ---------------------------------------------------------------------------
     def leave(self, finished: bool) -> None:
