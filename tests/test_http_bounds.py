@@ -13,10 +13,10 @@ import pytest
 from werkzeug.test import Client
 
 from indexerd.core.errors import ConfigError
-from indexerd.daemon.coverage import Coverage
 from indexerd.daemon.http.app import SearchApp
 from indexerd.daemon.http.auth import TokenCheck
 from indexerd.daemon.queries import MAX_PAGE_SIZE, MAX_RESULTS, QueryRunner, QueryTimeout, SearchRequest
+from runnerbackend import Backend
 
 
 class SlowIndex:
@@ -38,25 +38,6 @@ class SlowIndex:
 
     def similar_terms(self, token, **kw):  # "did you mean" on 0 hits: nothing near
         return []
-
-
-class Backend:
-    """The application's backend over a :class:`QueryRunner` (no daemon)."""
-
-    def __init__(self, runner: QueryRunner) -> None:
-        self.runner = runner
-
-    def search(self, req):
-        return self.runner.run(req, via="http")
-
-    def source_names(self):
-        return ["notes"]
-
-    def coverage(self):
-        return Coverage()
-
-    def media_types(self):
-        return ["text/plain"]
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from indexerd.daemon.http.auth import TokenCheck
 from indexerd.daemon.queries import QueryRunner, SearchRequest
 from indexerd.daemon.reads import HANDLERS
 from indexerd.index.base import Hit
+from runnerbackend import Backend
 
 UTC = timezone.utc
 
@@ -45,25 +46,6 @@ class CountingIndex:
     def facets(self, query=None, **kw):
         self.calls["facets"] += 1
         return {"media_type": [("text/plain", 3)], "source": [("notes", 3)]}
-
-
-class Backend:
-    """The HTTP application's backend over a :class:`QueryRunner` (no daemon)."""
-
-    def __init__(self, runner: QueryRunner) -> None:
-        self.runner = runner
-
-    def search(self, req):
-        return self.runner.run(req, via="http")
-
-    def source_names(self):
-        return ["notes"]
-
-    def coverage(self):
-        return Coverage()
-
-    def media_types(self):
-        return ["text/plain"]
 
 
 @pytest.fixture
