@@ -9,6 +9,8 @@ from typing import NamedTuple
 
 __all__ = ["EDGE_WORD_CHARS", "Match", "best_window", "render"]
 
+_SPACES = re.compile(r"\s+")
+
 
 class Match(NamedTuple):
     """One match in a text: its span (``start``, ``end``: code points), the ``key`` of what it
@@ -84,13 +86,13 @@ def render(text: str, found: list[Match], ms: int, me: int, chars: int) -> tuple
     at = start
     for s, e in spans:
         for piece, marked in ((text[at:s], False), (text[s:e], True)):
-            piece = re.sub(r"\s+", " ", piece)
+            piece = _SPACES.sub(" ", piece)
             if marked:
                 marks.append((length, length + len(piece)))
             out.append(piece)
             length += len(piece)
         at = e
-    out.append(re.sub(r"\s+", " ", text[at:end]))
+    out.append(_SPACES.sub(" ", text[at:end]))
     joined = "".join(out)
     lead = len(joined) - len(joined.lstrip())
     joined = joined.strip()
@@ -115,11 +117,11 @@ def _word_start(text: str, at: int) -> int:
 def _word_end(text: str, at: int) -> int:
     """Where the word holding ``text[at - 1]`` ends (at the whitespace after it), at most
     :data:`EDGE_WORD_CHARS` on; else ``at``."""
-    m = re.compile(r"\s").search(text, at, min(len(text), at + EDGE_WORD_CHARS))
+    m = _SPACES.search(text, at, min(len(text), at + EDGE_WORD_CHARS))
     return m.start() if m else (len(text) if len(text) - at <= EDGE_WORD_CHARS else at)
 
 
 def _first_space(text: str, start: int, limit: int) -> int | None:
     """Where the first whole word after ``start`` begins, if before ``limit``."""
-    m = re.compile(r"\s+").search(text, start, limit)
+    m = _SPACES.search(text, start, limit)
     return m.end() if m else None
