@@ -450,6 +450,44 @@ def test_tantivy_engine_needs_its_extra() -> None:
         assert parse_config('[index]\nengine = "tantivy"\n', ORIGIN).index.engine == "tantivy"
 
 
+def test_the_engines_come_from_the_index_registry() -> None:
+    """The config asks the engines the index registered (config/engines.py), not the index
+    package: an engine registered by another package is accepted, its own load error is the
+    config's error, with the file named."""
+    from indexerd.config import engines
+
+    def load() -> None:
+        raise ConfigError("index.engine = 'lucene', but its library is not installed: pip install 'indexerd[lucene]'")
+
+    engines.register("lucene", None)
+    try:
+        assert parse_config('[index]\nengine = "lucene"\n', ORIGIN).index.engine == "lucene"
+        engines.register("lucene", load)
+        with pytest.raises(ConfigError, match=rf"^{re.escape(ORIGIN)}: index\.engine = 'lucene', but its library "
+                                              r"is not installed: pip install 'indexerd\[lucene\]'$"):
+            parse_config('[index]\nengine = "lucene"\n', ORIGIN)
+    finally:
+        engines.unregister("lucene")
+    assert engines.registered() == ("whoosh", "tantivy", "postgresql")
+    assert config_error('[index]\nengine = "lucene"\n') == \
+        f"{ORIGIN}: index.engine: expected 'whoosh', 'tantivy' or 'postgresql', got 'lucene'"
+
+
+def test_a_config_read_before_any_engine_is_registered_says_so() -> None:
+    """A program that reads a config without importing indexerd.index.engines: the default
+    engine reads, another is refused saying what to import (not a bare "unknown")."""
+    import subprocess
+    import sys
+
+    code = ("from indexerd.config import parse_config\n"
+            "assert parse_config('[index]\\nengine = \"whoosh\"\\n', 't.toml').index.engine == 'whoosh'\n"
+            "try:\n    parse_config('[index]\\nengine = \"tantivy\"\\n', 't.toml')\n"
+            "except Exception as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.strip() == ("t.toml: index.engine: unknown engine 'tantivy' (no index engine is registered: "
+                           "import indexerd.index.engines first)")
+
+
 @pytest.mark.parametrize("key, value", [("commit_batch", 0), ("bulk_commit_batch", -1)])
 def test_a_value_out_of_range_is_refused_naming_the_key_and_the_value(key, value) -> None:
     """config/checks.py keeps the range checks (not msgspec Meta) so that the error names the

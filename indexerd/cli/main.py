@@ -23,6 +23,7 @@ from typing import Any
 from indexerd import __version__
 from indexerd.cli import ctl as ctlcmd
 from indexerd.core.errors import IndexerdError
+from indexerd.index import engines as _engines  # noqa: F401  (registers the index engines with the config)
 from indexerd.sources import registry as _registry  # noqa: F401  (registers the kinds of source with the config)
 from indexerd.cli.logformat import SafeLogFormatter
 from indexerd.output.terminal import safe

@@ -48,8 +48,6 @@ def _friendly(what: str, path: str = "") -> str:
     what = re.sub(r"Expected `array`, got `(\w+)`", rf"expected a list (of {items}), got \1", what)
     what = re.sub(r"Expected `([^`]+)`, got `(\w+)`", lambda m: f"expected {m.group(1).replace(' | null', '')}, got {m.group(2)}", what)
     what = what.replace("Object missing required field", "missing required key")
-    if path == "index.engine":
-        what = re.sub(r"Invalid enum value (.+)", r"expected 'whoosh', 'tantivy' or 'postgresql', got \1", what)
     return what
 
 
