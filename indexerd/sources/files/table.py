@@ -55,6 +55,12 @@ def check_filesystem_source(src: FilesystemSource, where: str, origin: str) -> N
         raise ConfigError(f"{origin}: {where}.node: expected a node name, got {src.node!r}")
 
 
+def adhoc_filesystem_source(path: str) -> FilesystemSource:
+    """The table of a tree named on the command line (``indexerd index PATH``): ``path`` (a real
+    path, as the caller resolved it) as both its root and its name."""
+    return FilesystemSource(name=path, path=path)
+
+
 def filesystem_paths(src: FilesystemSource) -> list[tuple[str, str, str]]:
     """The path a tree source needs: ``[("path", its root, "read")]`` (key, path, need as in
     :attr:`indexerd.sources.registry.Kind.paths`)."""
