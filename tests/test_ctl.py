@@ -349,11 +349,12 @@ def test_sql_progress_counts_rows_not_files(caplog):
     from indexerd.sources.registry import KINDS
 
     caplog.set_level("INFO", logger="indexerd.core.progress")
-    p = Progress("articles", tty=False, log_every_seconds=0, unit=KINDS["sql"].unit)
+    p = Progress("articles", tty=False, log_every_seconds=0, unit=KINDS["sql"].unit, walk=KINDS["sql"].walk)
     p.tick_walk(2000)
     p.start_work(10)
     text = caplog.text
-    assert "2000 rows" in text and "files" not in text, text
+    assert "articles: loading, 2000 rows read" in text and "2000 rows found, 10 to read" in text, text
+    assert "files" not in text, text
 
 
 # -- 5. messages and help texts ----------------------------------------------------------------

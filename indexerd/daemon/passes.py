@@ -127,7 +127,8 @@ class Passes:
                 st.rerun = False  # this pass covers every request made before it started
                 st.running, st.current = True, counts
                 st.current_started = datetime.now(UTC)
-                st.progress = Progress(name, tty=False, log_every_seconds=10, unit=kind(src.kind).unit)
+                st.progress = Progress(name, tty=False, log_every_seconds=10, unit=kind(src.kind).unit,
+                                       walk=kind(src.kind).walk)
             with self.pipeline() as pipeline:
                 mark_pass_started(pipeline.store, name, src.kind, st.current_started, d.indexer.node)
                 pipeline.urgent = False  # a pass commits about once a second, not per drain

@@ -279,7 +279,7 @@ class Indexer:
         from indexerd.core.progress import Progress
 
         t0 = datetime.now(UTC)
-        bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit)
+        bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit, walk=kind(src.kind).walk)
         if not paths:
             run = self.store.source_runs().get(src.name)
             if not forced and recovery.rebuild_pending(run, recovery.rebuilt_at(self.store)):

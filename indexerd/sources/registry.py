@@ -65,6 +65,8 @@ class Kind:
             constructed as ``Class(table, policy, meta_map)``.
         verb: the ``ctl`` command asking the daemon for a pass (``scan``, ``poll``, ``crawl``).
         unit: what a pass's walk counts, for progress (``files``, ``rows``, ``pages``).
+        walk: the progress line of a pass's walk, ``{n}`` the count so far (``loading, {n} rows
+            read``); None: ``{n} <unit> found``.
         reconcile_at_start: the daemon's first pass after a start runs at once, whatever the
             last pass (a tree: its stat reconcile is cheap and its watch was off); otherwise
             when its interval since the last completed pass is due.
@@ -122,6 +124,7 @@ class Kind:
     verb_example: str = "NAME"
     recheck_help: str | None = None
     paths: Callable[[Any], list[tuple[str, str, str]]] | None = None
+    walk: str | None = None
     label: str = ""
     key_source: str | None = None
     key_file: str | None = None
@@ -129,7 +132,7 @@ class Kind:
     unowned: str = "no configured source has this key"
     adhoc_table: Callable[[str], Any] | None = None
     glob_keys: tuple[str, ...] = ()
-    key_synonyms: Mapping[str, str] = field(default_factory=dict)
+    key_synonyms: Mapping[str, str] = field(default_factory=dict, hash=False)  # a Kind stays hashable
 
     def cluster_lock(self, src) -> tuple[str, str]:
         """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
@@ -151,14 +154,14 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("filesystem", FilesystemSource, check_filesystem_source,
          "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
          node_owned=True, key_schemes=("file:",), paths=filesystem_paths,
-         verb_help="reconcile a filesystem source now", verb_example="docs",
+         verb_help="reconcile a filesystem source now", verb_example="docs", walk="scanning, {n} files found",
          key_file="indexerd.core.filekeys:key_to_path", adhoc_table=adhoc_filesystem_source,
          glob_keys=("include", "exclude"), key_synonyms={"root": "path", "dir": "path", "directory": "path"}),
     Kind("sql", SqlSource, check_sql_source,
          "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows", mask=mask_sql_source,
          lock_name="indexerd.sources.sql.feed:queue_lock_name", key_schemes=("sql:",),
          meta_prefixes=("sql:{source}:",), paths=sql_paths, verb_help="poll a SQL source now", verb_example="articles",
-         label="SQL", key_source="indexerd.sources.sql.keys:source_of_key"),
+         label="SQL", key_source="indexerd.sources.sql.keys:source_of_key", walk="loading, {n} rows read"),
     Kind("web", WebSource, check_web_source,
          "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages", mask=mask_web_source,
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
