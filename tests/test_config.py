@@ -473,6 +473,28 @@ def test_the_engines_come_from_the_index_registry() -> None:
         f"{ORIGIN}: index.engine: expected 'whoosh', 'tantivy' or 'postgresql', got 'lucene'"
 
 
+@pytest.mark.parametrize("engine, said", [
+    ("lucene", "index.engine: expected 'whoosh', 'tantivy' or 'postgresql', got 'lucene'"),
+    ("tantivy", "index.engine = 'tantivy', but its library is not installed: "),
+])
+def test_check_config_refuses_an_unknown_engine_and_one_without_its_library(tmp_path, engine, said) -> None:
+    """The command line registers the engines before it reads the config (index/engines.py), so
+    check-config says what it said when the config imported the index itself: exit 2, the file,
+    the key and what is wrong (tantivy's import made to fail, as when its extra is missing)."""
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(f'state_dir = "{tmp_path}/state"\ncontrol_socket = "{tmp_path}/s.sock"\n'
+                   f'[index]\nengine = "{engine}"\n', encoding="utf-8")
+    code = ("import sys; sys.modules['tantivy'] = None\n"
+            f"sys.argv = ['indexerd', 'check-config', '-c', {str(cfg)!r}]\n"
+            "from indexerd.cli.entry import main\nraise SystemExit(main())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert f"indexerd: {cfg}: {said}" in p.stderr, p.stderr
+
+
 def test_a_config_read_before_any_engine_is_registered_says_so() -> None:
     """A program that reads a config without importing indexerd.index.engines: the default
     engine reads, another is refused saying what to import (not a bare "unknown")."""
