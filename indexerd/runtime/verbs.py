@@ -26,11 +26,7 @@ from indexerd.output.reports import normalise_key
 from indexerd.core.errors import ConfigError, UnknownKey
 from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.sources.base import Source, TreeSource
-from indexerd.sources.registry import Kind, kind_of_key, named_source, of_kind
-
-
-#: what ``ctl reindex`` says of a key no kind declares and no source owns
-UNOWNED = Kind.__dataclass_fields__["unowned"].default
+from indexerd.sources.registry import UNOWNED, Kind, kind_of_key, named_source, of_kind
 
 
 def _check_named(sources: Mapping[str, Source], kind: Kind, name: str, key: str, target: str) -> None:

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: what ``ctl reindex`` says of a key no configured source owns, unless its kind words it
+UNOWNED = "no configured source has this key"
+
+
 @dataclass(frozen=True)
 class Kind:
     """One kind of source.
@@ -129,7 +133,7 @@ class Kind:
     key_source: str | None = None
     key_file: str | None = None
     canonical_key: str | None = None
-    unowned: str = "no configured source has this key"
+    unowned: str = UNOWNED
     adhoc_table: Callable[[str], Any] | None = None
     glob_keys: tuple[str, ...] = ()
     key_synonyms: Mapping[str, str] = field(default_factory=dict, hash=False)  # a Kind stays hashable
