@@ -153,6 +153,7 @@ KIND = registry.Kind("jsonl", JsonlTable, check_table, f"{__name__}:JsonlDir", v
                      mask=mask_table, key_schemes=("jsonl:",), verb_help="read a directory of JSON lines now",
                      verb_example="notes", paths=lambda table: [("path", table.path, "read")],
                      label="JSON lines", key_source=f"{__name__}:source_of_key",
+                     key_form="a jsonl:<source>/<id> key", key_example="jsonl:birds/1",
                      canonical_key=f"{__name__}:canonical_key", glob_keys=("include",),
                      key_synonyms={"dir": "path", "folder": "path"})
 

@@ -98,6 +98,10 @@ def test_the_kind_declares_its_config_words_and_its_keys(kind, tmp_path) -> None
         registry.named_source("jsonl:birds")
     assert normalise_key("JSONL:birds/1") == "jsonl:birds/1"
     assert registry.key_file("jsonl:birds/1") is None   # its documents are lines, not files
+    shown = run_in_process(["ctl", "reindex", "--help"], isolated_env(None), no_system_config(None))  # ctl's help
+    assert shown.returncode == 0, shown.stderr
+    assert "or a jsonl:<source>/<id> key" in " ".join(shown.stdout.split()), shown.stdout
+    assert "  indexerd ctl reindex jsonl:birds/1\n" in shown.stdout, shown.stdout
 
 
 def test_without_its_registry_entry_the_table_is_unknown(tmp_path) -> None:

@@ -326,12 +326,10 @@ def _parser() -> argparse.ArgumentParser:
                                     "index it even if unchanged; or, with --source, every document of a "
                                     "source (a forced pass); or, with --all, every document of every "
                                     "source. Without a target, --source or --all it exits 2.",
-                        epilog="examples:\n  indexerd ctl reindex ~/docs/a.html\n"
-                               "  indexerd ctl reindex https://intranet.example/page.html\n"
-                               "  indexerd ctl reindex sql:articles/42\n  indexerd ctl reindex --source docs\n"
-                               "  indexerd ctl reindex --all")
-    s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY",
-                   help="a file path, a URL or a sql:<source>/<id> key")
+                        epilog="examples:\n" + "".join(f"  indexerd ctl reindex {k.key_example}\n"
+                                                       for k in _registry.KINDS.values() if k.key_example)
+                               + "  indexerd ctl reindex --source docs\n  indexerd ctl reindex --all")
+    s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY", help=_registry.key_forms())
     s.add_argument("--source", metavar="NAME", help="every document of this source")
     s.add_argument("--all", action="store_true",
                    help="every document of every source (a forced full pass of each: every site is "
@@ -345,7 +343,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "next scan, a page at the next crawl, a SQL row at the next poll). "
                                     "An unknown key exits 1, as for explain.",
                         epilog="example:\n  indexerd ctl forget ~/docs/secret.txt")
-    s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
+    s.add_argument("key", help=_registry.key_forms())
     s.set_defaults(func=ctlcmd.cmd_forget)
 
     s = csub.add_parser("search", parents=[common], formatter_class=fmt, help="search the index",
@@ -391,7 +389,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="why a document was (not) re-indexed (an unknown key exits 1)",
                         epilog="examples:\n  indexerd ctl explain ~/docs/notes.txt\n"
                                "  indexerd ctl explain https://example.test/page.html --json")
-    s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
+    s.add_argument("key", help=_registry.key_forms())
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=ctlcmd.cmd_explain)
     return p

@@ -104,6 +104,9 @@ class Kind:
         unowned: what ``ctl reindex`` says of a key of the kind no configured source owns.
         adhoc_table: ``adhoc_table(path)``: the table of a source for a directory named on the
             command line (``indexerd index PATH``), or None: the kind makes none.
+        key_form: how ``ctl``'s help names what may be typed for a document of the kind (``a
+            sql:<source>/<id> key``); ``""``: nothing of its own.
+        key_example: a key (or path) of the kind for ``ctl reindex``'s examples; ``""``: none.
         glob_keys: the keys of its table that hold glob patterns (for the config's error text).
         key_synonyms: words people write for a key of its table that is spelled otherwise
             (``root`` for ``path``), for the config's "did you mean".
@@ -135,6 +138,8 @@ class Kind:
     canonical_key: str | None = None
     unowned: str = UNOWNED
     adhoc_table: Callable[[str], Any] | None = None
+    key_form: str = ""
+    key_example: str = ""
     glob_keys: tuple[str, ...] = ()
     key_synonyms: Mapping[str, str] = field(default_factory=dict, hash=False)  # a Kind stays hashable
 
@@ -159,13 +164,15 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
          node_owned=True, key_schemes=("file:",), paths=filesystem_paths,
          verb_help="reconcile a filesystem source now", verb_example="docs", walk="scanning, {n} files found",
+         key_form="a file path", key_example="~/docs/a.html",
          key_file="indexerd.core.filekeys:key_to_path", adhoc_table=adhoc_filesystem_source,
          glob_keys=("include", "exclude"), key_synonyms={"root": "path", "dir": "path", "directory": "path"}),
     Kind("sql", SqlSource, check_sql_source,
          "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows", mask=mask_sql_source,
          lock_name="indexerd.sources.sql.feed:queue_lock_name", key_schemes=("sql:",),
          meta_prefixes=("sql:{source}:",), paths=sql_paths, verb_help="poll a SQL source now", verb_example="articles",
-         label="SQL", key_source="indexerd.sources.sql.keys:source_of_key", walk="loading, {n} rows read"),
+         label="SQL", key_source="indexerd.sources.sql.keys:source_of_key", walk="loading, {n} rows read",
+         key_form="a sql:<source>/<id> key", key_example="sql:articles/42"),
     Kind("web", WebSource, check_web_source,
          "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages", mask=mask_web_source,
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
@@ -176,6 +183,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
                       "page costs a 304 (`ctl reindex --source` is the unconditional one)",
          canonical_key="indexerd.sources.web.urls:canonicalize",
          unowned="not inside any configured web source's scope",
+         key_form="a URL", key_example="https://intranet.example/page.html",
          key_synonyms={"url": "seeds", "urls": "seeds", "seed": "seeds"}),
 )}
 
@@ -220,6 +228,13 @@ def is_key(text: str) -> bool:
     """Whether ``text`` is a document key (``sql:rows/7``, ``file:///a``, a URL) rather than a
     path: it starts with a kind's :attr:`Kind.key_schemes` (:func:`kind_of_key`), or is a URL."""
     return "://" in text or kind_of_key(text) is not None
+
+
+def key_forms() -> str:
+    """What may be typed for a document, every kind's :attr:`Kind.key_form` joined (``a file
+    path, a sql:<source>/<id> key or a URL``), for ``ctl``'s help."""
+    forms = [k.key_form for k in KINDS.values() if k.key_form]
+    return forms[0] if len(forms) == 1 else f"{', '.join(forms[:-1])} or {forms[-1]}"
 
 
 def kind_of_key(key: str) -> Kind | None:
