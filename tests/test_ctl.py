@@ -390,6 +390,20 @@ def test_help_texts():
     assert p.returncode == 2 and "--dates" in p.stderr and "--skipped" in p.stderr, p.stderr
 
 
+def test_a_query_starting_with_a_dash_is_told_how_to_write_it(tmp_path):
+    """A new user's trial: `ctl search -draft -c CFG` said only "the following arguments are
+    required: query", and `ctl search -- -draft -c CFG` "unrecognized arguments: -c CFG";
+    both now say that the query goes after `--` and the options before it."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ncontrol_socket = "{tmp_path / "s.sock"}"\n')
+    for args in (("ctl", "search", "-draft", "-c", str(cfg)), ("ctl", "search", "--", "-draft", "-c", str(cfg))):
+        p = cli(*args)
+        assert p.returncode == 2, (args, p)
+        assert "indexerd ctl search -c CONFIG -- '-draft'" in p.stderr, (args, p.stderr)
+    p = cli("ctl", "search", "-c", str(cfg), "--", "-draft")  # the query reaches the (absent) index
+    assert p.returncode == 1 and "no index yet" in p.stderr, p
+
+
 def test_an_unknown_option_is_reported_with_its_command_s_usage():
     """A new user's trial: `ctl scan NAME --all` printed the top level's usage (`indexerd [-h]
     ... COMMAND ...`), which says nothing about scan; now the command's own usage, and where
