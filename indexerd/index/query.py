@@ -77,7 +77,7 @@ UTC = timezone.utc
 MAX_NESTING = 32
 #: The most words a query may name, a phrase's words counted (as Lucene's ``maxClauseCount``):
 #: a 1,000-word query overflowed the stack of Whoosh's scorer (a chain of intersections) and held
-#: the daemon's query worker; 256 words take under a second on 8,000 documents.
+#: the daemon's query worker (bench/RESULTS.md, "Long queries").
 MAX_WORDS = 256
 
 

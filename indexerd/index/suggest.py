@@ -35,11 +35,12 @@ MIN_WORD_CHARS = 4
 #: Hits whose marked words are looked at to show a suggested term as a word.
 SURFACE_HITS = 10
 #: A query with more plain words than this gets no suggestion (none is counted): each word costs
-#: a count, and a 5,000-word query held a Whoosh daemon's only query worker for 37 s.
+#: a count, and a long query held a Whoosh daemon's only query worker long after its caller gave
+#: up (bench/RESULTS.md, "Long queries").
 MAX_WORDS = 16
 #: Words the index lacks that are looked up (one or two scans of the terms under their first
-#: letter each, 0.1-0.3 s on 8,000 documents); a query lacking more gets no suggestion: that
-#: many unknown words are not a typo.
+#: letter each: most of a long query's time); a query lacking more gets no suggestion: that many
+#: unknown words are not a typo.
 MAX_LOOKED_UP = 4
 _WORD = re.compile(r"\w+")
 
