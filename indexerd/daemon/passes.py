@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 UTC = timezone.utc
 #: Seconds a ``--wait`` request waits, the source's lock free, for the pass it queued to start.
 RERUN_START_SECONDS = 10.0
+#: Seconds a forced pass (``ctl reindex --source``) waits for the source's lock before it is
+#: queued behind the pass holding it (forced all the same).
+FORCED_LOCK_WAIT_SECONDS = 30.0
 
 
 class PassFailed(IndexerdError):
@@ -68,7 +71,9 @@ class Passes:
         st = d.states.get(name)
         if src is None or st is None:
             return None
-        if not st.lock.acquire(timeout=0.1):
+        # a forced request waits for a running pass to end to run forced itself (in a cluster a
+        # standby or join call may hold the lock a moment); past that it is queued, still forced
+        if not st.lock.acquire(timeout=0.1 if not forced else FORCED_LOCK_WAIT_SECONDS):
             if standby and not asked:
                 log.debug("%s: a pass is running here; the standby call is dropped", name)
                 return None
