@@ -3,6 +3,7 @@ where the file and the state dir are found, the shipped etc/indexerd.toml, and c
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -139,6 +140,22 @@ def test_origin_is_not_a_config_key() -> None:
 def test_wrong_type_or_value(text, path, words) -> None:
     msg = config_error(text)
     assert f": {path}: " in msg and words in msg, msg
+
+
+@pytest.mark.parametrize("key,pattern,words", [
+    ("include", "[z-a]", "bad character range"),
+    ("include", "foo\\", "'foo\\\\'"),
+    ("exclude", "!foo", "negation"),
+    ("exclude", "#notes", "comment"),
+    ("exclude", "/", "selects no path"),
+    ("exclude", "[", "selects no path"),
+])
+def test_a_glob_the_matcher_cannot_use_is_a_config_error(key, pattern, words) -> None:
+    """A new user's trial: a bad include/exclude glob (a reversed range, a trailing backslash, a
+    gitignore negation or comment) was a Python traceback and exit 1 from ``check-config``,
+    ``indexerd index`` and the daemon's start; it is a config error naming key, value and why."""
+    msg = config_error(src(f"{key} = [\"*.txt\", {json.dumps(pattern)}]\n"))
+    assert f": sources.filesystem[0].{key}[1]: " in msg and repr(pattern) in msg and words in msg, msg
 
 
 def test_not_toml() -> None:

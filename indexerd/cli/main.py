@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from indexerd import __version__
 from indexerd.cli import ctl as ctlcmd
@@ -360,6 +360,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="best match first (default), or newest last_modified first")
     s.add_argument("--json", action="store_true", help="print a JSON list of hits")
     s.set_defaults(func=ctlcmd.cmd_search)
+    _search_error = s.error
+
+    def search_error(message: str) -> NoReturn:  # `-draft` read as an option: no query left
+        if "required: query" in message:
+            message += f"; {DASH_QUERY_HINT}"
+        _search_error(message)
+
+    s.error = search_error  # type: ignore[method-assign]
 
     s = csub.add_parser("report", parents=[common], formatter_class=fmt,
                         help="reports from the state store (choose one: --dates, --skipped)",
@@ -405,6 +413,11 @@ def _mark_leaves(parser: argparse.ArgumentParser) -> None:
                 _mark_leaves(child)
 
 
+#: how to search for a query that starts with ``-`` (argparse reads ``-draft`` as an option)
+DASH_QUERY_HINT = ("a query starting with '-' goes after '--', every option before it: "
+                   "indexerd ctl search -c CONFIG -- '-draft'")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``indexerd`` console script; returns the exit code."""
     parser = _parser()
@@ -417,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         rechecks = [k.verb for k in _registry.KINDS.values() if k.recheck_help]
         if "--all" in extras and verb in _registry.VERBS and verb not in rechecks and rechecks:
             hint = f" (--all is ctl {' and ctl '.join(rechecks)}'s: everything a source knows asked now)"
+        if verb == "search" and "--" in (argv if argv is not None else sys.argv[1:]):
+            hint = f" (after '--' every word is the query's: {DASH_QUERY_HINT})"
         leaf.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     _setup_logging(getattr(args, "log_level", None) or "warning")
     try:

@@ -81,7 +81,7 @@ def run_pass(d: Daemon, req: dict, kind: str) -> dict:
         with d.lock:
             d.states[name].recheck_asked = True
     if req.get("wait"):
-        counts = d.passes.wait(name)
+        counts = d.passes.wait(name, fresh=bool(req.get("all")))
         d.passes.raise_if_failed([name])
         return {"source": name, "counts": counts}
     running = d.states[name].running
