@@ -9,11 +9,14 @@ apart do not make ``a b c``).  Lucene's ``ShingleFilter`` and Xapian's "bigram" 
 same (a "shingle" of two words).
 
 The analyzer (:mod:`indexerd.index.analysis`) never leaves a ``.`` inside a token (a word with a
-dot is an identifier, split at its dots), so ``a.b`` names one pair only.  Pure functions.
+dot is an identifier, split at its dots), so ``a.b`` names one pair only.  A two-token phrase
+answered by its pair term is weighed as tantivy weighs the phrase (:func:`pair_boost`).  Pure
+functions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 #: What joins the two tokens of a pair term (a character no token holds).
@@ -31,3 +34,28 @@ def phrase_pairs(tokens: Sequence[str]) -> list[str]:
     """The distinct pair terms a document holding the phrase ``tokens`` has, first occurrence
     order (empty for fewer than 2 tokens)."""
     return list(dict.fromkeys(pair_terms(tokens)))
+
+
+def bm25_idf(doc_freq: int, num_docs: int) -> float:
+    """BM25's inverse document frequency as tantivy computes it,
+    ``ln(1 + (num_docs - doc_freq + 0.5) / (doc_freq + 0.5))``: above 0 for ``0 <= doc_freq <=
+    num_docs``.  A ``doc_freq`` above ``num_docs`` (deleted documents not yet merged away still
+    count in it) is taken as ``num_docs``."""
+    doc_freq = min(max(0, doc_freq), num_docs)
+    return math.log(1.0 + (num_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+def pair_boost(word_doc_freqs: Sequence[int], pair_doc_freq: int, num_docs: int) -> float:
+    """The boost that gives a pair term the weight tantivy gives the phrase of its two words.
+
+    tantivy scores a phrase by BM25 with the phrase's count in the document and, as idf, the sum
+    of its words' idfs (``Bm25Weight::for_terms``); a term of ``content_pairs`` scores by BM25
+    with the same count (the pair occurs where the phrase does) and the pair's own idf.  The
+    ratio of the two idfs makes the pair weigh what the phrase weighed beside a query's other
+    clauses; what stays different is the length normalisation, by one token a document
+    (``content_pairs`` holds one term fewer than ``content``).  ``word_doc_freqs``: each word's
+    document frequency in ``content``; ``pair_doc_freq``: the pair's in ``content_pairs``;
+    ``num_docs``: documents in the index (at least 1).  Returns a factor above 0.
+    """
+    num_docs = max(1, num_docs)
+    return sum(bm25_idf(df, num_docs) for df in word_doc_freqs) / bm25_idf(pair_doc_freq, num_docs)
