@@ -8,7 +8,8 @@ calls, after one warm-up call, of: the engine's ``search`` (snippets included), 
 no snippet (``snippets_for`` choosing none), tantivy's own top-20 (``Searcher.search`` of the
 compiled query, ``count=False``) and tantivy's ``Count`` collector (``count=True``).  Then the
 content field's phrase ``"difo masuf"`` against the AND of its two terms, with their matches:
-the cost of checking positions.  ``REPS`` repetitions; JSON lines to stdout, the 1-minute load
+the cost of checking positions; on an index with word pairs (format 3), also the pair's term
+query ``difo.masuf`` on ``content_pairs``, which answers that phrase now.  ``REPS`` repetitions; JSON lines to stdout, the 1-minute load
 (``/proc/loadavg``) with each repetition.
 """
 from __future__ import annotations
@@ -67,7 +68,12 @@ def main() -> None:
             phrase = T.phrase_query(ix.schema, "content", ["difo", "masuf"])
             both = T.boolean_query([(tantivy.Occur.Must, T.term_query(ix.schema, "content", w))
                                     for w in ("difo", "masuf")])
-            for name, q in (("content phrase", phrase), ("content AND", both)):
+            stages = [("content phrase", phrase), ("content AND", both)]
+            try:  # an index of format 3 or later: the phrase's word pair (indexerd/index/tantivy/pairs.py)
+                stages.append(("content pair", T.term_query(ix.schema, "content_pairs", "difo.masuf")))
+            except ValueError:  # no such field: an index written before the pairs
+                pass
+            for name, q in stages:
                 print(json.dumps({"rep": rep, "load": load, "query": name, "segments": s.num_segments,
                                   "matches": s.search(q, limit=1, count=True).count,  # type: ignore[attr-defined]
                                   "tantivy_top20": median_ms(lambda: s.search(q, limit=20, count=False),
