@@ -55,7 +55,7 @@ def main() -> None:
             load = Path("/proc/loadavg").read_text().split()[0]
             s = ix.searcher()  # type: ignore[attr-defined]
             for qs in SCALE_QUERIES:
-                q = compile_query(ix._analysed(qs), ix.schema)  # type: ignore[attr-defined]
+                q = compile_query(ix._analysed(qs), ix.schema, s)  # type: ignore[attr-defined]
                 row = {"rep": rep, "load": load, "query": qs,
                        "search": median_ms(lambda: ix.search(qs, limit=20), args.runs),
                        "no_snippets": median_ms(lambda: ix.search(qs, limit=20, snippets_for=lambda k: ()),
