@@ -9,7 +9,9 @@ no snippet (``snippets_for`` choosing none), tantivy's own top-20 (``Searcher.se
 compiled query, ``count=False``) and tantivy's ``Count`` collector (``count=True``).  Then the
 content field's phrase ``"difo masuf"`` against the AND of its two terms, with their matches:
 the cost of checking positions; on an index with word pairs (format 3), also the pair's term
-query ``difo.masuf`` on ``content_pairs``, which answers that phrase now.  ``REPS`` repetitions; JSON lines to stdout, the 1-minute load
+query ``difo.masuf`` on ``content_pairs``, which answers that phrase now, and two three-word
+phrases as tantivy's positional phrase against the engine's (the same phrase on the documents
+holding its pairs).  ``REPS`` repetitions; JSON lines to stdout, the 1-minute load
 (``/proc/loadavg``) with each repetition.
 """
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main() -> None:
 
     from indexerd.index import open_index
     from indexerd.index.tantivy.compile import compile_query
+    from indexerd.index.tantivy.compile import phrase as pair_phrase
 
     ix = open_index(args.state, create=False)
     try:
@@ -73,6 +76,10 @@ def main() -> None:
                 stages.append(("content pair", T.term_query(ix.schema, "content_pairs", "difo.masuf")))
             except ValueError:  # no such field: an index written before the pairs
                 pass
+            else:  # three words: positions read for every document holding the words, or only
+                for words in (["difo", "masuf", "difo"], ["difo", "masuf", "refobo"]):  # for those with the pairs
+                    stages.append((f"content phrase {' '.join(words)}", T.phrase_query(ix.schema, "content", words)))
+                    stages.append(("... through its pairs", pair_phrase(ix.schema, "content", tuple(words), s)))
             for name, q in stages:
                 print(json.dumps({"rep": rep, "load": load, "query": name, "segments": s.num_segments,
                                   "matches": s.search(q, limit=1, count=True).count,  # type: ignore[attr-defined]
