@@ -17,10 +17,10 @@ def analyse_texts(texts: list[tuple[str, str, str]],
                   fold_diacritics: bool) -> list[tuple[str, str, str, str, str]]:
     """``(title, content, headings)`` -> ``(title tokens, content tokens, identifiers, headings
     tokens, content pairs)``, each joined by single spaces (the tantivy engine's field values;
-    the pairs: :func:`~indexerd.index.tantivy.pairs.pair_terms` of the content tokens).  Runs in
+    the pairs: :func:`~indexerd.index.tantivy.pairs.field_terms` of the content tokens).  Runs in
     the worker or in-process."""
     from indexerd.index.analysis import analyzer
-    from indexerd.index.tantivy.pairs import pair_terms
+    from indexerd.index.tantivy.pairs import field_terms
 
     a = analyzer(fold_diacritics=fold_diacritics)
     out = []
@@ -28,7 +28,7 @@ def analyse_texts(texts: list[tuple[str, str, str]],
         t = a.analyse(title)
         c = a.analyse(content)
         out.append((" ".join(t.tokens), " ".join(c.tokens), " ".join(t.ids + c.ids),
-                    " ".join(a.tokens(headings)) if headings else "", " ".join(pair_terms(c.tokens))))
+                    " ".join(a.tokens(headings)) if headings else "", " ".join(field_terms(c.tokens))))
     return out
 
 

@@ -21,6 +21,10 @@ from collections.abc import Sequence
 
 #: What joins the two tokens of a pair term (a character no token holds).
 PAIR_JOIN = "."
+#: One more term of ``content_pairs`` in every document with content, which no phrase asks for
+#: (not a pair: nothing on either side of the joiner): the field then holds as many terms as
+#: ``content``, so BM25's length normalisation is the same on both (:func:`pair_boost`).
+PAIR_PAD = PAIR_JOIN
 
 
 def pair_terms(tokens: Sequence[str]) -> list[str]:
@@ -28,6 +32,12 @@ def pair_terms(tokens: Sequence[str]) -> list[str]:
     fewer than 2 tokens), repeats kept: ``["difo", "masuf", "difo"]`` -> ``["difo.masuf",
     "masuf.difo"]``."""
     return [a + PAIR_JOIN + b for a, b in zip(tokens, tokens[1:])]
+
+
+def field_terms(tokens: Sequence[str]) -> list[str]:
+    """The ``content_pairs`` terms of a document whose content tokens are ``tokens``: its
+    :func:`pair_terms` and, when there is any token, :data:`PAIR_PAD`; as many terms as tokens."""
+    return pair_terms(tokens) + [PAIR_PAD] if tokens else []
 
 
 def phrase_pairs(tokens: Sequence[str]) -> list[str]:
@@ -52,8 +62,10 @@ def pair_boost(word_doc_freqs: Sequence[int], pair_doc_freq: int, num_docs: int)
     of its words' idfs (``Bm25Weight::for_terms``); a term of ``content_pairs`` scores by BM25
     with the same count (the pair occurs where the phrase does) and the pair's own idf.  The
     ratio of the two idfs makes the pair weigh what the phrase weighed beside a query's other
-    clauses; what stays different is the length normalisation, by one token a document
-    (``content_pairs`` holds one term fewer than ``content``).  ``word_doc_freqs``: each word's
+    clauses.  The length normalisation is the same (``content_pairs`` holds as many terms as
+    ``content``: :func:`field_terms`), and so the score, to float rounding, but for deleted
+    documents not yet merged away (tantivy's idf counts them in the documents, this boost does
+    not: ``num_docs`` is the live count).  ``word_doc_freqs``: each word's
     document frequency in ``content``; ``pair_doc_freq``: the pair's in ``content_pairs``;
     ``num_docs``: documents in the index (at least 1).  Returns a factor above 0.
     """
