@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 #: Changes whenever the schema (fields, their options, the tokenizer) changes: an index written
-#: with another format is rebuilt from the sources.  2: the ``headings`` field.
-FORMAT_VERSION = 2
+#: with another format is rebuilt from the sources.  2: the ``headings`` field; 3: the
+#: ``content_pairs`` field (word pairs answering phrases, :mod:`.pairs`).
+FORMAT_VERSION = 3
 
 
 class TantivyEngine:

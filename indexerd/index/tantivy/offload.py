@@ -13,11 +13,14 @@ from indexerd.index.offload import BATCH_DOCS, AnalysisWorker, batch_full  # noq
 TASK = "indexerd.index.tantivy.offload:analyse_texts"
 
 
-def analyse_texts(texts: list[tuple[str, str, str]], fold_diacritics: bool) -> list[tuple[str, str, str, str]]:
+def analyse_texts(texts: list[tuple[str, str, str]],
+                  fold_diacritics: bool) -> list[tuple[str, str, str, str, str]]:
     """``(title, content, headings)`` -> ``(title tokens, content tokens, identifiers, headings
-    tokens)``, each joined by single spaces (the tantivy engine's field values).  Runs in the
-    worker or in-process."""
+    tokens, content pairs)``, each joined by single spaces (the tantivy engine's field values;
+    the pairs: :func:`~indexerd.index.tantivy.pairs.field_terms` of the content tokens).  Runs in
+    the worker or in-process."""
     from indexerd.index.analysis import analyzer
+    from indexerd.index.tantivy.pairs import field_terms
 
     a = analyzer(fold_diacritics=fold_diacritics)
     out = []
@@ -25,7 +28,7 @@ def analyse_texts(texts: list[tuple[str, str, str]], fold_diacritics: bool) -> l
         t = a.analyse(title)
         c = a.analyse(content)
         out.append((" ".join(t.tokens), " ".join(c.tokens), " ".join(t.ids + c.ids),
-                    " ".join(a.tokens(headings)) if headings else ""))
+                    " ".join(a.tokens(headings)) if headings else "", " ".join(field_terms(c.tokens))))
     return out
 
 

@@ -8,6 +8,8 @@ Fields (the names the query compiler uses):
 - ``title`` and ``content``: the engine-neutral analyzer's tokens (:mod:`indexerd.index.analysis`)
   joined by single spaces and split again by tantivy's whitespace tokenizer, so a token's
   position is its index in the analyzer's list (phrases work as on every engine); not stored;
+- ``content_pairs``: each two neighbouring content tokens as one term (:mod:`.pairs`), with
+  frequencies, without positions: a phrase query's candidates (:mod:`.compile`);
 - ``headings``: the analyzer's tokens of the section headings (boosted at query time), with
   positions, not stored;
 - ``ids``: the whole identifiers of title and content (``pg_hba.conf``), whitespace-joined,
@@ -54,6 +56,7 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field("title", tokenizer_name=TOKENIZER, index_option="position")
     sb.add_text_field("content", tokenizer_name=TOKENIZER, index_option="position")
     sb.add_text_field("ids", tokenizer_name=TOKENIZER, index_option="freq")
+    sb.add_text_field("content_pairs", tokenizer_name=TOKENIZER, index_option="freq")
     sb.add_text_field("headings", tokenizer_name=TOKENIZER, index_option="position")
     sb.add_text_field("media_type", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("date_source", stored=True, tokenizer_name="raw", index_option="basic")
@@ -78,14 +81,14 @@ def _from_bytes(data: bytes | None) -> str:
     return data.decode("utf-8", "surrogateescape") if data else ""
 
 
-def to_document(doc, analysed: tuple[str, str, str, str]) -> tantivy.Document:
+def to_document(doc, analysed: tuple[str, str, str, str, str]) -> tantivy.Document:
     """The tantivy document of ``doc`` (an :class:`~indexerd.index.IndexDoc`) whose title,
     content and headings were analysed into ``analysed`` (title tokens, content tokens,
-    identifiers, headings tokens: each joined by single spaces;
+    identifiers, headings tokens, content pairs: each joined by single spaces;
     :func:`~indexerd.index.tantivy.offload.analyse_texts`).
     ``last_modified`` must be aware (it is converted to UTC); a ``size`` below 0 is stored as 0.
     """
-    title_tokens, content_tokens, ids, heading_tokens = analysed
+    title_tokens, content_tokens, ids, heading_tokens, content_pairs = analysed
     shown = doc.content if doc.snippet_text is None else doc.snippet_text
     d = tantivy.Document()
     d.add_text("key", doc.key)
@@ -96,6 +99,8 @@ def to_document(doc, analysed: tuple[str, str, str, str]) -> tantivy.Document:
         d.add_text("ids", ids)
     if heading_tokens:
         d.add_text("headings", heading_tokens)
+    if content_pairs:
+        d.add_text("content_pairs", content_pairs)
     d.add_text("media_type", doc.media_type or "")
     d.add_text("date_source", doc.date_source or "")
     d.add_date("last_modified", doc.last_modified.astimezone(UTC))

@@ -21,7 +21,7 @@ from indexerd.core.errors import IndexUnavailable
 from indexerd.index.analysis import analyzer as shared_analyzer
 from indexerd.index.base import Hit, check_sort
 from indexerd.index.query import parse
-from indexerd.index.querytokens import analyse_query
+from indexerd.index.querytokens import MatchNone, analyse_query
 from indexerd.index.snippets import NO_SNIPPET, SnippetQuery, make_snippet
 
 from .compile import compile_query, date_range
@@ -87,11 +87,13 @@ class TantivySearch:
         """
         check_sort(sort)
         tree = self._analysed(query)
-        q = compile_query(tree, self.schema)
-        if q is None or limit < 1:  # nothing to search (only stop words), or nothing asked
+        if isinstance(tree, MatchNone) or limit < 1:  # nothing to search (only stop words), or nothing asked
+            return []
+        s = self.searcher()
+        q = compile_query(tree, self.schema, s)
+        if q is None:
             return []
         q = self._filtered(q, since, until)
-        s = self.searcher()
         if sort == "date":
             found = s.search(q, limit=limit, count=False, order_by_field="last_modified",
                              order=tantivy.Order.Desc).hits
