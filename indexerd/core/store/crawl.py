@@ -11,7 +11,26 @@ from typing import Iterable, Iterator
 
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
 
-__all__ = ["CrawlRows"]
+__all__ = ["CrawlRows", "REQUISITES_ADD", "REQUISITES_CLEAR", "Requisites", "requisite_rows"]
+
+#: What one kept file references (:meth:`CrawlRows.crawl_write`): ``(nested, [URL, ...])``,
+#: ``nested`` when the referrer is itself a page requisite (a stylesheet, a redirect).
+Requisites = tuple[bool, list[str]]
+#: SQL: forget what one referrer references (``source, page``).
+REQUISITES_CLEAR = "DELETE FROM crawl_requisites WHERE source = ? AND page = ?"
+#: SQL: one reference (``source, page, requisite, nested``).
+REQUISITES_ADD = ("INSERT INTO crawl_requisites(source, page, requisite, nested) VALUES (?, ?, ?, ?) "
+                  "ON CONFLICT(source, page, requisite) DO NOTHING")
+
+
+def requisite_rows(source: str, requisites: dict[str, Requisites | None],
+                   deletes: Iterable[str] = ()) -> tuple[list[tuple], list[tuple]]:
+    """The arguments of :data:`REQUISITES_CLEAR` (every referrer named, and every URL
+    deleted) and of :data:`REQUISITES_ADD` (the new references) for a write."""
+    cleared = [(source, u) for u in dict.fromkeys([*requisites, *deletes])]
+    added = [(source, page, url, int(nested)) for page, refs in requisites.items() if refs is not None
+             for nested, urls in (refs,) for url in dict.fromkeys(urls)]
+    return cleared, added
 
 
 class CrawlRows(StoreConnection):
@@ -161,20 +180,73 @@ class CrawlRows(StoreConnection):
         return row[0] if row is not None else None
 
     def crawl_write(self, source: str, rows: Iterable[dict], deletes: Iterable[str] = (),
-                    meta: dict[str, str] | None = None, links: dict[str, str | None] | None = None) -> None:
+                    meta: dict[str, str] | None = None, links: dict[str, str | None] | None = None,
+                    requisites: dict[str, Requisites | None] | None = None) -> None:
         """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), set the
-        ``links`` of the URLs in ``links``, delete URLs and set meta keys, in one transaction.
-        A row's stored ``links`` are kept unless ``links`` names its URL."""
+        ``links`` of the URLs in ``links``, replace the page requisites of the URLs in
+        ``requisites`` (``{referrer: (nested, [requisite URL, ...]) or None}``, None: it
+        references none any more; ``nested``: the referrer is itself a requisite), delete URLs
+        (and the requisites they referenced) and set meta keys, in one transaction.  A row's
+        stored ``links`` and requisites are kept unless ``links`` or ``requisites`` names its URL."""
         cols = ("source",) + self.CRAWL_COLUMNS
         updates = ", ".join(f"{c} = excluded.{c}" for c in self.CRAWL_COLUMNS if c != "url")
         sql = (f"INSERT INTO crawl({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
                f"ON CONFLICT(source, url) DO UPDATE SET {updates}")
+        deletes = list(deletes)
+        cleared, added = requisite_rows(source, requisites or {}, deletes)
         self._transaction([
             (sql, [(source,) + tuple(r[c] for c in self.CRAWL_COLUMNS) for r in rows]),
             ("UPDATE crawl SET links = ? WHERE source = ? AND url = ?",
              [(v, source, u) for u, v in (links or {}).items()]),
             ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
+            (REQUISITES_CLEAR, cleared),
+            (REQUISITES_ADD, added),
             (META_UPSERT, list((meta or {}).items()))])
+
+    #: Candidates asked at once by :meth:`crawl_requisites_referenced`.
+    REFERENCED_CHUNK = 500
+
+    def crawl_requisites_referenced(self, source: str, urls: Iterable[str]) -> set[str]:
+        """Those of the page requisites ``urls`` of ``source`` that a page still needs: a page
+        kept in the mirror references it (its ``crawl_requisites`` row is not ``nested``), or a
+        requisite that such a page needs does (a stylesheet's ``@import`` or font, a
+        requisite's redirect), through any number of stylesheets.  A requisite referenced only
+        by other requisites no page needs (a cycle of ``@import`` included) is not.
+
+        One recursive query per :data:`REFERENCED_CHUNK` URLs, up the ``crawl_requisites``
+        rows by the ``crawl_requisites_requisite`` index: the cost is the URLs' referrers and
+        theirs, not the source's references."""
+        urls = list(dict.fromkeys(urls))
+        found: set[str] = set()
+        for i in range(0, len(urls), self.REFERENCED_CHUNK):
+            part = urls[i:i + self.REFERENCED_CHUNK]
+            cur = self._db.execute(
+                "WITH RECURSIVE up(start, url) AS ("
+                f"SELECT DISTINCT requisite, requisite FROM crawl_requisites WHERE source = ? "
+                f"AND requisite IN ({', '.join('?' * len(part))}) "
+                "UNION SELECT up.start, r.page FROM crawl_requisites r JOIN up ON r.requisite = up.url "
+                "WHERE r.source = ? AND r.nested = 1) "
+                "SELECT DISTINCT up.start FROM up JOIN crawl_requisites r ON r.requisite = up.url "
+                "WHERE r.source = ? AND r.nested = 0", (source, *part, source, source))
+            found.update(r[0] for r in cur)
+        return found
+
+    def crawl_drop_requisites(self, source: str, urls: Iterable[str]) -> None:
+        """Forget the page requisites ``urls`` of ``source`` no page needs any more
+        (:meth:`crawl_requisites_referenced`): their crawl rows are deleted, not kept as
+        tombstones (a row would only grow the table: if a page references the URL again it is
+        a new requisite, fetched whole, its file being gone), and so are the requisites they
+        referenced themselves (a stylesheet's), which may then be needed by nothing either.
+        One transaction."""
+        keys = [(source, u) for u in dict.fromkeys(urls)]
+        self._transaction([("DELETE FROM crawl WHERE source = ? AND url = ?", keys), (REQUISITES_CLEAR, keys)])
+
+    def crawl_trust_requisite_references(self, source: str) -> None:
+        """Drop the mark the schema 11 migration (PostgreSQL: 6) put on the requisites known
+        before references were kept (the referrer ``''``): called once a ``ctl reindex
+        --source`` pass has finished, which parsed every page and recorded what each needs,
+        so from then on a requisite no page references is one no page needs."""
+        self._exec_many("DELETE FROM crawl_requisites WHERE source = ? AND page = ''", [(source,)])
 
     def crawl_row(self, source: str, url: str) -> dict | None:
         """The crawl row of ``url`` in web source ``source`` (by primary key), or None."""
