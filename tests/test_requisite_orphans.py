@@ -109,6 +109,27 @@ def test_a_page_answering_304_keeps_its_requisites(tmp_path, site) -> None:
     assert crawl.doc("/x.css")["reason"] == "requisite"
 
 
+def test_a_moved_requisite_is_kept_while_the_page_references_its_old_url(tmp_path, site) -> None:
+    """A stylesheet moved permanently (301) is asked at its new URL, which nothing but the
+    redirect names: kept (asked conditionally, never fetched whole again) while the page
+    references the old URL, dropped with it after."""
+    site.static("/", page("Home", "/old.css"), etag='"a1"')
+    site.add("/old.css", status=301, body=b"", headers={"Location": "/new.css"})
+    site.static("/new.css", b"p{color:red}", etag='"n1"', content_type="text/css")
+    mirror_dir = tmp_path / "mirror"
+    crawl = Crawl(tmp_path, site, mirror_dir=str(mirror_dir))
+    crawl.run()
+    crawl.run()
+    assert gets(site, "/new.css") == [200, 304]
+    assert references(crawl) == {("/", "/old.css"), ("/old.css", "/new.css")}
+    site.static("/", page("Home"), etag='"a2"')
+    crawl.run()
+    crawl.run()
+    assert len(site.hits("/old.css")) == 3 and gets(site, "/new.css") == [200, 304, 304]
+    assert not Mirror(mirror_dir).path_for(site.url("/new.css")).exists()
+    assert crawl.counters["web.requisite.orphaned"] == 2, crawl.counters
+
+
 # -- the store's rule, on both stores -----------------------------------------------------------
 def refs(store, source: str, page: str, urls: list[str], *, nested: bool = False) -> None:
     store.crawl_write(source, [], requisites={page: (nested, urls) if urls else None})

@@ -293,10 +293,9 @@ class CrawlTable:
 
     # -- page requisites ------------------------------------------------------------------
     def set_requisites(self, url: str, urls: list[str] | None, *, nested: bool = False) -> None:
-        """What the file kept for ``url`` needs to display (absolute URLs; None or empty: nothing,
-        its file is gone or needs none), written with the next :meth:`write`; ``nested``: ``url``
-        is itself a page requisite (a stylesheet, or a requisite that redirected).  What a page
-        references is what keeps a requisite (:mod:`indexerd.sources.web.orphans`)."""
+        """What the file kept for ``url`` needs to display (absolute URLs; None or empty: none),
+        written with the next :meth:`write` (:mod:`indexerd.sources.web.orphans`); ``nested``:
+        ``url`` is itself a page requisite (a stylesheet, or a requisite that redirected)."""
         self._requisites[url] = (nested, list(urls)) if urls else None
 
     # -- the frontier's overflow ----------------------------------------------------------
@@ -352,8 +351,7 @@ class CrawlTable:
         meta = {self.meta_key: pass_state.to_json()} if pass_state is not None else {}
         meta.update(self._meta)
         links = {u: v for u, v in self._links.items() if u in self.rows}
-        # what a removed file referenced is cleared whether its row is in memory or not (a
-        # retired key's); new references only with their referrer's row
+        # a removed file's references are cleared with or without its row; new ones with it
         requisites = {u: v for u, v in self._requisites.items() if v is None or u in self.rows}
         self._store_write(rows, deletes, meta, links, requisites)
         self._dirty.clear()
