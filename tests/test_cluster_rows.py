@@ -748,6 +748,8 @@ def test_a_write_under_a_lost_claims_token_is_refused_and_the_new_holders_rows_s
         row = a.crawl_row("site", "http://h1/p")
         assert (row["state"], row["last_status"], row["last_outcome"]) == ("done", 200, "indexed:new")
         assert a.crawl_links("site", "http://h1/p") == '["http://h1/q"]'
+        a.crawl_write("site", [dict(offer_row(u, 1, "requisite"), state="done", last_status=200)
+                               for u in ("http://h1/s.css", "http://h1/t.css")])
         assert a.crawl_requisites_referenced("site", ["http://h1/s.css", "http://h1/t.css"]) == {"http://h1/s.css"}
         assert a.crawl_row("site", "http://h1/q") is not None and a.crawl_row("site", "http://h1/new") is None
         assert a.get_meta("web:site:pass") == "a's"  # the pass state is not the host's: written

@@ -140,14 +140,16 @@ def test_a_requisite_is_needed_through_stylesheets_up_to_a_page_and_not_in_a_cyc
     nothing, or only by stylesheets no page needs (an @import cycle included).  Dropping a
     stylesheet forgets what it referenced; a referrer's references are replaced as a whole."""
     s = open_any_store()
+    every = ["http://h/s.css", "http://h/i.png", "http://h/t.css", "http://h/f.woff2", "http://h/c1.css",
+             "http://h/c2.css", "http://h/alone.png", "http://h/none.png"]
+    s.crawl_write("web", [_row(url, "requisite", "requisite") for url in every])    # what a pass asks about
+    s.crawl_write("other", [_row("http://h/alone.png", "requisite", "requisite")])
     refs(s, "web", "http://h/a", ["http://h/s.css", "http://h/i.png"])
     refs(s, "web", "http://h/s.css", ["http://h/t.css"], nested=True)
     refs(s, "web", "http://h/t.css", ["http://h/f.woff2"], nested=True)
     refs(s, "web", "http://h/c1.css", ["http://h/c2.css"], nested=True)      # a cycle no page needs
     refs(s, "web", "http://h/c2.css", ["http://h/c1.css"], nested=True)
     refs(s, "other", "http://h/b", ["http://h/alone.png"])                   # another source's
-    every = ["http://h/s.css", "http://h/i.png", "http://h/t.css", "http://h/f.woff2", "http://h/c1.css",
-             "http://h/c2.css", "http://h/alone.png", "http://h/none.png"]
     assert s.crawl_requisites_referenced("web", every) == {"http://h/s.css", "http://h/i.png", "http://h/t.css",
                                                            "http://h/f.woff2"}
     refs(s, "web", "http://h/a", ["http://h/i.png"])                         # a re-parse without s.css

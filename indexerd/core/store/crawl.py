@@ -213,21 +213,22 @@ class CrawlRows(StoreConnection):
         requisite's redirect), through any number of stylesheets.  A requisite referenced only
         by other requisites no page needs (a cycle of ``@import`` included) is not.
 
-        One recursive query per :data:`REFERENCED_CHUNK` URLs, up the ``crawl_requisites``
-        rows by the ``crawl_requisites_requisite`` index: the cost is the URLs' referrers and
-        theirs, not the source's references."""
+        Only URLs with a crawl row are asked about (the due requisites of a pass).  One
+        recursive query per :data:`REFERENCED_CHUNK` URLs: from each URL's crawl row (primary
+        key) up its ``nested`` referrers, then one referrer that is a page found or not, each
+        step a seek in the ``crawl_requisites_requisite`` index (source, requisite, nested):
+        the cost is the URLs and the stylesheets above them, not how many pages share one."""
         urls = list(dict.fromkeys(urls))
         found: set[str] = set()
         for i in range(0, len(urls), self.REFERENCED_CHUNK):
             part = urls[i:i + self.REFERENCED_CHUNK]
             cur = self._db.execute(
                 "WITH RECURSIVE up(start, url) AS ("
-                f"SELECT DISTINCT requisite, requisite FROM crawl_requisites WHERE source = ? "
-                f"AND requisite IN ({', '.join('?' * len(part))}) "
-                "UNION SELECT up.start, r.page FROM crawl_requisites r JOIN up ON r.requisite = up.url "
-                "WHERE r.source = ? AND r.nested = 1) "
-                "SELECT DISTINCT up.start FROM up JOIN crawl_requisites r ON r.requisite = up.url "
-                "WHERE r.source = ? AND r.nested = 0", (source, *part, source, source))
+                f"SELECT url, url FROM crawl WHERE source = ? AND url IN ({', '.join('?' * len(part))}) "
+                "UNION SELECT up.start, r.page FROM up JOIN crawl_requisites r ON r.source = ? "
+                "AND r.requisite = up.url AND r.nested = 1) "
+                "SELECT DISTINCT up.start FROM up WHERE EXISTS (SELECT 1 FROM crawl_requisites r "
+                "WHERE r.source = ? AND r.requisite = up.url AND r.nested = 0)", (source, *part, source, source))
             found.update(r[0] for r in cur)
         return found
 

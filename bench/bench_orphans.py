@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""What a new web pass pays to find orphan page requisites (issue 33): the check of its due
+requisites against the pages' recorded references
+(:meth:`~indexerd.core.store.crawl.CrawlRows.crawl_requisites_referenced`), beside the read it
+already makes of its due rows (``crawl_due_rows``), on the SQLite store and on PostgreSQL.
+
+  bench_orphans.py [--pages 1000,20000] [--layouts sqlite,pg] [--reps 3]
+
+For each N: a store holding N pages asked before and due, each kept in the mirror and
+referencing two site-wide stylesheets (one of them @importing a third, which names a font) and
+two images of its own; every requisite's crawl row due too (adaptive recrawl off).  Then, ``--reps``
+times, the two reads in alternating order: the due rows of the source, and which of the due
+requisites a page still needs.  Printed: the median seconds of each and their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+from benchlib import PgForBench  # noqa: E402
+
+from indexerd.core.store import PgStore, PgStoreAddress, Store  # noqa: E402
+from indexerd.sources.web.urlstate import UrlState  # noqa: E402
+
+HOST = "http://site.example"
+DUE_BY = "2100-01-01T00:00:00.000000Z"
+
+
+def fill(store, pages: int) -> list[str]:
+    """The rows of ``pages`` pages and their requisites; the requisites' URLs."""
+    shared = [f"{HOST}/css/site.css", f"{HOST}/css/print.css"]
+    nested = {f"{HOST}/css/site.css": (True, [f"{HOST}/css/base.css"]),
+              f"{HOST}/css/base.css": (True, [f"{HOST}/fonts/f.woff2"])}
+    requisites = shared + [f"{HOST}/css/base.css", f"{HOST}/fonts/f.woff2"]
+    for start in range(0, pages, 5000):
+        rows, refs = [], dict(nested) if start == 0 else {}
+        for i in range(start, min(pages, start + 5000)):
+            url = f"{HOST}/doc/{i:07d}.html"
+            images = [f"{HOST}/img/{i:07d}-{k}.png" for k in (1, 2)]
+            rows.append(UrlState(url, pass_id=1, state="done", via="link", last_status=200,
+                                 last_outcome="indexed:new", seq=i).as_row())
+            rows += [UrlState(u, pass_id=1, state="done", via="requisite", last_status=200,
+                              last_outcome="requisite", seq=i).as_row() for u in images]
+            refs[url] = (False, shared + images)
+            requisites += images
+        if start == 0:
+            rows += [UrlState(u, pass_id=1, state="done", via="requisite", last_status=200,
+                              last_outcome="requisite").as_row() for u in requisites[:4]]
+        store.crawl_write("site", rows, requisites=refs)
+    return requisites
+
+
+def measure(store, requisites: list[str], reps: int) -> tuple[float, float]:
+    due_s, check_s = [], []
+    for r in range(reps):
+        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+            t = time.perf_counter()
+            if which == 0:
+                n = len(store.crawl_due_rows("site", 2, DUE_BY))
+                due_s.append(time.perf_counter() - t)
+                assert n == len(requisites) + (len(requisites) - 4) // 2, n
+            else:
+                needed = store.crawl_requisites_referenced("site", requisites)
+                check_s.append(time.perf_counter() - t)
+                assert len(needed) == len(requisites)
+    return statistics.median(due_s), statistics.median(check_s)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pages", default="1000,20000")
+    ap.add_argument("--layouts", default="sqlite,pg")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    layouts = a.layouts.split(",")
+    with PgForBench(layouts) as pg_url, tempfile.TemporaryDirectory() as work:
+        for n in (int(x) for x in a.pages.split(",")):
+            for layout in layouts:
+                if layout == "pg":
+                    address = PgStoreAddress.from_settings(type("S", (), {
+                        "url": pg_url, "schema": f"orphans{n}", "password_env": None,
+                        "password_file": None, "timeout": 60.0})())
+                    store = PgStore(address)
+                else:
+                    store = Store(Path(work) / f"{n}.sqlite3")
+                with store:
+                    requisites = fill(store, n)
+                    due, check = measure(store, requisites, a.reps)
+                print(f"{layout:6s} {n:>7,} pages, {len(requisites):>7,} due requisites: due rows "
+                      f"{due * 1e3:8.1f} ms, requisite check {check * 1e3:8.1f} ms, ratio {check / due:5.2f}x",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
