@@ -12,7 +12,9 @@ import sqlite3
 
 from conftest import pg_store_address
 from httpsite import site  # noqa: F401  (fixture)
+from indexerd.config import parse_config
 from indexerd.core.store import PgStore, Store
+from indexerd.runtime.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
 from test_web import Crawl
 
@@ -128,6 +130,46 @@ def test_a_moved_requisite_is_kept_while_the_page_references_its_old_url(tmp_pat
     assert len(site.hits("/old.css")) == 3 and gets(site, "/new.css") == [200, 304, 304]
     assert not Mirror(mirror_dir).path_for(site.url("/new.css")).exists()
     assert crawl.counters["web.requisite.orphaned"] == 2, crawl.counters
+
+
+def test_after_an_upgrade_requisites_are_kept_until_a_reindex_has_parsed_every_page(tmp_path, site) -> None:
+    """A store from before references were kept (its requisites marked by the migration's
+    statement, run here on this store): a page answering 304 records nothing, yet its
+    stylesheet stays; even one no page references any more stays until a ``ctl reindex
+    --source`` pass has run to its end, and is dropped at the pass after it."""
+    site.static("/", page("Home", "/x.css"), etag='"a1"')
+    site.static("/x.css", b"p{color:red}", etag='"x1"', content_type="text/css")
+    mirror_dir = tmp_path / "mirror"
+    crawl = Crawl(tmp_path, site, mirror_dir=str(mirror_dir))
+    crawl.run()
+    with (PgStore(pg_store_address(crawl.store_schema)) if crawl.pg else Store(crawl.state / "state.sqlite3")) as s:
+        s._transaction([("DELETE FROM crawl_requisites", [()]),   # as before the migration, then its step
+                        ("INSERT INTO crawl_requisites(source, page, requisite, nested) SELECT source, '', url, 0 "
+                         "FROM crawl WHERE via = 'requisite' OR last_outcome = 'requisite'", [()])])
+    assert references(crawl) == {("", "/x.css")}
+    crawl.run()
+    assert gets(site, "/") == [200, 304] and gets(site, "/x.css") == [200, 304]
+    site.static("/", page("Home"), etag='"a2"')
+    crawl.run()
+    crawl.run()
+    css = Mirror(mirror_dir).path_for(site.url("/x.css"))
+    assert gets(site, "/x.css") == [200, 304, 304, 304] and css.is_file()
+    reindex(crawl)                                        # every page parsed: the marks go after it
+    crawl.run()
+    assert len(gets(site, "/x.css")) == 5 and not css.exists(), site.log
+    assert crawl.counters["web.requisite.orphaned"] == 1
+
+
+def reindex(crawl: Crawl) -> None:
+    """One ``ctl reindex --source`` pass (no validators, every known URL asked)."""
+    if crawl.pg:
+        crawl.query("DELETE FROM robots")
+    ix = Indexer(parse_config(crawl.config()))
+    ix.open("index")
+    try:
+        ix.run_pass(progress=False, forced=True)
+    finally:
+        ix.close()
 
 
 # -- the store's rule, on both stores -----------------------------------------------------------
