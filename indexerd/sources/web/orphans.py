@@ -37,10 +37,10 @@ def drop_orphans(table: CrawlTable, candidates: Iterable[str], drop: Callable[[s
     """Drop those of the page requisites ``candidates`` (URLs of ``table``'s source: the due
     ones of a new pass) that no page needs any more; return them.
 
-    Their crawl rows, and the references they made themselves, are deleted in the store at
-    once (so a font only a dropped stylesheet used is found unneeded in the next round, until a
-    round drops nothing), and forgotten by ``table``; ``drop(url)`` then removes each one's file
-    and document row.  Counted ``web.requisite.orphaned``.
+    ``drop(url)`` removes each one's file and document row; then their crawl rows, and the
+    references they made themselves, are deleted in the store at once (so a font only a dropped
+    stylesheet used is found unneeded in the next round, until a round drops nothing), and
+    forgotten by ``table``.  Counted ``web.requisite.orphaned``.
 
     Raises:
         StoreError: the store cannot be read or written.
@@ -53,10 +53,10 @@ def drop_orphans(table: CrawlTable, candidates: Iterable[str], drop: Callable[[s
         unneeded = [url for url in left if url not in needed]
         if not unneeded:
             break
-        store.crawl_drop_requisites(source, unneeded)
-        for url in unneeded:
-            table.forget_unwritten(url)
+        for url in unneeded:  # the files first: a stop in between leaves rows that say to look again
             drop(url)
+            table.forget_unwritten(url)
+        store.crawl_drop_requisites(source, unneeded)
         dropped.update(unneeded)
         left = [url for url in left if url in needed]
     if dropped:
