@@ -8,7 +8,8 @@ already makes of its due rows (``crawl_due_rows``), on the SQLite store and on P
 
 For each N: a store holding N pages asked before and due, each kept in the mirror and
 referencing two site-wide stylesheets (one of them @importing a third, which names a font) and
-two images of its own; every requisite's crawl row due too (adaptive recrawl off).  Then, ``--reps``
+two images of its own; every requisite's crawl row due too (adaptive recrawl off); the store
+analysed (ANALYZE: the planner statistics a live store has).  Then, ``--reps``
 times, the two reads in alternating order: the due rows of the source, and which of the due
 requisites a page still needs.  Printed: the median seconds of each and their ratio.
 """
@@ -79,7 +80,11 @@ def main() -> None:
     ap.add_argument("--pages", default="1000,20000")
     ap.add_argument("--layouts", default="sqlite,pg")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--chunk", type=int, default=None, help="CrawlRows.REFERENCED_CHUNK to try")
     a = ap.parse_args()
+    if a.chunk:
+        from indexerd.core.store.crawl import CrawlRows
+        CrawlRows.REFERENCED_CHUNK = a.chunk
     layouts = a.layouts.split(",")
     with PgForBench(layouts) as pg_url, tempfile.TemporaryDirectory() as work:
         for n in (int(x) for x in a.pages.split(",")):
@@ -93,6 +98,7 @@ def main() -> None:
                     store = Store(Path(work) / f"{n}.sqlite3")
                 with store:
                     requisites = fill(store, n)
+                    store._db.execute("ANALYZE", ())  # the statistics a live store has (autovacuum)
                     due, check = measure(store, requisites, a.reps)
                 print(f"{layout:6s} {n:>7,} pages, {len(requisites):>7,} due requisites: due rows "
                       f"{due * 1e3:8.1f} ms, requisite check {check * 1e3:8.1f} ms, ratio {check / due:5.2f}x",

@@ -204,7 +204,7 @@ class CrawlRows(StoreConnection):
             (META_UPSERT, list((meta or {}).items()))])
 
     #: Candidates asked at once by :meth:`crawl_requisites_referenced`.
-    REFERENCED_CHUNK = 500
+    REFERENCED_CHUNK = 2000
 
     def crawl_requisites_referenced(self, source: str, urls: Iterable[str]) -> set[str]:
         """Those of the page requisites ``urls`` of ``source`` that a page still needs: a page
@@ -213,24 +213,63 @@ class CrawlRows(StoreConnection):
         requisite's redirect), through any number of stylesheets.  A requisite referenced only
         by other requisites no page needs (a cycle of ``@import`` included) is not.
 
-        Only URLs with a crawl row are asked about (the due requisites of a pass).  One
-        recursive query per :data:`REFERENCED_CHUNK` URLs: from each URL's crawl row (primary
-        key) up its ``nested`` referrers, then one referrer that is a page found or not, each
-        step a seek in the ``crawl_requisites_requisite`` index (source, requisite, nested):
-        the cost is the URLs and the stylesheets above them, not how many pages share one."""
-        urls = list(dict.fromkeys(urls))
+        Only URLs with a crawl row are asked about (the due requisites of a pass; a referrer
+        that is a requisite has one too).  Level by level, :data:`REFERENCED_CHUNK` URLs a
+        query: which have a page referrer (each URL's crawl row by primary key, then one
+        referrer found or not by the ``crawl_requisites_requisite`` index on (source, nested,
+        requisite)), then the ``nested`` referrers of the others, asked the same way.  The cost
+        is the URLs and the stylesheets above them, not how many pages share one (a recursive
+        query did the same walk, but SQLite's planner, with statistics, scanned the references
+        at each step: bench/RESULTS.md)."""
+        asked = list(dict.fromkeys(urls))
+        level, seen = list(asked), set(asked)
+        parents: dict[str, list[str]] = {}   # a URL -> its nested referrers
+        live: set[str] = set()               # URLs a page references
+        while level:
+            live.update(self._referenced_by_a_page(source, level))
+            rest = [u for u in level if u not in live]
+            level = []
+            for child, parent in self._nested_referrers(source, rest):
+                parents.setdefault(child, []).append(parent)
+                if parent not in seen:
+                    seen.add(parent)
+                    level.append(parent)
+        needed = set(live)                   # and, down the references, what they need
+        children: dict[str, list[str]] = {}
+        for child, above in parents.items():
+            for parent in above:
+                children.setdefault(parent, []).append(child)
+        todo = list(live)
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in needed:
+                    needed.add(child)
+                    todo.append(child)
+        return needed.intersection(asked)
+
+    def _referenced_by_a_page(self, source: str, urls: list[str]) -> set[str]:
+        """Those of ``urls`` (with a crawl row) that some ``crawl_requisites`` row not ``nested``
+        references."""
         found: set[str] = set()
         for i in range(0, len(urls), self.REFERENCED_CHUNK):
             part = urls[i:i + self.REFERENCED_CHUNK]
             cur = self._db.execute(
-                "WITH RECURSIVE up(start, url) AS ("
-                f"SELECT url, url FROM crawl WHERE source = ? AND url IN ({', '.join('?' * len(part))}) "
-                "UNION SELECT up.start, r.page FROM up JOIN crawl_requisites r ON r.source = ? "
-                "AND r.requisite = up.url AND r.nested = 1) "
-                "SELECT DISTINCT up.start FROM up WHERE EXISTS (SELECT 1 FROM crawl_requisites r "
-                "WHERE r.source = ? AND r.requisite = up.url AND r.nested = 0)", (source, *part, source, source))
+                f"SELECT c.url FROM crawl c WHERE c.source = ? AND c.url IN ({', '.join('?' * len(part))}) "
+                "AND EXISTS (SELECT 1 FROM crawl_requisites r WHERE r.source = ? AND r.nested = 0 "
+                "AND r.requisite = c.url)", (source, *part, source))
             found.update(r[0] for r in cur)
         return found
+
+    def _nested_referrers(self, source: str, urls: list[str]) -> list[tuple[str, str]]:
+        """``(url, referrer)`` for each ``nested`` reference to one of ``urls``."""
+        pairs: list[tuple[str, str]] = []
+        for i in range(0, len(urls), self.REFERENCED_CHUNK):
+            part = urls[i:i + self.REFERENCED_CHUNK]
+            cur = self._db.execute(
+                "SELECT requisite, page FROM crawl_requisites WHERE source = ? AND nested = 1 "
+                f"AND requisite IN ({', '.join('?' * len(part))})", (source, *part))
+            pairs.extend((r[0], r[1]) for r in cur)
+        return pairs
 
     def crawl_drop_requisites(self, source: str, urls: Iterable[str]) -> None:
         """Forget the page requisites ``urls`` of ``source`` no page needs any more

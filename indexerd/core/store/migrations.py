@@ -164,7 +164,7 @@ MIGRATIONS: tuple[str, ...] = (
         nested     INTEGER NOT NULL DEFAULT 0,  -- 1: the referrer is itself a requisite
         PRIMARY KEY (source, page, requisite)
     );
-    CREATE INDEX crawl_requisites_requisite ON crawl_requisites(source, requisite, nested);
+    CREATE INDEX crawl_requisites_requisite ON crawl_requisites(source, nested, requisite);
     INSERT INTO crawl_requisites(source, page, requisite, nested)
         SELECT source, '', url, 0 FROM crawl WHERE via = 'requisite' OR last_outcome = 'requisite';
     """,

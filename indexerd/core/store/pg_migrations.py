@@ -212,7 +212,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
         nested     integer NOT NULL DEFAULT 0,
         PRIMARY KEY (source, page, requisite)
     );
-    CREATE INDEX crawl_requisites_requisite ON {s}.crawl_requisites(source, requisite, nested);
+    CREATE INDEX crawl_requisites_requisite ON {s}.crawl_requisites(source, nested, requisite);
     INSERT INTO {s}.crawl_requisites(source, page, requisite, nested)
         SELECT source, '', url, 0 FROM {s}.crawl WHERE via = 'requisite' OR last_outcome = 'requisite';
     """,
