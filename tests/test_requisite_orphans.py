@@ -18,8 +18,6 @@ from indexerd.runtime.indexer import Indexer
 from indexerd.sources.web.mirror import Mirror
 from test_web import Crawl
 
-CSS = {"Content-Type": "text/css"}
-
 
 def page(title: str, *stylesheets: str) -> bytes:
     links = "".join(f'<link rel="stylesheet" href="{href}">' for href in stylesheets)
