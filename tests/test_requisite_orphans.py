@@ -30,10 +30,10 @@ def gets(site, path: str) -> list[int | None]:
 
 
 def references(crawl: Crawl) -> set[tuple[str, str]]:
-    """The stored (referrer path, requisite path) pairs."""
+    """The stored (referrer path, requisite path) pairs (not the marks of what to check)."""
     base = crawl.site.url("/").rstrip("/")
     return {(r["page"].removeprefix(base), r["requisite"].removeprefix(base))
-            for r in crawl.query("SELECT page, requisite FROM crawl_requisites")}
+            for r in crawl.query("SELECT page, requisite FROM crawl_requisites WHERE nested < 2")}
 
 
 def test_a_requisite_a_page_stops_referencing_is_dropped_with_what_it_imports(tmp_path, site) -> None:
@@ -66,6 +66,25 @@ def test_a_requisite_a_page_stops_referencing_is_dropped_with_what_it_imports(tm
     assert references(crawl) == set()
     crawl.run()                                           # and never again
     assert (len(site.hits("/x.css")), len(site.hits("/y.css"))) == asked
+
+
+def test_with_adaptive_recrawl_an_orphan_goes_at_the_next_pass_not_when_it_would_be_due(tmp_path, site) -> None:
+    """Adaptive recrawl on (the default): a stylesheet asked twice unchanged is not due again
+    for a while.  A page edited to drop it is found (``ctl crawl --all``'s pass); at the next
+    pass the stylesheet is not asked and its file is gone, without waiting for its due time."""
+    site.static("/", page("Home", "/x.css"), etag='"a1"')
+    site.static("/x.css", b"p{color:red}", etag='"x1"', content_type="text/css")
+    mirror_dir = tmp_path / "mirror"
+    crawl = Crawl(tmp_path, site, mirror_dir=str(mirror_dir), max_recrawl_interval="30d")
+    crawl.run()
+    site.static("/", page("Home"), etag='"a2"')
+    crawl.run(recheck=True)
+    assert gets(site, "/") == [200, 200] and gets(site, "/x.css") == [200, 304]
+    crawl.run()
+    assert gets(site, "/x.css") == [200, 304]
+    assert not Mirror(mirror_dir).path_for(site.url("/x.css")).exists()
+    assert crawl.counters["web.requisite.orphaned"] == 1, crawl.counters
+    assert crawl.query("SELECT requisite FROM crawl_requisites") == []      # the marks checked, cleared
 
 
 def test_a_requisite_two_pages_share_stays_while_either_references_it(tmp_path, site) -> None:
@@ -192,9 +211,14 @@ def test_a_requisite_is_needed_through_stylesheets_up_to_a_page_and_not_in_a_cyc
     refs(s, "other", "http://h/b", ["http://h/alone.png"])                   # another source's
     assert s.crawl_requisites_referenced("web", every) == {"http://h/s.css", "http://h/i.png", "http://h/t.css",
                                                            "http://h/f.woff2"}
+    s.crawl_requisites_checked("web", s.crawl_requisites_to_check("web"))
     refs(s, "web", "http://h/a", ["http://h/i.png"])                         # a re-parse without s.css
     assert s.crawl_requisites_referenced("web", every) == {"http://h/i.png"}
+    assert s.crawl_requisites_to_check("web") == ["http://h/i.png", "http://h/s.css"]  # what a had: checked next
+    s.crawl_requisites_checked("web", ["http://h/i.png", "http://h/s.css"])
+    assert s.crawl_requisites_to_check("web") == []
     s.crawl_drop_requisites("web", ["http://h/s.css"])
+    assert s.crawl_requisites_to_check("web") == ["http://h/t.css"]          # what the dropped one used
     refs(s, "web", "http://h/x", ["http://h/t.css"])                         # t.css needed again
     assert s.crawl_requisites_referenced("web", every) == {"http://h/i.png", "http://h/t.css", "http://h/f.woff2"}
     s.crawl_write("web", [], deletes=["http://h/x"])                         # a forgotten page

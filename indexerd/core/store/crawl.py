@@ -11,13 +11,22 @@ from typing import Iterable, Iterator
 
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
 
-__all__ = ["CrawlRows", "REQUISITES_ADD", "REQUISITES_CLEAR", "Requisites", "requisite_rows"]
+__all__ = ["CrawlRows", "REQUISITES_ADD", "REQUISITES_CLEAR", "REQUISITES_MARK", "Requisites", "requisite_rows"]
 
 #: What one kept file references (:meth:`CrawlRows.crawl_write`): ``(nested, [URL, ...])``,
 #: ``nested`` when the referrer is itself a page requisite (a stylesheet, a redirect).
 Requisites = tuple[bool, list[str]]
 #: SQL: forget what one referrer references (``source, page``).
 REQUISITES_CLEAR = "DELETE FROM crawl_requisites WHERE source = ? AND page = ?"
+#: The referrer of the marks :data:`REQUISITES_MARK` leaves (``nested`` 2; no URL is ``-``).
+TO_CHECK = "-"
+#: SQL (before :data:`REQUISITES_CLEAR`): mark what one referrer referenced, to be checked by
+#: the next pass (:meth:`CrawlRows.crawl_requisites_to_check`) whatever its schedule
+#: (``source, page``; a fenced write appends a condition before the conflict clause).
+REQUISITES_MARK = ("INSERT INTO crawl_requisites(source, page, requisite, nested) SELECT source, "
+                   f"'{TO_CHECK}', requisite, 2 FROM crawl_requisites WHERE source = ? AND page = ? AND nested < 2")
+#: The conflict clause of :data:`REQUISITES_MARK`.
+MARK_CONFLICT = " ON CONFLICT(source, page, requisite) DO NOTHING"
 #: SQL: one reference (``source, page, requisite, nested``).
 REQUISITES_ADD = ("INSERT INTO crawl_requisites(source, page, requisite, nested) VALUES (?, ?, ?, ?) "
                   "ON CONFLICT(source, page, requisite) DO NOTHING")
@@ -199,6 +208,7 @@ class CrawlRows(StoreConnection):
             ("UPDATE crawl SET links = ? WHERE source = ? AND url = ?",
              [(v, source, u) for u, v in (links or {}).items()]),
             ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
+            (REQUISITES_MARK + MARK_CONFLICT, cleared),
             (REQUISITES_CLEAR, cleared),
             (REQUISITES_ADD, added),
             (META_UPSERT, list((meta or {}).items()))])
@@ -276,10 +286,27 @@ class CrawlRows(StoreConnection):
         (:meth:`crawl_requisites_referenced`): their crawl rows are deleted, not kept as
         tombstones (a row would only grow the table: if a page references the URL again it is
         a new requisite, fetched whole, its file being gone), and so are the requisites they
-        referenced themselves (a stylesheet's), which may then be needed by nothing either.
-        One transaction."""
+        referenced themselves (a stylesheet's), which may then be needed by nothing either:
+        those are marked to be checked (:meth:`crawl_requisites_to_check`).  One transaction."""
         keys = [(source, u) for u in dict.fromkeys(urls)]
-        self._transaction([("DELETE FROM crawl WHERE source = ? AND url = ?", keys), (REQUISITES_CLEAR, keys)])
+        self._transaction([("DELETE FROM crawl WHERE source = ? AND url = ?", keys),
+                           (REQUISITES_MARK + MARK_CONFLICT, keys), (REQUISITES_CLEAR, keys)])
+
+    def crawl_requisites_to_check(self, source: str) -> list[str]:
+        """The URLs a referrer of ``source`` referenced before its references were replaced or
+        cleared since the last pass began (a page parsed again, its file removed, its row
+        deleted): a requisite among them may be needed by nothing now, and the next pass
+        checks it whether or not it is due (:mod:`indexerd.sources.web.orphans`), so its file
+        leaves the mirror at the next pass, not when adaptive recrawl would ask it again.
+        Through the ``crawl_requisites_requisite`` index; the cost is what changed."""
+        cur = self._db.execute("SELECT requisite FROM crawl_requisites WHERE source = ? AND nested = 2 "
+                               "ORDER BY requisite", (source,))
+        return [r[0] for r in cur]
+
+    def crawl_requisites_checked(self, source: str, urls: Iterable[str]) -> None:
+        """Forget the marks :meth:`crawl_requisites_to_check` returned for ``urls``: checked."""
+        self._exec_many("DELETE FROM crawl_requisites WHERE source = ? AND page = ? AND requisite = ?",
+                        [(source, TO_CHECK, u) for u in dict.fromkeys(urls)])
 
     def crawl_trust_requisite_references(self, source: str) -> None:
         """Drop the mark the schema 11 migration (PostgreSQL: 6) put on the requisites known

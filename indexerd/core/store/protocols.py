@@ -222,6 +222,14 @@ class CrawlStore(Protocol):
         """Delete the crawl rows of the page requisites ``urls`` no page needs any more, and the requisites they referenced themselves, in one transaction."""
         ...
 
+    def crawl_requisites_to_check(self, source: str) -> list[str]:
+        """The URLs a referrer referenced before its references were replaced or cleared since the last pass began: the next pass checks them, due or not."""
+        ...
+
+    def crawl_requisites_checked(self, source: str, urls: Iterable[str]) -> None:
+        """Forget the marks :meth:`crawl_requisites_to_check` returned for ``urls``."""
+        ...
+
     def crawl_trust_requisite_references(self, source: str) -> None:
         """Drop the mark the migration put on the requisites known before references were kept (after a finished ``ctl reindex --source`` pass)."""
         ...

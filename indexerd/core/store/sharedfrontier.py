@@ -34,7 +34,8 @@ from typing import Iterable
 
 from indexerd.core.store.cluster import _ALIVE
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
-from indexerd.core.store.crawl import REQUISITES_ADD, REQUISITES_CLEAR, Requisites, requisite_rows
+from indexerd.core.store.crawl import (MARK_CONFLICT, REQUISITES_ADD, REQUISITES_CLEAR, REQUISITES_MARK, Requisites,
+                                      requisite_rows)
 from indexerd.core.store.values import prefix_range
 
 __all__ = ["HOST_CLAIM_SECONDS", "ClaimFence", "SharedFrontierRows", "url_origin"]
@@ -253,8 +254,10 @@ class SharedFrontierRows(StoreConnection):
                 out.append((sql, [head(u, v) for u, v in todo if fence_of(u) is None]))
                 out.append((f"{sql} AND {_FENCE}", [head(u, v) + f.args() for u, v in todo
                                                    if (f := fence_of(u)) is not None]))
-            for plain_sql, fenced_sql, refs in ((REQUISITES_CLEAR, f"{REQUISITES_CLEAR} AND {_FENCE}", cleared),
-                                                (REQUISITES_ADD, _REQUISITE_ADD_FENCED, added)):
+            for plain_sql, fenced_sql, refs in (
+                    (REQUISITES_MARK + MARK_CONFLICT, f"{REQUISITES_MARK} AND {_FENCE}{MARK_CONFLICT}", cleared),
+                    (REQUISITES_CLEAR, f"{REQUISITES_CLEAR} AND {_FENCE}", cleared),
+                    (REQUISITES_ADD, _REQUISITE_ADD_FENCED, added)):
                 mine_refs = [r for r in refs if url_origin(r[1]) not in refused]  # r[1]: the referrer
                 out.append((plain_sql, [r for r in mine_refs if fence_of(r[1]) is None]))
                 out.append((fenced_sql, [r + f.args() for r in mine_refs if (f := fence_of(r[1])) is not None]))

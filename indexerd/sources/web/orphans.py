@@ -16,8 +16,10 @@ A new pass checks its due requisites before it queues them (the cost follows wha
 the rest of a pass's start does): one no page needs is dropped -- its crawl row deleted (not
 kept as a tombstone: :meth:`~indexerd.core.store.crawl.CrawlRows.crawl_drop_requisites` says
 why), its file removed from ``mirror_dir``, its document row (a skipped ``requisite``) deleted,
-counted ``web.requisite.orphaned`` -- and never asked again.  A requisite not due yet is checked
-when it is (at most ``max_recrawl_interval`` later).  The requisites known before the store
+counted ``web.requisite.orphaned`` -- and never asked again.  So is one a referrer stopped
+referencing since the last pass began (the store marks what a referrer referenced whenever its
+references are replaced or cleared), due or not: its file leaves the mirror at the next pass,
+not when adaptive recrawl would have asked it again.  The requisites known before the store
 kept references are marked referenced by the page ``''`` (the migration's): kept until a
 finished ``ctl reindex --source`` pass has parsed every page
 (:meth:`~indexerd.core.store.crawl.CrawlRows.crawl_trust_requisite_references`).
@@ -29,27 +31,35 @@ import logging
 from collections.abc import Callable, Iterable
 
 from indexerd.sources.web.crawltable import CrawlTable
+from indexerd.sources.web.requisites import is_requisite
+from indexerd.sources.web.urlstate import UrlState
 
 log = logging.getLogger(__name__)
 
 
-def drop_orphans(table: CrawlTable, candidates: Iterable[str], drop: Callable[[str], None], counters) -> set[str]:
-    """Drop those of the page requisites ``candidates`` (URLs of ``table``'s source: the due
-    ones of a new pass) that no page needs any more; return them.
+def drop_orphans(table: CrawlTable, due: Iterable[str], drop: Callable[[str], None], counters) -> set[str]:
+    """Drop the page requisites of ``table``'s source that no page needs any more among ``due``
+    (a new pass's due requisites) and those a referrer stopped referencing since the last pass
+    began (:meth:`~indexerd.core.store.crawl.CrawlRows.crawl_requisites_to_check`: a page
+    parsed again, or whose file left the mirror, whatever their schedule); return them.
 
     ``drop(url)`` removes each one's file and document row; then their crawl rows, and the
     references they made themselves, are deleted in the store at once (so a font only a dropped
-    stylesheet used is found unneeded in the next round, until a round drops nothing), and
-    forgotten by ``table``.  Counted ``web.requisite.orphaned``.
+    stylesheet used is checked in the next round, until a round drops nothing), and forgotten
+    by ``table``; the marks read are cleared last.  Counted ``web.requisite.orphaned``.
 
     Raises:
         StoreError: the store cannot be read or written.
     """
     store, source = table.store, table.source
-    left = list(dict.fromkeys(candidates))
+    left = list(dict.fromkeys(due))
+    marks: set[str] = set()
     dropped: set[str] = set()
-    while left:
-        needed = store.crawl_requisites_referenced(source, left)
+    while True:
+        new = [url for url in store.crawl_requisites_to_check(source) if url not in marks]
+        marks.update(new)
+        left += _requisites_among(table, new, set(left) | dropped)
+        needed = store.crawl_requisites_referenced(source, left) if left else set()
         unneeded = [url for url in left if url not in needed]
         if not unneeded:
             break
@@ -59,8 +69,17 @@ def drop_orphans(table: CrawlTable, candidates: Iterable[str], drop: Callable[[s
         store.crawl_drop_requisites(source, unneeded)
         dropped.update(unneeded)
         left = [url for url in left if url in needed]
+    if marks:
+        store.crawl_requisites_checked(source, marks)
     if dropped:
         counters.inc("web.requisite.orphaned", len(dropped))
         log.info("%s: %d page requisites no page references any more were dropped (their files removed "
                  "from the mirror)", source, len(dropped))
     return dropped
+
+
+def _requisites_among(table: CrawlTable, urls: list[str], known: set[str]) -> list[str]:
+    """Those of ``urls`` (not in ``known``) whose stored crawl row is a page requisite's (an
+    off-site URL never fetched has none; an image also linked with ``<a>`` may be a page's)."""
+    rows = table.store.crawl_state_rows(table.source, [url for url in urls if url not in known])
+    return [url for url, row in rows.items() if is_requisite(UrlState.from_row(row))]

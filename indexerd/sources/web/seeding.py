@@ -91,7 +91,8 @@ class Seeder:
           recrawl off) are queued, in discovery order (fewest hops, then seq);
         - only when the scope settings changed since the last pass is every known URL checked
           against them (:meth:`rescope`), the ones no longer covered forgotten;
-        - the due page requisites no page needs any more are dropped, not queued
+        - the page requisites no page needs any more (due, or no longer referenced by a
+          referrer since the last pass began) are dropped, not queued
           (:func:`~indexerd.sources.web.orphans.drop_orphans`); after a finished ``ctl reindex
           --source`` pass, the requisites known before references were kept are judged too."""
         s = self.sched
@@ -126,7 +127,7 @@ class Seeder:
         requisites = [url for url, one in due.items()
                       if (one.requisite if isinstance(one, _Due) else is_requisite(one))]
         for url in drop_orphans(s.table, requisites, self.drop_orphan, s.counters):
-            del due[url]
+            due.pop(url, None)
         for one in sorted(due.values(), key=lambda st: (st.hops, st.seq)):
             if isinstance(one, UrlState):
                 s.table.keep(one)
