@@ -11,7 +11,9 @@ referencing two site-wide stylesheets (one of them @importing a third, which nam
 two images of its own; every requisite's crawl row due too (adaptive recrawl off); the store
 analysed (ANALYZE: the planner statistics a live store has).  Then, ``--reps``
 times, the two reads in alternating order: the due rows of the source, and which of the due
-requisites a page still needs.  Printed: the median seconds of each and their ratio.
+requisites a page still needs; then the write-back of every page parsed again, 200 a
+transaction, rows alone and rows with their references replaced (the old ones marked to be
+checked).  Printed: the median seconds of each and their ratios.
 """
 from __future__ import annotations
 
@@ -75,6 +77,30 @@ def measure(store, requisites: list[str], reps: int) -> tuple[float, float]:
     return statistics.median(due_s), statistics.median(check_s)
 
 
+def measure_writes(store, pages: int, reps: int) -> tuple[float, float]:
+    """Seconds to write back ``pages`` pages parsed again, 200 a transaction (a pass's write
+    batch): their rows alone (the peer), and their rows with their references replaced (the old
+    ones marked to be checked); medians of ``reps``, alternating."""
+    shared = [f"{HOST}/css/site.css", f"{HOST}/css/print.css"]
+    batches = []
+    for start in range(0, pages, 200):
+        urls = [f"{HOST}/doc/{i:07d}.html" for i in range(start, min(pages, start + 200))]
+        rows = [UrlState(u, pass_id=2, state="done", via="link", last_status=200, last_outcome="indexed:new",
+                         seq=i).as_row() for i, u in enumerate(urls)]
+        refs = {u: (False, shared + [u.replace("/doc/", "/img/").replace(".html", f"-{k}.png") for k in (1, 2)])
+                for u in urls}
+        batches.append((rows, refs))
+    rows_s, refs_s = [], []
+    for r in range(reps):
+        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+            t = time.perf_counter()
+            for rows, refs in batches:
+                store.crawl_write("site", rows, requisites=refs if which else None)
+            (refs_s if which else rows_s).append(time.perf_counter() - t)
+        store.crawl_requisites_checked("site", store.crawl_requisites_to_check("site"))
+    return statistics.median(rows_s), statistics.median(refs_s)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pages", default="1000,20000")
@@ -100,9 +126,11 @@ def main() -> None:
                     requisites = fill(store, n)
                     store._db.execute("ANALYZE", ())  # the statistics a live store has (autovacuum)
                     due, check = measure(store, requisites, a.reps)
+                    rows_only, with_refs = measure_writes(store, n, a.reps)
                 print(f"{layout:6s} {n:>7,} pages, {len(requisites):>7,} due requisites: due rows "
-                      f"{due * 1e3:8.1f} ms, requisite check {check * 1e3:8.1f} ms, ratio {check / due:5.2f}x",
-                      flush=True)
+                      f"{due * 1e3:8.1f} ms, requisite check {check * 1e3:8.1f} ms, ratio {check / due:5.2f}x; "
+                      f"write-back of {n:,} pages parsed again: rows {rows_only * 1e3:8.1f} ms, with their "
+                      f"references {with_refs * 1e3:8.1f} ms, ratio {with_refs / rows_only:5.2f}x", flush=True)
 
 
 if __name__ == "__main__":
