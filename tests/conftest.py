@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cliharness import CLI  # noqa: F401  (the tests import it from here)
+from indexerd.index import engines as _engines  # noqa: F401  (registers the index engines with the config)
 from indexerd.sources import registry as _registry  # noqa: F401  (registers the kinds of source with the config, as the CLI does)
 
 REPO = Path(__file__).resolve().parents[1]

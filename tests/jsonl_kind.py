@@ -1,21 +1,27 @@
 """A complete kind of source outside indexerd, in this one module: a directory of JSON lines
 (``*.jsonl``, one document a line: ``{"id": ..., "title": ..., "text": ..., "date": ...}``).
 
-Its config table ``[[sources.jsonl]]`` (``name``, ``path``, ``interval``, ``api_key``: a secret
-that ``check-config`` masks), its checks, key scheme (``jsonl:<source>/<id>``), ``ctl`` verb
-(``ingest``) and start-up rule are all declared here; :func:`register` is its one registry entry.
-tests/test_standin_kind.py proves that nothing else in indexerd has to change for it: it indexes,
-searches, shows in ``ctl status``, masks its secret and answers its verb.
+Its config table ``[[sources.jsonl]]`` (``name``, ``path``, ``include``: glob patterns of the
+files read, ``interval``, ``api_key``: a secret that ``check-config`` masks), its checks, the
+words people write for ``path`` (``dir``, ``folder``), its key scheme (``jsonl:<source>/<id>``:
+which source a key names, a key typed as ``JSONL:...`` stored as ``jsonl:...``), its name in
+messages, ``ctl`` verb (``ingest``) and start-up rule are all declared here; :func:`register` is
+its one registry entry.  tests/test_standin_kind.py proves that nothing else in indexerd has to
+change for it: it indexes, searches, shows in ``ctl status``, masks its secret, answers its verb
+and ``ctl reindex``/``explain`` of its keys.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from indexerd.config import SourcePolicy
 from indexerd.config.schema import _Struct
@@ -32,6 +38,7 @@ class JsonlTable(_Struct, frozen=True):
 
     name: str
     path: str
+    include: list[str] = msgspec.field(default_factory=lambda: ["*.jsonl"])
     interval: Seconds = Seconds(3600.0)
     api_key: str | None = None
     refresh_time: Seconds | None = None
@@ -76,7 +83,9 @@ class JsonlDir:
     def _lines(self) -> dict[str, dict[str, Any]]:
         """Every line by its key, files in name order."""
         out = {}
-        for file in sorted(Path(self.cfg.path).glob("*.jsonl")):
+        for file in sorted(Path(self.cfg.path).iterdir()):
+            if not any(fnmatch.fnmatchcase(file.name, pattern) for pattern in self.cfg.include):
+                continue
             for line in file.read_text(encoding="utf-8").splitlines():
                 if line.strip():
                     doc = json.loads(line)
@@ -122,10 +131,31 @@ class JsonlDir:
         """Nothing held."""
 
 
+def source_of_key(key: str) -> str:
+    """The source a ``jsonl:<source>/<id>`` key names.
+
+    Raises:
+        ConfigError: no source or no id in it.
+    """
+    name, sep, line_id = key[len("jsonl:"):].partition("/")
+    if not (name and sep and line_id):
+        raise ConfigError(f"{key}: a JSON lines key is jsonl:<source>/<id>")
+    return name
+
+
+def canonical_key(text: str) -> str:
+    """A key as typed (``JSONL:birds/1``) -> as stored (``jsonl:birds/1``): the scheme in lower case."""
+    return "jsonl:" + text[len("jsonl:"):]
+
+
 #: the one registry entry
 KIND = registry.Kind("jsonl", JsonlTable, check_table, f"{__name__}:JsonlDir", verb="ingest", unit="lines",
                      mask=mask_table, key_schemes=("jsonl:",), verb_help="read a directory of JSON lines now",
-                     verb_example="notes", paths=lambda table: [("path", table.path, "read")])
+                     verb_example="notes", paths=lambda table: [("path", table.path, "read")],
+                     label="JSON lines", key_source=f"{__name__}:source_of_key",
+                     key_form="a jsonl:<source>/<id> key", key_example="jsonl:birds/1",
+                     canonical_key=f"{__name__}:canonical_key", glob_keys=("include",),
+                     key_synonyms={"dir": "path", "folder": "path"})
 
 
 def register() -> None:

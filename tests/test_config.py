@@ -3,6 +3,7 @@ where the file and the state dir are found, the shipped etc/indexerd.toml, and c
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -139,6 +140,22 @@ def test_origin_is_not_a_config_key() -> None:
 def test_wrong_type_or_value(text, path, words) -> None:
     msg = config_error(text)
     assert f": {path}: " in msg and words in msg, msg
+
+
+@pytest.mark.parametrize("key,pattern,words", [
+    ("include", "[z-a]", "bad character range"),
+    ("include", "foo\\", "'foo\\\\'"),
+    ("exclude", "!foo", "negation"),
+    ("exclude", "#notes", "comment"),
+    ("exclude", "/", "selects no path"),
+    ("exclude", "[", "selects no path"),
+])
+def test_a_glob_the_matcher_cannot_use_is_a_config_error(key, pattern, words) -> None:
+    """A new user's trial: a bad include/exclude glob (a reversed range, a trailing backslash, a
+    gitignore negation or comment) was a Python traceback and exit 1 from ``check-config``,
+    ``indexerd index`` and the daemon's start; it is a config error naming key, value and why."""
+    msg = config_error(src(f"{key} = [\"*.txt\", {json.dumps(pattern)}]\n"))
+    assert f": sources.filesystem[0].{key}[1]: " in msg and repr(pattern) in msg and words in msg, msg
 
 
 def test_not_toml() -> None:
@@ -448,6 +465,66 @@ def test_tantivy_engine_needs_its_extra() -> None:
         assert "index.engine" in msg and ("indexerd[tantivy]" in msg or "cannot load" in msg), (msg, e)
     else:
         assert parse_config('[index]\nengine = "tantivy"\n', ORIGIN).index.engine == "tantivy"
+
+
+def test_the_engines_come_from_the_index_registry() -> None:
+    """The config asks the engines the index registered (config/engines.py), not the index
+    package: an engine registered by another package is accepted, its own load error is the
+    config's error, with the file named."""
+    from indexerd.config import engines
+
+    def load() -> None:
+        raise ConfigError("index.engine = 'lucene', but its library is not installed: pip install 'indexerd[lucene]'")
+
+    engines.register("lucene", None)
+    try:
+        assert parse_config('[index]\nengine = "lucene"\n', ORIGIN).index.engine == "lucene"
+        engines.register("lucene", load)
+        with pytest.raises(ConfigError, match=rf"^{re.escape(ORIGIN)}: index\.engine = 'lucene', but its library "
+                                              r"is not installed: pip install 'indexerd\[lucene\]'$"):
+            parse_config('[index]\nengine = "lucene"\n', ORIGIN)
+    finally:
+        engines.unregister("lucene")
+    assert engines.registered() == ("whoosh", "tantivy", "postgresql")
+    assert config_error('[index]\nengine = "lucene"\n') == \
+        f"{ORIGIN}: index.engine: expected 'whoosh', 'tantivy' or 'postgresql', got 'lucene'"
+
+
+@pytest.mark.parametrize("engine, said", [
+    ("lucene", "index.engine: expected 'whoosh', 'tantivy' or 'postgresql', got 'lucene'"),
+    ("tantivy", "index.engine = 'tantivy', but its library is not installed: "),
+])
+def test_check_config_refuses_an_unknown_engine_and_one_without_its_library(tmp_path, engine, said) -> None:
+    """The command line registers the engines before it reads the config (index/engines.py), so
+    check-config says what it said when the config imported the index itself: exit 2, the file,
+    the key and what is wrong (tantivy's import made to fail, as when its extra is missing)."""
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(f'state_dir = "{tmp_path}/state"\ncontrol_socket = "{tmp_path}/s.sock"\n'
+                   f'[index]\nengine = "{engine}"\n', encoding="utf-8")
+    code = ("import sys; sys.modules['tantivy'] = None\n"
+            f"sys.argv = ['indexerd', 'check-config', '-c', {str(cfg)!r}]\n"
+            "from indexerd.cli.entry import main\nraise SystemExit(main())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert f"indexerd: {cfg}: {said}" in p.stderr, p.stderr
+
+
+def test_a_config_read_before_any_engine_is_registered_says_so() -> None:
+    """A program that reads a config without importing indexerd.index.engines: the default
+    engine reads, another is refused saying what to import (not a bare "unknown")."""
+    import subprocess
+    import sys
+
+    code = ("from indexerd.config import parse_config\n"
+            "assert parse_config('[index]\\nengine = \"whoosh\"\\n', 't.toml').index.engine == 'whoosh'\n"
+            "try:\n    parse_config('[index]\\nengine = \"tantivy\"\\n', 't.toml')\n"
+            "except Exception as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.strip() == ("t.toml: index.engine: unknown engine 'tantivy' (no index engine is registered: "
+                           "import indexerd.index.engines first)")
 
 
 @pytest.mark.parametrize("key, value", [("commit_batch", 0), ("bulk_commit_batch", -1)])

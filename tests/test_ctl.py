@@ -349,11 +349,12 @@ def test_sql_progress_counts_rows_not_files(caplog):
     from indexerd.sources.registry import KINDS
 
     caplog.set_level("INFO", logger="indexerd.core.progress")
-    p = Progress("articles", tty=False, log_every_seconds=0, unit=KINDS["sql"].unit)
+    p = Progress("articles", tty=False, log_every_seconds=0, unit=KINDS["sql"].unit, walk=KINDS["sql"].walk)
     p.tick_walk(2000)
     p.start_work(10)
     text = caplog.text
-    assert "2000 rows" in text and "files" not in text, text
+    assert "articles: loading, 2000 rows read" in text and "2000 rows found, 10 to read" in text, text
+    assert "files" not in text, text
 
 
 # -- 5. messages and help texts ----------------------------------------------------------------
@@ -388,6 +389,20 @@ def test_help_texts():
     assert re.search(r"--json\s+\S", status), status       # the flag has a help text
     p = cli("ctl", "report")
     assert p.returncode == 2 and "--dates" in p.stderr and "--skipped" in p.stderr, p.stderr
+
+
+def test_a_query_starting_with_a_dash_is_told_how_to_write_it(tmp_path):
+    """A new user's trial: `ctl search -draft -c CFG` said only "the following arguments are
+    required: query", and `ctl search -- -draft -c CFG` "unrecognized arguments: -c CFG";
+    both now say that the query goes after `--` and the options before it."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ncontrol_socket = "{tmp_path / "s.sock"}"\n')
+    for args in (("ctl", "search", "-draft", "-c", str(cfg)), ("ctl", "search", "--", "-draft", "-c", str(cfg))):
+        p = cli(*args)
+        assert p.returncode == 2, (args, p)
+        assert "indexerd ctl search -c CONFIG -- '-draft'" in p.stderr, (args, p.stderr)
+    p = cli("ctl", "search", "-c", str(cfg), "--", "-draft")  # the query reaches the (absent) index
+    assert p.returncode == 1 and "no index yet" in p.stderr, p
 
 
 def test_an_unknown_option_is_reported_with_its_command_s_usage():
@@ -722,6 +737,76 @@ def test_an_interrupted_forced_crawl_says_so_and_resumes_forced(tree, site, monk
         conditional = [h.path for h in resumed if h.header("If-None-Match") or h.header("If-Modified-Since")]
         assert conditional == [], conditional   # the resumed pass is still forced
     finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+        if d.alive():
+            d.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("request_args", [("crawl", "intranet", "--all", "--wait"),
+                                          ("reindex", "--source", "intranet")])
+def test_a_request_a_running_pass_does_not_cover_gets_a_pass_of_its_own(tree, site, monkeypatch, request_args):
+    """A new user's trial: ``ctl crawl NAME --all --wait`` sent while a plain pass ran replied
+    with that pass's counts the moment it ended, before the ``--all`` pass it asked for had
+    asked anything; ``ctl reindex --source NAME`` behind a pass running over 30 s was worse: the
+    pass queued for it ran unforced (conditional GETs, nothing re-indexed) and the reply was the
+    running pass's counts.  Either request waits for a pass begun after it, of its kind."""
+    import threading
+
+    from test_web import LM, html, web_config
+
+    _web_env(monkeypatch)
+    d = tree
+    pages = [f"/p{i}.html" for i in range(4)]
+    hold, release = threading.Event(), threading.Event()
+
+    def home(req):  # the seed: held while ``hold`` is set, so the pass asking it keeps running
+        if hold.is_set():
+            release.wait(120)
+        return 200, {"Content-Type": "text/html; charset=utf-8", "Last-Modified": LM, "ETag": '"h"'}, \
+            html("Home", "homeword", links=pages)
+
+    site.add("/", handler=home)
+    for i, path in enumerate(pages):
+        site.static(path, html(f"P{i}", f"pageword{i}"), last_modified=LM, etag=f'"p{i}"')
+    text = web_config([site.url("/")], state_dir=d.base / "state", name="intranet", interval="1h",
+                      timeout="150s")
+    d.cfg.write_text(f'control_socket = "{d.sock}"\n' + text, encoding="utf-8")
+    d.start(sources=("intranet",))
+    client = None
+    try:
+        assert len(d.search("pageword0")) == 1
+        hold.set()
+        before = len(site.log)
+        assert d.ctl("crawl", "intranet").returncode == 0  # a plain pass, held at the seed
+        d.poll(lambda: [h for h in site.log[before:] if h.path == "/" and h.completed is None], bool, 60,
+               "the running pass held at the seed")
+        queued = d.log().count("a pass is already running; another will follow it")
+        client = subprocess.Popen([sys.executable, "-m", "indexerd.cli.main", "ctl", *request_args,
+                                   "-c", str(d.client_cfg)], env=ENV, cwd=REPO,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        d.poll(lambda: d.log().count("a pass is already running; another will follow it"),
+               lambda n: n > queued, 60, "the request queued behind the running pass")
+        asked_before = {h.path for h in site.log[before:]}
+        mark = len(site.log)
+        release.set()
+        out, err = client.communicate(timeout=120)
+        after = site.log[mark:]  # what was asked by the time the reply came
+        assert client.returncode == 0, (client.returncode, out, err)
+        counts = json.loads(out)
+        counts = counts.get("counts", counts)
+        for path in pages:
+            # the running pass asks what it had not asked yet; the request's own pass asks every page
+            want = 1 if path in asked_before else 2
+            got = [h for h in after if h.path == path and h.completed is not None]
+            assert len(got) >= want, (path, want, [h.path for h in after], counts, d.log_tail(40))
+        if request_args[0] == "reindex":  # forced: every page asked without validators, re-indexed
+            last = {h.path: h for h in after if h.path in pages}
+            assert not [p for p, h in last.items() if h.header("If-None-Match") or h.header("If-Modified-Since")]
+            assert counts["indexed"] >= len(pages), counts
+    finally:
+        release.set()
         if client is not None and client.poll() is None:
             client.kill()
         if d.alive():

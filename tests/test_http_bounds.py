@@ -12,7 +12,7 @@ import time
 import pytest
 from werkzeug.test import Client
 
-from indexerd.core.errors import ConfigError
+from indexerd.core.errors import ConfigError, QueryError
 from indexerd.daemon.http.app import SearchApp
 from indexerd.daemon.http.auth import TokenCheck
 from indexerd.daemon.queries import MAX_PAGE_SIZE, MAX_RESULTS, QueryRunner, QueryTimeout, SearchRequest
@@ -68,6 +68,20 @@ def test_a_query_over_its_time_bound_is_cut_and_so_are_callers_that_find_no_free
     ix.release.clear()
     ix.seconds = 0.0
     assert runner.run(SearchRequest("bird")).hits == []
+
+
+def test_a_malformed_query_is_refused_at_once_while_every_worker_is_busy(slow):
+    """A new user's trial: with the query worker held by a heavy query, a malformed query (41
+    nested parentheses) waited its whole bound and failed "no query worker was free" (exit 1)
+    instead of being refused at once as malformed (exit 2), as it is when a worker is free."""
+    ix, runner = slow
+    for _ in range(2):  # both workers held by runaway queries
+        with pytest.raises(QueryTimeout):
+            runner.run(SearchRequest("bird"))
+    for query in ("(" * 41 + "bird" + ")" * 41, "bird AND", '"bird'):
+        with pytest.raises(QueryError):
+            runner.run(SearchRequest(query))
+    assert ix.searches == 2
 
 
 def test_results_are_bounded_in_page_size_and_depth(slow):

@@ -51,6 +51,24 @@ def test_links_only_to_web_pages():
     for key in ("file:///etc/passwd", "sql:articles/42", "javascript:alert(1)", "data:text/html,x", "http:/x"):
         assert pages.web_url(key) is None
     assert pages.file_path("file:///a%20b/c.txt", None) == "/a b/c.txt"
+    assert pages.file_path("file:///x/caf%E9.txt", None) == "/x/caf\ufffd.txt"   # no UTF-8: U+FFFD shown
+    for key in ("sql:articles/42", "https://example.org/a", "file:x"):   # no file, or a malformed key
+        assert pages.file_path(key, None) is None and not pages.raw_file(key), key
+    assert pages.raw_file("file:///a%20b/c.txt")
+
+
+def test_a_hit_found_at_other_places_shows_each_as_its_kind_shows_it():
+    """``ctl search``'s "also at": a file's key as its path, any other key as it is (the kinds
+    say which keys are files: registry.key_file)."""
+    from types import SimpleNamespace
+
+    from indexerd.output.terminal import display_path, hits_text
+
+    hit = SimpleNamespace(rank=1, title="t", path="/a", url="file:///a", last_modified=None, date_source="mtime",
+                          score=1.0, snippet="", also_at=("file:///srv/caf%C3%A9.txt", "sql:notes/7",
+                                                          "https://example.org/x"))
+    text = hits_text([hit], display_path=display_path, format_utc=lambda _: "-", tty=False)
+    assert "also at 3 other places: /srv/café.txt, sql:notes/7, https://example.org/x\n" in text, text
 
 
 def test_page_numbers():

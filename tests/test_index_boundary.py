@@ -125,6 +125,17 @@ def test_an_unreadable_identity_file_means_rebuild_not_a_crash(tmp_path) -> None
     assert opening.rebuild_reason(found, opening.wanted_identity(base.load_engine("whoosh")))
 
 
+def test_registering_the_engines_imports_nothing_of_the_index() -> None:
+    """The command line registers the engines with the config at its start (index/engines.py);
+    the index's modules (the analysis, its stemmer) load only when something uses them, so a
+    ``ctl`` command that opens no index does not pay for them."""
+    code = ("import sys, indexerd.cli.main\n"
+            "from indexerd.config import engines\n"
+            "print(engines.registered(), sorted(m for m in sys.modules if m.startswith('indexerd.index')))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert p.stdout.strip() == "('whoosh', 'tantivy', 'postgresql') ['indexerd.index', 'indexerd.index.engines']"
+
+
 def test_an_unknown_engine_name_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown engine 'lucene'"):
         base.load_engine("lucene")

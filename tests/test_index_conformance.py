@@ -402,6 +402,47 @@ def test_a_query_that_finds_nothing_gets_a_suggestion_from_the_index_terms(tmp_p
         ix.close()
 
 
+def test_a_suggestion_costs_a_bounded_number_of_term_lookups_however_long_the_query(tmp_path, index_engine) -> None:
+    """A new user's trial: a 5,000-word query of words the index lacks held the Whoosh daemon's
+    only query worker for 37 s after its caller had timed out (every other search meanwhile:
+    "no query worker was free"), nearly all of it 'did you mean' looking up terms near each
+    word.  The words looked at and the words looked up are bounded; past either bound there is
+    no suggestion (a query with that many unknown words is not a typo)."""
+    from conftest import index_settings
+    from indexerd.index.analysis import analyzer
+    from indexerd.index.suggest import MAX_LOOKED_UP, MAX_WORDS, suggest
+
+    class Counting:
+        def __init__(self, ix) -> None:
+            self.ix, self.lookups, self.counts = ix, 0, 0
+
+        def similar_terms(self, *a, **k):
+            self.lookups += 1
+            return self.ix.similar_terms(*a, **k)
+
+        def count(self, *a, **k):
+            self.counts += 1
+            return self.ix.count(*a, **k)
+
+        def __getattr__(self, name):
+            return getattr(self.ix, name)
+
+    ix = open_index(tmp_path, index_settings(index_engine))
+    _facet_docs(ix)
+    a = analyzer()
+    try:
+        unknown = [f"pyhton{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)]
+        for words in (unknown[:MAX_LOOKED_UP + 1], unknown, ["python"] * (MAX_WORDS + 1) + ["pyhton"]):
+            c = Counting(ix)
+            assert suggest(c, " ".join(words), a) is None
+            assert c.lookups <= 2 * MAX_LOOKED_UP and c.counts <= MAX_WORDS + 1, (len(words), c.lookups, c.counts)
+        c = Counting(ix)
+        found = suggest(c, " ".join(["pyhton"] * MAX_LOOKED_UP), a)  # within the bounds: as before
+        assert found is not None and found.query.split()[0] == "python", found
+    finally:
+        ix.close()
+
+
 def test_a_word_in_a_heading_ranks_above_the_same_word_in_the_text_on_every_engine(tmp_path, index_engine) -> None:
     """Issue 34 (ranking): the section headings are a part of the content indexed again, boosted
     between the title and the text: a page whose heading names the words ranks above pages that

@@ -186,6 +186,27 @@ def test_malformed(text, message) -> None:
     assert info.value.exit_code == 2
 
 
+def test_a_query_names_at_most_max_words_words() -> None:
+    """A new user's trial: a 1,000-word query made Whoosh's scorer recurse through a chain of
+    1,000 intersections (RecursionError, retried 20 times, then "search failed ... rebuild with
+    `indexerd index --rebuild`", exit 1) and held the query worker; now a query names at most
+    MAX_WORDS words, a phrase's words counted, and one more is a malformed query (exit 2)."""
+    from indexerd.index.query import MAX_WORDS
+
+    words = [f"w{i}" for i in range(MAX_WORDS + 1)]
+    assert isinstance(parse(" ".join(words[:-1])), And)
+    assert isinstance(parse(" OR ".join(words[:-1])), Or)
+    last = len(" ".join(words[:-1])) + 2  # the character the extra word starts at, from 1
+    for text, at in ((" ".join(words), last),
+                     (" OR ".join(words), len(" OR ".join(words[:-1])) + 5),
+                     ('"' + " ".join(words) + '"', 1),
+                     ("a " + '"' + " ".join(words[:-1]) + '"', 3)):
+        with pytest.raises(QueryError) as ei:
+            parse(text)
+        assert f"more than {MAX_WORDS} words" in str(ei.value) and str(ei.value).endswith(f"at character {at}"), \
+            (text[:40], str(ei.value)[-120:])
+
+
 @pytest.mark.parametrize("text, at, value", [
     ("title:", 1, "WORD"), ("title: x", 1, "WORD"), ("x TITLE:", 3, "WORD"), ("dir:", 1, "/a/folder"),
     ("dir: /srv/docs", 1, "/a/folder"), ("a (title:)", 4, "WORD"), ("content:\tx", 1, "WORD"),

@@ -2,7 +2,9 @@
 directory of JSON lines, is one module plus one registry entry (:func:`jsonl_kind.register`),
 and with no other file changed it is a config table with its own checks, its secret is masked by
 ``check-config``, ``indexerd index`` indexes it, ``ctl search`` finds it, and a running daemon
-shows it in ``ctl status`` and answers its verb (``ctl ingest``)."""
+shows it in ``ctl status`` and answers its verb (``ctl ingest``); the config's words for its
+keys, its glob keys, the source its keys name and how a typed key is stored are its own too
+(``ctl reindex``/``explain`` of its keys)."""
 
 from __future__ import annotations
 
@@ -79,6 +81,29 @@ def test_the_kinds_table_checks_and_secret_come_from_its_module(kind, tmp_path) 
         parse_config('[[sources.jsonl]]\nname = "birds"\npth = "/x"\n', "t.toml")
 
 
+def test_the_kind_declares_its_config_words_and_its_keys(kind, tmp_path) -> None:
+    """The hooks the config, ``ctl`` and the daemon ask of a kind (registry.Kind): the words for a
+    key of its table, which keys hold glob patterns, which source a key names, how a key typed
+    is stored; none of them written in indexerd."""
+    from indexerd.output.reports import normalise_key
+
+    with pytest.raises(ConfigError, match=r"^t\.toml: sources\.jsonl\[0\]\.folder: unknown key \(did you mean 'path'\?\)$"):
+        parse_config('[[sources.jsonl]]\nname = "birds"\nfolder = "/x"\n', "t.toml")
+    with pytest.raises(ConfigError, match=r"^t\.toml: sources\.jsonl\[0\]\.include: expected a list \(of strings "
+                                          r"or glob patterns\), got str$"):
+        parse_config(f'[[sources.jsonl]]\nname = "birds"\npath = "{tmp_path}"\ninclude = "*.jsonl"\n', "t.toml")
+    assert registry.kind_of_key("jsonl:birds/1") is kind and registry.kind_of_key("JSONL:birds/1") is kind
+    assert registry.named_source("jsonl:birds/1") == "birds"
+    with pytest.raises(ConfigError, match=r"^jsonl:birds: a JSON lines key is jsonl:<source>/<id>$"):
+        registry.named_source("jsonl:birds")
+    assert normalise_key("JSONL:birds/1") == "jsonl:birds/1"
+    assert registry.key_file("jsonl:birds/1") is None   # its documents are lines, not files
+    shown = run_in_process(["ctl", "reindex", "--help"], isolated_env(None), no_system_config(None))  # ctl's help
+    assert shown.returncode == 0, shown.stderr
+    assert "or a jsonl:<source>/<id> key" in " ".join(shown.stdout.split()), shown.stdout
+    assert "  indexerd ctl reindex jsonl:birds/1\n" in shown.stdout, shown.stdout
+
+
 def test_without_its_registry_entry_the_table_is_unknown(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"sources\.jsonl: unknown key"):
         parse_config(f'[[sources.jsonl]]\nname = "birds"\npath = "{tmp_path}"\n', "t.toml")
@@ -125,7 +150,7 @@ def test_a_daemon_shows_the_kind_in_status_and_answers_its_verb(setup) -> None:
         assert p.returncode == 0, p.stderr
         p = run_in_process(["ctl", "-c", str(cfg), "search", "merlin", "--json"], env, nosys)
         assert p.returncode == 0 and [h["key"] for h in json.loads(p.stdout)] == ["jsonl:birds/3"], p.stdout + p.stderr
-        p = run_in_process(["ctl", "-c", str(cfg), "explain", "jsonl:birds/1"], env, nosys)
+        p = run_in_process(["ctl", "-c", str(cfg), "explain", "JSONL:birds/1"], env, nosys)  # as the kind stores it
         assert p.returncode == 0 and "Ospreys" in p.stdout, p.stdout + p.stderr
         # ctl reindex KEY finds the source by its key, as for the three kinds of indexerd
         _lines(base / "lines" / "a.jsonl", [{"id": 1, "title": "Ospreys", "text": "An osprey eats a gurnard."}])
@@ -133,8 +158,11 @@ def test_a_daemon_shows_the_kind_in_status_and_answers_its_verb(setup) -> None:
         assert p.returncode == 0, p.stdout + p.stderr
         p = run_in_process(["ctl", "-c", str(cfg), "search", "gurnard", "--json"], env, nosys)
         assert [h["key"] for h in json.loads(p.stdout)] == ["jsonl:birds/1"], p.stdout + p.stderr
-        p = run_in_process(["ctl", "-c", str(cfg), "reindex", "jsonl:fish/1"], env, nosys)
-        assert p.returncode == 2 and "jsonl:fish/1: no configured source has this key" in p.stderr, p.stderr
+        p = run_in_process(["ctl", "-c", str(cfg), "reindex", "jsonl:fish/1"], env, nosys)  # the source it names
+        assert p.returncode == 2 and ("jsonl:fish/1: no JSON lines source named 'fish' (configured JSON lines "
+                                      "sources: birds)") in p.stderr, p.stderr
+        p = run_in_process(["ctl", "-c", str(cfg), "reindex", "jsonl:birds"], env, nosys)
+        assert p.returncode == 2 and "jsonl:birds: a JSON lines key is jsonl:<source>/<id>" in p.stderr, p.stderr
     finally:
         why = stop_daemon(proc, 15)
         log.close()

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from indexerd.config import (Config, ConfigError, find_config_path, load_config, resolve_control_socket,
                      resolve_state_dir)
+from indexerd.index import engines as _engines  # noqa: F401  (registers the index engines with the config)
 from indexerd.sources import registry as _registry  # noqa: F401  (registers the kinds of source with the config)
 
 #: the service's runtime and state directories (systemd/indexerd.service)

@@ -18,11 +18,12 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from indexerd import __version__
 from indexerd.cli import ctl as ctlcmd
 from indexerd.core.errors import IndexerdError
+from indexerd.index import engines as _engines  # noqa: F401  (registers the index engines with the config)
 from indexerd.sources import registry as _registry  # noqa: F401  (registers the kinds of source with the config)
 from indexerd.cli.logformat import SafeLogFormatter
 from indexerd.output.terminal import safe
@@ -325,12 +326,10 @@ def _parser() -> argparse.ArgumentParser:
                                     "index it even if unchanged; or, with --source, every document of a "
                                     "source (a forced pass); or, with --all, every document of every "
                                     "source. Without a target, --source or --all it exits 2.",
-                        epilog="examples:\n  indexerd ctl reindex ~/docs/a.html\n"
-                               "  indexerd ctl reindex https://intranet.example/page.html\n"
-                               "  indexerd ctl reindex sql:articles/42\n  indexerd ctl reindex --source docs\n"
-                               "  indexerd ctl reindex --all")
-    s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY",
-                   help="a file path, a URL or a sql:<source>/<id> key")
+                        epilog="examples:\n" + "".join(f"  indexerd ctl reindex {k.key_example}\n"
+                                                       for k in _registry.KINDS.values() if k.key_example)
+                               + "  indexerd ctl reindex --source docs\n  indexerd ctl reindex --all")
+    s.add_argument("targets", nargs="*", metavar="PATH_OR_KEY", help=_registry.key_forms())
     s.add_argument("--source", metavar="NAME", help="every document of this source")
     s.add_argument("--all", action="store_true",
                    help="every document of every source (a forced full pass of each: every site is "
@@ -344,7 +343,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "next scan, a page at the next crawl, a SQL row at the next poll). "
                                     "An unknown key exits 1, as for explain.",
                         epilog="example:\n  indexerd ctl forget ~/docs/secret.txt")
-    s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
+    s.add_argument("key", help=_registry.key_forms())
     s.set_defaults(func=ctlcmd.cmd_forget)
 
     s = csub.add_parser("search", parents=[common], formatter_class=fmt, help="search the index",
@@ -361,6 +360,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="best match first (default), or newest last_modified first")
     s.add_argument("--json", action="store_true", help="print a JSON list of hits")
     s.set_defaults(func=ctlcmd.cmd_search)
+    _search_error = s.error
+
+    def search_error(message: str) -> NoReturn:  # `-draft` read as an option: no query left
+        if "required: query" in message:
+            message += f"; {DASH_QUERY_HINT}"
+        _search_error(message)
+
+    s.error = search_error  # type: ignore[method-assign]
 
     s = csub.add_parser("report", parents=[common], formatter_class=fmt,
                         help="reports from the state store (choose one: --dates, --skipped)",
@@ -390,7 +397,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="why a document was (not) re-indexed (an unknown key exits 1)",
                         epilog="examples:\n  indexerd ctl explain ~/docs/notes.txt\n"
                                "  indexerd ctl explain https://example.test/page.html --json")
-    s.add_argument("key", help="a file path, URL or sql:<source>/<id> key")
+    s.add_argument("key", help=_registry.key_forms())
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=ctlcmd.cmd_explain)
     return p
@@ -406,6 +413,11 @@ def _mark_leaves(parser: argparse.ArgumentParser) -> None:
                 _mark_leaves(child)
 
 
+#: how to search for a query that starts with ``-`` (argparse reads ``-draft`` as an option)
+DASH_QUERY_HINT = ("a query starting with '-' goes after '--', every option before it: "
+                   "indexerd ctl search -c CONFIG -- '-draft'")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``indexerd`` console script; returns the exit code."""
     parser = _parser()
@@ -418,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         rechecks = [k.verb for k in _registry.KINDS.values() if k.recheck_help]
         if "--all" in extras and verb in _registry.VERBS and verb not in rechecks and rechecks:
             hint = f" (--all is ctl {' and ctl '.join(rechecks)}'s: everything a source knows asked now)"
+        if verb == "search" and "--" in (argv if argv is not None else sys.argv[1:]):
+            hint = f" (after '--' every word is the query's: {DASH_QUERY_HINT})"
         leaf.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     _setup_logging(getattr(args, "log_level", None) or "warning")
     try:

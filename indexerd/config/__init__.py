@@ -13,7 +13,8 @@ Modules: :mod:`~indexerd.config.schema` (the tables and their defaults),
 :mod:`~indexerd.config.units` (durations and sizes), :mod:`~indexerd.config.load` (finding,
 reading, decoding, error text), :mod:`~indexerd.config.checks` (what types cannot say),
 :mod:`~indexerd.config.kinds` (the kinds of source registered, each with its table, checks and
-secrets), :mod:`~indexerd.config.paths` (state dir and control socket), :mod:`~indexerd.config.policy`
+secrets), :mod:`~indexerd.config.engines` (the index engines registered, each with its load
+check), :mod:`~indexerd.config.paths` (state dir and control socket), :mod:`~indexerd.config.policy`
 (a source's effective settings), :mod:`~indexerd.config.render` (``check-config``
 output).  The names below are the package's interface.
 """

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
+from indexerd.config import engines
 from indexerd.config.kinds import registered
-from indexerd.config.schema import Config, ExtractSettings, HttpSettings
+from indexerd.config.schema import Config, ExtractSettings, HttpSettings, IndexSettings
 from indexerd.core.errors import ConfigError
 from indexerd.core.secrets import mask_url
 
@@ -74,13 +75,7 @@ def check_semantics(cfg: Config, origin: str) -> None:
         _no_password_in_url(pg.url, "index.postgresql.url", origin)
         if pg.read_url is not None:
             _no_password_in_url(pg.read_url, "index.postgresql.read_url", origin)
-    if cfg.index.engine != "whoosh":  # the default is a dependency; another needs its extra
-        from indexerd.index.base import load_engine
-
-        try:
-            load_engine(cfg.index.engine)
-        except ConfigError as e:
-            raise ConfigError(f"{origin}: {e}") from None
+    engines.check(cfg.index.engine, IndexSettings().engine, origin)  # as the index registered them
     _check_cluster(cfg, origin)
     _check_http(cfg.http, origin)
     _check_extract(cfg.extract, origin)

@@ -9,7 +9,7 @@ tables registered then.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -38,6 +38,17 @@ class KindTable(Protocol):
     def mask(self) -> Callable[[dict[str, Any]], None] | None:
         """Hides the secrets of one table, as builtins, in place (for ``check-config``), or
         None: the table holds none."""
+
+
+    @property
+    def glob_keys(self) -> tuple[str, ...]:
+        """The keys of its table that hold glob patterns (an error says "strings or glob
+        patterns")."""
+
+    @property
+    def key_synonyms(self) -> Mapping[str, str]:
+        """Words people write for a key of its table that is spelled otherwise (``root`` for
+        ``path``): an unknown key among them is answered "did you mean" the key."""
 
 
 _KINDS: dict[str, KindTable] = {}

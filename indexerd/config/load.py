@@ -38,25 +38,33 @@ def _key_path(msg: str) -> tuple[str, str]:
     return path, what
 
 
-#: keys whose lists hold glob patterns (a filesystem source's selection); other lists do not
-_GLOB_KEY_RE = re.compile(r"sources\.filesystem\[\d+\]\.(include|exclude)$")
+#: a key of a source's table, ``sources.<kind>[N].<key>``
+_SOURCE_KEY_RE = re.compile(r"sources\.(\w+)\[\d+\]\.(\w+)$")
+
+
+def _is_glob_key(path: str) -> bool:
+    """Whether the key at ``path`` holds glob patterns, as its kind declares (a filesystem
+    source's ``include``/``exclude``)."""
+    m = _SOURCE_KEY_RE.search(path)
+    kind = registered().get(m.group(1)) if m else None
+    return kind is not None and m is not None and m.group(2) in kind.glob_keys
+
+
+def _synonym(path: str, word: str) -> str | None:
+    """The key ``word`` means in the source table at ``path`` (``sources.web[0]``), as its kind
+    declares (``url`` for ``seeds``), or None."""
+    m = re.fullmatch(r"sources\.(\w+)\[\d+\]", path)
+    kind = registered().get(m.group(1)) if m else None
+    return kind.key_synonyms.get(word) if kind is not None else None
 
 
 def _friendly(what: str, path: str = "") -> str:
     what = what.replace("Object contains unknown field", "unknown key")
-    items = "strings or glob patterns" if _GLOB_KEY_RE.search(path) else "strings"
+    items = "strings or glob patterns" if _is_glob_key(path) else "strings"
     what = re.sub(r"Expected `array`, got `(\w+)`", rf"expected a list (of {items}), got \1", what)
     what = re.sub(r"Expected `([^`]+)`, got `(\w+)`", lambda m: f"expected {m.group(1).replace(' | null', '')}, got {m.group(2)}", what)
     what = what.replace("Object missing required field", "missing required key")
-    if path == "index.engine":
-        what = re.sub(r"Invalid enum value (.+)", r"expected 'whoosh', 'tantivy' or 'postgresql', got \1", what)
     return what
-
-
-#: words people write for a key that is spelled otherwise (``ctl status`` shows a tree's path
-#: as its root)
-_SYNONYMS = {"root": "path", "dir": "path", "directory": "path", "url": "seeds", "urls": "seeds",
-             "seed": "seeds"}
 
 
 def _keys_at(path: str, file: type) -> list[str]:
@@ -102,7 +110,7 @@ def parse_config(text: str | bytes, origin: str = "<string>") -> Config:
         m = re.match(r"Object contains unknown field `([^`]+)`", what)
         if m:
             keys = _keys_at(path, file)
-            close = [_SYNONYMS[m.group(1)]] if _SYNONYMS.get(m.group(1)) in keys else \
+            close = [_synonym(path, m.group(1))] if _synonym(path, m.group(1)) in keys else \
                 difflib.get_close_matches(m.group(1), keys, n=1, cutoff=0.75)
             path = f"{path}.{m.group(1)}" if path else m.group(1)
             what = f"unknown key (did you mean {close[0]!r}?)" if close else "unknown key"

@@ -4,7 +4,7 @@ of source declares its own table: :mod:`indexerd.config.kinds`).  Unknown keys a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -96,8 +96,9 @@ class IndexSettings(_Struct, frozen=True):
     """``[index]``: which engine, and how the one writer batches and commits.
 
     ``engine`` is ``"whoosh"`` (the default), ``"tantivy"`` (``pip install 'indexerd[tantivy]'``)
-    or ``"postgresql"`` (a shared index on a server, ``pip install 'indexerd[postgresql]'``); each
-    engine's own knobs are in its table, ``[index.whoosh]``, ``[index.tantivy]``, ``[index.postgresql]``.
+    or ``"postgresql"`` (a shared index on a server, ``pip install 'indexerd[postgresql]'``): one
+    of the engines :mod:`indexerd.index.engines` registers (:mod:`indexerd.config.engines`
+    checks the name and that it loads); each engine's own knobs are in its table, ``[index.whoosh]``, ``[index.tantivy]``, ``[index.postgresql]``.
     ``commit_interval`` is the most a change may wait before it is searchable (seconds);
     ``commit_batch`` commits early once that many documents are pending; ``bulk_commit_batch``
     is the batch used by one-shot ``indexerd index`` passes (fewer, larger segments).
@@ -112,7 +113,7 @@ class IndexSettings(_Struct, frozen=True):
     None afterwards.
     """
 
-    engine: Literal["whoosh", "tantivy", "postgresql"] = "whoosh"
+    engine: str = "whoosh"
     commit_interval: Seconds = Seconds(1.0)
     commit_batch: int = 200
     bulk_commit_batch: int = 5000

@@ -14,11 +14,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: the walk phase's log line, by unit (a SQL load reads the rows it counts; a tree walk only finds)
-_WALK = {"files": "scanning, {n} files found", "rows": "loading, {n} rows read",
-         "pages": "{n} pages found"}
-
-
 class Progress:
     """Progress for one source's pass.
 
@@ -28,14 +23,18 @@ class Progress:
         log_every_seconds: interval of the log line when there is no bar.
         unit: what the walk counts (``files``, ``rows``, ``pages``: the source kind's
             :attr:`~indexerd.sources.registry.Kind.unit`).
+        walk: the walk phase's line, ``{n}`` the count so far (the kind's
+            :attr:`~indexerd.sources.registry.Kind.walk`: a SQL load reads the rows it counts, a
+            tree walk only finds); None: ``{n} <unit> found``.
 
     Not thread-safe: one pass, one Progress.
     """
 
     def __init__(self, label: str, *, tty: bool | None = None, log_every_seconds: float = 10.0,
-                 unit: str = "files") -> None:
+                 unit: str = "files", walk: str | None = None) -> None:
         self.label = label
         self.unit = unit
+        self.walk = walk if walk is not None else "{n} " + unit + " found"
         self.tty = sys.stderr.isatty() if tty is None else tty
         self.log_every_seconds = log_every_seconds
         self.found = 0
@@ -49,7 +48,7 @@ class Progress:
         """``n`` more files (rows, pages: :attr:`unit`) found by the walk."""
         before, self.found = self.found, self.found + n
         if self.found // 2000 != before // 2000:
-            line = f"{self.label}: " + _WALK.get(self.unit, "{n} " + self.unit).format(n=self.found)
+            line = f"{self.label}: " + self.walk.format(n=self.found)
             if self.tty:
                 sys.stderr.write(f"\r{line}")
                 sys.stderr.flush()

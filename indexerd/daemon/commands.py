@@ -23,8 +23,7 @@ from indexerd.daemon import reads
 from indexerd.daemon.passes import PassFailed
 from indexerd.daemon.status import status_document
 from indexerd.sources.base import TreeSource
-from indexerd.core.filekeys import key_to_path
-from indexerd.sources.registry import VERBS, of_kind
+from indexerd.sources.registry import VERBS, key_file, of_kind
 from indexerd.sources.registry import kind as kind_of
 
 if TYPE_CHECKING:
@@ -82,7 +81,7 @@ def run_pass(d: Daemon, req: dict, kind: str) -> dict:
         with d.lock:
             d.states[name].recheck_asked = True
     if req.get("wait"):
-        counts = d.passes.wait(name)
+        counts = d.passes.wait(name, fresh=bool(req.get("all")))
         d.passes.raise_if_failed([name])
         return {"source": name, "counts": counts}
     running = d.states[name].running
@@ -151,7 +150,7 @@ def confined_path(d: Daemon, target: str) -> tuple[TreeSource, str]:
             the source (``..``, a symlink the source does not follow).
     """
     try:
-        path = key_to_path(target) if target.startswith("file:") else target
+        path = key_file(target) or target   # a local file's key, else a path
     except ValueError as e:
         raise ConfigError(f"{target}: {e}") from None
     if not os.path.isabs(path):

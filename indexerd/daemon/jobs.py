@@ -2,7 +2,8 @@
 for now, and the retry of sources whose writes failed.
 
 Jobs: ``reconcile:<source>`` (every ``interval``, jittered; ``max_instances=1``, missed runs
-coalesced), ``reconcile-now:<source>`` (one-off), ``retry-failed-writes`` (one-off, backing off).
+coalesced), ``reconcile-now:<source>`` (one-off; a second instance may start while the first ends),
+``retry-failed-writes`` (one-off, backing off).
 """
 
 from __future__ import annotations
@@ -158,9 +159,12 @@ class Jobs:
                 if st.running:
                     st.rerun = True  # run again when this pass ends (a second instance would be skipped)
                     continue
-            # a one-off job of its own: the periodic job may be the caller, still "running"
+            # a one-off job of its own: the periodic job may be the caller, still "running"; so may
+            # this very job, asking from the end of its pass for the pass queued meanwhile: a second
+            # instance is allowed (with one, APScheduler skipped that pass: "maximum number of
+            # running instances reached"), the source's lock still lets one pass run at a time
             self.scheduler.add_job(d.passes.run, "date", run_date=now, args=[n], kwargs={"asked": True},
-                                   id=f"reconcile-now:{n}",
+                                   id=f"reconcile-now:{n}", max_instances=2,
                                    replace_existing=True, misfire_grace_time=None)
 
     def run_later(self, name: str, seconds: float, *, asked: bool = False) -> None:
@@ -170,7 +174,7 @@ class Jobs:
             return
         self.scheduler.add_job(self.d.passes.run, "date", run_date=datetime.now(UTC) + timedelta(seconds=seconds),
                                args=[name], kwargs={"asked": asked, "standby": True}, id=f"standby:{name}",
-                               replace_existing=True,
+                               replace_existing=True, max_instances=2,  # the caller may be this job (run_soon)
                                misfire_grace_time=None)
 
     def writer_failed(self, sources: set[str] | None) -> None:

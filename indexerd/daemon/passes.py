@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 UTC = timezone.utc
 #: Seconds a ``--wait`` request waits, the source's lock free, for the pass it queued to start.
 RERUN_START_SECONDS = 10.0
+#: Seconds a forced pass (``ctl reindex --source``) waits for the source's lock before it is
+#: queued behind the pass holding it (forced all the same).
+FORCED_LOCK_WAIT_SECONDS = 30.0
 
 
 class PassFailed(IndexerdError):
@@ -68,17 +71,23 @@ class Passes:
         st = d.states.get(name)
         if src is None or st is None:
             return None
-        if not st.lock.acquire(timeout=0.1 if not forced else 30):
+        # a forced request waits for a running pass to end to run forced itself (in a cluster a
+        # standby or join call may hold the lock a moment); past that it is queued, still forced
+        if not st.lock.acquire(timeout=0.1 if not forced else FORCED_LOCK_WAIT_SECONDS):
             if standby and not asked:
                 log.debug("%s: a pass is running here; the standby call is dropped", name)
                 return None
             with d.lock:
                 st.rerun = True  # the running pass starts another when it ends
-            log.info("%s: a pass is already running; another will follow it", name)
+                st.rerun_forced = st.rerun_forced or forced  # ... forced, whoever starts it
+            log.info("%s: a pass is already running; another will follow it%s", name,
+                     " (forced)" if forced else "")
             return None
         if st.removed:   # removed by a reload while this waited for the lock
             st.lock.release()
             return None
+        with d.lock:
+            forced = forced or st.rerun_forced  # a forced request queued behind the last pass
         if not forced and d.coverage.rebuild_pending(name):
             forced = True  # not a page, row or file may be skipped as unchanged: none is indexed
             log.info("%s: the index was rebuilt since its last pass: every document is read again", name)
@@ -125,9 +134,14 @@ class Passes:
         try:
             with d.lock:
                 st.rerun = False  # this pass covers every request made before it started
+                if forced:
+                    st.rerun_forced = False
+                st.passes_begun += 1
+                st.current_number = st.passes_begun
                 st.running, st.current = True, counts
                 st.current_started = datetime.now(UTC)
-                st.progress = Progress(name, tty=False, log_every_seconds=10, unit=kind(src.kind).unit)
+                st.progress = Progress(name, tty=False, log_every_seconds=10, unit=kind(src.kind).unit,
+                                       walk=kind(src.kind).walk)
             with self.pipeline() as pipeline:
                 mark_pass_started(pipeline.store, name, src.kind, st.current_started, d.indexer.node)
                 pipeline.urgent = False  # a pass commits about once a second, not per drain
@@ -176,6 +190,7 @@ class Passes:
             st.last_started, st.last_finished = started, finished
             st.last_counts = st.last_part = counts.as_dict()
             st.pass_serial += 1
+            st.last_number = st.current_number
             st.last_error = pass_error
             st.last_interrupted = d.stop_event.is_set()
             st.last_message = pass_error or counts.last_error
@@ -215,6 +230,7 @@ class Passes:
             st.running, st.current = False, None
             st.last_part = counts.as_dict()
             st.pass_serial += 1
+            st.last_number = st.current_number
             rerun, st.rerun = st.rerun, False
         if claim is not None:
             claim.release()
@@ -236,12 +252,15 @@ class Passes:
         except IndexerdError as e:
             log.error("removing source %s: %s; the rest is done at the next start", name, e)
 
-    def wait(self, name: str, forced: bool = False) -> dict | None:
+    def wait(self, name: str, forced: bool = False, fresh: bool = False) -> dict | None:
         """Run a pass of ``name`` now (``forced``: ``ctl reindex --source``) and return its
         counts (in a cluster: this node's part of
         the pass); when another pass of it holds the lock, wait for that one and return its
         counts instead -- or, when what held the lock ran no pass (a cluster node's standby
         call), for the pass the request queued behind it (never the counts of an older pass).
+        A request the running pass does not cover -- ``forced``, or ``fresh`` (``ctl crawl
+        --all``: the running pass may have begun before it was asked) -- waits for the pass
+        queued behind the running one (forced when it is) and returns that pass's counts.
 
         Raises:
             PassFailed: in a cluster, this node was not to run it (another node runs it).
@@ -249,23 +268,29 @@ class Passes:
         d = self.d
         st = d.states.get(name)
         serial = st.pass_serial if st is not None else 0
+        begun = st.passes_begun if st is not None else 0
         counts = self.run(name, forced=forced, asked=True)
         st = d.states.get(name)
         if counts is not None or st is None:
             return counts
-        if st.pass_serial != serial:  # this node's part of a cluster pass, left to the others
+        own = forced or fresh  # only a pass begun after this request answers it
+
+        def ended() -> bool:
+            return st.last_number > begun if own else st.pass_serial != serial
+
+        if ended():  # this node's part of a cluster pass, left to the others
             return st.last_part
         if st.cluster_note and d.indexer.state.shared:
             raise PassFailed(f"{name}: not run on this node: {st.cluster_note}")
         idle_since = time.monotonic()
-        while st.pass_serial == serial and time.monotonic() - idle_since < RERUN_START_SECONDS:
+        while not ended() and time.monotonic() - idle_since < RERUN_START_SECONDS:
             st.lock.acquire()  # another pass (or a standby call) holds the lock: wait for it
             st.lock.release()
-            if st.pass_serial == serial:
+            if not ended():
                 if st.running:
                     idle_since = time.monotonic()
                 time.sleep(0.1)  # the pass the request queued (``rerun``) starts in a moment
-        return st.last_part if st.pass_serial != serial else st.last_counts
+        return st.last_part if ended() else st.last_counts
 
     def raise_if_failed(self, names) -> None:
         """A ``--wait`` reply must not claim what was not committed or not done: fail naming each

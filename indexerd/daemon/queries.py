@@ -306,6 +306,9 @@ class QueryRunner:
         req.checked(self.max_results if not unbounded else req.offset + req.limit)
         if not unbounded and req.limit > MAX_PAGE_SIZE:
             raise ConfigError(f"results are bounded: limit must be at most {MAX_PAGE_SIZE}, got {req.limit}")
+        from indexerd.index.query import parse
+
+        parse(req.query)  # a malformed query is refused at once, not after waiting for a busy worker
         deadline = time.monotonic() + self.timeout_seconds
         if self._closed or not self._slots.acquire(timeout=self.timeout_seconds):
             raise QueryTimeout(f"no query worker was free within {self.timeout_seconds:g} s "

@@ -40,6 +40,14 @@ class SourceState:
         self.watch_error: str | None = None  # why a tree configured to be watched is not
         self.rerun = False  # a reconcile was asked for while one was running
         self.recheck_asked = False  # `ctl crawl NAME --all`: the next pass asks everything, conditionally
+        #: `ctl reindex` asked while a pass ran: the next pass to begin is forced, whoever starts it
+        self.rerun_forced = False
+        #: passes this node began, the number of the running one and of the last one ended (or, in
+        #: a cluster, whose part ended): a request a running pass does not cover (forced, ``--all``)
+        #: waits for a pass whose number is above the count when it was made
+        self.passes_begun = 0
+        self.current_number = 0
+        self.last_number = 0
         #: passes (or, in a cluster, parts of a pass) this node ended, and the counts of the last
         #: one: a ``--wait`` request tells from them whether a pass ran while it waited
         self.pass_serial = 0

@@ -4,27 +4,53 @@ Everything outside this package imports from here (or :mod:`indexerd.index.base`
 :mod:`indexerd.index.opening`); each engine
 package (``indexerd/index/<engine>/``, one per name in ``ENGINES``) is the only code that imports
 its library.
+
+The names below are imported on first use (PEP 562), not with the package: importing
+:mod:`indexerd.index.engines` (which registers the engines with the config, before any config is
+read) costs ``ctl`` nothing of the index.
 """
 
-from indexerd.index.base import (
-    ANALYSIS_VERSION,
-    ENGINES,
-    Hit,
-    IndexDoc,
-    IndexSession,
-    SearchIndex,
-    index_dir,
-    load_engine,
-)
-from indexerd.index.opening import (
-    IndexIdentity,
-    on_disk_token,
-    open_index,
-    read_identity,
-    rebuild_reason,
-    wanted_identity,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from indexerd.index.base import (
+        ANALYSIS_VERSION,
+        ENGINES,
+        Hit,
+        IndexDoc,
+        IndexSession,
+        SearchIndex,
+        index_dir,
+        load_engine,
+    )
+    from indexerd.index.opening import (
+        IndexIdentity,
+        on_disk_token,
+        open_index,
+        read_identity,
+        rebuild_reason,
+        wanted_identity,
+    )
+
+#: each name of the interface -> the module defining it
+_HOME = {**dict.fromkeys(("ANALYSIS_VERSION", "ENGINES", "Hit", "IndexDoc", "IndexSession", "SearchIndex",
+                          "index_dir", "load_engine"), "indexerd.index.base"),
+         **dict.fromkeys(("IndexIdentity", "on_disk_token", "open_index", "read_identity", "rebuild_reason",
+                          "wanted_identity"), "indexerd.index.opening")}
 
 __all__ = ["ANALYSIS_VERSION", "ENGINES", "Hit", "IndexDoc", "IndexIdentity", "IndexSession", "SearchIndex",
            "index_dir", "load_engine", "on_disk_token", "open_index", "read_identity", "rebuild_reason",
            "wanted_identity"]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the interface, from its module (imported now, once)."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'indexerd.index' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

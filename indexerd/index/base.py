@@ -26,11 +26,10 @@ from typing import Any, Literal, Protocol
 
 from indexerd.core.errors import ConfigError, QueryError
 from indexerd.index.analysis import ANALYSIS_VERSION as _TOKEN_STREAM_VERSION
+from indexerd.index.engines import ENGINES as ENGINES  # the engines' names (re-exported)
 
 log = logging.getLogger(__name__)
 
-#: The engines indexerd knows, by their ``[index] engine`` name; the first is the default.
-ENGINES = ("whoosh", "tantivy", "postgresql")
 #: The version of the text analysis (tokenising, normalisation, stemming) every engine applies
 #: through :mod:`indexerd.index.analysis` (bumped there whenever a text yields other terms than
 #: before): an index written with another version is rebuilt from the sources at the next start.

@@ -69,12 +69,16 @@ from indexerd.index.querylex import Lexer, Token, no_value
 from indexerd.index.querytree import (DATE_FIELDS, KEYWORD_FIELDS, NUMBER_FIELDS, PATH_FIELDS, And, DateRange,
                                       Keyword, Node, Not, NumberRange, Or, Phrase, Prefix, Word)
 
-__all__ = ["parse", "date_span", "folder_key_prefix", "MAX_NESTING"]
+__all__ = ["parse", "date_span", "folder_key_prefix", "MAX_NESTING", "MAX_WORDS"]
 
 UTC = timezone.utc
 #: The deepest a query may nest parentheses and NOT/``-`` (each level is a recursion of the
 #: parser and of every engine's compiler: 490 levels overflowed Python's stack, an HTTP 500).
 MAX_NESTING = 32
+#: The most words a query may name, a phrase's words counted (as Lucene's ``maxClauseCount``):
+#: a 1,000-word query overflowed the stack of Whoosh's scorer (a chain of intersections) and held
+#: the daemon's query worker (bench/RESULTS.md, "Long queries").
+MAX_WORDS = 256
 
 
 def folder_key_prefix(path: str) -> str:
@@ -109,6 +113,11 @@ class _Parser:
         self.toks = self.lexer.tokens()
         self.i = 0
         self.depth = 0  # parentheses and NOT/- open around the current token
+        words = 0
+        for t in self.toks:
+            words += len(t.text.split()) if t.kind == "PHRASE" else t.kind in ("WORD", "RANGE")
+            if words > MAX_WORDS:
+                raise self.fail(f"more than {MAX_WORDS} words (a phrase's words counted): narrow it", t.at)
 
     def nest(self, t: Token) -> None:
         """One more level around ``t``: refused past :data:`MAX_NESTING`."""

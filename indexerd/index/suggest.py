@@ -25,7 +25,7 @@ from indexerd.index.analysis import Analyzer, is_cjk
 from indexerd.index.query import parse
 from indexerd.index.querytree import And, Or, Word
 
-__all__ = ["MAX_EDITS", "Suggestion", "edit_distance", "near_terms", "suggest"]
+__all__ = ["MAX_EDITS", "MAX_LOOKED_UP", "MAX_WORDS", "Suggestion", "edit_distance", "near_terms", "suggest"]
 
 #: Edits a suggested term may be from the typed word's stem (1-2, as the spelling correctors).
 MAX_EDITS = 2
@@ -34,6 +34,14 @@ MAX_EDITS = 2
 MIN_WORD_CHARS = 4
 #: Hits whose marked words are looked at to show a suggested term as a word.
 SURFACE_HITS = 10
+#: A query with more plain words than this gets no suggestion (none is counted): each word costs
+#: a count, and a long query held a Whoosh daemon's only query worker long after its caller gave
+#: up (bench/RESULTS.md, "Long queries").
+MAX_WORDS = 16
+#: Words the index lacks that are looked up (one or two scans of the terms under their first
+#: letter each: most of a long query's time); a query lacking more gets no suggestion: that many
+#: unknown words are not a typo.
+MAX_LOOKED_UP = 4
 _WORD = re.compile(r"\w+")
 
 
@@ -103,7 +111,8 @@ def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
     ``narrowed`` turns the rewritten query into the one counted (the search page's source and
     media-type filters added), None: counted as it is.  Costs a count per plain word, one or
     two :meth:`similar_terms` (within one edit, then two) per word the index lacks, one search
-    of :data:`SURFACE_HITS` hits per replaced word and one count.
+    of :data:`SURFACE_HITS` hits per replaced word and one count; None without any of it past
+    :data:`MAX_WORDS` plain words, and as soon as a word past :data:`MAX_LOOKED_UP` is lacking.
 
     Raises:
         QueryError: the query is malformed.
@@ -111,8 +120,11 @@ def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
     """
     words: list[Word] = []
     _plain_words(parse(query), words)
+    if len(words) > MAX_WORDS:
+        return None
     replaced: list[tuple[str, str]] = []
     text = query
+    looked_up = 0
     for w in words:
         units = [u for u in analyzer.units(w.text) if u.tokens]
         if len(units) != 1 or units[0].whole is not None or len(units[0].tokens) != 1:
@@ -125,6 +137,9 @@ def suggest(ix, query: str, analyzer: Analyzer, *, since=None, until=None,
                 continue  # the index holds the word: not what makes the query empty
         except QueryError:
             continue  # a word that reads otherwise alone: left as typed
+        looked_up += 1
+        if looked_up > MAX_LOOKED_UP:
+            return None
         ranked: list[tuple[int, int, str]] = []
         for edits in range(1, MAX_EDITS + 1):  # most typos are one edit: two only when none is near
             near = ix.similar_terms(token, max_edits=edits)

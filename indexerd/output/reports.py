@@ -12,7 +12,7 @@ from typing import Iterator
 from indexerd.core.dates import format_utc
 from indexerd.core.timespans import parse_since
 from indexerd.core.decide import REASONS
-from indexerd.core.filekeys import key_to_path, path_to_key
+from indexerd.core.filekeys import path_to_key
 from indexerd.core.store import DocumentRecord, StateStore, from_db_time
 
 UTC = timezone.utc
@@ -23,8 +23,11 @@ def record_to_json(rec: DocumentRecord) -> dict:
     out = {}
     for k, v in rec.__dict__.items():
         out[k] = format_utc(v) if isinstance(v, datetime) else v
-    if rec.key.startswith("file://"):
-        out["path"] = key_to_path(rec.key)
+    from indexerd.sources.registry import key_file  # not at import: ctl's start stays light
+
+    path = key_file(rec.key)
+    if path is not None:
+        out["path"] = path
     return out
 
 
@@ -64,21 +67,14 @@ def changed(store: StateStore, spec: str, now: datetime | None = None) -> Iterat
 
 
 def normalise_key(arg: str) -> str:
-    """A key as typed -> the stored key: an http(s) URL canonicalised
-    (:func:`indexerd.sources.web.urls.canonicalize`: the fragment dropped, host lower-cased, default port
-    removed ...; kept as typed when it cannot be parsed); a ``file:`` or ``sql:`` key as is; a
-    file path (relative or absolute) as its ``file:`` URI."""
-    if arg.lower().startswith(("http://", "https://")):
-        from indexerd.sources.web.urls import canonicalize
-
-        try:
-            return canonicalize(arg)
-        except ValueError:
-            return arg
-    from indexerd.sources.registry import is_key
+    """A key as typed -> the stored key, as its kind declares
+    (:func:`~indexerd.sources.registry.canonical_key`: an http(s) URL canonicalised, the fragment
+    dropped, host lower-cased, default port removed ...; kept as typed when it cannot be parsed;
+    a ``file:`` or ``sql:`` key as is); a file path (relative or absolute) as its ``file:`` URI."""
+    from indexerd.sources.registry import canonical_key, is_key
 
     if is_key(arg):
-        return arg
+        return canonical_key(arg)
     return path_to_key(os.path.realpath(arg))
 
 
@@ -99,7 +95,7 @@ def explain(store: StateStore, key: str) -> dict | None:
         meaning = REASONS.get(rec.reason)
         why.append(f"last decision at {format_utc(rec.decided_at)}: {rec.reason}"
                    + (f" ({meaning})" if meaning else "") + (f" — {rec.detail}" if rec.detail else ""))
-    row = store.crawl_row(rec.source, rec.key) if "://" in rec.key and not rec.key.startswith("file:") else None
+    row = store.crawl_row(rec.source, rec.key)  # only a crawled page has one
     if row is not None and row["due_at"]:
         due = format_utc(from_db_time(row["due_at"]))
         out["recrawl"] = {"interval_seconds": row["recrawl_seconds"], "due_at": due, "reason": row["due_reason"]}

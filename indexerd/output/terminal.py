@@ -86,11 +86,16 @@ class ReplyHit:
         self.snippet_note, self.also_at = h.get("snippet_note"), tuple(h.get("also_at") or ())
 
 
-def _file_path(key: str) -> str:
-    """The path of a ``file:`` key (percent-decoded, undecodable bytes kept as surrogates)."""
-    from urllib.parse import unquote
+def shown_key(key: str, display_path) -> str:
+    """How a key is shown to a person: the local file a key of a kind whose keys are files is
+    (:func:`indexerd.sources.registry.key_file`, through ``display_path``), else the key."""
+    from indexerd.sources.registry import key_file  # only with a hit found at other places
 
-    return unquote(key[len("file://"):], errors="surrogateescape")
+    try:
+        path = key_file(key)
+    except ValueError:      # a malformed file key: shown as it is
+        path = None
+    return display_path(path) if path is not None else key
 
 
 def display_path(path: str) -> str:
@@ -120,8 +125,7 @@ def hits_text(hits, *, display_path, format_utc, tty: bool) -> str:
         also = getattr(h, "also_at", ())
         if also:
             lines.append(f"     also at {len(also)} other place{'' if len(also) == 1 else 's'}: "
-                         + ", ".join(safe(display_path(_file_path(k)) if k.startswith("file://") else k)
-                                     for k in also[:3]) + (", ..." if len(also) > 3 else ""))
+                         + ", ".join(safe(shown_key(k, display_path)) for k in also[:3]) + (", ..." if len(also) > 3 else ""))
     return "".join(line + "\n" for line in lines)
 
 

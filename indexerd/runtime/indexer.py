@@ -24,8 +24,7 @@ from indexerd.extract import isolation
 from indexerd.index.opening import count_documents
 from indexerd.sources.base import Source, TreeSource, as_tree, trees
 from indexerd.sources.files.keys import display_path
-from indexerd.sources.files.table import FilesystemSource
-from indexerd.sources.registry import build_source, build_sources, join_cluster, kind
+from indexerd.sources.registry import adhoc_table, build_source, build_sources, join_cluster, kind
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -61,10 +60,17 @@ def mark_pass_started(store: StateStore, name: str, kind: str, started_at: datet
 
 
 def adhoc_source(cfg: Config, path: str) -> TreeSource:
-    """A filesystem source for a path given on the command line (named by its real path)."""
+    """The tree source for a path given on the command line (named by its real path), of the kind
+    that makes one (:func:`~indexerd.sources.registry.adhoc_table`).
+
+    Raises:
+        ConfigError: no kind makes a source for a path, or the one that does is no tree.
+    """
     real = os.path.realpath(path)
-    src = as_tree(build_source(cfg, "filesystem", FilesystemSource(name=real, path=real)))
-    assert src is not None, "a filesystem source is a tree"
+    kind_name, table = adhoc_table(real)
+    src = as_tree(build_source(cfg, kind_name, table))
+    if src is None:
+        raise ConfigError(f"{path}: a {kind_name} source is no tree")
     return src
 
 
@@ -273,7 +279,7 @@ class Indexer:
         from indexerd.core.progress import Progress
 
         t0 = datetime.now(UTC)
-        bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit)
+        bar = Progress(src.name, tty=None if progress else False, unit=kind(src.kind).unit, walk=kind(src.kind).walk)
         if not paths:
             run = self.store.source_runs().get(src.name)
             if not forced and recovery.rebuild_pending(run, recovery.rebuilt_at(self.store)):

@@ -13,6 +13,8 @@ Keys as typed: ``sql:<source>/<id>``, an http(s) URL (canonicalised: fragment dr
 ``file:`` key or an absolute path (the CLI resolves relative ones).  A key that is neither stored
 nor readable by a configured source is unknown (:class:`UnknownKey`, exit 1); a URL or path
 outside every source, or a malformed key, is a usage error (:class:`ConfigError`, exit 2).
+What a key is -- one naming its source, a local file's, or one a source's scope owns -- and what
+is said when no source owns it, its kind declares (:class:`~indexerd.sources.registry.Kind`).
 """
 
 from __future__ import annotations
@@ -24,15 +26,22 @@ from indexerd.output.reports import normalise_key
 from indexerd.core.errors import ConfigError, UnknownKey
 from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.sources.base import Source, TreeSource
-from indexerd.sources.registry import is_key
+from indexerd.sources.registry import UNOWNED, Kind, kind_of_key, named_source, of_kind
 
 
-def _sql_parts(key: str) -> tuple[str, str]:
-    """``sql:NAME/ID`` -> ``(NAME, ID)``; ConfigError when either is empty."""
-    name, sep, row_id = key[len("sql:"):].partition("/")
-    if not (name and sep and row_id):
-        raise ConfigError(f"{key}: a SQL key is sql:<source>/<id>")
-    return name, row_id
+def _check_named(sources: Mapping[str, Source], kind: Kind, name: str, key: str, target: str) -> None:
+    """The source ``name`` that the key ``key`` of ``kind`` names
+    (:func:`~indexerd.sources.registry.named_source`: ``sql:NAME/ID`` -> ``NAME``) is configured
+    and owns the key.
+
+    Raises:
+        ConfigError: no such source of the kind (naming those configured).
+    """
+    src = sources.get(name)
+    if src is None or not src.owns(key):
+        label = kind.label or kind.name
+        raise ConfigError(f"{target}: no {label} source named {name!r} (configured {label} sources: "
+                          f"{', '.join(of_kind(sources, kind.name)) or 'none'})")
 
 
 def _owner(sources: Mapping[str, Source], key: str, pipeline: Pipeline) -> Source | None:
@@ -65,25 +74,19 @@ def reindex(sources: Mapping[str, Source], targets: list[str], pipeline: Pipelin
     missing: list[tuple[str, Source]] = []  # files neither there (nor selected by their source) nor stored
     for target in targets:
         key = normalise_key(target)
-        if key.startswith("sql:"):
-            name, _ = _sql_parts(key)
-            src = sources.get(name)
-            if src is None or not src.owns(key):
-                same = [n for n, s in sources.items() if "sql:" in s.key_prefixes]
-                raise ConfigError(f"{target}: no SQL source named {name!r} (configured SQL sources: "
-                                  f"{', '.join(same) or 'none'})")
-            groups.setdefault(name, []).append(key)
-        elif is_key(key) and not key.startswith("file:"):  # a URL, or a key of another kind
-            src = _owner(sources, key, pipeline)
-            if src is None:
-                raise ConfigError(f"{target}: not inside any configured web source's scope"
-                                  if key.startswith(("http://", "https://")) else
-                                  f"{target}: no configured source has this key")
-            groups.setdefault(src.name, []).append(key)
-        else:
-            src, path = confined_path(target)
-            if src.reindex([path], pipeline, counts, cancel=cancel):
-                missing.append((target, src))
+        kind, named = kind_of_key(key), named_source(key)
+        if kind is not None and named is not None:  # the key names its source (sql:NAME/ID)
+            _check_named(sources, kind, named, key, target)
+            groups.setdefault(named, []).append(key)
+        elif kind.key_file is not None if kind is not None else "://" not in key:  # a file's key, a path
+            tree, path = confined_path(target)  # read through its tree's confinement
+            if tree.reindex([path], pipeline, counts, cancel=cancel):
+                missing.append((target, tree))
+        else:  # a URL in a source's scope, or a key of another kind
+            owner = _owner(sources, key, pipeline)
+            if owner is None:
+                raise ConfigError(f"{target}: {kind.unowned if kind is not None else UNOWNED}")
+            groups.setdefault(owner.name, []).append(key)
     for name, items in groups.items():
         src = sources[name]
         unknown = src.reindex(items, pipeline, counts, cancel=cancel)

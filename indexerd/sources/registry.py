@@ -18,7 +18,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from indexerd.config import kinds as config_kinds
@@ -26,7 +26,8 @@ from indexerd.config.policy import source_policy
 from indexerd.config.schema import Config
 from indexerd.core.errors import ConfigError
 from indexerd.sources.base import Source
-from indexerd.sources.files.table import FilesystemSource, check_filesystem_source, filesystem_paths
+from indexerd.sources.files.table import (FilesystemSource, adhoc_filesystem_source, check_filesystem_source,
+                                          filesystem_paths)
 from indexerd.sources.sql.table import SqlSource, check_sql_source, mask_sql_source, sql_paths
 from indexerd.sources.web.table import WebSource, check_web_source, mask_web_source, web_paths
 
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
     from indexerd.core.metamap import MetaMap
 
 log = logging.getLogger(__name__)
+
+
+#: what ``ctl reindex`` says of a key no configured source owns, unless its kind words it
+UNOWNED = "no configured source has this key"
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ class Kind:
             constructed as ``Class(table, policy, meta_map)``.
         verb: the ``ctl`` command asking the daemon for a pass (``scan``, ``poll``, ``crawl``).
         unit: what a pass's walk counts, for progress (``files``, ``rows``, ``pages``).
+        walk: the progress line of a pass's walk, ``{n}`` the count so far (``loading, {n} rows
+            read``); None: ``{n} <unit> found``.
         reconcile_at_start: the daemon's first pass after a start runs at once, whatever the
             last pass (a tree: its stat reconcile is cheap and its watch was off); otherwise
             when its interval since the last completed pass is due.
@@ -83,6 +90,26 @@ class Kind:
             joins a cluster (the state its sources of the kind share across the process goes
             to the store: the web's politeness slots and robots.txt verdicts); it returns the
             callable that undoes it.  None: nothing to share.
+        label: how a message names the kind (``SQL``: "no SQL source named 'x'"); ``""``: its name.
+        key_source: ``module:function`` giving the name of the source a key of the kind names
+            (``sql:articles/42`` -> ``articles``; raises ConfigError for a malformed key), so that
+            ``ctl reindex`` asks that source; None: its keys name no source (a URL belongs to
+            the source whose scope owns it).
+        key_file: ``module:function`` giving the local file a key of the kind is (a ``file:``
+            key's path, undecodable bytes kept as surrogates; raises ValueError for a malformed
+            key): shown as that path, read through the tree's confinement, downloadable from
+            the search page.  None: its keys are no local files (shown as they are).
+        canonical_key: ``module:function`` turning a key of the kind as typed into the key it is
+            stored under (a URL canonicalised; ValueError: kept as typed); None: as typed.
+        unowned: what ``ctl reindex`` says of a key of the kind no configured source owns.
+        adhoc_table: ``adhoc_table(path)``: the table of a source for a directory named on the
+            command line (``indexerd index PATH``), or None: the kind makes none.
+        key_form: how ``ctl``'s help names what may be typed for a document of the kind (``a
+            sql:<source>/<id> key``); ``""``: nothing of its own.
+        key_example: a key (or path) of the kind for ``ctl reindex``'s examples; ``""``: none.
+        glob_keys: the keys of its table that hold glob patterns (for the config's error text).
+        key_synonyms: words people write for a key of its table that is spelled otherwise
+            (``root`` for ``path``), for the config's "did you mean".
     """
 
     name: str
@@ -104,6 +131,17 @@ class Kind:
     verb_example: str = "NAME"
     recheck_help: str | None = None
     paths: Callable[[Any], list[tuple[str, str, str]]] | None = None
+    walk: str | None = None
+    label: str = ""
+    key_source: str | None = None
+    key_file: str | None = None
+    canonical_key: str | None = None
+    unowned: str = UNOWNED
+    adhoc_table: Callable[[str], Any] | None = None
+    key_form: str = ""
+    key_example: str = ""
+    glob_keys: tuple[str, ...] = ()
+    key_synonyms: Mapping[str, str] = field(default_factory=dict, hash=False)  # a Kind stays hashable
 
     def cluster_lock(self, src) -> tuple[str, str]:
         """``(lock kind, name)`` of the lock a pass of ``src`` takes in a cluster."""
@@ -125,11 +163,16 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("filesystem", FilesystemSource, check_filesystem_source,
          "indexerd.sources.files.scan:FileSource", verb="scan", unit="files", reconcile_at_start=True,
          node_owned=True, key_schemes=("file:",), paths=filesystem_paths,
-         verb_help="reconcile a filesystem source now", verb_example="docs"),
+         verb_help="reconcile a filesystem source now", verb_example="docs", walk="scanning, {n} files found",
+         key_form="a file path", key_example="~/docs/a.html",
+         key_file="indexerd.core.filekeys:key_to_path", adhoc_table=adhoc_filesystem_source,
+         glob_keys=("include", "exclude"), key_synonyms={"root": "path", "dir": "path", "directory": "path"}),
     Kind("sql", SqlSource, check_sql_source,
          "indexerd.sources.sql.feed:SqlFeed", verb="poll", unit="rows", mask=mask_sql_source,
          lock_name="indexerd.sources.sql.feed:queue_lock_name", key_schemes=("sql:",),
-         meta_prefixes=("sql:{source}:",), paths=sql_paths, verb_help="poll a SQL source now", verb_example="articles"),
+         meta_prefixes=("sql:{source}:",), paths=sql_paths, verb_help="poll a SQL source now", verb_example="articles",
+         label="SQL", key_source="indexerd.sources.sql.keys:source_of_key", walk="loading, {n} rows read",
+         key_form="a sql:<source>/<id> key", key_example="sql:articles/42"),
     Kind("web", WebSource, check_web_source,
          "indexerd.sources.web.source:WebCrawlSource", verb="crawl", unit="pages", mask=mask_web_source,
          shared_status="indexerd.sources.web.politeness:hosts_status", pass_shared=True,
@@ -137,7 +180,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          meta_prefixes=("web:{source}:",), paths=web_paths, verb_help="crawl a web source now", verb_example="intranet",
          recheck_help="ask every known page now with its validators (If-None-Match / "
                       "If-Modified-Since), whatever adaptive recrawl scheduled; an unchanged "
-                      "page costs a 304 (`ctl reindex --source` is the unconditional one)"),
+                      "page costs a 304 (`ctl reindex --source` is the unconditional one)",
+         canonical_key="indexerd.sources.web.urls:canonicalize",
+         unowned="not inside any configured web source's scope",
+         key_form="a URL", key_example="https://intranet.example/page.html",
+         key_synonyms={"url": "seeds", "urls": "seeds", "seed": "seeds"}),
 )}
 
 #: ``ctl`` verb -> kind name (``scan`` -> ``filesystem``)
@@ -179,8 +226,69 @@ def kind(name: str) -> Kind:
 
 def is_key(text: str) -> bool:
     """Whether ``text`` is a document key (``sql:rows/7``, ``file:///a``, a URL) rather than a
-    path: it starts with a kind's :attr:`Kind.key_schemes`, or is a URL."""
-    return "://" in text or text.startswith(tuple(s for k in KINDS.values() for s in k.key_schemes))
+    path: it starts with a kind's :attr:`Kind.key_schemes` (:func:`kind_of_key`), or is a URL."""
+    return "://" in text or kind_of_key(text) is not None
+
+
+def key_forms() -> str:
+    """What may be typed for a document, every kind's :attr:`Kind.key_form` joined (``a file
+    path, a sql:<source>/<id> key or a URL``), for ``ctl``'s help."""
+    forms = [k.key_form for k in KINDS.values() if k.key_form]
+    return forms[0] if len(forms) == 1 else f"{', '.join(forms[:-1])} or {forms[-1]}"
+
+
+def kind_of_key(key: str) -> Kind | None:
+    """The kind whose :attr:`Kind.key_schemes` ``key`` starts with (compared without case: a
+    URI's scheme is case-insensitive, RFC 3986 section 3.1), or None: a path, or no kind's key."""
+    return next((k for k in KINDS.values() for s in k.key_schemes if key[:len(s)].lower() == s.lower()), None)
+
+
+def named_source(key: str) -> str | None:
+    """The name of the source ``key`` names by its kind's :attr:`Kind.key_source`
+    (``sql:articles/42`` -> ``articles``), or None: its kind's keys name no source, or it is no
+    kind's key.
+
+    Raises:
+        ConfigError: a malformed key of a kind whose keys name their source.
+    """
+    k = kind_of_key(key)
+    return str(_load(k.key_source)(key)) if k is not None and k.key_source else None
+
+
+def key_file(key: str) -> str | None:
+    """The local file ``key`` is (:attr:`Kind.key_file`: a ``file:`` key's path), or None: the
+    key of a kind whose keys are no files, or of no kind.
+
+    Raises:
+        ValueError: a malformed key of a kind whose keys are files.
+    """
+    k = kind_of_key(key)
+    return _load(k.key_file)(key) if k is not None and k.key_file else None
+
+
+def canonical_key(text: str) -> str:
+    """A key as typed -> the key it is stored under, by its kind's :attr:`Kind.canonical_key`
+    (a URL canonicalised); as typed when its kind has none or it cannot be parsed."""
+    k = kind_of_key(text)
+    if k is None or not k.canonical_key:
+        return text
+    try:
+        return str(_load(k.canonical_key)(text))
+    except ValueError:
+        return text
+
+
+def adhoc_table(path: str) -> tuple[str, Any]:
+    """``(kind name, table)`` of a source for the directory ``path`` named on the command line
+    (``indexerd index PATH``): the first kind with an :attr:`Kind.adhoc_table`.
+
+    Raises:
+        ConfigError: no kind makes one.
+    """
+    for k in KINDS.values():
+        if k.adhoc_table is not None:
+            return k.name, k.adhoc_table(path)
+    raise ConfigError(f"{path}: no kind of source indexes a path named on the command line")
 
 
 def source_paths(cfg: Config) -> list[tuple[str, str, str]]:

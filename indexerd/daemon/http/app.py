@@ -234,7 +234,7 @@ class SearchApp:
             preview = self.backend.preview(doc["key"], q)
         except IndexerdError as e:       # a query timeout, no index: the rest of the page stands
             preview_error = str(e)
-        raw_url = (adapter.build("raw", {"key": doc["key"]}) if doc["key"].startswith("file://")
+        raw_url = (adapter.build("raw", {"key": doc["key"]}) if pages.raw_file(doc["key"])
                    and doc.get("status") == "indexed" else None)
         return self._render(adapter, "document.html", doc=doc, facts=facts, q=q,
                             web_url=pages.web_url(doc.get("key", "")), raw_url=raw_url,
@@ -243,7 +243,7 @@ class SearchApp:
 
     def on_raw(self, request, adapter):
         key = request.args.get("key", "")
-        doc = self.backend.explain(key) if key.startswith("file://") else None
+        doc = self.backend.explain(key) if pages.raw_file(key) else None
         original = self.backend.open_original(doc["key"]) if doc is not None else None
         if original is None:         # one answer for unknown, outside every tree, a symlink out
             raise NotFound(f"{key or '(no key)'}: no file of a configured tree to download")

@@ -13,11 +13,12 @@ import posixpath
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from markupsafe import Markup, escape
 
 from indexerd.core.errors import ConfigError
+from indexerd.sources.registry import key_file
 
 UTC = timezone.utc
 #: hits per page on the search page
@@ -164,12 +165,25 @@ def web_url(key: str) -> str | None:
 
 
 def file_path(key: str, path: str | None) -> str | None:
-    """The path to show for a file's hit (the stored path, else the ``file:`` key's path)."""
+    """The path to show for a file's hit: the stored path, else the local file the key is
+    (:func:`indexerd.sources.registry.key_file`; bytes that are no UTF-8 shown as U+FFFD), else
+    None (a key of a kind whose keys are no files, or a malformed one)."""
     if path:
         return path
-    if key.startswith("file://"):
-        return unquote(urlsplit(key).path)
-    return None
+    try:
+        found = key_file(key)
+    except ValueError:
+        return None
+    return os.fsencode(found).decode("utf-8", "replace") if found is not None else None
+
+
+def raw_file(key: str) -> bool:
+    """Whether the document ``key`` is a local file the page may offer to download (a key of a
+    kind whose keys are files: :func:`indexerd.sources.registry.key_file`)."""
+    try:
+        return key_file(key) is not None
+    except ValueError:
+        return False
 
 
 def folder_query(q: str, path: str | None) -> str | None:

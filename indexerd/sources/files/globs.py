@@ -16,15 +16,38 @@ def glob_regex(pattern: str) -> str:
     a pattern ending in ``/`` matches directories only (tested as ``rel + "/"``).
 
     Raises:
-        ValueError: the pattern is empty, a comment or a negation (gitignore's ``!``), which a
-            source's include/exclude lists do not use.
+        ValueError: the pattern is a negation or a comment (gitignore's ``!`` and ``#``), which a
+            source's include/exclude lists do not use, selects no path (empty, a bare ``/``, an
+            unclosed ``[``) or is not a glob at all (a trailing ``\\``); the message says which,
+            without the pattern (the caller names it).
     """
-    with warnings.catch_warnings():  # the maintained class; its deprecation names a newer alias
-        warnings.simplefilter("ignore", DeprecationWarning)
-        regex, include = GitWildMatchPattern.pattern_to_regex(pattern)
-    if regex is None or include is not True:
-        raise ValueError(f"glob {pattern!r}: not a pattern that selects paths")
+    try:
+        with warnings.catch_warnings():  # the maintained class; its deprecation names a newer alias
+            warnings.simplefilter("ignore", DeprecationWarning)
+            regex, include = GitWildMatchPattern.pattern_to_regex(pattern)
+    except ValueError as e:  # pathspec's GitIgnorePatternError: a trailing backslash
+        raise ValueError(f"not a glob ({e})") from None
+    if include is False:
+        raise ValueError("a negation ('!'), which include and exclude do not use: leave the path out "
+                         "of exclude, or write '\\!' for a name starting with '!'")
+    if regex is None and pattern.startswith("#"):
+        raise ValueError("a comment in gitignore's rules: write '\\#' for a name starting with '#'")
+    if regex is None:
+        raise ValueError("selects no path (empty, a bare '/', an unclosed '[')")
     return re.sub(r"\(\?P<\w+>", "(?:", regex)  # unnamed: the patterns are joined into one regex
+
+
+def check_glob(pattern: str) -> None:
+    """Can a source's include/exclude list use ``pattern``: does it translate (:func:`glob_regex`)
+    to a regex that compiles (``[z-a]`` translates to a bad character range)?
+
+    Raises:
+        ValueError: why not, without the pattern (the config names it).
+    """
+    try:
+        re.compile(glob_regex(pattern))
+    except re.error as e:
+        raise ValueError(f"not a glob ({e})") from None
 
 
 def _names_only(pattern: str) -> bool:

@@ -11,6 +11,7 @@ from indexerd.config.checks import NODE_NAME
 from indexerd.config.schema import _Struct
 from indexerd.config.units import Bytes, Seconds
 from indexerd.core.errors import ConfigError
+from indexerd.sources.files.globs import check_glob
 
 #: Editor temp files, VCS folders and bytecode caches, excluded unless a source sets ``exclude``.
 DEFAULT_EXCLUDES = (
@@ -47,12 +48,22 @@ def check_filesystem_source(src: FilesystemSource, where: str, origin: str) -> N
     if not os.path.isabs(os.path.expanduser(src.path)):
         raise ConfigError(f"{origin}: {where}.path: expected an absolute path, got {src.path!r}")
     for key in ("include", "exclude"):
-        for pat in getattr(src, key):
+        for i, pat in enumerate(getattr(src, key)):
             if not pat or pat.strip() != pat:
                 raise ConfigError(f"{origin}: {where}.{key}: expected a list of glob patterns, "
                                   f"got {pat!r}")
+            try:
+                check_glob(pat)
+            except ValueError as e:
+                raise ConfigError(f"{origin}: {where}.{key}[{i}]: bad glob {pat!r}: {e}") from None
     if src.node is not None and not NODE_NAME.fullmatch(src.node):
         raise ConfigError(f"{origin}: {where}.node: expected a node name, got {src.node!r}")
+
+
+def adhoc_filesystem_source(path: str) -> FilesystemSource:
+    """The table of a tree named on the command line (``indexerd index PATH``): ``path`` (a real
+    path, as the caller resolved it) as both its root and its name."""
+    return FilesystemSource(name=path, path=path)
 
 
 def filesystem_paths(src: FilesystemSource) -> list[tuple[str, str, str]]:

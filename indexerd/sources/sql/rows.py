@@ -17,6 +17,7 @@ from indexerd.core.counts import PassCounts
 from indexerd.pipeline.fetched import Fetched, Policy
 from indexerd.pipeline.stages import Pipeline
 from indexerd.sources.sql.conn import TooLarge, Undecodable
+from indexerd.sources.sql.keys import key_for
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,8 @@ class SqlRows:
         self.pipeline_policy = pipeline_policy
 
     def key_for(self, row_id: Any) -> str:
-        """``sql:<source>/<id>``."""
-        return f"sql:{self.name}/{row_id}"
+        """``sql:<source>/<id>`` (:func:`indexerd.sources.sql.keys.key_for`)."""
+        return key_for(self.name, row_id)
 
     def bad(self, pipeline: Pipeline, row: Mapping[str, Any], counts: PassCounts, e: Exception,
             where: str) -> str | None:

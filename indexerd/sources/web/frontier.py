@@ -67,11 +67,12 @@ class Frontier:
             must not call the frontier.
 
     :attr:`fence`, when set, is asked ``fence(host) -> bool`` right before a request to ``host``
-    is handed out: False keeps the host's URLs waiting (a cluster node whose claim on the host
-    is not known to hold now: :meth:`~indexerd.sources.web.claimfences.ClaimFences.may_ask`).
-    The same rules as ``gate``: quick, under the lock.  :attr:`claim`, when set, is asked
-    ``claim(url) -> ClaimFence or None`` for each task handed out, in the same critical section
-    as the fence: the claim the request is made under (:attr:`Task.fence`).
+    is handed out: False keeps the host's URLs waiting while the frontier is held, and out of
+    this pass once it is let go (a cluster node whose claim on the host is not known to hold
+    now: :meth:`~indexerd.sources.web.claimfences.ClaimFences.may_ask`).  The same rules as
+    ``gate``: quick, under the lock.  :attr:`claim`, when set, is asked ``claim(url) ->
+    ClaimFence or None`` for each task handed out, in the same critical section as the fence:
+    the claim the request is made under (:attr:`Task.fence`).
 
     A URL taken by :meth:`take` stays *outstanding* until the coordinator calls :meth:`finish`,
     so workers do not stop while a result that may add URLs is being processed.  In a pass the
@@ -188,8 +189,9 @@ class Frontier:
 
     def take(self, cancel: threading.Event | None = None) -> Task | None:
         """The next task whose host is ready, its slot acquired (unless ``task.skip`` is set);
-        blocks while nothing is ready; None when the pass is over (nothing queued and nothing
-        outstanding and not held, the budget spent, or stopped)."""
+        blocks while nothing is ready; None when the pass is over (nothing outstanding, not
+        held, and nothing queued but URLs of hosts the fence keeps shut; the budget spent; or
+        stopped)."""
         with self._cond:
             while True:
                 if self._stopped or (cancel is not None and cancel.is_set()):
@@ -216,7 +218,10 @@ class Frontier:
                 _, t = heapq.heappop(q)
                 return replace(t, skip=self._dropped_hosts[host]), None
             if self.fence is not None and not self.fence(host):
-                soonest = FENCED_WAIT_SECONDS if soonest is None else min(soonest, FENCED_WAIT_SECONDS)
+                # while held, the claim may be confirmed again; let go, no claim is renewed:
+                # the host's URLs wait for the next pass and do not keep this one open
+                if self._held:
+                    soonest = FENCED_WAIT_SECONDS if soonest is None else min(soonest, FENCED_WAIT_SECONDS)
                 continue
             rules = self.robots.get(host)
             if rules is None:
