@@ -736,16 +736,21 @@ def test_a_write_under_a_lost_claims_token_is_refused_and_the_new_holders_rows_s
         fence_b = _fence(b, "n2")
         assert fence_b.token > fence_a.token
         done_b = dict(offer_row("http://h1/p", 1), state="done", last_status=200, last_outcome="indexed:new")
-        assert b.frontier_write("site", {"http://h1": fence_b}, [done_b], links={"http://h1/p": '["http://h1/q"]'}) == set()
+        assert b.frontier_write("site", {"http://h1": fence_b}, [done_b], links={"http://h1/p": '["http://h1/q"]'},
+                                requisites={"http://h1/p": (False, ["http://h1/s.css"])}) == set()
         # a wakes and writes what it fetched under its old token: refused, every part of it
         stale = dict(done_b, last_status=404, last_outcome="gone:404")
         refused = a.frontier_write("site", {"http://h1": fence_a}, [stale, offer_row("http://h1/new", 1)],
                                    deletes=["http://h1/q"], links={"http://h1/p": None},
+                                   requisites={"http://h1/p": (False, ["http://h1/t.css"])},
                                    meta={"web:site:pass": "a's"})
         assert refused == {"http://h1"}
         row = a.crawl_row("site", "http://h1/p")
         assert (row["state"], row["last_status"], row["last_outcome"]) == ("done", 200, "indexed:new")
         assert a.crawl_links("site", "http://h1/p") == '["http://h1/q"]'
+        a.crawl_write("site", [dict(offer_row(u, 1, "requisite"), state="done", last_status=200)
+                               for u in ("http://h1/s.css", "http://h1/t.css")])
+        assert a.crawl_requisites_referenced("site", ["http://h1/s.css", "http://h1/t.css"]) == {"http://h1/s.css"}
         assert a.crawl_row("site", "http://h1/q") is not None and a.crawl_row("site", "http://h1/new") is None
         assert a.get_meta("web:site:pass") == "a's"  # the pass state is not the host's: written
         # the writer's check before a page goes to the index: a's fence is stale, b's current
@@ -914,16 +919,17 @@ def test_a_schema_4_store_migrates_its_host_claims_to_fenced_ones(address) -> No
     (token 0: none drawn yet), the next claim draws a larger one, and the fetch counts start."""
     from indexerd.core.store.pg_migrations import PG_SCHEMA_VERSION
 
-    assert PG_SCHEMA_VERSION == 5
+    assert PG_SCHEMA_VERSION >= 5
     with beating_node(address, "n1") as a:
         a.frontier_offer("site", 1, [offer_row("http://h1/p", 1), offer_row("http://h2/p", 1)])
         assert a.frontier_claim("site", 1, "n1", 1) == ["http://h1"]
         a._exec_many("ALTER TABLE crawl_hosts DROP COLUMN claim_token", [()])
         a._exec_many("DROP SEQUENCE crawl_claim_tokens", [()])
         a._exec_many("DROP TABLE crawl_node_counts", [()])
+        a._exec_many("DROP TABLE crawl_requisites", [()])  # schema 6's, made again by its step
         a._exec_many("UPDATE store_schema SET version = 4", [()])
     with PgStore(address) as s:
-        assert s.schema_version == 5
+        assert s.schema_version == PG_SCHEMA_VERSION
         assert s.frontier_claim_rows("site", "n1") == {"http://h1": (pytest.approx(20.0, abs=2), 0)}
         s.frontier_count("site", 1, "n1", {"http://h1": (1, 0)})
         assert [r["fetched"] for r in s.frontier_fetched()] == [1]

@@ -372,7 +372,7 @@ def test_a_store_from_before_the_document_counts_counts_its_documents_when_migra
     db = sqlite3.connect(path)
     db.executescript("DROP TRIGGER document_counts_insert; DROP TRIGGER document_counts_delete; "
                      "DROP TRIGGER document_counts_update; DROP TABLE document_counts; DROP INDEX crawl_due; "
-                     "PRAGMA user_version = 9;")
+                     "DROP TABLE crawl_requisites; PRAGMA user_version = 9;")
     db.execute("INSERT INTO documents(key, source, status) VALUES ('old', 'docs', 'indexed')")
     db.commit()
     db.close()

@@ -8,6 +8,7 @@ from indexerd.core.store import WRITES_OUTSIDE_THE_WRITER, Store
 
 PACKAGE = Path(__file__).resolve().parent.parent / "indexerd"
 WRITE_METHODS = {"write_batch", "set_stat_baseline", "crawl_write", "crawl_drop_spilled", "crawl_forget_unasked", "crawl_due_now",
+                 "crawl_drop_requisites", "crawl_trust_requisite_references", "crawl_requisites_checked",
                  "forget_source", "reset_stats", "pass_started", "record_run"}
 
 

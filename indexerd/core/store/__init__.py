@@ -49,6 +49,9 @@ WRITES_OUTSIDE_THE_WRITER: dict[str, tuple[tuple[str, ...], str]] = {
                     "web source (a source runs one pass at a time); the writer never writes it"),
     "crawl_drop_spilled": (("sources/web/",), "the same rows as crawl_write, the same owner"),
     "crawl_forget_unasked": (("sources/web/",), "the same rows as crawl_write, the same owner"),
+    "crawl_drop_requisites": (("sources/web/",), "the same rows as crawl_write, the same owner"),
+    "crawl_trust_requisite_references": (("sources/web/",), "the same rows as crawl_write, the same owner"),
+    "crawl_requisites_checked": (("sources/web/",), "the same rows as crawl_write, the same owner"),
     "crawl_due_now": (("sources/web/source.py",), "one crawl row's schedule, for `ctl forget`; a crawl "
                       "running meanwhile keeps its own schedule for that page (documented there)"),
     "pass_started": (("runtime/indexer.py",), "the source_runs row of the source whose pass starts, "

@@ -11,7 +11,35 @@ from typing import Iterable, Iterator
 
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
 
-__all__ = ["CrawlRows"]
+__all__ = ["CrawlRows", "REQUISITES_ADD", "REQUISITES_CLEAR", "REQUISITES_MARK", "Requisites", "requisite_rows"]
+
+#: What one kept file references (:meth:`CrawlRows.crawl_write`): ``(nested, [URL, ...])``,
+#: ``nested`` when the referrer is itself a page requisite (a stylesheet, a redirect).
+Requisites = tuple[bool, list[str]]
+#: SQL: forget what one referrer references (``source, page``).
+REQUISITES_CLEAR = "DELETE FROM crawl_requisites WHERE source = ? AND page = ?"
+#: The referrer of the marks :data:`REQUISITES_MARK` leaves (``nested`` 2; no URL is ``-``).
+TO_CHECK = "-"
+#: SQL (before :data:`REQUISITES_CLEAR`): mark what one referrer referenced, to be checked by
+#: the next pass (:meth:`CrawlRows.crawl_requisites_to_check`) whatever its schedule
+#: (``source, page``; a fenced write appends a condition before the conflict clause).
+REQUISITES_MARK = ("INSERT INTO crawl_requisites(source, page, requisite, nested) SELECT source, "
+                   f"'{TO_CHECK}', requisite, 2 FROM crawl_requisites WHERE source = ? AND page = ? AND nested < 2")
+#: The conflict clause of :data:`REQUISITES_MARK`.
+MARK_CONFLICT = " ON CONFLICT(source, page, requisite) DO NOTHING"
+#: SQL: one reference (``source, page, requisite, nested``).
+REQUISITES_ADD = ("INSERT INTO crawl_requisites(source, page, requisite, nested) VALUES (?, ?, ?, ?) "
+                  "ON CONFLICT(source, page, requisite) DO NOTHING")
+
+
+def requisite_rows(source: str, requisites: dict[str, Requisites | None],
+                   deletes: Iterable[str] = ()) -> tuple[list[tuple], list[tuple]]:
+    """The arguments of :data:`REQUISITES_CLEAR` (every referrer named, and every URL
+    deleted) and of :data:`REQUISITES_ADD` (the new references) for a write."""
+    cleared = [(source, u) for u in dict.fromkeys([*requisites, *deletes])]
+    added = [(source, page, url, int(nested)) for page, refs in requisites.items() if refs is not None
+             for nested, urls in (refs,) for url in dict.fromkeys(urls)]
+    return cleared, added
 
 
 class CrawlRows(StoreConnection):
@@ -161,20 +189,131 @@ class CrawlRows(StoreConnection):
         return row[0] if row is not None else None
 
     def crawl_write(self, source: str, rows: Iterable[dict], deletes: Iterable[str] = (),
-                    meta: dict[str, str] | None = None, links: dict[str, str | None] | None = None) -> None:
+                    meta: dict[str, str] | None = None, links: dict[str, str | None] | None = None,
+                    requisites: dict[str, Requisites | None] | None = None) -> None:
         """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), set the
-        ``links`` of the URLs in ``links``, delete URLs and set meta keys, in one transaction.
-        A row's stored ``links`` are kept unless ``links`` names its URL."""
+        ``links`` of the URLs in ``links``, replace the page requisites of the URLs in
+        ``requisites`` (``{referrer: (nested, [requisite URL, ...]) or None}``, None: it
+        references none any more; ``nested``: the referrer is itself a requisite), delete URLs
+        (and the requisites they referenced) and set meta keys, in one transaction.  A row's
+        stored ``links`` and requisites are kept unless ``links`` or ``requisites`` names its URL."""
         cols = ("source",) + self.CRAWL_COLUMNS
         updates = ", ".join(f"{c} = excluded.{c}" for c in self.CRAWL_COLUMNS if c != "url")
         sql = (f"INSERT INTO crawl({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
                f"ON CONFLICT(source, url) DO UPDATE SET {updates}")
+        deletes = list(deletes)
+        cleared, added = requisite_rows(source, requisites or {}, deletes)
         self._transaction([
             (sql, [(source,) + tuple(r[c] for c in self.CRAWL_COLUMNS) for r in rows]),
             ("UPDATE crawl SET links = ? WHERE source = ? AND url = ?",
              [(v, source, u) for u, v in (links or {}).items()]),
             ("DELETE FROM crawl WHERE source = ? AND url = ?", [(source, u) for u in deletes]),
+            (REQUISITES_MARK + MARK_CONFLICT, cleared),
+            (REQUISITES_CLEAR, cleared),
+            (REQUISITES_ADD, added),
             (META_UPSERT, list((meta or {}).items()))])
+
+    #: Candidates asked at once by :meth:`crawl_requisites_referenced`.
+    REFERENCED_CHUNK = 2000
+
+    def crawl_requisites_referenced(self, source: str, urls: Iterable[str]) -> set[str]:
+        """Those of the page requisites ``urls`` of ``source`` that a page still needs: a page
+        kept in the mirror references it (its ``crawl_requisites`` row is not ``nested``), or a
+        requisite that such a page needs does (a stylesheet's ``@import`` or font, a
+        requisite's redirect), through any number of stylesheets.  A requisite referenced only
+        by other requisites no page needs (a cycle of ``@import`` included) is not.
+
+        Only URLs with a crawl row are asked about (the due requisites of a pass; a referrer
+        that is a requisite has one too).  Level by level, :data:`REFERENCED_CHUNK` URLs a
+        query: which have a page referrer (each URL's crawl row by primary key, then one
+        referrer found or not by the ``crawl_requisites_requisite`` index on (source, nested,
+        requisite)), then the ``nested`` referrers of the others, asked the same way.  The cost
+        is the URLs and the stylesheets above them, not how many pages share one (a recursive
+        query did the same walk, but SQLite's planner, with statistics, scanned the references
+        at each step: bench/RESULTS.md)."""
+        asked = list(dict.fromkeys(urls))
+        level, seen = list(asked), set(asked)
+        parents: dict[str, list[str]] = {}   # a URL -> its nested referrers
+        live: set[str] = set()               # URLs a page references
+        while level:
+            live.update(self._referenced_by_a_page(source, level))
+            rest = [u for u in level if u not in live]
+            level = []
+            for child, parent in self._nested_referrers(source, rest):
+                parents.setdefault(child, []).append(parent)
+                if parent not in seen:
+                    seen.add(parent)
+                    level.append(parent)
+        needed = set(live)                   # and, down the references, what they need
+        children: dict[str, list[str]] = {}
+        for child, above in parents.items():
+            for parent in above:
+                children.setdefault(parent, []).append(child)
+        todo = list(live)
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in needed:
+                    needed.add(child)
+                    todo.append(child)
+        return needed.intersection(asked)
+
+    def _referenced_by_a_page(self, source: str, urls: list[str]) -> set[str]:
+        """Those of ``urls`` (with a crawl row) that some ``crawl_requisites`` row not ``nested``
+        references."""
+        found: set[str] = set()
+        for i in range(0, len(urls), self.REFERENCED_CHUNK):
+            part = urls[i:i + self.REFERENCED_CHUNK]
+            cur = self._db.execute(
+                f"SELECT c.url FROM crawl c WHERE c.source = ? AND c.url IN ({', '.join('?' * len(part))}) "
+                "AND EXISTS (SELECT 1 FROM crawl_requisites r WHERE r.source = ? AND r.nested = 0 "
+                "AND r.requisite = c.url)", (source, *part, source))
+            found.update(r[0] for r in cur)
+        return found
+
+    def _nested_referrers(self, source: str, urls: list[str]) -> list[tuple[str, str]]:
+        """``(url, referrer)`` for each ``nested`` reference to one of ``urls``."""
+        pairs: list[tuple[str, str]] = []
+        for i in range(0, len(urls), self.REFERENCED_CHUNK):
+            part = urls[i:i + self.REFERENCED_CHUNK]
+            cur = self._db.execute(
+                "SELECT requisite, page FROM crawl_requisites WHERE source = ? AND nested = 1 "
+                f"AND requisite IN ({', '.join('?' * len(part))})", (source, *part))
+            pairs.extend((r[0], r[1]) for r in cur)
+        return pairs
+
+    def crawl_drop_requisites(self, source: str, urls: Iterable[str]) -> None:
+        """Forget the page requisites ``urls`` of ``source`` no page needs any more
+        (:meth:`crawl_requisites_referenced`): their crawl rows are deleted, not kept as
+        tombstones (a row would only grow the table: if a page references the URL again it is
+        a new requisite, fetched whole, its file being gone), and so are the requisites they
+        referenced themselves (a stylesheet's), which may then be needed by nothing either:
+        those are marked to be checked (:meth:`crawl_requisites_to_check`).  One transaction."""
+        keys = [(source, u) for u in dict.fromkeys(urls)]
+        self._transaction([("DELETE FROM crawl WHERE source = ? AND url = ?", keys),
+                           (REQUISITES_MARK + MARK_CONFLICT, keys), (REQUISITES_CLEAR, keys)])
+
+    def crawl_requisites_to_check(self, source: str) -> list[str]:
+        """The URLs a referrer of ``source`` referenced before its references were replaced or
+        cleared since the last pass began (a page parsed again, its file removed, its row
+        deleted): a requisite among them may be needed by nothing now, and the next pass
+        checks it whether or not it is due (:mod:`indexerd.sources.web.orphans`), so its file
+        leaves the mirror at the next pass, not when adaptive recrawl would ask it again.
+        Through the ``crawl_requisites_requisite`` index; the cost is what changed."""
+        cur = self._db.execute("SELECT requisite FROM crawl_requisites WHERE source = ? AND nested = 2 "
+                               "ORDER BY requisite", (source,))
+        return [r[0] for r in cur]
+
+    def crawl_requisites_checked(self, source: str, urls: Iterable[str]) -> None:
+        """Forget the marks :meth:`crawl_requisites_to_check` returned for ``urls``: checked."""
+        self._exec_many("DELETE FROM crawl_requisites WHERE source = ? AND page = ? AND requisite = ?",
+                        [(source, TO_CHECK, u) for u in dict.fromkeys(urls)])
+
+    def crawl_trust_requisite_references(self, source: str) -> None:
+        """Drop the mark the schema 11 migration (PostgreSQL: 6) put on the requisites known
+        before references were kept (the referrer ``''``): called once a ``ctl reindex
+        --source`` pass has finished, which parsed every page and recorded what each needs,
+        so from then on a requisite no page references is one no page needs."""
+        self._exec_many("DELETE FROM crawl_requisites WHERE source = ? AND page = ''", [(source,)])
 
     def crawl_row(self, source: str, url: str) -> dict | None:
         """The crawl row of ``url`` in web source ``source`` (by primary key), or None."""

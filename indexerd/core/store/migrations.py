@@ -151,6 +151,23 @@ MIGRATIONS: tuple[str, ...] = (
             ON CONFLICT(source, status) DO UPDATE SET n = n + 1;
     END;
     """,
+    # 10 -> 11: which kept file references which page requisite (a page kept in the mirror, or
+    # a stylesheet or redirect that is itself a requisite: ``nested``), so a requisite no page
+    # references any more is dropped instead of asked forever (indexerd.sources.web.orphans).
+    # The requisites known before are marked referenced by the page '' (their referrers were
+    # never recorded): kept until a finished ``ctl reindex --source`` pass has parsed every page
+    """
+    CREATE TABLE crawl_requisites (
+        source     TEXT NOT NULL,
+        page       TEXT NOT NULL,            -- the referrer's URL ('': known before this table)
+        requisite  TEXT NOT NULL,            -- the URL it needs to display
+        nested     INTEGER NOT NULL DEFAULT 0,  -- 1: the referrer is itself a requisite
+        PRIMARY KEY (source, page, requisite)
+    );
+    CREATE INDEX crawl_requisites_requisite ON crawl_requisites(source, nested, requisite);
+    INSERT INTO crawl_requisites(source, page, requisite, nested)
+        SELECT source, '', url, 0 FROM crawl WHERE via = 'requisite' OR last_outcome = 'requisite';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

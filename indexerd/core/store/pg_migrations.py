@@ -202,6 +202,20 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (source, pass_id, host, node)
     );
     """,
+    # 5 -> 6: which kept file references which page requisite, as SQLite's 10 -> 11 (whose
+    # comment says why the requisites known before are marked referenced by the page '')
+    """
+    CREATE TABLE {s}.crawl_requisites (
+        source     text COLLATE "C" NOT NULL,
+        page       text COLLATE "C" NOT NULL,
+        requisite  text COLLATE "C" NOT NULL,
+        nested     integer NOT NULL DEFAULT 0,
+        PRIMARY KEY (source, page, requisite)
+    );
+    CREATE INDEX crawl_requisites_requisite ON {s}.crawl_requisites(source, nested, requisite);
+    INSERT INTO {s}.crawl_requisites(source, page, requisite, nested)
+        SELECT source, '', url, 0 FROM {s}.crawl WHERE via = 'requisite' OR last_outcome = 'requisite';
+    """,
 )
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

@@ -210,8 +210,28 @@ class CrawlStore(Protocol):
         """The JSON list of outlinks stored for ``url`` at its last parse, or None."""
         ...
 
-    def crawl_write(self, source: str, rows: Iterable[Row], deletes: Iterable[str]=(), meta: dict[str, str] | None=None, links: dict[str, str | None] | None=None) -> None:
-        """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), set the ``links`` of the URLs in ``links``, delete URLs and set meta keys, in one transaction. A row's stored ``links`` are kept unless ``links`` names its URL."""
+    def crawl_write(self, source: str, rows: Iterable[Row], deletes: Iterable[str]=(), meta: dict[str, str] | None=None, links: dict[str, str | None] | None=None, requisites: dict[str, tuple[bool, list[str]] | None] | None=None) -> None:
+        """Upsert crawl rows (dicts with every column of :attr:`CRAWL_COLUMNS`), set the ``links`` of the URLs in ``links``, replace the page requisites of the URLs in ``requisites``, delete URLs (and the requisites they referenced) and set meta keys, in one transaction."""
+        ...
+
+    def crawl_requisites_referenced(self, source: str, urls: Iterable[str]) -> set[str]:
+        """Those of the page requisites ``urls`` that a page kept in the mirror still needs, directly or through requisites it needs (stylesheets, redirects)."""
+        ...
+
+    def crawl_drop_requisites(self, source: str, urls: Iterable[str]) -> None:
+        """Delete the crawl rows of the page requisites ``urls`` no page needs any more, and the requisites they referenced themselves, in one transaction."""
+        ...
+
+    def crawl_requisites_to_check(self, source: str) -> list[str]:
+        """The URLs a referrer referenced before its references were replaced or cleared since the last pass began: the next pass checks them, due or not."""
+        ...
+
+    def crawl_requisites_checked(self, source: str, urls: Iterable[str]) -> None:
+        """Forget the marks :meth:`crawl_requisites_to_check` returned for ``urls``."""
+        ...
+
+    def crawl_trust_requisite_references(self, source: str) -> None:
+        """Drop the mark the migration put on the requisites known before references were kept (after a finished ``ctl reindex --source`` pass)."""
         ...
 
     def crawl_row(self, source: str, url: str) -> Row | None:
@@ -310,8 +330,9 @@ class SharedFrontierStore(Protocol):
 
     def frontier_write(self, source: str, fences: dict[str, ClaimFence], rows: Iterable[Row],
                        deletes: Iterable[str] = (), meta: dict[str, str] | None = None,
-                       links: dict[str, str | None] | None = None) -> set[str]:
-        """``crawl_write`` fenced: the rows, deletions and outlinks of a host in ``fences`` are written only while the host's row takes that claim (checked at the transaction's start and by every statement); returns the hosts refused at the check."""
+                       links: dict[str, str | None] | None = None,
+                       requisites: dict[str, tuple[bool, list[str]] | None] | None = None) -> set[str]:
+        """``crawl_write`` fenced: the rows, deletions, outlinks and page requisites of a host in ``fences`` are written only while the host's row takes that claim (checked at the transaction's start and by every statement); returns the hosts refused at the check."""
         ...
 
     def frontier_stale(self, fences: Iterable[ClaimFence]) -> set[ClaimFence]:

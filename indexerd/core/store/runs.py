@@ -71,5 +71,6 @@ class SourceRuns(StoreConnection):
         Document rows go through the writer first."""
         ranges = [prefix_range(p) for p in meta_prefixes]
         self._transaction([("DELETE FROM crawl WHERE source = ?", [(source,)]),
+                           ("DELETE FROM crawl_requisites WHERE source = ?", [(source,)]),
                            ("DELETE FROM source_runs WHERE source = ?", [(source,)]),
                            *([("DELETE FROM meta WHERE key >= ? AND key < ?", ranges)] if ranges else [])])

@@ -34,6 +34,8 @@ from typing import Iterable
 
 from indexerd.core.store.cluster import _ALIVE
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
+from indexerd.core.store.crawl import (MARK_CONFLICT, REQUISITES_ADD, REQUISITES_CLEAR, REQUISITES_MARK, Requisites,
+                                      requisite_rows)
 from indexerd.core.store.values import prefix_range
 
 __all__ = ["HOST_CLAIM_SECONDS", "ClaimFence", "SharedFrontierRows", "url_origin"]
@@ -54,6 +56,11 @@ _FREE = (f"(c.node IS NULL OR NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.name =
 #: none (handed back, and nobody claimed it since): ``?`` x 4, :meth:`ClaimFence.args`.
 _FENCE = ("EXISTS (SELECT 1 FROM crawl_hosts h WHERE h.source = ? AND h.host = ? AND h.claim_token = ? "
           "AND (h.node IS NULL OR h.node = ?))")
+
+#: SQL: :data:`~indexerd.core.store.crawl.REQUISITES_ADD` while the referrer's host takes the
+#: write (``?`` x 4, then :data:`_FENCE`'s).
+_REQUISITE_ADD_FENCED = ("INSERT INTO crawl_requisites(source, page, requisite, nested) SELECT ?, ?, ?, ? "
+                         f"WHERE {_FENCE} ON CONFLICT(source, page, requisite) DO NOTHING")
 
 
 @dataclass(frozen=True)
@@ -195,9 +202,10 @@ class SharedFrontierRows(StoreConnection):
 
     def frontier_write(self, source: str, fences: dict[str, ClaimFence], rows: Iterable[dict],
                        deletes: Iterable[str] = (), meta: dict[str, str] | None = None,
-                       links: dict[str, str | None] | None = None) -> set[str]:
+                       links: dict[str, str | None] | None = None,
+                       requisites: dict[str, Requisites | None] | None = None) -> set[str]:
         """:meth:`~indexerd.core.store.crawl.CrawlRows.crawl_write` of a node in a shared pass,
-        fenced: the rows, deletions and outlinks of a URL whose host (:func:`url_origin`) is in
+        fenced: the rows, deletions, outlinks and page requisites of a URL whose host (:func:`url_origin`) is in
         ``fences`` (host -> the claim its page was fetched under) are written only while that
         host's row takes them (:meth:`ClaimFence.holds`) -- checked at the start of the transaction,
         to name the hosts refused, and again by every statement, so a take-over committed in
@@ -212,7 +220,8 @@ class SharedFrontierRows(StoreConnection):
             StoreError: the store cannot be written.
         """
         rows, deletes, links = list(rows), list(deletes), dict(links or {})
-        urls = [r["url"] for r in rows] + deletes + list(links)
+        cleared, added = requisite_rows(source, dict(requisites or {}), deletes)
+        urls = [r["url"] for r in rows] + deletes + list(links) + [page for _, page in cleared]
         fenced = sorted({url_origin(u) for u in urls} & set(fences))
         refused: set[str] = set()
         cols = ("source",) + self.CRAWL_COLUMNS
@@ -245,6 +254,13 @@ class SharedFrontierRows(StoreConnection):
                 out.append((sql, [head(u, v) for u, v in todo if fence_of(u) is None]))
                 out.append((f"{sql} AND {_FENCE}", [head(u, v) + f.args() for u, v in todo
                                                    if (f := fence_of(u)) is not None]))
+            for plain_sql, fenced_sql, refs in (
+                    (REQUISITES_MARK + MARK_CONFLICT, f"{REQUISITES_MARK} AND {_FENCE}{MARK_CONFLICT}", cleared),
+                    (REQUISITES_CLEAR, f"{REQUISITES_CLEAR} AND {_FENCE}", cleared),
+                    (REQUISITES_ADD, _REQUISITE_ADD_FENCED, added)):
+                mine_refs = [r for r in refs if url_origin(r[1]) not in refused]  # r[1]: the referrer
+                out.append((plain_sql, [r for r in mine_refs if fence_of(r[1]) is None]))
+                out.append((fenced_sql, [r + f.args() for r in mine_refs if (f := fence_of(r[1])) is not None]))
             out.append((META_UPSERT, list((meta or {}).items())))
             return out
 

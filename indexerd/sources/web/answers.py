@@ -113,6 +113,12 @@ class Answers:
             self.mirror.remove(mirror_url)
         return True
 
+    def drop_orphan(self, url: str) -> None:
+        """A page requisite no page needs any more (:mod:`indexerd.sources.web.orphans`): its
+        document row (a skipped ``requisite``) is deleted and its file removed from the mirror."""
+        if not self.retire(url, "a page requisite no page references any more", url):
+            self.mirror.remove(url)
+
     def out_of_scope(self, st: UrlState, reason: str) -> None:
         """A URL known from an earlier pass that the config no longer covers: forget it."""
         self.retire(st.key, f"out of scope ({reason})", st.url)
@@ -182,6 +188,7 @@ class Answers:
             return
         target = v.target
         if task.kind == "requisite":  # the target is the requisite, wherever it moved
+            self.sched.table.set_requisites(task.url, [target], nested=True)  # needed while this is
             self.sched.follow_requisites([target], task)
             return
         st.doc_key = target
@@ -282,6 +289,8 @@ class Answers:
                     content_charset(resp.headers.get("Content-Type") or "")
                 self.kept_for_conversion.keep(task.url, charset, stylesheet=False)
                 self.requisites.queue_for_page(task, resp, charset)
+            else:
+                self.requisites.kept_without_requisites(task)
         elif out.verdict in ("skipped", "errors"):
             self.mirror.remove(task.url)
         page = out.links

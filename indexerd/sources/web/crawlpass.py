@@ -71,11 +71,13 @@ class CrawlPass:
         self.counters = pipeline.counters
         self.results: queue.Queue = queue.Queue()
         self.table = CrawlTable(pipeline.store, src.name)
-        self.mirror = PassMirror(src.mirror, src.name, self.counters)
+        # a file removed needs its page requisites no more (indexerd.sources.web.orphans)
+        self.mirror = PassMirror(src.mirror, src.name, self.counters,
+                                 on_remove=lambda url: self.table.set_requisites(url, None))
         self.sched = Scheduler(src, self.table, self.counters, pipeline.stored, self.mirror, forced=forced,
                                only=only, recheck=recheck)
         self.answers = Answers(self.sched, pipeline, counts, self.mirror)
-        self.seeder = Seeder(self.sched, self.answers.out_of_scope)
+        self.seeder = Seeder(self.sched, self.answers.out_of_scope, self.answers.drop_orphan)
         self.done_pages = 0
         self.unreachable: set[str] = set()  # hosts whose robots.txt could not be read this pass
 

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterator, NamedTuple
 
 from indexerd.core.store import PgStore, StateStore, to_db_time
+from indexerd.core.store.crawl import Requisites
 from indexerd.core.store.sharedfrontier import ClaimFence, url_origin
 from indexerd.sources.web.urlstate import PassState, UrlState
 
@@ -82,6 +83,7 @@ class CrawlTable:
         self._cache: OrderedDict[str, UrlState | None] = OrderedDict()  # read back; None: no row
         self._dirty: set[str] = set()
         self._links: dict[str, str | None] = {}  # outlinks parsed in this pass, not yet written
+        self._requisites: dict[str, Requisites | None] = {}  # page requisites, the same
         self._spill_buffer: list[UrlState] = []  # spilled states not written yet
         self._meta: dict[str, str] = {}  # meta values written with the next write
         self._last_write = time.monotonic()
@@ -98,16 +100,18 @@ class CrawlTable:
         self._fences, self._on_refused = fences, on_refused
 
     def _store_write(self, rows: list[dict], deletes: list[str] | None = None, meta: dict[str, str] | None = None,
-                     links: dict[str, str | None] | None = None) -> None:
+                     links: dict[str, str | None] | None = None,
+                     requisites: dict[str, Requisites | None] | None = None) -> None:
         """One write of crawl rows: fenced in a shared pass (:meth:`fence`), else plain.
 
         Raises:
             StoreError: the store cannot be written.
         """
         if self._fences is None or not isinstance(self.store, PgStore):
-            self.store.crawl_write(self.source, rows, deletes or (), meta, links)
+            self.store.crawl_write(self.source, rows, deletes or (), meta, links, requisites)
             return
-        refused = self.store.frontier_write(self.source, self._fences(), rows, deletes or (), meta, links)
+        refused = self.store.frontier_write(self.source, self._fences(), rows, deletes or (), meta, links,
+                                            requisites)
         if refused:
             self._on_refused(refused, sum(1 for r in rows if url_origin(r["url"]) in refused))
 
@@ -264,6 +268,7 @@ class CrawlTable:
         self._cache.pop(url, None)
         self._dirty.discard(url)
         self._links.pop(url, None)
+        self._requisites.pop(url, None)
 
     def removed(self, url: str) -> bool:
         """Whether ``url`` was forgotten in this pass (:meth:`remove`; its row is deleted at the
@@ -285,6 +290,13 @@ class CrawlTable:
         """The outlinks of ``url`` at its last parse (this pass's, else the stored ones)."""
         text = self._links[url] if url in self._links else self.store.crawl_links(self.source, url)
         return json.loads(text) if text else []
+
+    # -- page requisites ------------------------------------------------------------------
+    def set_requisites(self, url: str, urls: list[str] | None, *, nested: bool = False) -> None:
+        """What the file kept for ``url`` needs to display (absolute URLs; None or empty: none),
+        written with the next :meth:`write` (:mod:`indexerd.sources.web.orphans`); ``nested``:
+        ``url`` is itself a page requisite (a stylesheet, or a requisite that redirected)."""
+        self._requisites[url] = (nested, list(urls)) if urls else None
 
     # -- the frontier's overflow ----------------------------------------------------------
     def spill(self, state: UrlState) -> None:
@@ -339,10 +351,13 @@ class CrawlTable:
         meta = {self.meta_key: pass_state.to_json()} if pass_state is not None else {}
         meta.update(self._meta)
         links = {u: v for u, v in self._links.items() if u in self.rows}
-        self._store_write(rows, deletes, meta, links)
+        # a removed file's references are cleared with or without its row; new ones with it
+        requisites = {u: v for u, v in self._requisites.items() if v is None or u in self.rows}
+        self._store_write(rows, deletes, meta, links, requisites)
         self._dirty.clear()
         self._meta.clear()
         self._links.clear()  # kilobytes per page: read back from the store when a 304 needs them
+        self._requisites.clear()
         self._last_write = time.monotonic()
         if self.lazy and self.readable is None:  # written and not queued: into the cache
             for url in [u for u, st in self.rows.items() if st.state != "queued"]:

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -356,12 +357,16 @@ class PassMirror:
         mirror: the source's mirror, or None.
         source: the source's name, for the log.
         counters: the pass's named counters (``inc(name)``).
+        on_remove: ``on_remove(url)`` after ``url``'s file was removed (or was not there): the
+            page requisites it referenced are no longer needed by it.
     """
 
-    def __init__(self, mirror: Mirror | None, source: str, counters) -> None:
+    def __init__(self, mirror: Mirror | None, source: str, counters,
+                 on_remove: Callable[[str], None] | None = None) -> None:
         self.mirror = mirror
         self.source = source
         self.counters = counters
+        self.on_remove = on_remove
         self.failures = 0
 
     def has(self, url: str) -> bool:
@@ -383,6 +388,9 @@ class PassMirror:
             self.mirror.remove(url)
         except (OSError, ValueError) as e:
             self._failed("removing", url, e)
+            return
+        if self.on_remove is not None:
+            self.on_remove(url)
 
     def _failed(self, what: str, url: str, e: Exception) -> None:
         self.counters.inc("error.mirror")

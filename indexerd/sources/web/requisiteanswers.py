@@ -67,13 +67,20 @@ class RequisiteAnswers:
         if is_stylesheet(task.url, ctype):
             urls = css_requisites(resp.body, content_charset(ctype), task.url)
             self.sched.table.set_links(task.url, urls)
+            self.sched.table.set_requisites(task.url, urls, nested=True)
             self.sched.follow_requisites(urls, task)
             self.kept_for_conversion.keep(task.url, content_charset(ctype), stylesheet=True)
+        else:
+            self.sched.table.set_requisites(task.url, None)
         changed = task.etag is not None or task.last_modified is not None  # asked conditionally, sent whole
         self.sched.reschedule(st, CHANGED if changed else UNCHANGED)
 
     def queue_for_page(self, task: Task, resp: Response, charset: str | None) -> None:
-        """Queue what an HTML page kept in the mirror needs to display (``page_requisites``)."""
+        """Queue what an HTML page kept in the mirror needs to display (``page_requisites``), and
+        remember it as the page's requisites (replacing those of its last parse: a requisite
+        no page references any more is dropped, :mod:`indexerd.sources.web.orphans`).  A page
+        the parser cannot read keeps the requisites recorded before (never drop what may be
+        needed)."""
         if not self.src.scope.requisites:
             return
         try:
@@ -81,4 +88,11 @@ class RequisiteAnswers:
         except Exception:  # noqa: BLE001 - a page the parser cannot read has no requisites
             log.debug("%s: no requisites read from %s", self.src.name, task.url, exc_info=True)
             return
+        self.sched.table.set_requisites(task.url, urls)
         self.sched.follow_requisites(urls, task)
+
+    def kept_without_requisites(self, task: Task) -> None:
+        """A page kept in the mirror that is not HTML (a PDF): it needs no requisite (it may
+        have been an HTML page that did)."""
+        if self.src.scope.requisites:
+            self.sched.table.set_requisites(task.url, None)

@@ -22,6 +22,7 @@ from indexerd.sources.web.robots import RobotsRules
 from indexerd.sources.web.scheduler import Scheduler
 from indexerd.sources.web.sitemap import parse_sitemap
 from indexerd.sources.web.urls import canonicalize, host_key, path_depth
+from indexerd.sources.web.orphans import drop_orphans
 from indexerd.sources.web.requisites import VIA as REQUISITE
 from indexerd.sources.web.requisites import is_requisite
 from indexerd.sources.web.urlstate import PassState, UrlState
@@ -64,13 +65,18 @@ class Seeder:
         sched: the pass's scheduler (its table loaded).
         out_of_scope: ``out_of_scope(state, reason)`` forgets a known URL the config no longer
             covers (and deletes its indexed copy).
+        drop_orphan: ``drop_orphan(url)`` removes the file and document row of a page requisite
+            no page needs any more (:mod:`indexerd.sources.web.orphans`; its crawl row is
+            deleted here).
     """
 
-    def __init__(self, sched: Scheduler, out_of_scope: Callable[[UrlState, str], None]) -> None:
+    def __init__(self, sched: Scheduler, out_of_scope: Callable[[UrlState, str], None],
+                 drop_orphan: Callable[[str], None] = lambda url: None) -> None:
         self.sched = sched
         self.src = sched.src
         self.cfg = sched.cfg
         self.out_of_scope = out_of_scope
+        self.drop_orphan = drop_orphan
         self.sitemaps_asked: set[str] = set()  # seed hosts whose sitemaps were queued
 
     def start(self, state: PassState) -> None:
@@ -84,12 +90,18 @@ class Seeder:
         - the due rows (by ``due_at``; every asked row in a forced pass or with adaptive
           recrawl off) are queued, in discovery order (fewest hops, then seq);
         - only when the scope settings changed since the last pass is every known URL checked
-          against them (:meth:`rescope`), the ones no longer covered forgotten."""
+          against them (:meth:`rescope`), the ones no longer covered forgotten;
+        - the page requisites no page needs any more (due, or no longer referenced by a
+          referrer since the last pass began) are dropped, not queued
+          (:func:`~indexerd.sources.web.orphans.drop_orphans`); after a finished ``ctl reindex
+          --source`` pass, the requisites known before references were kept are judged too."""
         s = self.sched
         interrupted = state.running
         s.pass_id = state.id + 1
         s.recrawl.pass_start = self.src.clock()
         s.table.drop_spilled(state.id)  # the last pass's overflow, if a stop left it
+        if state.forced and not state.running and state.id:  # every page was parsed in it
+            s.table.store.crawl_trust_requisite_references(self.src.name)
         for seed in self.cfg.seeds:
             url = canonicalize(seed)
             s.enqueue(url, hops=0, seed_depth=path_depth(url), via="seed")
@@ -112,6 +124,10 @@ class Seeder:
         for st in start.due:
             if st.url not in met:
                 self._start_one(st, False, due)
+        requisites = [url for url, one in due.items()
+                      if (one.requisite if isinstance(one, _Due) else is_requisite(one))]
+        for url in drop_orphans(s.table, requisites, self.drop_orphan, s.counters):
+            due.pop(url, None)
         for one in sorted(due.values(), key=lambda st: (st.hops, st.seq)):
             if isinstance(one, UrlState):
                 s.table.keep(one)
