@@ -268,7 +268,7 @@ class SnippetQuery:
                 return found, in_time
             if stop_at is not None:
                 return found, True
-            if found:
+            if found and {m.key for m in found} >= everything:   # (else no window can hold them all)
                 first, _end, keys = best_window(found, fit)
                 if keys >= everything:
                     stop_at = first + fit
