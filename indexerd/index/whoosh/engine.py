@@ -190,7 +190,8 @@ class WhooshIndex:
         thorough merge once ``merge_idle`` seconds pass without a write; None when neither is
         due.  An index opened with that many segments already (left by a process stopped before
         its merge: a daemon's first pass of 50,000 files left 252) owes the short merge too,
-        whatever this process committed."""
+        whatever this process committed, and so does one whose short merge's rounds (at most
+        :data:`MAINTENANCE_ROUNDS`) left that many."""
         if self._merge_owed is None:
             self._merge_owed = self.segment_count() >= MERGE_AFTER_COMMITS
         if commits_since >= MERGE_AFTER_COMMITS or self._merge_owed:
@@ -215,7 +216,7 @@ class WhooshIndex:
         Raises:
             RetryLater: another process holds the writer for a second.
         """
-        before = self.segment_count()
+        before = start = self.segment_count()
         self._merge_owed = False
         for _ in range(MAINTENANCE_ROUNDS):
             self.session(timeout_seconds=1.0).commit(merge=True)
@@ -225,6 +226,9 @@ class WhooshIndex:
             before = after
         if not self._long_idle:
             self._thorough_due = True
+            # rounds that still leave 16 segments or more, having merged some, go on after the
+            # next short idle, not after merge_idle (252 segments took about 20 rounds)
+            self._merge_owed = start > before >= MERGE_AFTER_COMMITS
             return
         if self.segment_count() > 1:
             self.session(timeout_seconds=1.0).commit(merge=True, thorough=True)
