@@ -209,3 +209,67 @@ def test_after_a_long_idle_the_small_segments_left_by_the_rounds_are_folded_into
     assert folded == sorted(rest + [sum(small)], reverse=True), after_rounds
     assert ix.size_bytes() < size_after_rounds and every_hit(ix) == answers and ix.doc_count() == 50 * 60
     assert ix.maintenance_delay(0) is None
+
+
+def test_an_index_left_with_many_segments_is_merged_by_the_next_daemon(tmp_path: Path) -> None:
+    """A daemon stopped right after its first pass (before its 2 s idle merge: 50,000 files
+    left 252 segments, queries 3x slower than the one-shot index's 15) left them for good: the
+    next daemon counts its own commits only, and made none.  An index opened with 16 segments or
+    more owes the short idle merge; once done, the thorough one is due after ``merge_idle``."""
+    from dataclasses import replace
+
+    ix = open_index(tmp_path)
+    for start in range(0, 20 * 120, 120):       # a bulk pass: commits of more than 100 documents
+        s = ix.session()
+        for n in range(start, start + 120):
+            s.update(replace(doc(0), key=f"file:///d/{n}.txt", url=f"file:///d/{n}.txt", content=f"word{n} common"))
+        s.commit(merge=False)
+    ix.close()
+    ix = open_index(tmp_path)                    # the next daemon: no commit of its own yet
+    try:
+        assert ix.segment_count() == 20
+        assert ix.maintenance_delay(0) == 2.0    # the short idle merge is owed
+        assert ix.maintenance_delay(0) == 2.0    # (still, until it has run)
+        ix.maintain()
+        assert ix.segment_count() < 16 and ix.doc_count() == 20 * 120
+        assert ix.maintenance_delay(0) == ix.merge_idle_seconds   # then the thorough one
+    finally:
+        ix.close()
+
+
+def test_short_merges_go_on_while_their_rounds_leave_many_segments(tmp_path: Path, monkeypatch) -> None:
+    """A short idle merge does at most MAINTENANCE_ROUNDS rounds; when they leave 16 segments or
+    more (having merged some), the next short idle goes on, not ``merge_idle`` (10 minutes)
+    later: a daemon's 252 segments took about 20 rounds."""
+    from dataclasses import replace
+
+    from indexerd.index.whoosh import engine, mergepolicy
+
+    monkeypatch.setattr(mergepolicy, "SMALL_SEGMENT_DOCS", 5)   # commits of 10: a bulk pass's
+    ix = open_index(tmp_path)
+    for start in range(0, 60 * 10, 10):
+        s = ix.session()
+        for n in range(start, start + 10):
+            s.update(replace(doc(0), key=f"file:///d/{n}.txt", url=f"file:///d/{n}.txt", content=f"word{n} common"))
+        s.commit(merge=False)
+    try:
+        rounds = engine.MAINTENANCE_ROUNDS
+        engine.MAINTENANCE_ROUNDS = 1              # (so that one maintenance cannot finish it)
+        try:
+            assert ix.maintenance_delay(0) == 2.0
+            before = ix.segment_count()
+            ix.maintain()
+            assert 16 <= ix.segment_count() < before
+            assert ix.maintenance_delay(0) == 2.0  # more rounds owed at once
+            while ix.segment_count() >= 16:
+                ix.maintain()
+        finally:
+            engine.MAINTENANCE_ROUNDS = rounds
+        assert ix.maintenance_delay(0) == ix.merge_idle_seconds and ix.doc_count() == 60 * 10
+    finally:
+        ix.close()
+    ix = open_index(tmp_path)                    # an index with few segments owes nothing
+    try:
+        assert ix.maintenance_delay(0) is None
+    finally:
+        ix.close()

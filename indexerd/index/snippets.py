@@ -13,11 +13,15 @@ index skips them), and is marked as one span; its words elsewhere are not marked
 identifiers (``pg_hba.conf``) match their word; ``prefix*`` matches a token starting with it.
 
 The regex of :func:`indexerd.index.highlight.words_regex` only proposes candidate words
-(fast, in C); each is then analysed.  The passage is chosen over the whole stored text (at most
-:data:`~indexerd.index.base.SNIPPET_TEXT_CAP_BYTES`) within :data:`SNIPPET_BUDGET_SECONDS`: the
-window of about ``chars`` characters holding the most distinct query terms and phrases (a
-phrase of ``n`` words weighs ``2n``, a whole identifier 2, a term or prefix 1; repeats add 0.1
-each, at most 0.5), earliest on a tie.
+(fast, in C); each is then analysed.  The passage is the window of about ``chars`` characters
+holding the most distinct query terms and phrases (a phrase of ``n`` words weighs ``2n``, a whole
+identifier 2, a term or prefix 1; repeats add 0.1 each, at most 0.5), earliest on a tie, among
+the windows of the text read (:meth:`SnippetQuery.scan`): the text is read from its start in
+stretches that double, and no further than the first window that holds every term and phrase of
+the query, plus the passage's width after it (so a word found at once costs a few hundred
+characters, however long the text); without such a window, the whole stored text (at most
+:data:`~indexerd.index.base.SNIPPET_TEXT_CAP_BYTES`) within :data:`SNIPPET_BUDGET_SECONDS`.
+Stored text given as chunks (Whoosh's, inflated as it is read) is read only that far.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from indexerd.index.analysis import Analyzer, is_cjk
 from indexerd.index.highlight import words_regex
-from indexerd.index.passage import Match, best_window, render
+from indexerd.index.passage import EDGE_WORD_CHARS, Match, best_window, render
 from indexerd.index.querytokens import IDS_FIELD, TokenPrefix, Tokens
 from indexerd.index.querytree import And, Or
 
@@ -41,11 +45,12 @@ SNIPPET_BUDGET_SECONDS = 0.05
 #: the longest gap of stop words and punctuation (characters) across which two words still count
 #: as adjacent for a phrase
 MAX_GAP_CHARS = 200
-#: the first block of text scanned (characters; each next block is 4x larger): a text whose first
-#: blocks hold a window with every term of the query is not scanned further
-FIRST_BLOCK_CHARS = 16 * 1024
-#: the window width used to decide that early stop (characters)
-FIT_CHARS_FOR_STOP = 192
+#: the first stretch of text scanned (characters; each next one is twice as long): scanning stops
+#: after the stretch where a window first holds every term and phrase of the query
+FIRST_STEP_CHARS = 1024
+#: text read past the end of a stretch (characters) so that a word, or a phrase's gap, that
+#: crosses it is analysed whole (:data:`LONGEST_WORD_CHARS` each side, :data:`MAX_GAP_CHARS`)
+READ_AHEAD_CHARS = 1024
 #: the longest word (characters) a candidate is widened to on each side
 LONGEST_WORD_CHARS = 256
 
@@ -134,11 +139,13 @@ class SnippetQuery:
 
     # -- the stored text's tokens -------------------------------------------------------------
     def occurrences(self, text: str, deadline: float, *, pos: int = 0, stop: int | None = None,
-                    prev_end: int = -1) -> tuple[list[_Occurrence], int, bool]:
-        """The tokens of the candidate words of ``text`` found from ``pos`` to ``stop`` (None: the
-        end), in order; where the scan stopped (the next ``pos``); and whether it stopped before
-        ``deadline`` (``time.monotonic()``).  ``prev_end``: where the last word of an earlier
-        scan ended (-1: none), for phrase adjacency."""
+                    prev_end: int = -1, partial: bool = False) -> tuple[list[_Occurrence], int, bool]:
+        """The tokens of the candidate words of ``text`` that begin from ``pos`` to ``stop`` (None:
+        the end), in order; where the scan stopped (the next ``pos``: past the last word read,
+        ``stop`` at least; the text's end when no candidate is left, unless ``partial``, a text
+        that may go on past its end); and whether it stopped before ``deadline``
+        (``time.monotonic()``).  ``prev_end``: where the last word of an earlier scan ended (-1:
+        none), for phrase adjacency."""
         out: list[_Occurrence] = []
         if self.rx is None:
             return out, len(text), True
@@ -148,7 +155,7 @@ class SnippetQuery:
         while True:
             m = search(text, pos)
             if m is None or m.start() >= stop:
-                return out, stop if m is not None else len(text), True
+                return out, max(pos, stop) if m is not None or partial else len(text), True
             n += 1
             if n % 64 == 0 and time.monotonic() > deadline:
                 return out, pos, False
@@ -237,44 +244,103 @@ class SnippetQuery:
         """:meth:`matches` of a short text (a title), without a time bound."""
         return self.matches(self.occurrences(text, float("inf"))[0])
 
-    def scan(self, text: str, deadline: float) -> tuple[list[Match], bool]:
-        """The matches of ``text`` and whether all of it was scanned before ``deadline``: in
-        blocks of :data:`FIRST_BLOCK_CHARS`, 4x larger each, stopping early once one window of
-        the matches so far holds every term and phrase of the query (no later one can hold more
-        of them)."""
+    def scan(self, text: "TextReader", deadline: float, fit: int) -> tuple[list[Match], bool]:
+        """The matches of the text ``text`` reads, as far as it is scanned, and whether it was
+        scanned to its end or to an early stop before ``deadline`` (``time.monotonic()``).
+
+        The text is scanned in stretches of :data:`FIRST_STEP_CHARS`, each next one twice as
+        long; after the stretch in which one window of ``fit`` characters first holds every term
+        and phrase of the query, the scan goes on to ``fit`` characters past that window's first
+        match (its repeats) and stops: no window further on can hold more of the query.  ``text``
+        is read only as far as the scan needs (plus :data:`READ_AHEAD_CHARS`)."""
         occ: list[_Occurrence] = []
-        pos, block, everything = 0, FIRST_BLOCK_CHARS, self.keys
+        pos, step, everything = 0, FIRST_STEP_CHARS, self.keys
+        stop_at: int | None = None
         while True:
+            stop = pos + step if stop_at is None else max(stop_at, pos)
+            body = text.upto(stop + READ_AHEAD_CHARS)
             prev_end = occ[-1].word_end if occ else -1
-            more, pos, in_time = self.occurrences(text, deadline, pos=pos, stop=pos + block, prev_end=prev_end)
+            more, pos, in_time = self.occurrences(body, deadline, pos=pos, stop=stop, prev_end=prev_end,
+                                                  partial=not text.complete)
             occ += more
             found = self.matches(occ)
-            if not in_time or pos >= len(text):
+            if not in_time or (text.complete and pos >= len(body)):
                 return found, in_time
-            if found and best_window(found, FIT_CHARS_FOR_STOP)[2] >= everything:
+            if stop_at is not None:
                 return found, True
-            block *= 4
+            if found and {m.key for m in found} >= everything:   # (else no window can hold them all)
+                first, _end, keys = best_window(found, fit)
+                if keys >= everything:
+                    stop_at = first + fit
+                    if pos >= stop_at:
+                        return found, True
+                    continue
+            step *= 2
+
+
+class TextReader:
+    """A document's stored text read as far as asked: ``source`` is the whole text, or its
+    chunks in order (an iterator read lazily: Whoosh's stored text inflated chunk by chunk).
+
+    Not thread safe (one per snippet)."""
+
+    def __init__(self, source: str | Iterable[str]) -> None:
+        self._chunks: Iterator[str] | None
+        if isinstance(source, str):
+            self._text, self._chunks = source, None
+        else:
+            self._text, self._chunks = "", iter(source)
+
+    @property
+    def complete(self) -> bool:
+        """True once the whole text has been read."""
+        return self._chunks is None
+
+    def upto(self, chars: int) -> str:
+        """The text from its start, at least ``chars`` characters of it (all of it when shorter;
+        more when a chunk runs past)."""
+        if self._chunks is not None and len(self._text) < chars:
+            parts, have = [self._text], len(self._text)
+            for chunk in self._chunks:
+                parts.append(chunk)
+                have += len(chunk)
+                if have >= chars:
+                    break
+            else:
+                self._chunks = None
+            self._text = "".join(parts)
+        return self._text
+
+    def whole(self) -> str:
+        """The whole text."""
+        if self._chunks is not None:
+            self._text = self._text + "".join(self._chunks)
+            self._chunks = None
+        return self._text
 
 
 def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: int, *, title: str = "",
                  budget_seconds: float = SNIPPET_BUDGET_SECONDS) -> Snippet:
     """The snippet of a hit: the best passage of ``text`` (the stored text, or its chunks in
-    order) for ``query``, about ``chars`` characters, its matches marked (module docstring).
+    order, read only as far as the passage needs) for ``query``, about ``chars`` characters, its
+    matches marked (module docstring).
 
     Without a passage (nothing of the query in the text) the snippet is the text's start, unmarked,
     and ``note`` says why: the match is in ``title`` only, the document has no stored text, or
     the match lies outside the text kept for snippets.  ``query`` None or without words (a
     filter-only query): the text's start, no note.  Takes at most about ``budget_seconds`` (then
     the best passage of the text scanned so far)."""
-    if not isinstance(text, str):
-        text = "".join(text)
+    reader = TextReader(text)
     if query is None or not query.has_words:
-        return Snippet(_head(text, chars))
-    found, complete = query.scan(text, time.monotonic() + budget_seconds)
+        return Snippet(_head(reader.upto(chars), chars))
+    fit = chars * 4 // 5
+    found, complete = query.scan(reader, time.monotonic() + budget_seconds, fit)
     if not found:
-        return Snippet(_head(text, chars), (), _why_unmarked(query, text, title, complete))
-    start, end, _keys = best_window(found, chars * 4 // 5)
-    return Snippet(*render(text, found, start, end, chars))
+        body = reader.whole() if complete else reader.upto(0)
+        return Snippet(_head(body, chars), (), _why_unmarked(query, body, title, complete))
+    start, end, _keys = best_window(found, fit)
+    # render reads up to a passage's width past the window, then a word's length to a whole word
+    return Snippet(*render(reader.upto(end + chars + 2 * EDGE_WORD_CHARS + 2), found, start, end, chars))
 
 
 #: what a hit carries when its caller asked for no snippet (``snippets_for`` of

@@ -71,6 +71,11 @@ class WriterThread:
         in :attr:`failure` and logged); the session is cancelled and the store closed at the end."""
         store = self.store = open_store(self.store_location)
         try:
+            # an index an earlier process left unmerged gets its maintenance without a commit first
+            try:
+                self.dirty_segments = bool(self.writer.live) and self.writer.index.maintenance_delay(0) is not None
+            except IndexerdError as e:   # (the next commit asks again)
+                log.warning("could not tell whether the index needs merging: %s", e)
             while True:
                 op = self._next_op()
                 if op is None:

@@ -49,7 +49,7 @@ from indexerd.index.whoosh.compile import and_not_matcher_class
 from indexerd.index.whoosh.phrase import ExactSpansMatcher
 from indexerd.index.whoosh.unread import UnreadArrayUnion, unpositioned
 from indexerd.index.whoosh.postingarrays import (EMPTY_IDS, EMPTY_SCORES, TermBlocks, Unsupported,
-                                                 phrase_places)
+                                                 phrase_places, sorted_unique)
 
 __all__ = ["Unsupported", "count_documents", "top_documents"]
 
@@ -277,7 +277,7 @@ class _Segment:
         """``ArrayUnionMatcher``: each document's score the sum, in the children's order, of
         their scores times the boost (1 each when unscored), kept when above 0."""
         parts = [self.matches(c, True, within, optimistic) for c in m._submatchers]
-        ids = np.unique(np.concatenate([p.ids for p in parts])) if parts else EMPTY_IDS
+        ids = sorted_unique(np.concatenate([p.ids for p in parts])) if parts else EMPTY_IDS
         acc = np.zeros(len(ids), dtype=np.float64)
         for p in parts:
             at = np.searchsorted(ids, p.ids)
@@ -393,7 +393,7 @@ def _union(a: Matches, b: Matches) -> Matches:
         return b
     if not len(b.ids):
         return a
-    ids = np.union1d(a.ids, b.ids)
+    ids = sorted_unique(np.concatenate([a.ids, b.ids]))
     scores = np.zeros(len(ids), dtype=np.float64)
     ia = np.searchsorted(ids, a.ids)
     ib = np.searchsorted(ids, b.ids)

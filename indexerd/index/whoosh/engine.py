@@ -98,6 +98,9 @@ class WhooshIndex:
         self.merge_idle_seconds = merge_idle_seconds
         self._thorough_due = False  # a short maintenance ran; the thorough merge waits for a long idle
         self._long_idle = False  # the last delay maintenance_delay gave was merge_idle
+        #: the index was opened with MERGE_AFTER_COMMITS segments or more and no maintenance has
+        #: run since (None: not looked at yet; only the writer thread asks)
+        self._merge_owed: bool | None = None
         offload = analysis_worker and (os.cpu_count() or 1) > 1
         self._worker = AnalysisWorker(POSTINGS_TASK, fold_diacritics) if offload else None
 
@@ -185,8 +188,13 @@ class WhooshIndex:
         """A merge after ``merge_idle`` seconds of idleness, or after 2 s once 16 live commits
         (16 small segments, which slow every search) have piled up; after that short one, a
         thorough merge once ``merge_idle`` seconds pass without a write; None when neither is
-        due."""
-        if commits_since >= MERGE_AFTER_COMMITS:
+        due.  An index opened with that many segments already (left by a process stopped before
+        its merge: a daemon's first pass of 50,000 files left 252) owes the short merge too,
+        whatever this process committed, and so does one whose short merge's rounds (at most
+        :data:`MAINTENANCE_ROUNDS`) left that many."""
+        if self._merge_owed is None:
+            self._merge_owed = self.segment_count() >= MERGE_AFTER_COMMITS
+        if commits_since >= MERGE_AFTER_COMMITS or self._merge_owed:
             self._long_idle = False
             return SHORT_IDLE_SECONDS
         if commits_since > 0 or self._thorough_due:
@@ -208,7 +216,8 @@ class WhooshIndex:
         Raises:
             RetryLater: another process holds the writer for a second.
         """
-        before = self.segment_count()
+        before = start = self.segment_count()
+        self._merge_owed = False
         for _ in range(MAINTENANCE_ROUNDS):
             self.session(timeout_seconds=1.0).commit(merge=True)
             after = self.segment_count()
@@ -217,6 +226,9 @@ class WhooshIndex:
             before = after
         if not self._long_idle:
             self._thorough_due = True
+            # rounds that still leave 16 segments or more, having merged some, go on after the
+            # next short idle, not after merge_idle (252 segments took about 20 rounds)
+            self._merge_owed = start > before >= MERGE_AFTER_COMMITS
             return
         if self.segment_count() > 1:
             self.session(timeout_seconds=1.0).commit(merge=True, thorough=True)

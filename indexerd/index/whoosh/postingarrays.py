@@ -32,6 +32,21 @@ EMPTY_IDS = np.zeros(0, dtype=np.int64)
 EMPTY_SCORES = np.zeros(0, dtype=np.float64)
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct ``values`` (a 1-d integer array), increasing: ``np.unique(values)``.
+
+    A sort (timsort: a concatenation of increasing runs, as a union's parts are, is merged in
+    ``n log runs``) and one comparison with the neighbour; ``np.unique`` of numpy 2.x hashes
+    every value first and was 15-30x slower on posting lists of 500-40,000 documents (bench/RESULTS.md)."""
+    out = np.sort(values, kind="stable")
+    if len(out) < 2:
+        return out
+    keep = np.empty(len(out), dtype=bool)
+    keep[0] = True
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
+
+
 class Unsupported(Exception):
     """The query's matcher tree holds a matcher that cannot be evaluated here (the caller runs
     Whoosh's own collector instead); not an error of the query."""
@@ -66,7 +81,7 @@ def phrase_places(cand: np.ndarray, words: list[Postings]) -> np.ndarray:
         starts = keys if starts is None else _sorted_intersection(starts, keys)
         if not len(starts):
             return EMPTY_IDS
-    return EMPTY_IDS if starts is None else np.unique(starts // _DOC_SHIFT)
+    return EMPTY_IDS if starts is None else sorted_unique(starts // _DOC_SHIFT)
 
 
 def _position_deltas_of(values: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +188,7 @@ class TermBlocks:
         if within is None:
             blocks: Any = range(nblocks)
         else:
-            at = np.unique(np.searchsorted(self._maxids, within))
+            at = sorted_unique(np.searchsorted(self._maxids, within))
             blocks = at[at < nblocks].tolist()
         ids_parts: list[np.ndarray] = [EMPTY_IDS]
         w_parts: list[np.ndarray] = [EMPTY_SCORES]
