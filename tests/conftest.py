@@ -5,6 +5,7 @@ environment of its own)."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -72,7 +73,7 @@ def pytest_runtest_logreport(report):
         spent[1] += report.duration
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_terminal_summary(terminalreporter, config):
     if not _FILE_SECONDS or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     rows = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1][0])
@@ -81,6 +82,41 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_sep("=", f"seconds per test file: {total:.0f} s of tests, {alone:.0f} s of them alone")
     for path, (spent, by_alone) in rows[:25]:
         tr.write_line(f"{spent:8.1f} s  {by_alone:8.1f} s alone  {path}")
+    if config.getoption("write_file_seconds"):
+        FILE_SECONDS_TABLE.write_text(json.dumps({path: round(spent, 1) for path, (spent, _) in rows
+                                                  if spent >= 1.0}, indent=0) + "\n", encoding="utf-8")
+        tr.write_line(f"written: {FILE_SECONDS_TABLE}")
+
+
+# -- longest file first (pytest-xdist, ``--dist loadfile --no-loadscope-reorder``) ---------------
+# A worker takes the next file when it is nearly done with its own, in collection order: the
+# files that cost most go first, so no long file starts near the end while the other workers
+# idle (longest-processing-time-first scheduling).  What each file cost is the table
+# tests/file_seconds.json (``pytest --write-file-seconds`` rewrites it from a whole run); a file
+# it does not name comes after, in the usual order.
+FILE_SECONDS_TABLE = Path(__file__).with_name("file_seconds.json")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--write-file-seconds", action="store_true", default=False,
+                     help="write each test file's seconds of this run to tests/file_seconds.json "
+                          "(the order the next runs take the files in)")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    try:
+        cost = json.loads(FILE_SECONDS_TABLE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    first: dict[str, int] = {}
+    for item in items:
+        first.setdefault(item.nodeid.split("::", 1)[0], len(first))
+
+    def key(item) -> tuple[float, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return -float(cost.get(path, 0.0)), first[path]
+
+    items.sort(key=key)  # stable: a file's tests keep their order
 
 
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
