@@ -71,11 +71,7 @@ class WriterThread:
         in :attr:`failure` and logged); the session is cancelled and the store closed at the end."""
         store = self.store = open_store(self.store_location)
         try:
-            # an index an earlier process left unmerged gets its maintenance without a commit first
-            try:
-                self.dirty_segments = bool(self.writer.live) and self.writer.index.maintenance_delay(0) is not None
-            except IndexerdError as e:   # (the next commit asks again)
-                log.warning("could not tell whether the index needs merging: %s", e)
+            self.dirty_segments = self.dirty_segments or _left_unmerged(self.writer)  # no commit first
             while True:
                 op = self._next_op()
                 if op is None:
@@ -336,3 +332,14 @@ class WriterThread:
             self.live_commits = 0
         except Exception as e:
             log.warning("idle merge skipped: %s", e)
+
+
+def _left_unmerged(writer) -> bool:
+    """True when a live writer's index asks for maintenance now (an index an earlier process
+    left with many segments); False, logged, when the index cannot say (the next commit asks
+    again)."""
+    try:
+        return bool(writer.live) and writer.index.maintenance_delay(0) is not None
+    except IndexerdError as e:
+        log.warning("could not tell whether the index needs merging: %s", e)
+        return False
