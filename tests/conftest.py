@@ -44,6 +44,16 @@ def _run_lock_paths() -> tuple[Path, Path] | None:
     return base.with_suffix(".lock"), base.with_suffix(".turnstile")
 
 
+def _alone(item) -> bool:
+    return item.get_closest_marker("alone") is not None
+
+
+#: the exclusive lock an ``alone`` test keeps for the next test when that one is ``alone`` too
+#: (a file's ``alone`` tests run last in it, one after another: the other workers drain once
+#: for them all, not once each)
+_KEPT_LOCK: list = []
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     paths = _run_lock_paths()
@@ -52,12 +62,79 @@ def pytest_runtest_protocol(item, nextitem):
         return
     import fcntl
 
-    alone = item.get_closest_marker("alone") is not None
-    with open(paths[0], "a") as lock, open(paths[1], "a") as turnstile:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)    # closing the files releases both locks
-        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    alone = _alone(item)
+    if _KEPT_LOCK and not alone:  # (never: the lock is kept only for an alone test)
+        _KEPT_LOCK.pop().close()
+    if _KEPT_LOCK:
+        lock = _KEPT_LOCK.pop()
+    else:
+        lock = open(paths[0], "a")
+        with open(paths[1], "a") as turnstile:  # closing a file releases its lock
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    try:
         yield
+    finally:
+        if alone and nextitem is not None and _alone(nextitem):
+            _KEPT_LOCK.append(lock)
+        else:
+            lock.close()
+
+
+def pytest_configure(config):
+    """The controller of a parallel run names a directory its workers write to (they inherit
+    its environment): which tests are ``alone`` (:func:`pytest_xdist_make_scheduler`)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") and "INDEXERD_TESTS_RUN_DIR" not in os.environ:
+        os.environ["INDEXERD_TESTS_RUN_DIR"] = _tempfile.mkdtemp(prefix="indexerd-tests-run-")
+        _atexit.register(shutil.rmtree, os.environ["INDEXERD_TESTS_RUN_DIR"], True)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Every ``alone`` test first, then the files that cost most (:data:`FILE_SECONDS_TABLE`);
+    a worker writes the node ids of the ``alone`` tests for its controller's scheduler."""
+    try:
+        cost = json.loads(FILE_SECONDS_TABLE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cost = {}
+    first: dict[str, int] = {}
+    for item in items:
+        first.setdefault(item.nodeid.split("::", 1)[0], len(first))
+
+    def key(item) -> tuple[bool, float, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return not _alone(item), -float(cost.get(path, 0.0)), first[path]
+
+    items.sort(key=key)  # stable: a file's tests keep their order otherwise
+    worker, run = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("INDEXERD_TESTS_RUN_DIR")
+    if worker and run:
+        mine = Path(run) / f"alone-{worker}.txt"
+        mine.with_suffix(".tmp").write_text("".join(f"{i.nodeid}\n" for i in items if _alone(i)),
+                                            encoding="utf-8")
+        mine.with_suffix(".tmp").rename(mine)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """A worker's unit of work is a test file (its module fixtures, daemons and servers start
+    once), except the ``alone`` tests: one unit, taken first, run by one worker one after
+    another while it holds the exclusive lock (:data:`_KEPT_LOCK`), so the others drain once
+    for them all.  The scheduler is asked once every worker has collected (and written its
+    list of ``alone`` tests)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    run = Path(os.environ.get("INDEXERD_TESTS_RUN_DIR", "."))
+
+    class FileOrAlone(LoadScopeScheduling):
+        alone: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.alone is None:
+                self.alone = set()
+                for listing in run.glob("alone-*.txt"):
+                    self.alone.update(listing.read_text(encoding="utf-8").splitlines())
+            return "alone" if nodeid in self.alone else nodeid.split("::", 1)[0]
+
+    return FileOrAlone(config, log)
+
 
 # -- the suite's budget: where its time goes, printed at the end of every run --------------------
 # Per test file: the seconds its tests took (set-up, call and teardown) and how many of them ran
@@ -103,20 +180,6 @@ def pytest_addoption(parser):
                           "(the order the next runs take the files in)")
 
 
-def pytest_collection_modifyitems(session, config, items):
-    try:
-        cost = json.loads(FILE_SECONDS_TABLE.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    first: dict[str, int] = {}
-    for item in items:
-        first.setdefault(item.nodeid.split("::", 1)[0], len(first))
-
-    def key(item) -> tuple[float, int]:
-        path = item.nodeid.split("::", 1)[0]
-        return -float(cost.get(path, 0.0)), first[path]
-
-    items.sort(key=key)  # stable: a file's tests keep their order
 
 
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
