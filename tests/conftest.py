@@ -28,7 +28,7 @@ import tempfile as _tempfile  # noqa: E402
 os.environ["XDG_CACHE_HOME"] = _tempfile.mkdtemp(prefix="indexerd-tests-cache-")
 _atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)  # each run's own, gone with it
 
-# -- parallel runs (pytest-xdist, ``-n 2`` in pyproject.toml) ---------------------------------------
+# -- parallel runs (pytest-xdist, ``-n 4`` in pyproject.toml) ---------------------------------------
 # A test marked ``alone`` asserts a wall-clock or memory bound (an edit searchable within 2 s, a
 # stop within 6.5 s, a peak RSS): it runs with no other test beside it.  Every test takes a
 # shared lock for its whole run (set-up and teardown included) and an ``alone`` test the
@@ -138,7 +138,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 # -- the suite's budget: where its time goes, printed at the end of every run --------------------
 # Per test file: the seconds its tests took (set-up, call and teardown) and how many of them ran
-# ``alone`` (the other worker idle meanwhile): what to cut or split first.
+# ``alone`` (the other workers idle meanwhile): what to cut or split first.
 _FILE_SECONDS: dict[str, list[float]] = {}
 
 
