@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -202,27 +203,25 @@ class AnalysisWorker:
             log.warning("text analysis stays in this process: cannot start a worker: %s", e)
             self._broken = True
             return None
-        threading.Thread(target=self._read_answers, args=(proc,), name="analysis-worker-reader",
-                         daemon=True).start()
+        threading.Thread(target=_read_answers, args=(weakref.ref(self), proc),
+                         name="analysis-worker-reader", daemon=True).start()
+        # an index dropped without close() must not leave the process behind (its reader
+        # thread holds it, and the process waits on the pipe for ever)
+        weakref.finalize(self, _end_process, proc)
         return proc
 
-    def _read_answers(self, proc: subprocess.Popen) -> None:
-        while True:
-            try:
-                body = _read_frame(proc.stdout)
-                value = None if body is None else pickle.loads(body)
-            except Exception:  # a broken pipe or a garbled answer: the worker is gone
-                body, value = None, None
-            with self._lock:
-                if body is None:
-                    self._broken = True
-                    pending, self._pending = list(self._pending), deque()
-                else:
-                    pending = [self._pending.popleft()] if self._pending else []
-            for p in pending:
-                p.finish(value)
+    def _answered(self, body: bytes | None, value: list | None) -> bool:
+        """The worker's next answer (``body`` None: the worker is gone) to the oldest pending
+        request (to every one when gone); False once gone."""
+        with self._lock:
             if body is None:
-                return
+                self._broken = True
+                pending, self._pending = list(self._pending), deque()
+            else:
+                pending = [self._pending.popleft()] if self._pending else []
+        for p in pending:
+            p.finish(value)
+        return body is not None
 
     def submit(self, texts: list[tuple[str, str]]) -> Pending | None:
         """Send ``texts`` to the worker; returns the request for :meth:`result`, or None when
@@ -262,18 +261,38 @@ class AnalysisWorker:
         """Stop the worker process (safe to call twice)."""
         with self._lock:
             proc, self._proc = self._proc, None
-        if proc is None:
+        if proc is not None:
+            _end_process(proc)
+
+
+def _read_answers(worker: "weakref.ref[AnalysisWorker]", proc: subprocess.Popen) -> None:
+    """The reader thread: each answer of ``proc`` to its :class:`AnalysisWorker`, until the
+    process ends or the worker is gone (the thread holds it only while handing an answer over)."""
+    while True:
+        try:
+            body = _read_frame(proc.stdout)
+            value = None if body is None else pickle.loads(body)
+        except Exception:  # a broken pipe or a garbled answer: the worker is gone
+            body, value = None, None
+        owner = worker()
+        if owner is None or not owner._answered(body, value):
             return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(2.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        del owner
+
+
+def _end_process(proc: subprocess.Popen) -> None:
+    """End a worker process: its input closed (it stops at the end of its stream), killed
+    after 2 s; safe to call twice."""
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(2.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def serve(task: Callable[[list, bool], list], fold_diacritics: bool) -> None:
