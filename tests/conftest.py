@@ -91,7 +91,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(session, config, items):
     """Every ``alone`` test first, then the files that cost most (:data:`FILE_SECONDS_TABLE`);
-    a worker writes the node ids of the ``alone`` tests for its controller's scheduler."""
+    a worker writes the tests that do not go with their file for its controller's scheduler."""
     try:
         cost = json.loads(FILE_SECONDS_TABLE.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -107,33 +107,46 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=key)  # stable: a file's tests keep their order otherwise
     worker, run = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("INDEXERD_TESTS_RUN_DIR")
     if worker and run:
-        mine = Path(run) / f"alone-{worker}.txt"
-        mine.with_suffix(".tmp").write_text("".join(f"{i.nodeid}\n" for i in items if _alone(i)),
-                                            encoding="utf-8")
+        mine = Path(run) / f"units-{worker}.txt"
+        units = ((i.nodeid, _unit(i)) for i in items)
+        mine.with_suffix(".tmp").write_text("".join(f"{n}\t{u}\n" for n, u in units if u), encoding="utf-8")
         mine.with_suffix(".tmp").rename(mine)
+
+
+def _unit(item) -> str | None:
+    """The unit of work of a test that does not go with its file: ``alone``, or the name of its
+    ``xdist_group`` (tests that must not run at the same time, e.g. on /run/indexerd); None:
+    its file's."""
+    if _alone(item):
+        return "alone"
+    group = item.get_closest_marker("xdist_group")
+    if group is None:
+        return None
+    return "group:" + str(group.args[0] if group.args else group.kwargs.get("name", "default"))
 
 
 def pytest_xdist_make_scheduler(config, log):
     """A worker's unit of work is a test file (its module fixtures, daemons and servers start
     once), except the ``alone`` tests: one unit, taken first, run by one worker one after
     another while it holds the exclusive lock (:data:`_KEPT_LOCK`), so the others drain once
-    for them all.  The scheduler is asked once every worker has collected (and written its
-    list of ``alone`` tests)."""
+    for them all; and each ``xdist_group``, one unit (``--dist loadgroup`` would name it in the
+    node ids, but on pytest 9 that does nothing).  The scheduler is asked once every worker has
+    collected (and written its tests' units, :func:`_unit`)."""
     from xdist.scheduler import LoadScopeScheduling
 
     run = Path(os.environ.get("INDEXERD_TESTS_RUN_DIR", "."))
 
-    class FileOrAlone(LoadScopeScheduling):
-        alone: set[str] | None = None
+    class FileOrUnit(LoadScopeScheduling):
+        units: dict[str, str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.alone is None:
-                self.alone = set()
-                for listing in run.glob("alone-*.txt"):
-                    self.alone.update(listing.read_text(encoding="utf-8").splitlines())
-            return "alone" if nodeid in self.alone else nodeid.split("::", 1)[0]
+            if self.units is None:
+                self.units = {}
+                for listing in run.glob("units-*.txt"):
+                    self.units.update(line.split("\t", 1) for line in listing.read_text(encoding="utf-8").splitlines())
+            return self.units.get(nodeid) or nodeid.split("::", 1)[0]
 
-    return FileOrAlone(config, log)
+    return FileOrUnit(config, log)
 
 
 # -- the suite's budget: where its time goes, printed at the end of every run --------------------
