@@ -49,8 +49,8 @@ def _alone(item) -> bool:
 
 
 #: the exclusive lock an ``alone`` test keeps for the next test when that one is ``alone`` too
-#: (a file's ``alone`` tests run last in it, one after another: the other workers drain once
-#: for them all, not once each)
+#: (the ``alone`` tests are one unit of one worker, :func:`pytest_xdist_make_scheduler`: the
+#: other workers drain once for them all, not once each)
 _KEPT_LOCK: list = []
 
 
@@ -63,9 +63,7 @@ def pytest_runtest_protocol(item, nextitem):
     import fcntl
 
     alone = _alone(item)
-    if _KEPT_LOCK and not alone:  # (never: the lock is kept only for an alone test)
-        _KEPT_LOCK.pop().close()
-    if _KEPT_LOCK:
+    if _KEPT_LOCK:  # kept by the alone test before this one, which is alone too
         lock = _KEPT_LOCK.pop()
     else:
         lock = open(paths[0], "a")
