@@ -47,15 +47,14 @@ from typing import Any, NamedTuple
 
 import Stemmer
 
+from indexerd.index.base import ANALYSIS_VERSION  # the token stream's version (see there)
+
 STOP_WORDS = frozenset((
     "a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "have", "if", "in",
     "is", "it", "may", "not", "of", "on", "or", "tbd", "that", "the", "this", "to", "us", "we",
     "when", "will", "with", "yet", "you", "your"))
 """Dropped words (the list the index has always used)."""
 
-ANALYSIS_VERSION = 2
-"""The token-stream contract's version; 1 was the first engine's own stemming analyzer (before
-this module)."""
 
 PREFIX_COMPLETIONS = ("", "e", "s", "es", "d", "ed", "g", "ng", "ing", "n", "on", "ion", "ions", "y", "ly",
                       "r", "er", "ers", "al", "ally", "ment", "ments", "ness", "ity", "ive", "ize", "ise",

@@ -25,17 +25,17 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from indexerd.core.errors import ConfigError, QueryError
-from indexerd.index.analysis import ANALYSIS_VERSION as _TOKEN_STREAM_VERSION
 from indexerd.index.engines import ENGINES as ENGINES  # the engines' names (re-exported)
 
 log = logging.getLogger(__name__)
 
 #: The version of the text analysis (tokenising, normalisation, stemming) every engine applies
-#: through :mod:`indexerd.index.analysis` (bumped there whenever a text yields other terms than
-#: before): an index written with another version is rebuilt from the sources at the next start.
+#: through :mod:`indexerd.index.analysis` (bumped here whenever a text yields other terms than
+#: before; kept here, not there, so that opening the index's identity costs no analyzer): an
+#: index written with another version is rebuilt from the sources at the next start.
 #: 1: the default engine's own stemming analyzer (indexes written before the identity file existed);
 #: 2: NFC and case folding, identifiers, CJK bigrams, diacritic folding.
-ANALYSIS_VERSION = _TOKEN_STREAM_VERSION
+ANALYSIS_VERSION = 2
 #: The index directory's name inside a state dir.
 INDEX_DIRNAME = "index"
 #: Stored text used for snippets is capped (bytes of UTF-8) to bound index size and highlight time.

@@ -37,6 +37,7 @@ from indexerd.index.whoosh import patches, searching
 from indexerd.index.whoosh.postingvalues import TASK as POSTINGS_TASK
 from indexerd.index.whoosh.schema import keep_old_names_importable, new_schema
 from indexerd.index.whoosh.searchers import SearcherPool
+from indexerd.index.whoosh.ondisk import holds_index_files
 from indexerd.index.whoosh.session import WhooshSession
 
 log = logging.getLogger(__name__)
@@ -50,33 +51,6 @@ MERGE_AFTER_COMMITS = 16
 SHORT_IDLE_SECONDS = 2.0
 #: Merge rounds one idle maintenance runs at most (each merges the smallest segments).
 MAINTENANCE_ROUNDS = 8
-
-
-def holds_index_files(path: Path) -> bool:
-    """True when ``path`` holds a TOC (``_MAIN_<gen>.toc``) or segment file (``MAIN_<id>.*``) of
-    Whoosh's ``MAIN`` index; the lock file alone does not count."""
-    try:
-        return any(name.startswith(("_MAIN_", "MAIN_")) and name != "MAIN_WRITELOCK"
-                   for name in os.listdir(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-
-
-def on_disk_generation(path: Path) -> int | None:
-    """The newest committed generation in index directory ``path`` from file names alone (no
-    Whoosh import), or None when there is no index."""
-    best = None
-    try:
-        for name in os.listdir(path):
-            if name.startswith("_MAIN_") and name.endswith(".toc"):
-                try:
-                    gen = int(name[6:-4])
-                except ValueError:
-                    continue
-                best = gen if best is None or gen > best else best
-    except OSError:
-        return None
-    return best
 
 
 class WhooshIndex:
@@ -374,33 +348,3 @@ class WhooshIndex:
         worker = getattr(self, "_worker", None)
         if worker is not None:
             worker.close()
-
-
-class WhooshEngine:
-    """The Whoosh engine as :func:`~indexerd.index.opening.open_index` sees it (``ENGINE``)."""
-
-    name = "whoosh"
-    #: 1: title/content analysed by FusedStemmingAnalyzer; 2: the shared analyzer's tokens and
-    #: the ``ids`` field (:func:`~indexerd.index.whoosh.schema.new_schema`); 3: the ``headings`` field
-    format_version = 3
-    extra = None
-    #: pure Python: one query at a time (4 at once gave the same page throughput under 20
-    #: clients and left the writer 0.84 s from edit to searchable instead of 0.34-0.40 s)
-    query_threads = 1
-
-    def available(self) -> bool:
-        try:
-            import whoosh  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
-    def open(self, path: Path, settings: Any | None, *, create: bool, fold_diacritics: bool = True) -> WhooshIndex:
-        return WhooshIndex.open(path, settings, create=create, fold_diacritics=fold_diacritics)
-
-    def on_disk_token(self, path: Path) -> str | None:
-        gen = on_disk_generation(path)
-        return None if gen is None else str(gen)
-
-    def holds_index(self, path: Path) -> bool:
-        return holds_index_files(path)
