@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from indexerd.index.opening import (
         IndexIdentity,
+        files_fingerprint,
         on_disk_token,
         open_index,
         read_identity,
@@ -38,10 +39,11 @@ if TYPE_CHECKING:
 #: each name of the interface -> the module defining it
 _HOME = {**dict.fromkeys(("ANALYSIS_VERSION", "ENGINES", "Hit", "IndexDoc", "IndexSession", "SearchIndex",
                           "index_dir", "load_engine"), "indexerd.index.base"),
-         **dict.fromkeys(("IndexIdentity", "on_disk_token", "open_index", "read_identity", "rebuild_reason",
+         **dict.fromkeys(("IndexIdentity", "files_fingerprint", "on_disk_token", "open_index", "read_identity", "rebuild_reason",
                           "wanted_identity"), "indexerd.index.opening")}
 
 __all__ = ["ANALYSIS_VERSION", "ENGINES", "Hit", "IndexDoc", "IndexIdentity", "IndexSession", "SearchIndex",
+           "files_fingerprint",
            "index_dir", "load_engine", "on_disk_token", "open_index", "read_identity", "rebuild_reason",
            "wanted_identity"]
 

@@ -12,6 +12,7 @@ engine with analysis version 1, so it is rebuilt (saying why) at the first start
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -175,3 +176,20 @@ def on_disk_token(state_dir: str | Path) -> str | None:
     except ConfigError:
         return None
     return engine.on_disk_token(index_dir(state_dir))
+
+
+def files_fingerprint(state_dir: str | Path) -> str | None:
+    """A digest of the index directory's listing (each file's name, size in bytes and mtime in
+    ns), or None when there is no index directory.  Equal digests mean no file of the index was
+    written, replaced or removed in between: an index seen good then is what a later start finds
+    (:class:`~indexerd.runtime.indexer.Indexer` opens it again only when the digest differs).
+    The file contents are not read: a change that keeps a file's size and mtime (bit rot) is found
+    when the file is read, as before."""
+    try:
+        entries = sorted((e.name, e.stat(follow_symlinks=False)) for e in os.scandir(index_dir(state_dir)))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    digest = hashlib.sha256()
+    for name, st in entries:
+        digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()

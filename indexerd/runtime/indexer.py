@@ -10,13 +10,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from datetime import datetime, timezone
 
 from indexerd.config import Config, resolve_node_name, resolve_state_dir
 from indexerd.runtime import recovery
 from indexerd.sources.claims import Claim, claim_pass
 from indexerd.core.errors import ConfigError, StoreError
-from indexerd.core.node import Node
 from indexerd.pipeline.stages import Counters, PassCounts, Pipeline
 from indexerd.core.statedir import StateDir
 from indexerd.core.store import ClusterStateStore, PgStore, StateStore, store_address
@@ -25,6 +25,9 @@ from indexerd.index.opening import count_documents
 from indexerd.sources.base import Source, TreeSource, as_tree, trees
 from indexerd.sources.files.keys import display_path
 from indexerd.sources.registry import adhoc_table, build_source, build_sources, join_cluster, kind
+
+if TYPE_CHECKING:
+    from indexerd.core.node import Node
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -156,10 +159,13 @@ class Indexer:
             if rebuild or why:
                 recovery.rebuild(self.state.path, self.store, why)
             self._pipeline = Pipeline(self._get_writer, self.store, self.counters)
-            if index_dir(self.state.path).exists() or self.state.shared:
+            if self.state.shared or (index_dir(self.state.path).exists() and (
+                    self.live or not recovery.index_files_as_left(self.state.path, self.store))):
                 # a corrupt index is reported now, not after a pass that looks fine; in a cluster
                 # the index is the shared one even in a new state dir (the reconcile must read
-                # it, not take every document of the cluster for missing)
+                # it, not take every document of the cluster for missing); ``indexerd index``
+                # leaves an index whose files are as the last process left them to the first
+                # changed document (the daemon answers searches: it opens it)
                 self.index()
             recovery.reconcile_after_crash(self.state.path, self.store, self.index)
         except BaseException:
@@ -169,6 +175,8 @@ class Indexer:
     def _join_cluster(self) -> None:
         """Register this node, and give the process's politeness slots and robots.txt cache
         their shared rows (host leases, verdicts), each on a store connection of its own."""
+        from indexerd.core.node import Node  # a node of a cluster only
+
         address = self.state.store_address
         assert self.node is not None and address is not None, "a shared store names its node"
         self.cluster_node = Node(self.node, address, lambda: sorted(self.sources))
@@ -250,6 +258,8 @@ class Indexer:
                 if self._index is not None:
                     ix, self._index = self._index, None
                     ix.close()
+                    if self._store is not None and not self.state.shared:
+                        recovery.record_index_files(self.state.path, self._store)
                 if self._store is not None:
                     st, self._store = self._store, None
                     st.close()

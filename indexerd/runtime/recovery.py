@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from indexerd.core.errors import StoreError
 from indexerd.core.store import DocumentRecord, StateStore
 
 if TYPE_CHECKING:
@@ -170,3 +171,34 @@ def reconcile_after_crash(state_path: Path, store: StateStore, index: Callable[[
         log.warning("reconcile: %d documents missing from the index will be re-indexed, "
                     "%d unknown to the store will be checked (%.2f s)",
                     len(missing), len(orphans), time.monotonic() - started)
+
+
+#: store meta key: :func:`~indexerd.index.opening.files_fingerprint` of the index when the last
+#: process that used it closed it
+INDEX_FILES_META = "index_files_seen"
+
+
+def index_files_as_left(state_path: Path, store: StateStore) -> bool:
+    """Whether the index's files are as the last process that used the index left them (the
+    fingerprint :func:`record_index_files` stored equals today's): that index was read or
+    written without error then, so a start that changes nothing need not open it to find it
+    corrupt.  False when no fingerprint was stored (a first start, a crash)."""
+    from indexerd.index import files_fingerprint
+
+    seen = store.get_meta(INDEX_FILES_META)
+    return seen is not None and seen == files_fingerprint(state_path)
+
+
+def record_index_files(state_path: Path, store: StateStore) -> None:
+    """Store the index's :func:`~indexerd.index.opening.files_fingerprint` after the index was
+    used and closed cleanly (a state dir's own store only: a cluster's meta is shared).  A store
+    that cannot be written costs the next start only an open of the index."""
+    from indexerd.index import files_fingerprint
+
+    fingerprint = files_fingerprint(state_path)
+    if fingerprint is None:
+        return
+    try:
+        store.write_batch([], meta={INDEX_FILES_META: fingerprint})
+    except StoreError as e:
+        log.debug("cannot record the index's fingerprint: %s", e)
