@@ -52,15 +52,17 @@ def _tree_mem_kb(pid: int) -> tuple[int, int]:
     return tree, rss
 
 
-def measure(cmd: list[str], env=None, cwd=None, poll=0.05) -> dict:
+def measure(cmd: list[str], env=None, cwd=None, poll=0.05, memory: bool = True) -> dict:
     """Run cmd; wall time, peak memory of the whole process tree (root RSS + descendants' private
-    memory, polled every `poll` s), the largest single process's max RSS (rusage), cpu, stdout."""
+    memory, polled every `poll` s), the largest single process's max RSS (rusage), cpu, stdout.
+    ``memory=False``: no polling (the wall of a polled run is only known to within `poll`; a
+    command of a fraction of a second is timed without it), the tree's peaks left 0."""
     out = tempfile.TemporaryFile(); err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err)
     peak = peak_rss = 0
     while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        pid, status, ru = os.wait4(p.pid, 0 if not memory else os.WNOHANG)
         if pid:
             break
         a, b = _tree_mem_kb(p.pid)
@@ -256,12 +258,16 @@ class Indexerd:
         os.makedirs(work, exist_ok=True)
         Path(conf).write_text(f'[index]\nengine = "{engine}"\n')
         self.env["INDEXERD_CONFIG"] = conf
+        self.python = PY
 
     def fresh(self):
         shutil.rmtree(self.state, ignore_errors=True)
 
-    def index(self) -> dict:
-        m = measure([PY, "-m", "indexerd.cli.main", "index", "--json", self.tree], env=self.env, cwd=str(REPO))
+    def index(self, memory: bool = True) -> dict:
+        """One ``indexerd index --json TREE`` (``memory``: see :func:`measure`), through
+        :attr:`python` (this venv's; :func:`installed_python` for a start-up as installed)."""
+        m = measure([self.python, "-m", "indexerd.cli.main", "index", "--json", self.tree], env=self.env,
+                    cwd=str(REPO), memory=memory)
         if m["rc"] != 0:
             raise RuntimeError(f"indexerd index failed: {m['stderr'][-2000:]}")
         s = json.loads(m["stdout"])
@@ -326,9 +332,9 @@ class Recoll:
         shutil.rmtree(self.conf, ignore_errors=True)
         self.write_conf()
 
-    def index(self) -> dict:
+    def index(self, memory: bool = True) -> dict:
         # cwd: recollindex may leave files in the current directory
-        m = measure(["recollindex", "-c", self.conf], cwd=self.conf)
+        m = measure(["recollindex", "-c", self.conf], cwd=self.conf, memory=memory)
         if m["rc"] != 0:
             raise RuntimeError(f"recollindex failed: {m['stderr'][-2000:]}")
         st = self.idxstatus()

@@ -349,6 +349,24 @@ def query_alone(state: str, queries: list[str], reps: int = 3) -> list[float]:
         ix.close()
 
 
+#: rounds of the unchanged re-scan in the scale step (each peer once a round)
+NOCHANGE_ROUNDS = 10
+
+
+def installed_python(work: str) -> str:
+    """The Python of an indexerd laid out as ``pip install`` (not ``-e``) lays it out
+    (:func:`bench_http.installed_layout`), made once per run."""
+    from bench_http import installed_layout
+
+    global _INSTALLED
+    if _INSTALLED is None:
+        _INSTALLED = os.path.join(os.path.dirname(installed_layout(work)), "python")
+    return _INSTALLED
+
+
+_INSTALLED: str | None = None
+
+
 def bench_scale(sizes: list[int], data: str, work: str, recoll_max: int, tab: Table, res: dict,
                 engines_wanted: tuple[str, ...] = ("whoosh", "tantivy")):
     res["scale"] = {}
@@ -371,16 +389,29 @@ def bench_scale(sizes: list[int], data: str, work: str, recoll_max: int, tab: Ta
             e.fresh()
             m = e.index()
             s = e.sizes()
-            nc = [e.index() for _ in range(3)]
             out[k] = {"wall": m["wall"], "rss": m["peak_rss_mb"], "rss_one": m["maxrss_one_mb"], "cpu": m["cpu"], "docs": m.get("indexed"),
-                      "size": s["total"], "index": s["index"], "store": s["store"],
-                      "nochange": median(x["wall"] for x in nc),
-                      "nochange_pass": median(x.get("pass_s") for x in nc) if k != "rc" else None}
+                      "size": s["total"], "index": s["index"], "store": s["store"]}
             if k != "rc":
                 out[k]["query_alone"] = query_alone(e.state, SCALE_QUERIES)
             log(f"  {n} {e.name:8s} first index {m['wall']:.1f} s ({n / m['wall']:.0f} files/s), tree memory {m['peak_rss_mb']:.0f} MB (one process max RSS "
-                f"{m['maxrss_one_mb']:.0f} MB), {s['total'] / 1e6:.0f} MB on disk; unchanged {out[k]['nochange']:.3f} s")
-            shutil.rmtree(sw, ignore_errors=True) if k == order[-1] else None
+                f"{m['maxrss_one_mb']:.0f} MB), {s['total'] / 1e6:.0f} MB on disk")
+        # the unchanged re-scan, whole command: the peers in turn, the order reversed every
+        # round, indexerd started as installed (no editable-install finder), timed unpolled
+        for e in engines.values():
+            if isinstance(e, Indexerd):
+                e.python = installed_python(work)
+        nc: dict[str, list[dict]] = {k: [] for k in engines}
+        for rnd in range(NOCHANGE_ROUNDS):
+            for k in (order if rnd % 2 == 0 else order[::-1]):
+                m = engines[k].index(memory=False)
+                if k != "rc":
+                    assert m["indexed"] == 0, f"unchanged re-index indexed {m['indexed']}"
+                nc[k].append(m)
+        for k in order:
+            out[k]["nochange"] = median(x["wall"] for x in nc[k])
+            out[k]["nochange_pass"] = median(x.get("pass_s") for x in nc[k]) if k != "rc" else None
+            log(f"  {n} {engines[k].name:8s} unchanged {out[k]['nochange']:.3f} s (median of {NOCHANGE_ROUNDS})")
+        shutil.rmtree(sw, ignore_errors=True)
         res["scale"][n] = out
         rcr = out.get("rc")
         mb = info["bytes"] / 1e6

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from indexerd.cli import logformat
 from indexerd.daemon import notify
 
 
@@ -147,13 +148,13 @@ def test_journal_stream_matches_only_the_same_stream(monkeypatch):
     journal, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # journald's kind of stream
     with journal, other:
         monkeypatch.setenv("JOURNAL_STREAM", _stream_id(journal.fileno()))
-        assert notify.is_journal_stream(journal.fileno()) is True
-        assert notify.is_journal_stream(other.fileno()) is False        # a child's stderr redirected
+        assert logformat.is_journal_stream(journal.fileno()) is True
+        assert logformat.is_journal_stream(other.fileno()) is False        # a child's stderr redirected
         for junk in ("", "12", "a:b", "1:2:3", ":"):
             monkeypatch.setenv("JOURNAL_STREAM", junk)
-            assert notify.is_journal_stream(journal.fileno()) is False
+            assert logformat.is_journal_stream(journal.fileno()) is False
     monkeypatch.delenv("JOURNAL_STREAM")
-    assert notify.is_journal_stream(2) is False
+    assert logformat.is_journal_stream(2) is False
 
 
 def _index_log(tmp_path, journal_stream: str | None) -> list[str]:

@@ -14,26 +14,40 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import threading
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 from indexerd import __version__
-from indexerd.cli import ctl as ctlcmd
 from indexerd.core.errors import IndexerdError
 from indexerd.index import engines as _engines  # noqa: F401  (registers the index engines with the config)
 from indexerd.sources import registry as _registry  # noqa: F401  (registers the kinds of source with the config)
-from indexerd.cli.logformat import SafeLogFormatter
+from indexerd.cli.logformat import SafeLogFormatter, is_journal_stream
 from indexerd.output.terminal import safe
 
 log = logging.getLogger("indexerd")
 
 
-def _setup_logging(level: str) -> None:
-    from indexerd.daemon.notify import is_journal_stream
+def _ctl(name: str) -> Callable[[argparse.Namespace], int]:
+    """The ``ctl`` command ``name`` of :mod:`indexerd.cli.ctl`, imported when it runs (the other
+    commands start without it)."""
+    def run(args: argparse.Namespace) -> int:
+        from indexerd.cli import ctl
 
+        return getattr(ctl, name)(args)
+    return run
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    """``indexerd check-config`` (:mod:`indexerd.cli.checkconfig`, imported when it runs)."""
+    from indexerd.cli.checkconfig import cmd_check_config
+
+    return cmd_check_config(args)
+
+
+def _setup_logging(level: str) -> None:
     # journald stamps each line itself: under systemd a second timestamp is noise
     fmt = "%(levelname)s %(name)s: %(message)s"
     try:
@@ -119,84 +133,6 @@ def cmd_index(args) -> int:
     return 1 if failed else 0
 
 
-def _missing_roots(cfg) -> list[tuple[str, str]]:
-    """``(name, path)`` of each configured source whose tree to read (a path its kind declares
-    as ``read``: :attr:`~indexerd.sources.registry.Kind.paths`) is not a directory now."""
-    return [(table.name, path) for k in _registry.KINDS.values() if k.paths is not None
-            for table in getattr(cfg.sources, k.name) for _key, path, need in k.paths(table)
-            if need == "read" and not os.path.isdir(path)]
-
-
-def cmd_check_config(args) -> int:
-    from indexerd.config import resolve_control_socket, resolve_state_dir, to_toml
-    from indexerd.sources.registry import build_sources
-
-    cfg = _load(args, required=True)
-    build_sources(cfg, check_files=True)  # meta maps, SQL passwords and SQLite files too
-    _check_server_passwords(cfg)
-    for name, path in _missing_roots(cfg):  # not an error: a disk may be mounted later
-        print(f"indexerd: warning: source {name}: path {path} does not exist (or is not a "
-              f"directory) now; its passes will report an error and delete nothing", file=sys.stderr)
-    from indexerd.daemon.writeaccess import read_warnings, unit_warnings, write_warnings
-
-    unit = unit_warnings(cfg, args.user) if args.user else []
-    for msg in read_warnings(cfg, args.user) + write_warnings(cfg, args.user) + unit:
-        print(f"indexerd: warning: {msg}", file=sys.stderr)
-    print(f"# {cfg.origin}: OK")
-    print(f"# effective state_dir = {resolve_state_dir(cfg)}")
-    print(f"# effective control_socket = {resolve_control_socket(cfg)}")
-    print(to_toml(cfg), end="")
-    return 0
-
-
-def _check_server_passwords(cfg) -> None:
-    """The passwords of the PostgreSQL state store and index the config names can be read now
-    (their variable is set, their file readable), as a SQL source's are, and the servers
-    accept the login (:func:`_check_login`).
-
-    Raises:
-        ConfigError: naming the table and the variable or file.
-    """
-    from indexerd.core.store import store_address
-
-    addresses: list[tuple[str, Any]] = []  # (table, a PgStoreAddress or a PgTarget)
-    address = store_address(cfg)
-    if address is not None:
-        addresses.append(("[store]", address))
-    pg = getattr(cfg.index, "postgresql", None)
-    if cfg.index.engine == "postgresql" and pg is not None:
-        from indexerd.index.postgresql.connect import PgTarget
-
-        addresses.append(("[index.postgresql]", PgTarget.from_settings(pg)))
-    for table, addr in addresses:
-        addr.connect_kwargs()  # ConfigError: the password cannot be read
-        _check_login(table, addr)
-
-
-#: What a server says when it refuses a login the config gives (libpq's messages): the config
-#: is wrong, not the server down.
-_LOGIN_REFUSED = ("password authentication failed", "no password supplied", "does not exist",
-                  "no pg_hba.conf entry", "authentication failed")
-
-
-def _check_login(table: str, address) -> None:
-    """Log in to the server ``address`` names, once: a refused login (a wrong password, role
-    or database) is a config error; a server that does not answer now only a warning (it may
-    be started later, as a disk may be mounted later).
-
-    Raises:
-        ConfigError: naming the table and the server's answer.
-    """
-    from indexerd.core.errors import ConfigError, IndexerdError
-
-    try:
-        address.connect(autocommit=True).close()
-    except IndexerdError as e:
-        if any(s in str(e) for s in _LOGIN_REFUSED):
-            raise ConfigError(f"{table}: {e}") from None
-        print(f"indexerd: warning: {table}: {e}; the daemon retries until it answers", file=sys.stderr)
-
-
 def cmd_run(args) -> int:
     from indexerd.config import load_config
     from indexerd.daemon.main import run_daemon
@@ -272,7 +208,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--user", metavar="NAME",
                    help="warn about trees this user cannot read and paths indexerd must write that it "
                         "cannot (default: you; another user needs root)")
-    s.set_defaults(func=cmd_check_config)
+    s.set_defaults(func=_check_config)
 
     s = sub.add_parser("run", parents=[common], formatter_class=fmt,
                        help="run the daemon in the foreground (systemd Type=notify)",
@@ -303,12 +239,12 @@ def _parser() -> argparse.ArgumentParser:
                         epilog="example:\n  indexerd ctl status --json")
     s.add_argument("--json", action="store_true",
                    help="print the whole status as one JSON object (the fields are listed in the README)")
-    s.set_defaults(func=ctlcmd.cmd_status)
+    s.set_defaults(func=_ctl("cmd_status"))
 
     s = csub.add_parser("reload", parents=[common], formatter_class=fmt,
                         help="re-read the config file now and wait for the outcome (exit 2 if refused)",
                         epilog="example:\n  indexerd ctl reload   # what `systemctl reload indexerd` runs")
-    s.set_defaults(func=ctlcmd.cmd_reload)
+    s.set_defaults(func=_ctl("cmd_reload"))
 
     for k in _registry.KINDS.values():  # each kind's verb asking the daemon for a pass
         s = csub.add_parser(k.verb, parents=[common], formatter_class=fmt, help=k.verb_help,
@@ -317,7 +253,7 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--wait", action="store_true", help="wait until the pass ends and print its counts")
         if k.recheck_help:
             s.add_argument("--all", action="store_true", help=k.recheck_help)
-        s.set_defaults(func=ctlcmd.cmd_scan)
+        s.set_defaults(func=_ctl("cmd_scan"))
 
     s = csub.add_parser("reindex", parents=[common], formatter_class=fmt,
                         help="re-read documents now and index them whatever the decision would say",
@@ -334,7 +270,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true",
                    help="every document of every source (a forced full pass of each: every site is "
                         "crawled again)")
-    s.set_defaults(func=ctlcmd.cmd_reindex)
+    s.set_defaults(func=_ctl("cmd_reindex"))
 
     s = csub.add_parser("forget", parents=[common], formatter_class=fmt,
                         help="drop one document from the index and the store now",
@@ -344,7 +280,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "An unknown key exits 1, as for explain.",
                         epilog="example:\n  indexerd ctl forget ~/docs/secret.txt")
     s.add_argument("key", help=_registry.key_forms())
-    s.set_defaults(func=ctlcmd.cmd_forget)
+    s.set_defaults(func=_ctl("cmd_forget"))
 
     s = csub.add_parser("search", parents=[common], formatter_class=fmt, help="search the index",
                         epilog="examples:\n  indexerd ctl search 'asyncio event loop'\n"
@@ -359,7 +295,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--sort", choices=("relevance", "date"), default="relevance",
                    help="best match first (default), or newest last_modified first")
     s.add_argument("--json", action="store_true", help="print a JSON list of hits")
-    s.set_defaults(func=ctlcmd.cmd_search)
+    s.set_defaults(func=_ctl("cmd_search"))
     _search_error = s.error
 
     def search_error(message: str) -> NoReturn:  # `-draft` read as an option: no query left
@@ -383,7 +319,7 @@ def _parser() -> argparse.ArgumentParser:
                         "unsupported-type, too-large, parse-error, timeout ...) and detail")
     s.add_argument("--source", metavar="NAME", help="only this source")
     s.add_argument("--json", action="store_true", help="print a JSON list of rows")
-    s.set_defaults(func=ctlcmd.cmd_report)
+    s.set_defaults(func=_ctl("cmd_report"))
 
     s = csub.add_parser("changed", parents=[common], formatter_class=fmt,
                         help="documents whose last-modified falls in a time span",
@@ -391,7 +327,7 @@ def _parser() -> argparse.ArgumentParser:
                                "  indexerd ctl changed --since 2024-01-01..2024-02-01 --json")
     s.add_argument("--since", required=True, metavar="SPEC", help="2d, 3h, 90m, ISO date/datetime, FROM..TO")
     s.add_argument("--json", action="store_true", help="print a JSON list of rows")
-    s.set_defaults(func=ctlcmd.cmd_changed)
+    s.set_defaults(func=_ctl("cmd_changed"))
 
     s = csub.add_parser("explain", parents=[common], formatter_class=fmt,
                         help="why a document was (not) re-indexed (an unknown key exits 1)",
@@ -399,7 +335,7 @@ def _parser() -> argparse.ArgumentParser:
                                "  indexerd ctl explain https://example.test/page.html --json")
     s.add_argument("key", help=_registry.key_forms())
     s.add_argument("--json", action="store_true", help="print one JSON object")
-    s.set_defaults(func=ctlcmd.cmd_explain)
+    s.set_defaults(func=_ctl("cmd_explain"))
     return p
 
 

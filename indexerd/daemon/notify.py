@@ -1,4 +1,5 @@
-"""systemd service notifications (``sd_notify``), hand-written; a no-op outside systemd.
+"""systemd service notifications (``sd_notify``), hand-written; a no-op outside systemd.  (Whether
+stderr is the journal: :func:`indexerd.cli.logformat.is_journal_stream`.)
 
 Outside contract relied on (``sd_notify(3)``, ``systemd.service(5)``):
 
@@ -10,9 +11,6 @@ Outside contract relied on (``sd_notify(3)``, ``systemd.service(5)``):
   the process it is meant for.  ``sd_watchdog_enabled(3)`` advises pinging at half the deadline.
 - ``RELOADING=1`` must carry ``MONOTONIC_USEC=`` (``CLOCK_MONOTONIC`` in µs, systemd ≥ 253);
   the reload ends with the next ``READY=1``.
-- ``$JOURNAL_STREAM`` (``systemd.exec(5)``) is ``DEVICE:INODE`` of the stream the service's
-  stderr/stdout was connected to; it is inherited by children whose stderr may be redirected
-  elsewhere, so it only counts when it matches ``fstat`` of the file descriptor itself.
 
 Every function returns True when the datagram was sent, False otherwise; none raises.  Why
 hand-written: ``sdnotify`` swallows errors and ``systemd-python`` needs a compiler
@@ -55,26 +53,6 @@ def notify(message: str) -> bool:
         log.warning("sd_notify to %s failed: %s", addr, e)
         return False
     return True
-
-
-def is_journal_stream(fd: int = 2) -> bool:
-    """True when file descriptor ``fd`` (default: stderr) is connected to the journal.
-
-    The rule of ``sd_journal_stream_fd(3)`` and ``systemd.exec(5)``: ``$JOURNAL_STREAM`` holds
-    ``DEVICE:INODE`` (decimal) of the journal stream systemd connected, and it counts only when it
-    equals ``os.fstat(fd)``'s ``st_dev:st_ino``.  journald timestamps every line itself, so a
-    logger writing there leaves its own timestamp out.  False when unset, malformed, ``fd`` is
-    closed, or ``fd`` is something else now (a child redirected it, ``2>file``).
-    """
-    value = os.environ.get("JOURNAL_STREAM", "")
-    dev, sep, ino = value.partition(":")
-    if not sep or not dev.isdigit() or not ino.isdigit():
-        return False
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
 
 
 def _one_line(text: str) -> str:

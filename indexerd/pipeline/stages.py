@@ -16,18 +16,17 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from indexerd.core import decide as decide_mod
 from indexerd.core.counts import Counters, PassCounts
-from indexerd.core.datechain import DateEvidence, resolve_date
 from indexerd.core.errors import SkipDocument, is_environment_failure
-from indexerd.pipeline.fetched import Fetched, Policy
 from indexerd.core.outcome import Outcome, PageLinks, Verdict
 from indexerd.core.store import DocumentRecord, StateStore
 from indexerd.core.store.sharedfrontier import ClaimFence
-from indexerd.extract import content_hash, extract
-from indexerd.index import IndexDoc
+
+if TYPE_CHECKING:
+    from indexerd.pipeline.fetched import Fetched, Policy
 
 __all__ = ["Pipeline"]
 
@@ -215,6 +214,12 @@ class Pipeline:
         ``duplicate_of(key, content_hash)`` may name a document to keep instead of this one (the
         same content under another URL): this one is then skipped as ``duplicate``, its alias.
         """
+        # the document path's modules, at the first changed document (an unchanged pass never
+        # extracts: ``indexerd index`` over an unchanged tree starts without them)
+        from indexerd.core.datechain import DateEvidence, resolve_date
+        from indexerd.extract import content_hash, extract
+        from indexerd.index import IndexDoc
+
         try:
             ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name,
                          max_bytes=policy.max_bytes)

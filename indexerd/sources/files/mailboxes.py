@@ -25,9 +25,9 @@ import os
 from datetime import datetime
 from typing import IO
 
-from indexerd.pipeline.stages import Fetched, PassCounts, Pipeline
+from indexerd.pipeline.fetched import Fetched
+from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.extract.formats import MBOX_NAMES, MEDIA_EML, MEDIA_MBOX
-from indexerd.extract.formats.mail import iter_mbox, message_fragment
 from indexerd.extract.sniff import SNIFF_BYTES, classify
 
 #: The reason stored on a mailbox file's own row (its messages are the documents).
@@ -66,6 +66,8 @@ def index_mailbox(source, key: str, path: str, stream: IO[bytes], file_size: int
     Raises:
         OSError: reading the file failed part way (the caller records it ``unreadable``).
     """
+    from indexerd.extract.formats.mail import iter_mbox, message_fragment  # a pass without mail skips its import
+
     max_size = source.policy.max_size_bytes
     name = os.path.basename(path)
     seen_ids: set[str] = set()

@@ -8,7 +8,8 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from indexerd.pipeline.stages import Fetched, PassCounts, Pipeline
+from indexerd.pipeline.fetched import Fetched
+from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.extract.sniff import SNIFF_BYTES
 from indexerd.sources.files import confined, mailboxes
 from indexerd.core.filekeys import path_to_key

@@ -36,7 +36,8 @@ from indexerd.sources.files.table import FilesystemSource
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import IndexUnavailable, StoreError
-from indexerd.pipeline.stages import PassCounts, Pipeline, Policy
+from indexerd.pipeline.fetched import Policy
+from indexerd.pipeline.stages import PassCounts, Pipeline
 
 if TYPE_CHECKING:
     from indexerd.core.store.protocols import StateStore

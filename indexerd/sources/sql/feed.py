@@ -47,7 +47,8 @@ from indexerd.core.secrets import mask_url
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
 from indexerd.core.errors import ConfigError, IndexerdError, RetryLater
-from indexerd.pipeline.stages import PassCounts, Pipeline, Policy
+from indexerd.pipeline.fetched import Policy
+from indexerd.pipeline.stages import PassCounts, Pipeline
 from indexerd.core.secrets import read_password
 from indexerd.sources.sql.conn import check_url, interruptible, make_engine, missing_sqlite_file
 from indexerd.sources.sql import queue, reread
