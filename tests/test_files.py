@@ -93,10 +93,12 @@ ODD_NAMES = ["f0001234.txt", "a.swp", ".swp", "a.swpx", "x~", "~", ".#foo", ".#"
 @pytest.mark.parametrize("patterns", [
     list(DEFAULT_EXCLUDES),
     ["*.[ch]", "foo?", "a*b", "\\#x", "*\\*", "x ", "*.a b", "c#d", "*#", "e!*", "x\\ "],
+    ["a*", "*b", "ax*xb", ".~lock.*#", "x*~", "q.*b", "*", "c#*", "README", "e!*f/", "4913/", "*.pyc/"],
 ])
 def test_name_test_answers_as_the_patterns_regex(patterns) -> None:
-    """The walk tests every file's name with NameTest (suffixes, prefixes, equalities as str
-    methods): it must answer as gitignore's regex of the same patterns does."""
+    """The walk tests every file's and directory's name with str methods where a pattern is a
+    name with at most one '*' (suffixes, prefixes, equalities, a prefix and a suffix): it must
+    answer as gitignore's regex of the same patterns (pathspec's translation) does."""
     names_only = [p for p in patterns if not p.endswith("/")]
     regex = re.compile("|".join(f"(?:{glob_regex(p)})" for p in names_only))
     test = NameTest(names_only)
@@ -105,6 +107,24 @@ def test_name_test_answers_as_the_patterns_regex(patterns) -> None:
     m = PathMatcher(["*"], patterns)
     for name in ODD_NAMES:
         assert m.file_selected(name, f"sub/{name}") != bool(regex.match(name)), name
+    dirs = re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns))
+    for name in ODD_NAMES:
+        assert m.dir_excluded(name, f"sub/{name}") == bool(dirs.match(f"sub/{name}/")), name
+        assert m.any_dir_excluded(f"top/{name}/x", last_too=False) == bool(dirs.match(f"top/{name}/")), name
+
+
+def test_the_default_excludes_need_no_glob_translation() -> None:
+    """Every default exclude is a name with at most one '*': a source without other patterns
+    checks and matches them without importing pathspec (a start of ``indexerd index`` pays
+    nothing for it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from indexerd.sources.files.globs import PathMatcher, check_glob; "
+            "from indexerd.sources.files.table import DEFAULT_EXCLUDES as D; [check_glob(p) for p in D]; "
+            "m = PathMatcher(['*'], list(D)); assert m.dir_excluded('.git', '.git'); "
+            "assert not m.file_selected('a.swp', 'a.swp'); assert 'pathspec' not in sys.modules, 'imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_name_test_refuses_a_comment_or_negation_as_before() -> None:
