@@ -12,10 +12,10 @@ engine with analysis version 1, so it is rebuilt (saying why) at the first start
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,17 +179,18 @@ def on_disk_token(state_dir: str | Path) -> str | None:
 
 
 def files_fingerprint(state_dir: str | Path) -> str | None:
-    """A digest of the index directory's listing (each file's name, size in bytes and mtime in
-    ns), or None when there is no index directory.  Equal digests mean no file of the index was
-    written, replaced or removed in between: an index seen good then is what a later start finds
-    (:class:`~indexerd.runtime.indexer.Indexer` opens it again only when the digest differs).
-    The file contents are not read: a change that keeps a file's size and mtime (bit rot) is found
-    when the file is read, as before."""
+    """A fingerprint of the index directory's listing (each file's name, size in bytes and mtime
+    in ns: their count, total size and CRC-32), or None when there is no index directory.
+    Equal fingerprints mean no file of the index was written, replaced or removed in between: an
+    index seen good then is what a later start finds (:class:`~indexerd.runtime.indexer.Indexer`
+    opens it again only when the fingerprint differs).  The file contents are not read: a change
+    that keeps a file's size and mtime (bit rot) is found when the file is read, as before."""
     try:
         entries = sorted((e.name, e.stat(follow_symlinks=False)) for e in os.scandir(index_dir(state_dir)))
     except (FileNotFoundError, NotADirectoryError):
         return None
-    digest = hashlib.sha256()
+    crc, total = 0, 0
     for name, st in entries:
-        digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+        crc = zlib.crc32(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"), crc)
+        total += st.st_size
+    return f"{len(entries)}:{total}:{crc:08x}"

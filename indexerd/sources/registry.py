@@ -357,10 +357,11 @@ def build_sources(cfg: Config, *, check_files: bool = False) -> dict[str, Source
 
     cache: dict[str, MetaMap] = {}
     out: dict[str, Source] = {}
-    node = resolve_node_name(cfg)
+    node: str | None = None  # this node's name, asked when a source names one
     for k in KINDS.values():
         for i, table in enumerate(getattr(cfg.sources, k.name)):
-            if getattr(table, "node", None) not in (None, node):
+            wanted = getattr(table, "node", None)
+            if wanted is not None and wanted != (node := node or resolve_node_name(cfg)):
                 # a tree of another node of the cluster (`node` of the source); said, so that a
                 # misspelt node name does not drop a source silently
                 log.info("source %s: belongs to node %s, this node is %s: not run here", table.name,

@@ -26,7 +26,6 @@ database and by an ``application_name`` that names the schema (:func:`node_appli
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import zlib
@@ -55,6 +54,8 @@ _APPLICATION_NAME_BYTES = 63
 
 def _schema_tag(schema: str) -> str:
     """8 hex digits naming ``schema`` (the first of its MD5, as SQL's ``left(md5(s), 8)``)."""
+    import hashlib  # a cluster's only: a local store's start does without it
+
     return hashlib.md5(schema.encode("utf-8")).hexdigest()[:8]
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import tempfile
 from typing import IO, Iterator
 
@@ -51,6 +50,8 @@ class ReadQueue:
     def __iter__(self) -> Iterator[tuple[str, os.stat_result]]:
         """Every entry in the order appended (the spilled chunks, then those in memory)."""
         if self._file is not None:
+            import pickle  # only once a chunk was spilled
+
             self._file.flush()
             self._file.seek(0)
             for _ in range(self._spilled // self.chunk):
@@ -64,6 +65,8 @@ class ReadQueue:
             self._file = None
 
     def _spill(self) -> None:
+        import pickle  # a pass with few files to read never spills
+
         try:
             if self._file is None:
                 self._file = tempfile.TemporaryFile(prefix="indexerd-readqueue-")
