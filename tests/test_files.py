@@ -588,7 +588,7 @@ def test_a_worker_that_cannot_start_is_retried_at_the_next_pass(tmp_path, monkey
     the service user cannot execute); the documents were recorded parse-error and stayed out of
     the index until their stat changed.  Now it is an ``environment`` error, read again at the
     next pass without any change to the files."""
-    from indexerd.extract import isolation
+    from indexerd.extract import isolation, workerprocess
 
     root = tmp_path / "tree"
     write(root / "note.eml", "From: a@example.org\nSubject: hello\n\nenvironmentword in the body\n")
@@ -597,7 +597,7 @@ def test_a_worker_that_cannot_start_is_retried_at_the_next_pass(tmp_path, monkey
     blocked.write_text("#!/bin/sh\n")
     blocked.chmod(0o644)
     isolation.configure(isolation.Limits(), restart=True)  # a new pool: its first worker starts below
-    monkeypatch.setattr(isolation, "worker_argv", lambda memory: [str(blocked), "-m", "indexerd.extract.worker"])
+    monkeypatch.setattr(workerprocess, "worker_argv", lambda memory: [str(blocked), "-m", "indexerd.extract.worker"])
     d, _ = run_pass(tmp_path, root)
     assert (d["indexed"], d["errors"]) == (1, 1), d
     ix = make_indexer(tmp_path, root)

@@ -23,23 +23,16 @@ a 332 KB file of 2,000 pages cost ~30 h), nor do compressed files' inner documen
 types.  Decompression runs in the calling process with the same time bound
 (:mod:`indexerd.extract.formats.compressed`).
 
-Thread-safe: any number of threads may call :meth:`WorkerPool.extract` at once.
+Thread-safe: any number of threads may call :meth:`WorkerPool.extract` at once.  One worker
+process and its pipe protocol: :mod:`indexerd.extract.workerprocess` (imported at the first
+worker's start).
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
-import os
-import select
-import shutil
-import signal
-import struct
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,15 +41,9 @@ from indexerd.extract.formats import DocumentText
 
 if TYPE_CHECKING:
     from indexerd.config import ExtractSettings
+    from indexerd.extract.workerprocess import WorkerProcess
 
 log = logging.getLogger(__name__)
-
-_HEADER = struct.Struct(">I")
-#: How long a new worker may take to import its libraries (not part of any document's bound).
-STARTUP_SECONDS = 60.0
-#: A reply larger than this is refused (parse-error): text is bounded by the input's size.
-MAX_REPLY_BYTES = 512 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -84,150 +71,14 @@ class Limits:
                    workers=settings.workers)
 
 
-class _WorkerLost(Exception):
-    """The worker cannot be used any more; ``reason``/``detail`` say what to skip with."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-def worker_argv(memory_bytes: int) -> list[str]:
-    """The command of an extraction worker: this interpreter running
-    :mod:`indexerd.extract.worker` with its memory bound (bytes)."""
-    return [sys.executable, "-m", "indexerd.extract.worker", str(memory_bytes)]
-
-
-class _Worker:
-    """One child process, its pipes and its temp dir (its ``TMPDIR``: where Ghostscript's
-    scratch dirs go, removed with the worker, so a worker killed mid-document leaves none).
-
-    Raises (on creation): EnvironmentFailure when the process cannot be started."""
-
-    def __init__(self, memory_bytes: int) -> None:
-        env = dict(os.environ)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        try:
-            self.scratch = tempfile.mkdtemp(prefix="indexerd-worker-")
-        except OSError as e:
-            raise EnvironmentFailure(f"cannot make an extraction worker's temp dir: "
-                                     f"{e.strerror or e}") from None
-        env["TMPDIR"] = self.scratch
-        try:
-            self.proc = subprocess.Popen(worker_argv(memory_bytes), stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, close_fds=True, env=env)
-        except OSError as e:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            raise EnvironmentFailure(f"cannot start an extraction worker ({worker_argv(memory_bytes)[0]}): "
-                                     f"{e.strerror or e}") from None
-        self.calls = 0
-
-    def wait_ready(self, timeout_seconds: float) -> None:
-        """Wait for the worker's ``ready`` frame (its imports done, its limit set), so that
-        start-up never counts against a document's time bound.
-
-        Raises:
-            _WorkerLost: it did not start in time or ended.
-        """
-        import msgspec
-
-        deadline = time.monotonic() + timeout_seconds
-        header = self._read(_HEADER.size, deadline, timeout_seconds, "worker start")
-        (size,) = _HEADER.unpack(header)
-        reply = msgspec.msgpack.decode(self._read(size, deadline, timeout_seconds, "worker start"))
-        if not isinstance(reply, dict) or "ready" not in reply:
-            self.kill()
-            raise _WorkerLost("parse-error", f"the extraction worker did not start: {reply!r}")
-
-    def call(self, request: bytes, timeout_seconds: float, label: str) -> dict:
-        import msgspec
-
-        deadline = time.monotonic() + timeout_seconds
-        stdin = self.proc.stdin
-        assert stdin is not None  # Popen(stdin=PIPE)
-        try:
-            stdin.write(_HEADER.pack(len(request)) + request)
-            stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise self._lost(label, f"cannot send: {exc}") from None
-        header = self._read(_HEADER.size, deadline, timeout_seconds, label)
-        (size,) = _HEADER.unpack(header)
-        if size > MAX_REPLY_BYTES:
-            raise _WorkerLost("parse-error", f"{label}: reply of {size} bytes refused")
-        self.calls += 1
-        return msgspec.msgpack.decode(self._read(size, deadline, timeout_seconds, label))
-
-    def _read(self, n: int, deadline: float, timeout_seconds: float, label: str) -> bytes:
-        assert self.proc.stdout is not None  # Popen(stdout=PIPE)
-        fd = self.proc.stdout.fileno()
-        parts: list[bytes] = []
-        got = 0
-        while got < n:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                self.kill()
-                raise _WorkerLost("timeout", f"{label}: extraction took more than "
-                                             f"{timeout_seconds:g} s")
-            chunk = os.read(fd, min(n - got, 1 << 20))
-            if not chunk:
-                raise self._lost(label, "no reply")
-            parts.append(chunk)
-            got += len(chunk)
-        return b"".join(parts)
-
-    def _lost(self, label: str, what: str) -> _WorkerLost:
-        try:
-            code = self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            code = self.proc.returncode
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-            return _WorkerLost("parse-error", f"{label}: the extraction worker died ({name})")
-        return _WorkerLost("parse-error", f"{label}: the extraction worker ended ({what}, "
-                                          f"exit {code})")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # unkillable (D state): leave it to the kernel
-            log.warning("extraction worker %d did not end after SIGKILL", self.proc.pid)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def close(self) -> None:
-        """End the worker: close its input (it exits), kill it if it lingers."""
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        self.kill()
-
-
 class WorkerPool:
     """Long-lived extraction workers with :class:`Limits` (see the module docstring)."""
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
         self._lock = threading.Lock()
-        self._idle: list[_Worker] = []
-        self._busy: set[_Worker] = set()
+        self._idle: list[WorkerProcess] = []
+        self._busy: set[WorkerProcess] = set()
         self._slots = threading.BoundedSemaphore(self.limits.workers)
         self._closed = False
         #: workers started in all (the first ones and each re-spawn), for tests and status
@@ -255,11 +106,13 @@ class WorkerPool:
         wire_label = label.encode("utf-8", "replace").decode("utf-8")
         request = msgspec.msgpack.encode([media_type, wire_label, max_bytes, data,
                                           self.limits.timeout_seconds])
+        from indexerd.extract.workerprocess import WorkerLost
+
         with self._slots:
             worker = self._take()
             try:
                 reply = worker.call(request, self.limits.timeout_seconds, label)
-            except _WorkerLost as lost:
+            except WorkerLost as lost:
                 self._drop(worker)
                 log.warning("extraction of %s: %s", label, lost.detail)
                 raise SkipDocument(lost.reason, lost.detail) from None
@@ -279,7 +132,9 @@ class WorkerPool:
             detail = label + detail[len(wire_label):]
         raise SkipDocument(reason, detail)
 
-    def _take(self) -> _Worker:
+    def _take(self) -> WorkerProcess:
+        from indexerd.extract.workerprocess import STARTUP_SECONDS, WorkerLost, WorkerProcess
+
         with self._lock:
             if self._closed:
                 raise RuntimeError("the extraction pool is closed")
@@ -290,17 +145,17 @@ class WorkerPool:
                     return worker
                 worker.kill()
             self.spawned += 1
-        worker = _Worker(self.limits.memory_bytes)  # outside the lock: start-up takes ~0.3 s
+        worker = WorkerProcess(self.limits.memory_bytes)  # outside the lock: start-up takes ~0.3 s
         with self._lock:
             self._busy.add(worker)
         try:
             worker.wait_ready(STARTUP_SECONDS)
-        except _WorkerLost as lost:
+        except WorkerLost as lost:
             self._drop(worker)
             raise EnvironmentFailure(f"cannot start an extraction worker: {lost.detail}") from None
         return worker
 
-    def _give_back(self, worker: _Worker) -> None:
+    def _give_back(self, worker: WorkerProcess) -> None:
         with self._lock:
             self._busy.discard(worker)
             if self._closed:
@@ -308,7 +163,7 @@ class WorkerPool:
             else:
                 self._idle.append(worker)
 
-    def _drop(self, worker: _Worker) -> None:
+    def _drop(self, worker: WorkerProcess) -> None:
         with self._lock:
             self._busy.discard(worker)
         worker.kill()
