@@ -258,16 +258,16 @@ class Indexerd:
         os.makedirs(work, exist_ok=True)
         Path(conf).write_text(f'[index]\nengine = "{engine}"\n')
         self.env["INDEXERD_CONFIG"] = conf
-        self.python = PY
+        self.command = [PY, "-m", "indexerd.cli.main"]
 
     def fresh(self):
         shutil.rmtree(self.state, ignore_errors=True)
 
     def index(self, memory: bool = True) -> dict:
         """One ``indexerd index --json TREE`` (``memory``: see :func:`measure`), through
-        :attr:`python` (this venv's; :func:`installed_python` for a start-up as installed)."""
-        m = measure([self.python, "-m", "indexerd.cli.main", "index", "--json", self.tree], env=self.env,
-                    cwd=str(REPO), memory=memory)
+        :attr:`command` (this venv's ``python -m indexerd.cli.main``; the console script of
+        ``bench_http.installed_layout`` for a start as a user's install runs it)."""
+        m = measure([*self.command, "index", "--json", self.tree], env=self.env, cwd=str(REPO), memory=memory)
         if m["rc"] != 0:
             raise RuntimeError(f"indexerd index failed: {m['stderr'][-2000:]}")
         s = json.loads(m["stdout"])

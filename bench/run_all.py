@@ -353,14 +353,14 @@ def query_alone(state: str, queries: list[str], reps: int = 3) -> list[float]:
 NOCHANGE_ROUNDS = 10
 
 
-def installed_python(work: str) -> str:
-    """The Python of an indexerd laid out as ``pip install`` (not ``-e``) lays it out
+def installed_script(work: str) -> str:
+    """The ``indexerd`` console script laid out as ``pip install`` (not ``-e``) lays it out
     (:func:`bench_http.installed_layout`), made once per run."""
     from bench_http import installed_layout
 
     global _INSTALLED
     if _INSTALLED is None:
-        _INSTALLED = os.path.join(os.path.dirname(installed_layout(work)), "python")
+        _INSTALLED = installed_layout(work)
     return _INSTALLED
 
 
@@ -396,10 +396,11 @@ def bench_scale(sizes: list[int], data: str, work: str, recoll_max: int, tab: Ta
             log(f"  {n} {e.name:8s} first index {m['wall']:.1f} s ({n / m['wall']:.0f} files/s), tree memory {m['peak_rss_mb']:.0f} MB (one process max RSS "
                 f"{m['maxrss_one_mb']:.0f} MB), {s['total'] / 1e6:.0f} MB on disk")
         # the unchanged re-scan, whole command: the peers in turn, the order reversed every
-        # round, indexerd started as installed (no editable-install finder), timed unpolled
+        # round, indexerd's console script laid out as installed (no editable-install
+        # finder), timed unpolled
         for e in engines.values():
             if isinstance(e, Indexerd):
-                e.python = installed_python(work)
+                e.command = [installed_script(work)]
         nc: dict[str, list[dict]] = {k: [] for k in engines}
         for rnd in range(NOCHANGE_ROUNDS):
             for k in (order if rnd % 2 == 0 else order[::-1]):
