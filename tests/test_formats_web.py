@@ -57,3 +57,32 @@ def test_office_epub_mail_rtf_and_gz_pages_head_first_then_indexed(tmp_path, sit
     assert s["indexed"] == 0 and s["errors"] == 0, s
     gets = [h for h in site.log if h.method == "GET" and h.path == "/files/plan.docx"]
     assert gets and all(h.status == 304 for h in gets), [(h.method, h.status) for h in site.log]
+
+
+def test_json_pages_are_read_as_json_files_are(tmp_path, site) -> None:
+    """A page served as ``application/json`` (or a ``+json`` type, or NDJSON) goes through the
+    JSON extractor as a ``.json`` file does: its escaped words are found, its snippet shows no
+    escape, its title is its ``title`` member; a malformed one is indexed as its raw text."""
+    pages = {
+        "/api/items": (b'{"title": "Item list", "items": [{"label": "caf\\u00e9 na\\u00efve\\nnext"}]}',
+                       "application/json; charset=utf-8"),
+        "/api/person": (b'{"@context": "https://schema.org", "name": "Ren\\u00e9e Quokka"}',
+                        "application/ld+json"),
+        "/api/events": (b'{"event": "deploy"}\n{"event": "rollback"}\n', "application/x-ndjson"),
+        "/api/broken": (b'{"note": "wombatword",}', "application/json"),
+    }
+    site.static("/", html("Home", "start", list(pages)))
+    for path, (body, ctype) in pages.items():
+        site.static(path, body, content_type=ctype)
+    crawl = Crawl(tmp_path, site)
+    s = crawl.run()
+    assert s["errors"] == 0 and s["indexed"] == 5, s
+    for word, path in (("café", "/api/items"), ("naïve", "/api/items"), ("next", "/api/items"),
+                       ("renée", "/api/person"), ("rollback", "/api/events"),
+                       ("wombatword", "/api/broken")):
+        assert crawl.search(word) == [site.url(path)], (word, path)
+    (hit,) = crawl.hits("naïve")
+    assert hit.title == "Item list" and "\\u" not in hit.snippet and "café naïve" in hit.snippet, hit
+    assert crawl.doc("/api/person")["media_type"] == "application/json"
+    assert crawl.doc("/api/events")["media_type"] == "application/x-ndjson"
+    assert crawl.counters.get("extract.fallback") == 1, crawl.counters

@@ -7,13 +7,15 @@ type; each extractor decodes (:mod:`.decode`) and parses its format:
 - :mod:`.html` -- HTML through lexbor's DOM; large pages through :mod:`.htmlstream`, a
   streaming parser; what both share is in :mod:`.htmlpage`; :mod:`.maincontent` finds the
   main content, :mod:`.titles` titles plain text.
-- :mod:`.text` -- plain text; :mod:`.markdown` -- Markdown; :mod:`.pdf` -- PDF (pypdf, parsed
+- :mod:`.text` -- plain text; :mod:`.markdown` -- Markdown; :mod:`.jsontext` -- JSON and
+  JSON Lines (the standard library's ``json``: strings, keys and numbers; a large document in
+  a worker process); :mod:`.pdf` -- PDF (pypdf, parsed
   in a worker process with a time and memory bound, :mod:`.isolation`, as the formats of
   :mod:`.formats` but compressed files are).
 
 Everything here takes values and returns values: no file, network or clock access, no logging,
 no module state besides constant tables and two memo caches (charset labels, lexbor tag ids,
-both behind ``functools.lru_cache``); PDF and the formats of :mod:`.formats` are the exception,
+both behind ``functools.lru_cache``); PDF, large JSON and the formats of :mod:`.formats` are the exception,
 sent to the worker processes of :mod:`.isolation` (the same answer for the same bytes). Every public function is safe to call from any number of
 threads at once. selectolax, pypdf and charset_normalizer are imported inside the functions
 that use them, so importing this package costs only the standard library and w3lib.
@@ -29,6 +31,8 @@ from indexerd.extract.extracted import (
     DEFAULT_MAX_BYTES,
     INDEXABLE_TYPES,
     MEDIA_HTML,
+    MEDIA_JSON,
+    MEDIA_JSON_LINES,
     MEDIA_MARKDOWN,
     MEDIA_PDF,
     MEDIA_TEXT,
@@ -37,6 +41,7 @@ from indexerd.extract.extracted import (
 )
 from indexerd.extract.html import extract_html
 from indexerd.extract.htmlpage import parse_refresh
+from indexerd.extract.jsontext import extract_json, extract_json_lines
 from indexerd.extract.markdown import extract_markdown
 from indexerd.extract.pdf import extract_pdf
 from indexerd.extract.sniff import (
@@ -49,7 +54,8 @@ from indexerd.extract.formats import FORMAT_TYPES, extension_of
 from indexerd.extract.text import extract_plain_text
 
 __all__ = [
-    "EXTRACTORS", "INDEXABLE_TYPES", "MEDIA_HTML", "MEDIA_MARKDOWN", "MEDIA_PDF", "MEDIA_TEXT",
+    "EXTRACTORS", "INDEXABLE_TYPES", "MEDIA_HTML", "MEDIA_JSON", "MEDIA_JSON_LINES",
+    "MEDIA_MARKDOWN", "MEDIA_PDF", "MEDIA_TEXT",
     "Extracted", "content_hash", "decode_text", "extract", "guess_media_type", "parse_refresh",
 ]
 
@@ -61,8 +67,12 @@ EXTRACTORS: dict[str, Extractor] = {
     MEDIA_TEXT: extract_plain_text,
     MEDIA_MARKDOWN: extract_markdown,
     MEDIA_PDF: extract_pdf,
+    MEDIA_JSON: extract_json,
+    MEDIA_JSON_LINES: extract_json_lines,
 }
 """Media type (as :func:`~indexerd.extract.sniff.classify` decides it) -> its extractor."""
+#: Extractors that also take the source's size cap, ``max_bytes=``.
+SIZED_TYPES = frozenset({MEDIA_PDF, MEDIA_JSON, MEDIA_JSON_LINES})
 
 
 def extract(
@@ -89,7 +99,9 @@ def extract(
             Office/ODF/EPUB parts); the types of :data:`indexerd.extract.formats.FORMAT_TYPES`
             go to :func:`indexerd.extract.formats.hook.extract_format` and PDF to
             :func:`indexerd.extract.pdf.extract_pdf` (a worker process, with ``timeout`` and
-            ``too-large`` as further skip reasons; the text of a PDF is bounded by it too).
+            ``too-large`` as further skip reasons; the text of a PDF is bounded by it too), as
+            a JSON document over :data:`~indexerd.extract.jsontext.IN_PROCESS_MAX_BYTES` to
+            :func:`indexerd.extract.jsontext.extract_json`.
 
     Raises:
         SkipDocument: ``"empty"`` (0 bytes, whitespace only, or no title and no text, even
@@ -119,8 +131,9 @@ def extract(
 
         result = extract_format(data, kind, name=name, label=label, max_bytes=max_bytes,
                                 base_url=base_url)
-    elif kind == MEDIA_PDF:
-        result = extract_pdf(data, charset=charset, base_url=base_url, name=name, max_bytes=max_bytes)
+    elif kind in SIZED_TYPES:
+        result = EXTRACTORS[kind](data, charset=charset, base_url=base_url, name=name,
+                                  max_bytes=max_bytes)
     else:
         result = EXTRACTORS[kind](data, charset=charset, base_url=base_url, name=name)
     if not (result.title or result.text or result.refresh):

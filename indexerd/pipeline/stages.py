@@ -230,6 +230,9 @@ class Pipeline:
             return self.skip(f.key, f.source, reason, f"{type(e).__name__}: {e}", counts,
                              size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
                              status="error", stored=stored)
+        for note in ex.notes:  # read, but not as its format: indexed as raw text
+            self.counters.inc("extract.fallback")
+            log.warning("extraction of %s: %s", f.key, note)
         if ex.redirect is not None and redirects:
             return Outcome(Verdict.REDIRECT, "meta-refresh", PageLinks.of(ex), f.key)
         if not (ex.title or ex.text):  # a refresh that goes nowhere here
