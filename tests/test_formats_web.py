@@ -6,9 +6,13 @@ HTTP are skipped with their exact reasons; a 304 on the next pass costs no body.
 from __future__ import annotations
 
 import gzip
+import time
+
+import pytest
 
 from httpsite import site as site_fixture
 from test_formats import RTF, make_docx, make_epub, make_message, make_odf, zip_bomb_docx
+from test_postscript import make_ps
 from test_web import Crawl, counts, html
 
 from indexerd.extract import formats as F
@@ -86,3 +90,30 @@ def test_json_pages_are_read_as_json_files_are(tmp_path, site) -> None:
     assert crawl.doc("/api/person")["media_type"] == "application/json"
     assert crawl.doc("/api/events")["media_type"] == "application/x-ndjson"
     assert crawl.counters.get("extract.fallback") == 1, crawl.counters
+
+
+@pytest.mark.alone  # a wall-clock bound: the next pass must not pay Ghostscript's bound again
+def test_a_page_that_hit_the_time_bound_is_not_extracted_again_when_its_bytes_are_the_same(tmp_path, site) -> None:
+    """A PostScript page whose program loops costs the workers' time bound once (``timeout``).
+    Served again with no validator (no ETag, no Last-Modified: no 304 possible), its bytes are
+    the same: the verdict stands without a second extraction; changed bytes are read again."""
+    loop = b"%!PS-Adobe-3.0\n{} loop\n"
+    body = {"ps": loop}
+    site.static("/", html("Home", "start", ["/files/loop.ps"]))
+    site.add("/files/loop.ps", handler=lambda hit: (200, {"Content-Type": "application/postscript"}, body["ps"]))
+    crawl = Crawl(tmp_path, site)
+    crawl.tail += '[extract]\ntimeout = "2s"\n'
+    started = time.monotonic()
+    s = crawl.run()
+    assert time.monotonic() - started > 1.5  # Ghostscript ran into its 1.6 s
+    assert crawl.doc("/files/loop.ps")["reason"] == "timeout" and s["skipped"] == 1, s
+    for _ in range(2):
+        started = time.monotonic()
+        s = crawl.run()
+        took = time.monotonic() - started
+        assert (s["skipped"], s["errors"]) == (0, 0) and s["unchanged"] == 2, s
+        assert took < 1.5, f"the unchanged page cost {took:.1f} s again"
+        assert crawl.doc("/files/loop.ps")["reason"] == "timeout"
+    body["ps"] = make_ps(words="repaired kestrel")
+    s = crawl.run()
+    assert crawl.search("kestrel") == [site.url("/files/loop.ps")], s
