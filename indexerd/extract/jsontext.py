@@ -7,7 +7,8 @@ and punctuation crowd the snippets.  What is indexed instead is one line per val
 order: ``key: value`` for a string or a number that is an object member (``value`` alone in an
 array), ``key`` alone before an object or array that is a member (so a key is searchable too);
 strings unescaped, with their own line breaks; numbers as written (``1.50``, ``2e3``);
-``true``, ``false``, ``null`` and empty strings give nothing.  The title is the document's own
+``true``, ``false``, ``null`` and empty strings give no words of their own (a member's key
+stays).  The title is the document's own
 top-level ``title`` (else ``name``) string member when it has one; otherwise the caller names
 the document as a plain file of that name (:func:`indexerd.extract.titles.plain_text_title`
 without its first line: a JSON line is never a title).
