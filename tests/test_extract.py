@@ -24,6 +24,8 @@ from indexerd.core.errors import SkipDocument
 from indexerd.extract import (
     INDEXABLE_TYPES,
     MEDIA_HTML,
+    MEDIA_JSON,
+    MEDIA_JSON_LINES,
     MEDIA_MARKDOWN,
     MEDIA_PDF,
     MEDIA_TEXT,
@@ -247,7 +249,7 @@ def test_decode_text_never_raises(data: bytes, charset: str | None, sniff: bool)
         (None, b"<p>x", "text/html; charset=utf-8", MEDIA_HTML),
         (None, b"<x/>", "application/xhtml+xml", MEDIA_HTML),
         (None, b"# T", "text/x-markdown", MEDIA_MARKDOWN),
-        (None, b"{}", "application/json", MEDIA_TEXT),
+        (None, b"{}", "application/json", MEDIA_JSON),
         ("page.html", b"%PDF-1.7\n", "text/html", MEDIA_PDF),  # the bytes overrule the header
         ("page.html", b"<html>\x00\x01", "text/html", None),
         (None, b"x", "image/png", None),
@@ -284,7 +286,8 @@ def test_guess_media_type(name: str | None, head: bytes, declared: str | None,
 def test_indexable_types() -> None:
     from indexerd.extract.formats import FORMAT_TYPES
 
-    assert INDEXABLE_TYPES == {MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF} | FORMAT_TYPES
+    assert INDEXABLE_TYPES == {MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF, MEDIA_JSON,
+                               MEDIA_JSON_LINES} | FORMAT_TYPES
 
 
 def test_skip_reasons() -> None:
@@ -695,7 +698,7 @@ HTML_PIECES = st.sampled_from([
     media_type=st.sampled_from([None, MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF,
                                 "image/png", "text/html; charset=utf-16", "application/json"]),
     charset=st.sampled_from([None, "utf-8", "bogus", "cp1252"]),
-    name=st.sampled_from([None, "x.html", "x.pdf", "x.md", "x.png", "README"]),
+    name=st.sampled_from([None, "x.html", "x.pdf", "x.md", "x.png", "README", "x.json", "x.jsonl"]),
     base_url=st.sampled_from([None, "http://example.test/a/b.html", "not a url"]),
 )
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

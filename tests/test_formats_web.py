@@ -6,9 +6,13 @@ HTTP are skipped with their exact reasons; a 304 on the next pass costs no body.
 from __future__ import annotations
 
 import gzip
+import time
+
+import pytest
 
 from httpsite import site as site_fixture
 from test_formats import RTF, make_docx, make_epub, make_message, make_odf, zip_bomb_docx
+from test_postscript import make_ps
 from test_web import Crawl, counts, html
 
 from indexerd.extract import formats as F
@@ -57,3 +61,59 @@ def test_office_epub_mail_rtf_and_gz_pages_head_first_then_indexed(tmp_path, sit
     assert s["indexed"] == 0 and s["errors"] == 0, s
     gets = [h for h in site.log if h.method == "GET" and h.path == "/files/plan.docx"]
     assert gets and all(h.status == 304 for h in gets), [(h.method, h.status) for h in site.log]
+
+
+def test_json_pages_are_read_as_json_files_are(tmp_path, site) -> None:
+    """A page served as ``application/json`` (or a ``+json`` type, or NDJSON) goes through the
+    JSON extractor as a ``.json`` file does: its escaped words are found, its snippet shows no
+    escape, its title is its ``title`` member; a malformed one is indexed as its raw text."""
+    pages = {
+        "/api/items": (b'{"title": "Item list", "items": [{"label": "caf\\u00e9 na\\u00efve\\nnext"}]}',
+                       "application/json; charset=utf-8"),
+        "/api/person": (b'{"@context": "https://schema.org", "name": "Ren\\u00e9e Quokka"}',
+                        "application/ld+json"),
+        "/api/events": (b'{"event": "deploy"}\n{"event": "rollback"}\n', "application/x-ndjson"),
+        "/api/broken": (b'{"note": "wombatword",}', "application/json"),
+    }
+    site.static("/", html("Home", "start", list(pages)))
+    for path, (body, ctype) in pages.items():
+        site.static(path, body, content_type=ctype)
+    crawl = Crawl(tmp_path, site)
+    s = crawl.run()
+    assert s["errors"] == 0 and s["indexed"] == 5, s
+    for word, path in (("café", "/api/items"), ("naïve", "/api/items"), ("next", "/api/items"),
+                       ("renée", "/api/person"), ("rollback", "/api/events"),
+                       ("wombatword", "/api/broken")):
+        assert crawl.search(word) == [site.url(path)], (word, path)
+    (hit,) = crawl.hits("naïve")
+    assert hit.title == "Item list" and "\\u" not in hit.snippet and "café naïve" in hit.snippet, hit
+    assert crawl.doc("/api/person")["media_type"] == "application/json"
+    assert crawl.doc("/api/events")["media_type"] == "application/x-ndjson"
+    assert crawl.counters.get("extract.fallback") == 1, crawl.counters
+
+
+@pytest.mark.alone  # a wall-clock bound: the next pass must not pay Ghostscript's bound again
+def test_a_page_that_hit_the_time_bound_is_not_extracted_again_when_its_bytes_are_the_same(tmp_path, site) -> None:
+    """A PostScript page whose program loops costs the workers' time bound once (``timeout``).
+    Served again with no validator (no ETag, no Last-Modified: no 304 possible), its bytes are
+    the same: the verdict stands without a second extraction; changed bytes are read again."""
+    loop = b"%!PS-Adobe-3.0\n{} loop\n"
+    body = {"ps": loop}
+    site.static("/", html("Home", "start", ["/files/loop.ps"]))
+    site.add("/files/loop.ps", handler=lambda hit: (200, {"Content-Type": "application/postscript"}, body["ps"]))
+    crawl = Crawl(tmp_path, site)
+    crawl.tail += '[extract]\ntimeout = "2s"\n'
+    started = time.monotonic()
+    s = crawl.run()
+    assert time.monotonic() - started > 1.5  # Ghostscript ran into its 1.6 s
+    assert crawl.doc("/files/loop.ps")["reason"] == "timeout" and s["skipped"] == 1, s
+    for _ in range(2):
+        started = time.monotonic()
+        s = crawl.run()
+        took = time.monotonic() - started
+        assert (s["skipped"], s["errors"]) == (0, 0) and s["unchanged"] == 2, s
+        assert took < 1.5, f"the unchanged page cost {took:.1f} s again"
+        assert crawl.doc("/files/loop.ps")["reason"] == "timeout"
+    body["ps"] = make_ps(words="repaired kestrel")
+    s = crawl.run()
+    assert crawl.search("kestrel") == [site.url("/files/loop.ps")], s

@@ -233,3 +233,34 @@ def test_without_ghostscript_end_to_end_nothing_is_indexed_raw(tmp_path) -> None
         assert report[path_to_key(str(path))]["reason"] == "unsupported-type", report
     for word in ("zebrafinch", "Helvetica", "findfont"):
         assert cli.search(word) == [], word
+
+
+@pytest.mark.alone  # a wall-clock bound: the second pass must not pay Ghostscript's bound again
+def test_a_file_that_hit_the_time_bound_is_not_read_again_while_unchanged(tmp_path) -> None:
+    """A looping program costs Ghostscript's bound once (``timeout``); the next pass takes the
+    verdict as it stands on the same stat (``unchanged``, no extraction, fast), whatever the
+    verdict was; the file rewritten is read again."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "loop.ps").write_bytes(b"%!PS-Adobe-3.0\n{} loop\n")
+    (root / "birds.ps").write_bytes(make_ps())
+    cfg = tmp_path / "indexerd.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[extract]\ntimeout = "2s"\n'
+                   f'[[sources.filesystem]]\nname = "t"\npath = "{root}"\nwatch = false\n', encoding="utf-8")
+    cli = CLI(tmp_path / "state", cfg)
+    started = time.monotonic()
+    s = cli.index()
+    assert time.monotonic() - started > 1.5  # gs ran into its 1.6 s
+    assert (s["indexed"], s["skipped"]) == (1, 1), s
+    report = {r["key"]: r for r in json.loads(cli.run("ctl", "report", "--skipped", "--json").stdout)}
+    assert report[path_to_key(str(root / "loop.ps"))]["reason"] == "timeout", report
+    for _ in range(2):
+        started = time.monotonic()
+        s = cli.index()
+        took = time.monotonic() - started
+        assert (s["unchanged"], s["indexed"], s["skipped"]) == (2, 0, 0), s
+        assert took < 1.0, f"an unchanged pass took {took:.1f} s"
+    (root / "loop.ps").write_bytes(make_ps(words="repaired kestrel"))
+    s = cli.index()
+    assert (s["indexed"], s["unchanged"]) == (1, 1), s
+    assert [h["path"] for h in cli.search("kestrel")] == [str(root / "loop.ps")]

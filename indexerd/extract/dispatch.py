@@ -10,12 +10,15 @@ from indexerd.core.errors import SkipDocument
 from indexerd.extract.extracted import (
     DEFAULT_MAX_BYTES,
     MEDIA_HTML,
+    MEDIA_JSON,
+    MEDIA_JSON_LINES,
     MEDIA_MARKDOWN,
     MEDIA_PDF,
     MEDIA_TEXT,
     Extracted,
 )
 from indexerd.extract.html import extract_html
+from indexerd.extract.jsontext import extract_json, extract_json_lines
 from indexerd.extract.markdown import extract_markdown
 from indexerd.extract.pdf import extract_pdf
 from indexerd.extract.sniff import SNIFF_BYTES, classify, parse_content_type
@@ -32,8 +35,12 @@ EXTRACTORS: dict[str, Extractor] = {
     MEDIA_TEXT: extract_plain_text,
     MEDIA_MARKDOWN: extract_markdown,
     MEDIA_PDF: extract_pdf,
+    MEDIA_JSON: extract_json,
+    MEDIA_JSON_LINES: extract_json_lines,
 }
 """Media type (as :func:`~indexerd.extract.sniff.classify` decides it) -> its extractor."""
+#: Extractors that also take the source's size cap, ``max_bytes=``.
+SIZED_TYPES = frozenset({MEDIA_PDF, MEDIA_JSON, MEDIA_JSON_LINES})
 
 
 def extract(
@@ -60,7 +67,9 @@ def extract(
             Office/ODF/EPUB parts); the types of :data:`indexerd.extract.formats.FORMAT_TYPES`
             go to :func:`indexerd.extract.formats.hook.extract_format` and PDF to
             :func:`indexerd.extract.pdf.extract_pdf` (a worker process, with ``timeout`` and
-            ``too-large`` as further skip reasons; the text of a PDF is bounded by it too).
+            ``too-large`` as further skip reasons; the text of a PDF is bounded by it too), as
+            a JSON document over :data:`~indexerd.extract.jsontext.IN_PROCESS_MAX_BYTES` to
+            :func:`indexerd.extract.jsontext.extract_json`.
 
     Raises:
         SkipDocument: ``"empty"`` (0 bytes, whitespace only, or no title and no text, even
@@ -90,8 +99,9 @@ def extract(
 
         result = extract_format(data, kind, name=name, label=label, max_bytes=max_bytes,
                                 base_url=base_url)
-    elif kind == MEDIA_PDF:
-        result = extract_pdf(data, charset=charset, base_url=base_url, name=name, max_bytes=max_bytes)
+    elif kind in SIZED_TYPES:
+        result = EXTRACTORS[kind](data, charset=charset, base_url=base_url, name=name,
+                                  max_bytes=max_bytes)
     else:
         result = EXTRACTORS[kind](data, charset=charset, base_url=base_url, name=name)
     if not (result.title or result.text or result.refresh):

@@ -17,8 +17,12 @@ MEDIA_HTML = "text/html"
 MEDIA_TEXT = "text/plain"
 MEDIA_MARKDOWN = "text/markdown"
 MEDIA_PDF = "application/pdf"
-INDEXABLE_TYPES: frozenset[str] = frozenset({MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF}) \
-    | FORMAT_TYPES
+MEDIA_JSON = "application/json"
+MEDIA_JSON_LINES = "application/x-ndjson"
+"""JSON Lines (https://jsonlines.org), also called NDJSON; no media type is registered for it,
+``application/x-ndjson`` is the one servers send most."""
+INDEXABLE_TYPES: frozenset[str] = frozenset({MEDIA_HTML, MEDIA_TEXT, MEDIA_MARKDOWN, MEDIA_PDF,
+                                             MEDIA_JSON, MEDIA_JSON_LINES}) | FORMAT_TYPES
 
 DEFAULT_MAX_BYTES = 20 * 1000 * 1000
 """The size cap of extraction when the caller gives none (the config's default ``max_size``);
@@ -73,6 +77,9 @@ class Extracted:
             ``dcterms:modified``, OpenDocument ``dc:date``, EPUB ``dcterms:modified`` or
             ``dc:date``, mail ``Date``, RTF ``revtim`` (:mod:`indexerd.extract.formats`) -- for
             the date chain's ``document`` source; ``None`` for the other types.
+        notes: what the extractor could not read as its format and indexed otherwise, one
+            sentence each (a malformed JSON document: ``"not JSON (Expecting ',' delimiter:
+            line 3 column 5); indexed as raw text"``); the pipeline logs them.  ``()`` mostly.
 
     Instances are immutable and safe to share between threads. ``meta`` is left out of
     ``hash()`` (a mapping is not hashable) but not out of ``==``.
@@ -91,6 +98,7 @@ class Extracted:
     main_text: str | None = None
     document_date: tuple[str, str] | None = None
     headings: str | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def redirect(self) -> str | None:

@@ -15,8 +15,9 @@ reply at most ``timeout_seconds``:
   ``parse-error`` naming the signal.
 
 A skipped file is retried only when it changes: the file source reads a file again only when
-its stat changes, and a web page is asked with a conditional GET (``indexerd.pipeline.stages``,
-``indexerd.sources.files.scan``).  HTML, text and Markdown stay in the calling process
+its stat changes, a web page is asked with a conditional GET, and a document skipped ``timeout``
+or ``parse-error`` read again with the same bytes keeps its verdict unextracted
+(``indexerd.pipeline.stages.COSTLY_SKIPS``, ``indexerd.sources.files.scan``).  HTML, text and Markdown stay in the calling process
 (the fast path; their extractors are linear by design, see ``indexerd.extract``); PDF does
 not (pypdf's cost per page is the size of the page's content streams, which pages may share:
 a 332 KB file of 2,000 pages cost ~30 h), nor do compressed files' inner documents of these

@@ -9,7 +9,14 @@ import codecs
 import re
 
 from indexerd.extract.decode import BOMS, codec_for_label
-from indexerd.extract.extracted import MEDIA_HTML, MEDIA_MARKDOWN, MEDIA_PDF, MEDIA_TEXT
+from indexerd.extract.extracted import (
+    MEDIA_HTML,
+    MEDIA_JSON,
+    MEDIA_JSON_LINES,
+    MEDIA_MARKDOWN,
+    MEDIA_PDF,
+    MEDIA_TEXT,
+)
 from indexerd.extract.formats import MEDIA_POSTSCRIPT, extension_of, format_of
 
 SNIFF_BYTES = 8192
@@ -23,7 +30,15 @@ _DECLARED_TYPES = {
     "text/x-markdown": MEDIA_MARKDOWN,
     "application/pdf": MEDIA_PDF,
     "application/x-pdf": MEDIA_PDF,
-    "application/json": MEDIA_TEXT,
+    "application/json": MEDIA_JSON,
+    "text/json": MEDIA_JSON,
+    "application/x-json": MEDIA_JSON,
+    "text/x-json": MEDIA_JSON,
+    "application/x-ndjson": MEDIA_JSON_LINES,
+    "application/ndjson": MEDIA_JSON_LINES,
+    "application/jsonl": MEDIA_JSON_LINES,
+    "application/jsonlines": MEDIA_JSON_LINES,
+    "application/x-jsonlines": MEDIA_JSON_LINES,
     "application/xml": MEDIA_TEXT,
 }
 # Types that say nothing about the content: decide by the name and the bytes instead.
@@ -34,10 +49,11 @@ _GENERIC_TYPES = frozenset(
 _EXTENSION_TYPES = {
     **dict.fromkeys((".html", ".htm", ".xhtml", ".shtml"), MEDIA_HTML),
     **dict.fromkeys(
-        (".txt", ".text", ".log", ".rst", ".csv", ".tsv", ".ini", ".cfg", ".conf", ".json",
-         ".xml"),
+        (".txt", ".text", ".log", ".rst", ".csv", ".tsv", ".ini", ".cfg", ".conf", ".xml"),
         MEDIA_TEXT,
     ),
+    **dict.fromkeys((".json", ".ipynb", ".geojson", ".jsonld"), MEDIA_JSON),
+    **dict.fromkeys((".jsonl", ".ndjson"), MEDIA_JSON_LINES),
     ".md": MEDIA_MARKDOWN,
     ".markdown": MEDIA_MARKDOWN,
     ".pdf": MEDIA_PDF,
@@ -74,7 +90,11 @@ def guess_media_type(name: str | None, head: bytes, declared: str | None = None)
     a text extension: ``%PDF-`` makes it PDF, ``%!PS`` PostScript (a program whose words only
     Ghostscript shows), and a NUL byte or a high share of control bytes makes it binary
     (``None``), so binary data is never parsed as HTML. A declared or named PDF is left to the
-    PDF reader (a damaged one is a parse error, not a guess). Returns ``None`` for binary data and for
+    PDF reader (a damaged one is a parse error, not a guess). JSON is never guessed from the
+    bytes (a text may well start with ``{``): it is JSON by its declared type
+    (``application/json``, any ``+json`` type, RFC 6839 §3.1) or its extension (``.json``,
+    ``.ipynb``, ``.geojson``, ``.jsonld``), JSON Lines by ``.jsonl``, ``.ndjson`` or
+    ``application/x-ndjson``. Returns ``None`` for binary data and for
     types not indexed (images, archives, executables, fonts, ...). Never raises. Thread-safe.
     """
     return classify(name, head, declared, None)[0]
@@ -96,7 +116,9 @@ def classify(
         return other, ""
     if declared_type in _DECLARED_TYPES:
         claimed: str | None = _DECLARED_TYPES[declared_type]
-    elif declared_type.startswith("text/") or declared_type.endswith(("+xml", "+json")):
+    elif declared_type.endswith("+json"):  # RFC 6839 §3.1: JSON whatever the vocabulary
+        claimed = MEDIA_JSON
+    elif declared_type.startswith("text/") or declared_type.endswith("+xml"):
         claimed = MEDIA_TEXT
     elif declared_type not in _GENERIC_TYPES:
         return None, "binary" if _looks_binary(head, charset) else "unsupported-type"

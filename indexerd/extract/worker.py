@@ -32,7 +32,7 @@ from typing import BinaryIO
 
 from indexerd.core.errors import SkipDocument
 from indexerd.extract import formats as F
-from indexerd.extract.extracted import MEDIA_PDF
+from indexerd.extract.extracted import MEDIA_JSON, MEDIA_JSON_LINES, MEDIA_PDF
 
 #: media type -> (module, function); every function has the signature
 #: ``(data, media_type, label, max_bytes) -> DocumentText``.
@@ -47,6 +47,7 @@ EXTRACTORS: dict[str, tuple[str, str]] = {
     F.MEDIA_MBOX: ("indexerd.extract.formats.mail", "extract_mbox"),
     F.MEDIA_SVG: ("indexerd.extract.formats.svg", "extract_svg"),
     MEDIA_PDF: ("indexerd.extract.pdf", "read_pdf"),
+    **dict.fromkeys((MEDIA_JSON, MEDIA_JSON_LINES), ("indexerd.extract.jsontext", "read_json")),
     F.MEDIA_POSTSCRIPT: ("indexerd.extract.formats.postscript", "extract_postscript"),
 }
 #: Extractors that run a program (Ghostscript) and take its wall-time bound as

@@ -13,6 +13,7 @@ Every outcome the pipeline returns (:mod:`indexerd.core.outcome`) is counted in 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -32,6 +33,21 @@ __all__ = ["Pipeline"]
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
+
+#: Skip verdicts that cost a whole bounded extraction (a worker ran into its time bound, died, or
+#: could not read the document): they stand while the document's bytes are the same, so a
+#: hostile page served without validators (no 304 possible) is not parsed again at every pass.
+#: Cheap verdicts are not kept this way (``noindex`` hands back links; ``too-large`` and
+#: ``unsupported-type`` depend on the config and the installed helpers).
+COSTLY_SKIPS = frozenset({"timeout", "parse-error"})
+
+
+def bytes_digest(data: bytes) -> str:
+    """``"bytes:"`` + the SHA-256 hex digest of a document's bytes: what a skipped record of
+    :data:`COSTLY_SKIPS` keeps in ``content_hash`` (an indexed record keeps its text's hash
+    there, :func:`~indexerd.extract.content_hash`; every reader of hashes reads indexed rows
+    only)."""
+    return "bytes:" + hashlib.sha256(data).hexdigest()
 
 
 def _now() -> datetime:
@@ -113,8 +129,12 @@ class Pipeline:
              size: int | None = None, mtime_ns: int | None = None, status: str = "skipped",
              stored: DocumentRecord | None = None, title: str | None = None,
              ctime_ns: int | None = None, ino: int | None = None, etag: str | None = None,
-             last_modified_header: str | None = None) -> Outcome:
+             last_modified_header: str | None = None, data: bytes | None = None) -> Outcome:
         """Record that ``key`` cannot be indexed now (``reason`` is a fixed word).
+
+        ``data``: the document's bytes, when they were read; a verdict of :data:`COSTLY_SKIPS`
+        keeps their digest (:func:`bytes_digest`), on which it stands at the next read
+        (:meth:`handle`).
 
         ``etag`` / ``last_modified_header`` (web) are kept so that the next pass can ask with a
         conditional GET instead of downloading a known-unindexable body again.
@@ -130,6 +150,8 @@ class Pipeline:
                              size=size, mtime_ns=mtime_ns, checked_at=now, decided_at=now,
                              ctime_ns=ctime_ns, ino=ino, etag=etag,
                              last_modified_header=last_modified_header,
+                             content_hash=bytes_digest(data) if data is not None and status == "skipped"
+                             and reason in COSTLY_SKIPS else None,
                              title=title if title is not None else (stored.title if stored else None))
         if stored is not None and stored.status in ("indexed", "stale"):
             # stale: the start-up reconcile found it in the index without a trustworthy row
@@ -199,6 +221,17 @@ class Pipeline:
         return self._counted(Outcome(Verdict.UNCHANGED, "not-modified", None, key,
                                      stored.last_modified if stored is not None else None), counts)
 
+    def _verdict_stands(self, f: Fetched, stored: DocumentRecord, counts: PassCounts) -> Outcome:
+        """``f``'s bytes are those a costly skip verdict was given on: it stands, unread
+        (``checked_at``, the stat and the validators refreshed; the verdict keeps its time)."""
+        self.writer.submit_record(replace(stored, checked_at=self.clock(), size=f.size,
+                                          mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
+                                          etag=f.etag, last_modified_header=f.last_modified_header),
+                                  fence=self.fence)
+        self.counters.inc("decide.same-bytes")
+        log.debug("unchanged %s: the same bytes as its %s verdict", f.key, stored.reason)
+        return self._counted(Outcome(Verdict.UNCHANGED, "same-bytes", None, f.key), counts)
+
     # -- the main path --------------------------------------------------------------------
     def handle(self, f: Fetched, policy: Policy, counts: PassCounts, *, forced: bool = False,
                stored: DocumentRecord | None = None, fallback_title: str = "",
@@ -213,6 +246,9 @@ class Pipeline:
         and the caller follows it.  Without it, a refresh stub with no text is skipped ``empty``.
         ``duplicate_of(key, content_hash)`` may name a document to keep instead of this one (the
         same content under another URL): this one is then skipped as ``duplicate``, its alias.
+        A document skipped with a verdict of :data:`COSTLY_SKIPS` whose bytes are the same as
+        then is not extracted again (unless ``forced``): the verdict stands, counted unchanged
+        (``decide.same-bytes``).
         """
         # the document path's modules, at the first changed document (an unchanged pass never
         # extracts: ``indexerd index`` over an unchanged tree starts without them)
@@ -220,13 +256,17 @@ class Pipeline:
         from indexerd.extract import content_hash, extract
         from indexerd.index import IndexDoc
 
+        stored = stored if stored is not None else self.stored(f.key)
+        if (not forced and stored is not None and stored.status == "skipped"
+                and stored.reason in COSTLY_SKIPS and stored.content_hash == bytes_digest(f.data)):
+            return self._verdict_stands(f, stored, counts)
         try:
             ex = extract(f.data, f.declared_type, charset=f.charset, base_url=f.base_url, name=f.name,
                          max_bytes=policy.max_bytes)
         except SkipDocument as e:
             return self.skip(f.key, f.source, e.reason, e.detail or f.url, counts, size=f.size,
                              mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino, stored=stored, etag=f.etag,
-                             last_modified_header=f.last_modified_header)
+                             last_modified_header=f.last_modified_header, data=f.data)
         except Exception as e:  # an extractor bug must not stop the pass
             log.debug("extraction of %s failed", f.url, exc_info=True)  # the error itself: below
             # this machine's fault (a helper that cannot start, EACCES, ENOSPC): read again at
@@ -235,6 +275,9 @@ class Pipeline:
             return self.skip(f.key, f.source, reason, f"{type(e).__name__}: {e}", counts,
                              size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino,
                              status="error", stored=stored)
+        for note in ex.notes:  # read, but not as its format: indexed as raw text
+            self.counters.inc("extract.fallback")
+            log.warning("extraction of %s: %s", f.key, note)
         if ex.redirect is not None and redirects:
             return Outcome(Verdict.REDIRECT, "meta-refresh", PageLinks.of(ex), f.key)
         if not (ex.title or ex.text):  # a refresh that goes nowhere here
