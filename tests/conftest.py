@@ -230,6 +230,26 @@ def engine_toml(engine: str, *, fresh: bool = False, schema: str | None = None) 
     return text + f'[index.postgresql]\nurl = "{_PG_INDEX["url"]}"\nschema = "{schema}"\n'
 
 
+@pytest.fixture
+def indexes_closed(request, monkeypatch):
+    """Every index the test's module opens with its ``open_index`` is closed when the test ends
+    (its analysis worker process with it), whatever the test closed itself (``close`` is safe
+    twice)."""
+    from indexerd.index import open_index as opening_for_real
+
+    opened = []
+
+    def opening(*args, **kwargs):
+        ix = opening_for_real(*args, **kwargs)
+        opened.append(ix)
+        return ix
+
+    monkeypatch.setattr(request.module, "open_index", opening)
+    yield
+    for ix in reversed(opened):
+        ix.close()
+
+
 def one_pass(config) -> dict:
     """The totals of one pass of every source of ``config`` through the real indexer (opened for
     ``index``, closed after)."""

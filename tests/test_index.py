@@ -23,6 +23,7 @@ from indexerd.core.errors import IndexUnavailable
 from indexerd.index import IndexDoc, open_index
 
 UTC = timezone.utc
+pytestmark = pytest.mark.usefixtures("indexes_closed")  # no analysis worker left behind
 
 
 def doc(n: int) -> IndexDoc:

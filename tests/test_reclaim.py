@@ -13,12 +13,17 @@ import random
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from indexerd.index import IndexDoc, SearchIndex, open_index
 
 UTC = timezone.utc
 DOCS = 240
 BATCH = 40
 QUERIES = ("alpha", "word7 OR word11", "common", "title:doc", "beta gamma", "word200")
+
+
+pytestmark = pytest.mark.usefixtures("indexes_closed")  # no analysis worker left behind
 
 
 def doc(n: int) -> IndexDoc:
