@@ -25,8 +25,9 @@ nothing changed) loads no extractor.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from indexerd.core.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from indexerd.extract.decode import decode_text
@@ -62,11 +63,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the interface, from its module (imported now, once)."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'indexerd.extract' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME)

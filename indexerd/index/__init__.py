@@ -12,8 +12,9 @@ read) costs ``ctl`` nothing of the index.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from indexerd.core.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from indexerd.index.base import (
@@ -48,11 +49,4 @@ __all__ = ["ANALYSIS_VERSION", "ENGINES", "Hit", "IndexDoc", "IndexIdentity", "I
            "wanted_identity"]
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the interface, from its module (imported now, once)."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'indexerd.index' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME)

@@ -17,6 +17,7 @@ PostgreSQL engine lets several processes (nodes, each with its own state dir) wr
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
@@ -303,6 +304,15 @@ def directory_bytes(path: Path) -> int:
         except FileNotFoundError:
             pass
     return total
+
+
+def library_installed(package: str) -> bool:
+    """True when the top-level ``package`` (an engine's library) can be imported, without
+    importing it: an engine's :meth:`Engine.available`."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a module blocked in sys.modules, a broken install
+        return False
 
 
 def load_engine(name: str) -> Engine:

@@ -10,8 +10,8 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from indexerd.config import Config, resolve_node_name, resolve_state_dir
 from indexerd.runtime import recovery

@@ -196,8 +196,8 @@ def record_index_files(state_path: Path, store: StateStore) -> None:
     from indexerd.index import files_fingerprint
 
     fingerprint = files_fingerprint(state_path)
-    if fingerprint is None:
-        return
+    if fingerprint is None or fingerprint == store.get_meta(INDEX_FILES_META):
+        return  # nothing changed since it was recorded: no write
     try:
         store.write_batch([], meta={INDEX_FILES_META: fingerprint})
     except StoreError as e:

@@ -9,9 +9,10 @@ write session, :mod:`.compile` turns the product's query AST into tantivy querie
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
+
+from indexerd.index.base import library_installed
 
 #: Changes whenever the schema (fields, their options, the tokenizer) changes: an index written
 #: with another format is rebuilt from the sources.  2: the ``headings`` field; 3: the
@@ -30,10 +31,7 @@ class TantivyEngine:
 
     def available(self) -> bool:
         """True when the ``tantivy`` package is installed (not imported here)."""
-        try:
-            return importlib.util.find_spec("tantivy") is not None
-        except (ImportError, ValueError):  # a module blocked in sys.modules, a broken install
-            return False
+        return library_installed("tantivy")
 
     def open(self, path: Path, settings: Any | None, *, create: bool, fold_diacritics: bool = True):
         """Open (with ``create``, create) the tantivy index in directory ``path``; ``settings``

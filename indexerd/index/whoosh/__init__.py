@@ -9,10 +9,10 @@ Importing this package does not import Whoosh: :data:`ENGINE` imports it when an
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from indexerd.index.base import library_installed
 from indexerd.index.whoosh.ondisk import holds_index_files, on_disk_generation
 
 if TYPE_CHECKING:
@@ -33,10 +33,7 @@ class WhooshEngine:
 
     def available(self) -> bool:
         """True when the ``whoosh`` package is installed (not imported here)."""
-        try:
-            return importlib.util.find_spec("whoosh") is not None
-        except (ImportError, ValueError):  # a module blocked in sys.modules, a broken install
-            return False
+        return library_installed("whoosh")
 
     def open(self, path: Path, settings: Any | None, *, create: bool, fold_diacritics: bool = True) -> WhooshIndex:
         """Open (with ``create``, create) the Whoosh index in directory ``path``; ``settings`` is
