@@ -612,3 +612,41 @@ def test_a_worker_that_cannot_start_is_retried_at_the_next_pass(tmp_path, monkey
     d, _ = run_pass(tmp_path, root)
     assert (d["indexed"], d["unchanged"], d["errors"]) == (1, 1, 0), d
     assert search(tmp_path, root, "environmentword") == [str(root / "note.eml")]
+
+
+# -- a directory's removal racing its files' queued removals (CI run of 2026-12-05) ---------------
+def test_a_directory_moved_away_while_a_files_removal_commits_deletes_each_document_once(tmp_path) -> None:
+    """A live event removed one file of ``proj`` (queued in the writer); the directory's own
+    event reads the store's keys below it, and the writer commits that removal before the
+    directory's removal is queued.  Each document is decided gone once: the daemon's
+    ``decide.gone`` counted 31 for a renamed directory of 30 files when the commit landed
+    between the two reads."""
+    from indexerd.pipeline.stages import PassCounts
+    from indexerd.sources.files.live import apply_change
+
+    root = tmp_path / "root"
+    files = [write(root / "proj" / f"f{i}.txt", f"file {i}\n") for i in range(3)]
+    ix = make_indexer(tmp_path, root)
+    ix.open("index")
+    try:
+        assert ix.run_pass(progress=False).as_dict()["indexed"] == 3
+        ix.flush()
+        (root / "proj").rename(tmp_path / "elsewhere")
+        pipeline, src = ix.pipeline, ix.sources["tree"]
+        pipeline.gone(path_to_key(str(files[0])), PassCounts())  # queued, not committed
+        read_keys = ix.store.keys_with_prefix
+
+        def keys_then_commit(source: str, prefix: str) -> set[str]:
+            keys = read_keys(source, prefix)
+            ix.flush()  # the queued removal commits right after the read
+            return keys
+
+        ix.store.keys_with_prefix = keys_then_commit  # type: ignore[method-assign]
+        counts = PassCounts()
+        apply_change(src, pipeline, str(root / "proj"), True, counts)
+        ix.flush()
+        assert counts.deleted == 2
+        assert ix.counters.snapshot().get("decide.gone") == 3
+        assert ix.store.keys() == set()
+    finally:
+        ix.close()

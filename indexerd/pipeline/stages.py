@@ -17,7 +17,7 @@ import hashlib
 import logging
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from indexerd.core import decide as decide_mod
 from indexerd.core.counts import Counters, PassCounts
@@ -113,6 +113,14 @@ class Pipeline:
             queued, rec = self._writer.pending_record(key)
             return queued and rec is None
         return False
+
+    def still_stored(self, keys: Iterable[str]) -> list[str]:
+        """Those of ``keys`` (read from the store earlier) whose removal is not queued and whose
+        row the store holds now, sorted: the keys a removal must still take.  The store is read
+        again *after* the queue is checked: a removal the writer committed in between (it writes
+        the store before it forgets the queued write) is in neither, never counted twice."""
+        unqueued = [k for k in keys if not self.removal_queued(k)]
+        return sorted(self.store.existing_keys(unqueued)) if unqueued else []
 
     def stored(self, key: str) -> DocumentRecord | None:
         """The latest record for ``key`` as the pass must see it: a queued write if there is one

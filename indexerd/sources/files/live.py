@@ -53,9 +53,8 @@ def apply_change(src: FileSource, pipeline: Pipeline, path: str, was_dir: bool, 
         if was_dir or st is None:
             # nothing can be below a path that is not a directory: a directory moved out,
             # deleted or replaced by a file takes all its documents with it
-            below = [k for k in pipeline.store.keys_with_prefix(src.name, key.rstrip("/") + "/")
-                     if not pipeline.removal_queued(k)]  # else already being removed
-            pipeline.gone_many(sorted(below), counts, "deleted or moved away")
+            below = pipeline.still_stored(pipeline.store.keys_with_prefix(src.name, key.rstrip("/") + "/"))
+            pipeline.gone_many(below, counts, "deleted or moved away")
         src.handle_path(path, pipeline, counts)
     if counts.indexed or counts.deleted or counts.skipped or counts.errors:
         log.info("%s: %s %s", src.name, display_path(path), counts.as_dict())

@@ -86,8 +86,7 @@ def index_mailbox(source, key: str, path: str, stream: IO[bytes], file_size: int
                     protocol_date=mtime, protocol_kind="mtime", size=message.size, **stat_facts)
         pipeline.handle(f, source.pipeline_policy, counts, forced=forced,
                         fallback_title=f"{name} message {message.ordinal}")
-    gone = sorted(k for k in pipeline.store.keys_with_prefix(source.name, key + "#") - set(keys)
-                  if not pipeline.removal_queued(k))
+    gone = pipeline.still_stored(pipeline.store.keys_with_prefix(source.name, key + "#") - set(keys))
     if gone:
         pipeline.gone_many(gone, counts, "no longer in the mailbox")
     return pipeline.skip(key, source.name, CONTAINER,

@@ -342,11 +342,7 @@ class FileSource:
             todo.close()
         if cancel is not None and cancel.is_set():
             return
-        gone = []
-        for key in missing:
-            if key in linked or ("#" in key and key.partition("#")[0] in linked):
-                continue
-            if pipeline.removal_queued(key):
-                continue  # its removal is already queued
-            gone.append(key)
-        pipeline.gone_many(sorted(gone), counts, "no longer in the tree")
+        gone = [key for key in missing
+                if not (key in linked or ("#" in key and key.partition("#")[0] in linked))]
+        # a live change may have removed some since the walk read the store
+        pipeline.gone_many(pipeline.still_stored(gone), counts, "no longer in the tree")
