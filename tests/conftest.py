@@ -369,11 +369,13 @@ def pg_store_address(schema: str | None = None):
                        "password_env": None, "password_file": None, "timeout": 30.0})())
 
 
-def store_toml(schema: str | None = None) -> str:
-    """The ``[store]`` table of a config whose state store is on the session's server."""
+def store_toml(schema: str | None = None, lease: str | None = None) -> str:
+    """The ``[store]`` table of a config whose state store is on the session's server
+    (``lease``: its ``lease`` key, e.g. ``"6s"``; None: the default)."""
     if _PG_INDEX["url"] is None:
         raise RuntimeError("a PostgreSQL store needs the pg_index_server fixture")
-    return f'[store]\nurl = "{_PG_INDEX["url"]}"\nschema = "{schema or f"st{next(_PG_SCHEMAS)}"}"\n'
+    return (f'[store]\nurl = "{_PG_INDEX["url"]}"\nschema = "{schema or f"st{next(_PG_SCHEMAS)}"}"\n'
+            + (f'lease = "{lease}"\n' if lease else ""))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

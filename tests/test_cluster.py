@@ -26,6 +26,9 @@ pytestmark = pytest.mark.usefixtures("pg_index_server")
 
 MIN_DELAY = 0.4      # seconds between two requests to a host (politeness.min_delay)
 PAGE_SECONDS = 0.05  # each page answers after this long
+#: the nodes' [store] lease: heartbeats every 1.5 s, a silent node dead after 9 s, its host claims
+#: run out after 6 s (the default 20 s would make the tests that wait for them three times longer)
+LEASE = "6s"
 #: source -> [(host index, subtree)]
 LAYOUT = {"alpha": [(11, "/a/"), (12, "/a/")], "beta": [(13, "/a/"), (14, "/a/"), (12, "/b/")],
           "gamma": [(15, "/a/"), (16, "/a/")]}
@@ -58,7 +61,7 @@ def cluster(tmp_path):
         store_schema = fresh_schema("cl")
         index = engine_toml("postgresql", fresh=True)
         index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
-        common = f"{index}\n{store_toml(store_schema)}\n{web_toml(sites, pages)}"
+        common = f"{index}\n{store_toml(store_schema, LEASE)}\n{web_toml(sites, pages)}"
         nodes = [Node(tmp_path, n, common) for n in names]
         made["nodes"] = nodes
         made["db"] = SharedDb(_PG_INDEX["url"], store_schema, index_schema)
@@ -154,7 +157,7 @@ def one_site(tmp_path):
         store_schema = fresh_schema("cl")
         index = engine_toml("postgresql", fresh=True)
         index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
-        nodes = [Node(tmp_path, n, f"{index}\n{store_toml(store_schema)}\n{web}") for n in names]
+        nodes = [Node(tmp_path, n, f"{index}\n{store_toml(store_schema, LEASE)}\n{web}") for n in names]
         made["nodes"] = nodes
         made["db"] = SharedDb(_PG_INDEX["url"], store_schema, index_schema)
         return nodes, sites, made["db"], urls
@@ -361,7 +364,7 @@ def test_a_sql_queue_is_drained_once_in_order_with_a_node_killed_mid_drain(tmp_p
     schema = fresh_schema("sq")
     index = engine_toml("postgresql", fresh=True)
     index_schema = index.rsplit('schema = "', 1)[1].split('"')[0]
-    common = f"{index}\n{store_toml(schema)}\n{sql_toml(queue_db)}"
+    common = f"{index}\n{store_toml(schema, LEASE)}\n{sql_toml(queue_db)}"
     nodes = [Node(tmp_path, n, common) for n in ("n1", "n2", "n3")]
     db = SharedDb(_PG_INDEX["url"], schema, index_schema)
     try:
@@ -457,7 +460,7 @@ def test_a_live_edit_made_while_the_store_is_unreachable_is_indexed_once_it_answ
 def test_a_tree_another_live_node_owns_is_neither_scanned_nor_watched_here(tmp_path) -> None:
     # a trial: a filesystem source without `node`, listed on two nodes (a tree of the same name
     # on each machine): the second node's passes were refused, but its live changes were applied
-    store = store_toml(fresh_schema("own"))
+    store = store_toml(fresh_schema("own"), LEASE)
     index = engine_toml("postgresql", fresh=True)
     trees = {n: tmp_path / f"tree-{n}" for n in ("n1", "n2")}
     for n, t in trees.items():

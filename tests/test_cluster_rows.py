@@ -8,6 +8,7 @@ import hashlib
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,6 @@ from conftest import pg_store_address
 from indexerd.core.errors import StoreError
 from indexerd.core.store import PgStore
 from indexerd.core.store.cluster import SourceLock, lock_key, node_application
-from indexerd.sources.web import hostleases
 from indexerd.sources.web.hostleases import HostLeases
 from indexerd.sources.web.politeness import HostSlots, PolitenessSettings, next_delay
 
@@ -67,9 +67,8 @@ def test_retry_after_and_backoff_hold_for_every_node(address) -> None:
         assert {h["host"]: h["failures"] for h in s.host_leases()}[host] == 2
 
 
-def test_a_dead_nodes_lease_runs_out_and_a_stopped_nodes_is_handed_back(address, monkeypatch) -> None:
-    monkeypatch.setattr(hostleases, "HOST_LEASE_SECONDS", 1.0)
-    a, b = node_slots(address, "a"), node_slots(address, "b")
+def test_a_dead_nodes_lease_runs_out_and_a_stopped_nodes_is_handed_back(address) -> None:
+    a, b = node_slots(replace(address, lease_seconds=1.0), "a"), node_slots(address, "b")  # a's lease: 1 s
     host, other = "http://127.0.0.9:3", "http://127.0.0.9:4"
     assert a.try_acquire(host) == 0.0  # and a dies holding it: never released, never renewed
     assert b.try_acquire(host) > 0
@@ -153,6 +152,32 @@ def test_two_live_nodes_may_not_share_a_name(address) -> None:
                                                                              ["docs", "web"])
         assert reader.live_node_sources() == {"docs", "web"}
     second.close()
+
+
+def test_each_node_counts_as_dead_by_its_own_lease(address) -> None:
+    """A node that stops beating (frozen: its connection open) is dead 1.5 leases after its last
+    beat, its own lease ([store] lease): one with a 2 s lease after 3 s, while one with the
+    default 20 s lease that stopped beating at the same moment is still alive."""
+    quick_address = replace(address, lease_seconds=2.0)
+    quick = PgStore(quick_address, application_name=node_application(address.schema, "quick"))
+    slow = PgStore(address, application_name=node_application(address.schema, "slow"))
+    try:
+        assert (quick.timings.heartbeat, quick.timings.node_dead, quick.timings.host_claim) == (0.5, 3.0, 2.0)
+        assert (slow.timings.heartbeat, slow.timings.node_dead, slow.timings.host_lease) == (5.0, 30.0, 20.0)
+        quick.register_node("quick", "h", 1, "x", [])
+        slow.register_node("slow", "h", 2, "x", [])
+        began = time.monotonic()
+        with PgStore(address) as reader:
+            alive = {n["name"]: n["alive"] for n in reader.nodes()}
+            assert alive == {"quick": True, "slow": True}, alive
+            while (alive := {n["name"]: n["alive"] for n in reader.nodes()})["quick"]:
+                assert time.monotonic() - began < 6, "a node silent past 1.5 of its leases still counts as alive"
+                time.sleep(0.1)
+            assert time.monotonic() - began > 2.5  # not before its 3 s
+            assert alive["slow"], "a node was judged by another node's lease"
+    finally:
+        quick.close()
+        slow.close()
 
 
 def test_a_robots_verdict_is_fetched_once_for_every_node(address) -> None:
@@ -927,9 +952,12 @@ def test_a_schema_4_store_migrates_its_host_claims_to_fenced_ones(address) -> No
         a._exec_many("DROP SEQUENCE crawl_claim_tokens", [()])
         a._exec_many("DROP TABLE crawl_node_counts", [()])
         a._exec_many("DROP TABLE crawl_requisites", [()])  # schema 6's, made again by its step
+        a._exec_many("ALTER TABLE nodes DROP COLUMN dead_seconds", [()])  # schema 7's
         a._exec_many("UPDATE store_schema SET version = 4", [()])
     with PgStore(address) as s:
         assert s.schema_version == PG_SCHEMA_VERSION
+        # a node registered before schema 7 is dead after the fixed 30 s it was judged by then
+        assert s._db.execute("SELECT dead_seconds FROM nodes WHERE name = 'n1'").fetchone()[0] == 30.0
         assert s.frontier_claim_rows("site", "n1") == {"http://h1": (pytest.approx(20.0, abs=2), 0)}
         s.frontier_count("site", 1, "n1", {"http://h1": (1, 0)})
         assert [r["fetched"] for r in s.frontier_fetched()] == [1]

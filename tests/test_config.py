@@ -21,7 +21,7 @@ from indexerd.config import (
     resolve_state_dir,
     source_policy,
 )
-from indexerd.core.errors import ConfigError
+from indexerd.core.errors import ConfigError, StoreError
 from indexerd.sources.files.table import DEFAULT_EXCLUDES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -544,6 +544,9 @@ def test_a_value_out_of_range_is_refused_naming_the_key_and_the_value(key, value
      '[store]\nurl = "postgresql://u@h/db"\nschema = "s"\n', "schemas of their own"),
     ('[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://u@h/db"\n'
      '[store]\nurl = "postgresql://u@h/db"\nschema = "a-b"\n', "store.schema"),
+    ('[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://u@h/db"\n'
+     '[store]\nurl = "postgresql://u@h/db"\nschema = "st"\nlease = "1s"\n',
+     "store.lease: expected a duration from 2 s to 3600 s, got 1 s"),
     ('node = "two words"\n', "node: expected a name"),
     ('[[sources.filesystem]]\nname = "t"\npath = "/tmp"\nnode = "../x"\n', "sources.filesystem[0].node"),
 ])
@@ -551,6 +554,30 @@ def test_cluster_keys_are_checked(text, named) -> None:
     with pytest.raises(ConfigError) as e:
         parse_config(text, "cluster.toml")
     assert named in str(e.value) and "cluster.toml" in str(e.value)
+
+
+def test_a_nodes_lease_reaches_its_store_and_the_address_file(tmp_path) -> None:
+    """``[store] lease`` is the node's timings (ClusterTimings) wherever its store is opened,
+    also from the address file ``ctl`` and a restarted daemon read."""
+    from indexerd.core.store import PgStoreAddress, store_address
+    from indexerd.core.store.cluster import ClusterTimings
+
+    head = '[index]\nengine = "postgresql"\n[index.postgresql]\nurl = "postgresql://u@h/db"\n'
+    cfg = parse_config(head + '[store]\nurl = "postgresql://u@h/db"\nschema = "st"\nlease = "8s"\n', "<test>")
+    address = store_address(cfg)
+    assert address is not None and address.lease_seconds == 8.0
+    address.record(tmp_path)
+    assert PgStoreAddress.from_file(tmp_path) == address
+    t = ClusterTimings(address.lease_seconds)
+    assert (t.heartbeat, t.host_lease, t.host_claim, t.node_dead) == (2.0, 8.0, 8.0, 12.0)
+    default = store_address(parse_config(head + '[store]\nurl = "postgresql://u@h/db"\nschema = "st"\n', "<test>"))
+    assert default is not None and default.lease_seconds == 20.0
+    (tmp_path / PgStoreAddress.FILENAME).write_text('{"url": "postgresql://u@h/db", "schema": "st"}')
+    assert PgStoreAddress.from_file(tmp_path).lease_seconds == 20.0  # a file written before the key
+    (tmp_path / PgStoreAddress.FILENAME).write_text('{"url": "postgresql://u@h/db", "schema": "st", '
+                                                    '"lease_seconds": "8s"}')
+    with pytest.raises(StoreError, match="'lease_seconds' is \"8s\", not a number"):
+        PgStoreAddress.from_file(tmp_path)
 
 
 def test_a_filesystem_source_of_another_node_is_not_built() -> None:

@@ -17,6 +17,11 @@ from indexerd.config.schema import Config, ExtractSettings, HttpSettings, IndexS
 from indexerd.core.errors import ConfigError
 from indexerd.core.secrets import mask_url
 
+#: ``[store] lease`` bounds (seconds): a node beats every quarter of its lease, so below 2 s a
+#: store round trip on a busy server could miss a beat; above an hour a dead node's hosts wait
+#: longer than any pass should
+MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 2.0, 3600.0
+
 #: a node's name (``node``, a filesystem source's ``node``)
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
@@ -114,6 +119,9 @@ def _check_cluster(cfg: Config, origin: str) -> None:
         if not st.read_url.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
             raise ConfigError(f"{origin}: store.read_url: expected a postgresql:// URL, got {mask_url(st.read_url)!r}")
         _no_password_in_url(st.read_url, "store.read_url", origin)
+    if not MIN_LEASE_SECONDS <= st.lease <= MAX_LEASE_SECONDS:
+        raise ConfigError(f"{origin}: store.lease: expected a duration from {MIN_LEASE_SECONDS:g} s to "
+                          f"{MAX_LEASE_SECONDS:g} s, got {float(st.lease):g} s")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", st.schema):
         raise ConfigError(f"{origin}: store.schema: expected a plain SQL name (letters, digits, _), got {st.schema!r}")
     if cfg.index.engine != "postgresql":

@@ -78,6 +78,9 @@ class StoreSettings(_Struct, frozen=True):
     ``read_url`` (optional) names a read-only server, a streaming-replication hot standby of
     ``url``'s, for the store's reads that serve searches (the content hashes that collapse
     identical hits, the media types of the search form); everything else reads and writes ``url``.
+    ``lease`` (seconds) is how long this node's hold on a web host lasts without renewal; the
+    node beats every quarter of it and counts as dead 1.5 times it after its last beat
+    (:class:`~indexerd.core.store.cluster.ClusterTimings`).
     """
 
     url: str
@@ -86,6 +89,7 @@ class StoreSettings(_Struct, frozen=True):
     password_file: str | None = None
     schema: str = "indexerd_state"
     timeout: Seconds = Seconds(30.0)
+    lease: Seconds = Seconds(20.0)
 
 
 #: ``[index]`` keys of the Whoosh writer before engines had their own tables

@@ -1,10 +1,11 @@
 """This process as a node of a cluster (a state store on PostgreSQL): registered at start, a
-heartbeat every :data:`~indexerd.core.store.cluster.HEARTBEAT_SECONDS` from a thread of its own,
-and marked stopped (its host leases handed back) at a clean stop.
+heartbeat every quarter of its ``[store] lease`` from a thread of its own
+(:class:`~indexerd.core.store.cluster.ClusterTimings`), and marked stopped (its host leases
+handed back) at a clean stop.
 
-A node that dies without stopping (``kill -9``, power loss) is dead to the others
-:data:`~indexerd.core.store.cluster.NODE_DEAD_SECONDS` after its last beat; its source locks
-went with its connections at once and its host leases run out on their own.
+A node that dies without stopping (``kill -9``, power loss) is dead to the others 1.5 leases
+after its last beat; its source locks went with its connections at once and its host leases
+run out on their own.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from indexerd.core.errors import IndexerdError
-from indexerd.core.store.cluster import HEARTBEAT_SECONDS
+from indexerd.core.store.cluster import ClusterTimings
 
 if TYPE_CHECKING:
     from indexerd.core.store.postgresql import PgStoreAddress
@@ -47,6 +48,8 @@ class Node:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._store: PgStore | None = None
+        #: this node's timings, from ``[store] lease``
+        self.timings = ClusterTimings(address.lease_seconds)
 
     def start(self) -> None:
         """Register (raises StoreError when a live node has this name) and start beating."""
@@ -70,7 +73,7 @@ class Node:
         failing = False
         store = self._store
         assert store is not None, "started"
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        while not self._stop.wait(self.timings.heartbeat):
             try:
                 store.heartbeat(self.name, self.working_on()[:200], self.sources())
                 if failing:
@@ -79,7 +82,7 @@ class Node:
             except IndexerdError as e:
                 if not failing:
                     log.warning("node %s: heartbeat failed (retried every %.0f s): %s", self.name,
-                                HEARTBEAT_SECONDS, e)
+                                self.timings.heartbeat, e)
                 failing = True
             except Exception:  # the beat must outlive any surprise
                 log.exception("node %s: heartbeat failed", self.name)
@@ -96,7 +99,7 @@ class Node:
         """Stop beating and mark the node stopped (its host leases handed back); safe twice."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=HEARTBEAT_SECONDS + 1)
+            self._thread.join(timeout=self.timings.heartbeat + 1)
             self._thread = None
         store, self._store = self._store, None
         if store is not None:

@@ -88,7 +88,21 @@ class PgAddress:
                    password_env=getattr(settings, "password_env", None),
                    password_file=getattr(settings, "password_file", None),
                    timeout_seconds=float(getattr(settings, "timeout", 30.0)),
-                   read_url=_libpq_url(str(read_url)) if read_url else None)
+                   read_url=_libpq_url(str(read_url)) if read_url else None,
+                   **cls._extra_from_settings(settings))
+
+    @classmethod
+    def _extra_from_settings(cls, settings: Any) -> dict[str, Any]:
+        """A subclass's own fields from its config table (none here)."""
+        return {}
+
+    @classmethod
+    def _extra_from_file(cls, d: dict[str, Any], where: str) -> dict[str, Any]:
+        """A subclass's own fields from its address file's object ``d`` (none here).
+
+        Raises:
+            ERROR: a field of the wrong type, as ``where: ...``."""
+        return {}
 
     @classmethod
     def from_file(cls, directory: Path) -> Self | None:
@@ -119,7 +133,7 @@ class PgAddress:
                                 f"{'number' if key == 'timeout_seconds' else 'string'}")
         return cls(url=d["url"], schema=d["schema"], password_env=d.get("password_env"),
                    password_file=d.get("password_file"), timeout_seconds=float(d.get("timeout_seconds", 30.0)),
-                   read_url=d.get("read_url"))
+                   read_url=d.get("read_url"), **cls._extra_from_file(d, where))
 
     def record(self, directory: Path) -> None:
         """Write :attr:`FILENAME` in ``directory`` (atomically; the URL without its password)."""

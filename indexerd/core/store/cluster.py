@@ -2,10 +2,11 @@
 host leases that keep one request in flight per host across every node, and the source locks
 that let one node at a time run a shared source's pass.
 
-- **Nodes** register at start (:meth:`ClusterRows.register_node`), beat every
-  :data:`HEARTBEAT_SECONDS` and count as dead :data:`NODE_DEAD_SECONDS` after their last beat
-  (or at once when they stopped cleanly).  Times are the database's (``now()``), so the nodes'
-  clocks need not agree.
+- **Nodes** register at start (:meth:`ClusterRows.register_node`), beat every quarter of their
+  lease (``[store] lease``, :class:`ClusterTimings`; 5 s by default) and count as dead 1.5 times
+  their lease after their last beat (30 s by default), each node by the timings it registered
+  with (``nodes.dead_seconds``), or at once when they stopped cleanly.  Times are the
+  database's (``now()``), so the nodes' clocks need not agree.
 - **Host leases** (:meth:`ClusterRows.try_host_lease`): a row per host holding the node whose
   request is in flight, until when that lease holds (longer than any request may take, so a
   live node never loses it mid-request; a dead node's lease simply runs out), and when the next
@@ -29,21 +30,53 @@ from __future__ import annotations
 import json
 import threading
 import zlib
+from dataclasses import dataclass
 
 from indexerd.core.errors import StoreError
 from indexerd.core.pgaddress import first_line
 from indexerd.core.store.connection import StoreConnection
 
-__all__ = ["ClusterRows", "SourceLock", "HEARTBEAT_SECONDS", "HOST_LEASE_SECONDS", "NODE_DEAD_SECONDS", "lock_key",
+__all__ = ["ClusterRows", "ClusterTimings", "SourceLock", "DEFAULT_LEASE_SECONDS", "lock_key",
            "node_application"]
 
-#: Seconds between two heartbeats of a node.
-HEARTBEAT_SECONDS = 5.0
-#: Seconds without a heartbeat after which a node counts as dead (its name may be taken again).
-NODE_DEAD_SECONDS = 30.0
-#: Seconds a host lease lasts without renewal (every heartbeat of its node renews it, so a dead
-#: node's hosts are free again at most this long after its last beat).
-HOST_LEASE_SECONDS = 20.0
+#: ``[store] lease`` when unset (seconds).
+DEFAULT_LEASE_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class ClusterTimings:
+    """A node's timings in a cluster, all from its ``lease`` (seconds, ``[store] lease``).
+
+    - ``host_lease``: a host lease (one request in flight per host) lasts this long without
+      renewal; every heartbeat of its node renews it, so a dead node's hosts are free again at
+      most this long after its last beat;
+    - ``host_claim``: the same for a node's claim on a host of a shared crawl
+      (:mod:`indexerd.core.store.sharedfrontier`);
+    - ``heartbeat``: a quarter of the lease between two beats, so three beats may fail before
+      a lease runs out;
+    - ``node_dead``: 1.5 leases without a beat and the node counts as dead (its name may be
+      taken again; others stop waiting for it), recorded with the node (``nodes.dead_seconds``)
+      so that every node judges it by its own timings.
+    """
+
+    lease: float = DEFAULT_LEASE_SECONDS
+
+    @property
+    def host_lease(self) -> float:
+        return self.lease
+
+    @property
+    def host_claim(self) -> float:
+        return self.lease
+
+    @property
+    def heartbeat(self) -> float:
+        return self.lease / 4
+
+    @property
+    def node_dead(self) -> float:
+        return self.lease * 1.5
+
 #: ``application_name`` prefix of a node's heartbeat connection: a node whose connection is
 #: gone (``pg_stat_activity``) is dead at once, whatever its last heartbeat says.  The full name
 #: also names the cluster's schema: :func:`node_application`.
@@ -71,23 +104,23 @@ def node_application(schema: str, node: str) -> str:
 #: one the restart cut off rather than a dead one (see :data:`_ALIVE`).
 RESTART_GRACE_SECONDS = 300.0
 #: SQL: node ``nodes.name`` is alive: not stopped, and either beating (its last heartbeat newer
-#: than :data:`NODE_DEAD_SECONDS`, its heartbeat connection open -- another than the asking one:
+#: than its ``dead_seconds``, its heartbeat connection open -- another than the asking one:
 #: a node registering again after a crash finds only its own), or cut off by a restart of the
 #: database server (every connection ended with it): not heard from since the server started,
 #: having beaten within :data:`RESTART_GRACE_SECONDS` before, and the server up for less than
-#: :data:`NODE_DEAD_SECONDS` -- the time its heartbeat has to reconnect.  Without that, every node
+#: its ``dead_seconds`` -- the time its heartbeat has to reconnect.  Without that, every node
 #: looked dead the moment the server came back and the first to tick took the others' hosts.
-_BEATING = ("nodes.heartbeat_at > now() - make_interval(secs => {dead}) AND "
+_BEATING = ("nodes.heartbeat_at > now() - make_interval(secs => nodes.dead_seconds) AND "
             "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid() AND "
             "a.datname = current_database() AND "
             "starts_with('" + NODE_APPLICATION + "' || left(md5(current_schema()), 8) || ':' || nodes.name, "
             "a.application_name) AND (a.application_name = '" + NODE_APPLICATION + "' || "
             "left(md5(current_schema()), 8) || ':' || nodes.name OR octet_length(a.application_name) > {cut} - 4))"
-            ).format(dead=NODE_DEAD_SECONDS, cut=_APPLICATION_NAME_BYTES)
+            ).format(cut=_APPLICATION_NAME_BYTES)
 _ALIVE = ("(nodes.stopped_at IS NULL AND CASE WHEN nodes.heartbeat_at < pg_postmaster_start_time() "
           "THEN nodes.heartbeat_at > pg_postmaster_start_time() - make_interval(secs => {grace}) "
-          "AND pg_postmaster_start_time() > now() - make_interval(secs => {dead}) "
-          "ELSE {beating} END)").format(dead=NODE_DEAD_SECONDS, grace=RESTART_GRACE_SECONDS, beating=_BEATING)
+          "AND pg_postmaster_start_time() > now() - make_interval(secs => nodes.dead_seconds) "
+          "ELSE {beating} END)").format(grace=RESTART_GRACE_SECONDS, beating=_BEATING)
 #: SQL: node ``nodes.name`` runs now (not stopped, beating, its connection open): a second
 #: process may not register under its name.  A node the server's restart cut off does not count.
 _RUNNING = f"(nodes.stopped_at IS NULL AND {_BEATING})"
@@ -105,7 +138,13 @@ def lock_key(kind: str, name: str, schema: str) -> int:
 
 
 class ClusterRows(StoreConnection):
-    """The ``nodes`` and ``host_leases`` tables."""
+    """The ``nodes`` and ``host_leases`` tables, with the :class:`ClusterTimings` of the node
+    that opened the store (its address's ``lease_seconds``)."""
+
+    @property
+    def timings(self) -> ClusterTimings:
+        """This node's timings (``[store] lease``)."""
+        return ClusterTimings(float(getattr(getattr(self, "address", None), "lease_seconds", DEFAULT_LEASE_SECONDS)))
 
     # -- nodes ----------------------------------------------------------------------------
     def register_node(self, name: str, host: str, pid: int, version: str, sources: list[str]) -> None:
@@ -126,13 +165,13 @@ class ClusterRows(StoreConnection):
                         raise StoreError(f"{self.where}: node {name!r} is already running (on {row[0]}, "
                                          f"pid {row[1]}); give each node its own name (`node` in its config)")
                     conn.execute(
-                        "INSERT INTO nodes(name, host, pid, version, started_at, heartbeat_at, sources) "
+                        "INSERT INTO nodes(name, host, pid, version, started_at, heartbeat_at, sources, dead_seconds) "
                         "VALUES (%s, %s, %s, %s, to_char(now() AT TIME ZONE 'UTC', "
-                        "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), now(), %s) ON CONFLICT (name) DO UPDATE SET "
+                        "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), now(), %s, %s) ON CONFLICT (name) DO UPDATE SET "
                         "host = excluded.host, pid = excluded.pid, version = excluded.version, "
                         "started_at = excluded.started_at, heartbeat_at = now(), stopped_at = NULL, "
-                        "working_on = '', sources = excluded.sources",
-                        (name, host, pid, version, json.dumps(sorted(sources))))
+                        "working_on = '', sources = excluded.sources, dead_seconds = excluded.dead_seconds",
+                        (name, host, pid, version, json.dumps(sorted(sources)), self.timings.node_dead))
                     # a lease this name held before a crash is not ours any more
                     conn.execute("UPDATE host_leases SET node = NULL WHERE node = %s", (name,))
                     conn.execute("UPDATE crawl_hosts SET node = NULL WHERE node = %s", (name,))
@@ -144,16 +183,15 @@ class ClusterRows(StoreConnection):
     def heartbeat(self, name: str, working_on: str, sources: list[str] | None = None) -> None:
         """Node ``name`` is alive, doing ``working_on`` (a short text for ``ctl status``), with
         ``sources`` configured (None: as before); the host leases it holds are renewed for
-        :data:`HOST_LEASE_SECONDS`, its claims on hosts of a shared crawl for
-        :data:`~indexerd.core.store.sharedfrontier.HOST_CLAIM_SECONDS`."""
-        from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS
-
+        its :attr:`ClusterTimings.host_lease`, its claims on hosts of a shared crawl for its
+        :attr:`ClusterTimings.host_claim`."""
+        t = self.timings
         beat = ("UPDATE nodes SET heartbeat_at = now(), working_on = ?, sources = coalesce(?, sources) "
                 "WHERE name = ?", [(working_on, json.dumps(sorted(sources)) if sources is not None else None, name)])
         renew = ("UPDATE host_leases SET lease_until = now() + make_interval(secs => ?) "
-                 "WHERE node = ? AND lease_until >= now()", [(HOST_LEASE_SECONDS, name)])
+                 "WHERE node = ? AND lease_until >= now()", [(t.host_lease, name)])
         claims = ("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
-                  "WHERE node = ? AND claim_until >= now()", [(HOST_CLAIM_SECONDS, name)])
+                  "WHERE node = ? AND claim_until >= now()", [(t.host_claim, name)])
         self._transaction([beat, renew, claims])
 
     def node_stopped(self, name: str) -> None:

@@ -216,6 +216,12 @@ PG_MIGRATIONS: tuple[str, ...] = (
     INSERT INTO {s}.crawl_requisites(source, page, requisite, nested)
         SELECT source, '', url, 0 FROM {s}.crawl WHERE via = 'requisite' OR last_outcome = 'requisite';
     """,
+    # 6 -> 7: the seconds without a heartbeat after which a node counts as dead, its own (1.5
+    # times its ``[store] lease``: indexerd.core.store.cluster.ClusterTimings); the nodes
+    # registered before had the fixed 30 s
+    """
+    ALTER TABLE {s}.nodes ADD COLUMN dead_seconds double precision NOT NULL DEFAULT 30;
+    """,
 )
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)

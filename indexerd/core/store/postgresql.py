@@ -10,14 +10,17 @@ and the writer retries its batch.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Self
 
 from indexerd.core.errors import SchemaTooNew, StoreError
 from indexerd.core.pgaddress import PgAddress, first_line
+from indexerd.core.store.cluster import DEFAULT_LEASE_SECONDS
 from indexerd.core.store.connection import StoreConnection
 from indexerd.core.store.pg_migrations import MIGRATE_LOCK_KEY, PG_MIGRATIONS, PG_SCHEMA_VERSION
 
@@ -30,14 +33,30 @@ log = logging.getLogger(__name__)
 RECONNECT_PATIENCE_SECONDS = 20.0
 
 
+@dataclass(frozen=True)
 class PgStoreAddress(PgAddress):
-    """The store's server and schema, from ``[store]`` or ``<state_dir>/store-postgresql.json``."""
+    """The store's server and schema, from ``[store]`` or ``<state_dir>/store-postgresql.json``;
+    ``lease_seconds`` is ``[store] lease``, the cluster timings of the node that opens it
+    (:class:`~indexerd.core.store.cluster.ClusterTimings`)."""
+
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
 
     OWNER: ClassVar[str] = "store"
     WHAT: ClassVar[str] = "PostgreSQL state store"
     ERROR: ClassVar[type] = StoreError
     FILENAME: ClassVar[str] = "store-postgresql.json"
     APPLICATION: ClassVar[str] = "indexerd-store"
+
+    @classmethod
+    def _extra_from_settings(cls, settings: Any) -> dict[str, Any]:
+        return {"lease_seconds": float(getattr(settings, "lease", DEFAULT_LEASE_SECONDS))}
+
+    @classmethod
+    def _extra_from_file(cls, d: dict[str, Any], where: str) -> dict[str, Any]:
+        lease = d.get("lease_seconds", DEFAULT_LEASE_SECONDS)
+        if not isinstance(lease, (int, float)) or isinstance(lease, bool):
+            raise cls.ERROR(f"{where}: 'lease_seconds' is {json.dumps(lease)[:60]}, not a number")
+        return {"lease_seconds": float(lease)}
 
 
 def _placeholders(sql: str) -> str:

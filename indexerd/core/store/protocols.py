@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Self, Seque
 
 if TYPE_CHECKING:
     from indexerd.core.store import PgStore, Store
+    from indexerd.core.store.cluster import ClusterTimings
     from indexerd.core.store.documents import DocumentRecord
     from indexerd.core.store.sharedfrontier import ClaimFence
 
@@ -249,12 +250,17 @@ class ClusterStore(Protocol):
     Implemented by :class:`~indexerd.core.store.cluster.ClusterRows` on both connections.
     """
 
+    @property
+    def timings(self) -> ClusterTimings:
+        """The opening node's timings (``[store] lease``): host leases and claims, heartbeat, death."""
+        ...
+
     def register_node(self, name: str, host: str, pid: int, version: str, sources: list[str]) -> None:
         """Record node ``name`` as started (its machine, pid, indexerd version and source names)."""
         ...
 
     def heartbeat(self, name: str, working_on: str, sources: list[str] | None=None) -> None:
-        """Node ``name`` is alive, doing ``working_on`` (a short text for ``ctl status``), with ``sources`` configured (None: as before); the host leases it holds are renewed for :data:`HOST_LEASE_SECONDS`, its claims on hosts of a shared crawl for :data:`~indexerd.core.store.sharedfrontier.HOST_CLAIM_SECONDS`."""
+        """Node ``name`` is alive, doing ``working_on`` (a short text for ``ctl status``), with ``sources`` configured (None: as before); the host leases it holds are renewed for its ``timings.host_lease``, its claims on hosts of a shared crawl for its ``timings.host_claim`` (seconds)."""
         ...
 
     def node_stopped(self, name: str) -> None:

@@ -7,8 +7,8 @@ the row is at ``P`` already, so a URL is queued once per pass whichever nodes fi
 (:meth:`SharedFrontierRows.frontier_offer`).  The ``crawl_hosts`` rows shard the pass by host
 (Nutch's and StormCrawler's partition by host): a host is *claimed* by one node
 (:meth:`~SharedFrontierRows.frontier_claim`, ``FOR UPDATE SKIP LOCKED``), which fetches every
-URL of it in the pass; the claim lasts :data:`HOST_CLAIM_SECONDS`, renewed by its node's
-heartbeat, and a host whose node died is free to claim at once (its heartbeat connection is
+URL of it in the pass; the claim lasts the node's lease (``[store] lease``,
+:attr:`~indexerd.core.store.cluster.ClusterTimings.host_claim`), renewed by its node's heartbeat, and a host whose node died is free to claim at once (its heartbeat connection is
 gone).  Two flags say whether a host still has work: ``pending`` (URLs were queued for it that
 its node has not read yet) and ``active`` (its node has URLs of it in memory or in flight).  The
 pass is over for the cluster when no host of it is pending or active
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from indexerd.core.store.cluster import _ALIVE
 from indexerd.core.store.connection import META_UPSERT, StoreConnection
@@ -38,12 +38,10 @@ from indexerd.core.store.crawl import (MARK_CONFLICT, REQUISITES_ADD, REQUISITES
                                       requisite_rows)
 from indexerd.core.store.values import prefix_range
 
-__all__ = ["HOST_CLAIM_SECONDS", "ClaimFence", "SharedFrontierRows", "url_origin"]
+__all__ = ["ClaimFence", "SharedFrontierRows", "url_origin"]
 
 log = logging.getLogger(__name__)
 
-#: Seconds a node's claim on a host of a pass lasts without renewal (its heartbeat renews it).
-HOST_CLAIM_SECONDS = 20.0
 #: The columns an offer sets; the rest of a known URL's row (validators' record, schedule) stays.
 _OFFER_COLUMNS = ("url", "pass_id", "state", "hops", "seed_depth", "seq", "via", "origin", "redirects")
 #: SQL: the claim of crawl host row ``c`` may be taken: nobody's, its node dead, or run out --
@@ -88,7 +86,16 @@ class ClaimFence:
 
 
 class SharedFrontierRows(StoreConnection):
-    """The ``crawl_hosts`` table and the shared use of the ``crawl`` rows (see the module docstring)."""
+    """The ``crawl_hosts`` table and the shared use of the ``crawl`` rows (see the module docstring).
+
+    A claim lasts the opening node's ``timings.host_claim`` (seconds; the ``timings`` of
+    :class:`~indexerd.core.store.cluster.ClusterRows`, which every store with these rows has)."""
+
+    if TYPE_CHECKING:
+        from indexerd.core.store.cluster import ClusterTimings
+
+        @property
+        def timings(self) -> ClusterTimings: ...
 
     def frontier_reset(self, source: str) -> None:
         """A new pass of ``source`` begins: forget the host claims of the last one and what the
@@ -162,7 +169,7 @@ class SharedFrontierRows(StoreConnection):
             "c.pass_id = ? AND (c.pending OR c.active) AND (c.node IS DISTINCT FROM ? OR c.claim_until < now()) "
             f"AND {_FREE} "
             "ORDER BY c.host LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING h.host, h.claim_token",
-            (node, HOST_CLAIM_SECONDS, source, pass_id, node, limit))
+            (node, self.timings.host_claim, source, pass_id, node, limit))
         return {r[0]: int(r[1]) for r in sorted(cur)}
 
     def frontier_load(self, source: str, pass_id: int, node: str) -> tuple[int, int]:
@@ -194,10 +201,11 @@ class SharedFrontierRows(StoreConnection):
                                 f"WHERE source = ? AND node = ?{this_pass}", (source, node, *args)).fetchall()
         out = {r[0]: (float(r[1]), int(r[2])) for r in rows}
         if any(left < 0 for left, _ in out.values()):  # a write only after an outage, not at every tick
+            claim = self.timings.host_claim
             self._db.execute("UPDATE crawl_hosts SET claim_until = now() + make_interval(secs => ?) "
                              f"WHERE source = ? AND node = ? AND claim_until < now(){this_pass}",
-                             (HOST_CLAIM_SECONDS, source, node, *args))
-            out = {h: (HOST_CLAIM_SECONDS if left < 0 else left, token) for h, (left, token) in out.items()}
+                             (claim, source, node, *args))
+            out = {h: (claim if left < 0 else left, token) for h, (left, token) in out.items()}
         return out
 
     def frontier_write(self, source: str, fences: dict[str, ClaimFence], rows: Iterable[dict],

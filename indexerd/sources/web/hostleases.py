@@ -3,10 +3,10 @@ delay between two requests to a host kept in the shared store, whichever node ma
 
 :class:`HostLeases` is what :class:`~indexerd.sources.web.politeness.HostSlots` asks after its
 own, in-process slot is free (``HostSlots.shared``): the host's lease row
-(:meth:`~indexerd.core.store.cluster.ClusterRows.try_host_lease`).  A lease lasts
-:data:`HOST_LEASE_SECONDS` and the node's heartbeat renews the leases it holds, so a request of
-any length keeps its host while its node lives, and a dead node's hosts are free again
-:data:`HOST_LEASE_SECONDS` after its last beat.  A node stopped with SIGTERM hands its leases
+(:meth:`~indexerd.core.store.cluster.ClusterRows.try_host_lease`).  A lease lasts the node's
+``[store] lease`` (:attr:`~indexerd.core.store.cluster.ClusterTimings.host_lease`) and the node's
+heartbeat renews the leases it holds, so a request of any length keeps its host while its node
+lives, and a dead node's hosts are free again that long after its last beat.  A node stopped with SIGTERM hands its leases
 back at once (:meth:`~indexerd.core.store.cluster.ClusterRows.node_stopped`).
 
 If the shared store cannot be reached, no request starts (a host is never asked twice at once
@@ -20,11 +20,10 @@ import threading
 import time
 
 from indexerd.core.errors import IndexerdError
-from indexerd.core.store.cluster import HOST_LEASE_SECONDS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HostLeases", "HOST_LEASE_SECONDS"]
+__all__ = ["HostLeases"]
 
 #: Seconds before asking the shared store again when it could not be reached.
 UNREACHABLE_RETRY_SECONDS = 2.0
@@ -67,7 +66,8 @@ class HostLeases:
             if left > 0:
                 return left, 0, 0.0
             try:
-                return self._db().try_host_lease(host, self.node, HOST_LEASE_SECONDS)
+                db = self._db()
+                return db.try_host_lease(host, self.node, db.timings.host_lease)
             except IndexerdError as e:
                 self._failed(f"taking {host}", e)
                 return UNREACHABLE_RETRY_SECONDS, 0, 0.0

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 import logging
 import time
 
-from indexerd.core.store.sharedfrontier import HOST_CLAIM_SECONDS, url_origin
+from indexerd.core.store.sharedfrontier import url_origin
 from indexerd.sources.web.claimfences import ClaimFences
 from indexerd.sources.web.handover import HostHandover
 from indexerd.sources.web.urls import host_key
@@ -278,7 +278,7 @@ class SharedFrontier:
         for origin, token in self.store.frontier_claim_tokens(self.source, self.sched.pass_id, self.node,
                                                               limit).items():
             self.claims.tokens[origin] = token
-            self.claims.confirmed(origin, began, HOST_CLAIM_SECONDS)
+            self.claims.confirmed(origin, began, self.store.timings.host_claim)
             self.owned.add(origin)
             self.hosts.take_host(origin)
             log.info("%s: node %s crawls %s in pass %d", self.source, self.node, origin, self.sched.pass_id)
