@@ -28,7 +28,8 @@ from indexerd.sources.files.change import unchanged
 from indexerd.sources.files.globs import PathMatcher
 from indexerd.sources.files.readfile import read_file
 from indexerd.sources.files.readqueue import ReadQueue
-from indexerd.sources.files.walk import Unlisted, WalkedFile, walk, walk_runs
+from indexerd.sources.files.walk import Unlisted, WalkedFile, walk_runs
+from indexerd.sources.files.walkprocess import WalkedElsewhere, walk_runs_elsewhere, walks_elsewhere
 from indexerd.core.filekeys import key_to_path, path_to_key
 from indexerd.sources.files.keys import display_path, stat_of, too_large_stands
 from indexerd.config import SourcePolicy
@@ -51,6 +52,17 @@ _ST = itemgetter(2)  # a WalkedFile's stat
 _STORED_STAT = itemgetter(1, 2, 3, 4)  # a stored row's (mtime_ns, size, ctime_ns, ino)
 _STAT = attrgetter("st_mtime_ns", "st_size", "st_ctime_ns", "st_ino")
 _REASON = itemgetter(5)
+
+
+def _first_key(run: list[WalkedFile] | WalkedElsewhere) -> str:
+    return run.keys[0] if isinstance(run, WalkedElsewhere) else run[0][0]
+
+
+def _keys_and_stats(run: list[WalkedFile] | WalkedElsewhere) -> tuple[list[str], list[tuple]]:
+    """A run's keys and ``(st_mtime_ns, st_size, st_ctime_ns, st_ino)``, as the stored rows'."""
+    if isinstance(run, WalkedElsewhere):
+        return run.keys, run.stats
+    return list(map(_KEY, run)), list(map(_STAT, map(_ST, run)))
 
 
 class FileSource:
@@ -85,13 +97,9 @@ class FileSource:
     def relpath(self, path: str) -> str:
         return os.path.relpath(path, self.root).replace(os.sep, "/")
 
-    def walk(self, start: str | None = None, on_file=None) -> Iterator[WalkedFile | Unlisted]:
-        """The files of the tree (or the subtree ``start``) in key order: :func:`indexerd.sources.files.walk.walk`."""
-        return walk(self.root, self.matcher, follow_symlinks=self.cfg.follow_symlinks, start=start,
-                    on_file=on_file)
-
     def walk_runs(self, start: str | None = None, on_file=None) -> Iterator[list[WalkedFile] | Unlisted]:
-        """:meth:`walk` a run of files at a time: :func:`indexerd.sources.files.walk.walk_runs`."""
+        """The files of the tree (or the subtree ``start``) in key order, a run at a time:
+        :func:`indexerd.sources.files.walk.walk_runs`."""
         return walk_runs(self.root, self.matcher, follow_symlinks=self.cfg.follow_symlinks, start=start,
                          on_file=on_file)
 
@@ -259,56 +267,65 @@ class FileSource:
                 return
             missing.append(key)
 
-        for run in self.walk_runs(top, on_file=progress.tick_walk if progress else None):
-            if isinstance(run, Unlisted):
-                if run.path == top:  # an unreadable root is not an empty tree
-                    self._root_failed(top, "cannot be listed", counts, pipeline)
-                    return
-                protected.append(run.prefix)
-                continue
-            if not forced and walked is None and row is not None and row[0] == run[0][0]:
-                # a run whose files are the next stored rows with the same stats, none a verdict
-                # that never stands (the test is all C: a million files' pass was 2.3x the bare
-                # walk with a Python merge step per file)
-                taken = [row]
-                while ahead and len(taken) < len(run):
-                    taken.append(ahead.pop())
-                taken += islice(rows, len(run) - len(taken))
-                if list(map(_KEY, taken)) == list(map(_KEY, run)) and \
-                        list(map(_STORED_STAT, taken)) == list(map(_STAT, map(_ST, run))) and \
-                        READ_AGAIN_OR_CAPPED.isdisjoint(map(_REASON, taken)):
-                    same += len(run)
-                    last_file = run[-1][0]
-                    row = next_row()
-                    if same >= 1000:
-                        pipeline.unchanged(counts, n=same)
-                        same = 0
+        tick = progress.tick_walk if progress else None
+        runs: Iterator[list[WalkedFile] | WalkedElsewhere | Unlisted] = (
+            walk_runs_elsewhere(self.root, list(self.cfg.include), list(self.cfg.exclude), start=top, on_file=tick)
+            if walks_elsewhere(pipeline.store, self.name, start, self.cfg.follow_symlinks)
+            else self.walk_runs(top, on_file=tick))
+        try:
+            for run in runs:
+                if isinstance(run, Unlisted):
+                    if run.path == top:  # an unreadable root is not an empty tree
+                        self._root_failed(top, "cannot be listed", counts, pipeline)
+                        return
+                    protected.append(run.prefix)
                     continue
-                ahead.extend(reversed(taken[1:]))  # not all the same: file by file below
-            for key, path, st, in_order in run:
-                if not in_order:
-                    linked.setdefault(key, (path, st))
-                    continue
-                while row is not None and row[0] < key:
-                    not_walked(row[0])
-                    row = next_row()
-                last_file = key
-                if walked is not None:
-                    walked.add(key)
-                if row is None or row[0] != key:
-                    check(key, path, st, None)
-                    continue
-                here, row = row, next_row()
-                # the common case of the change test inline: the same stat, not a too-large skip
-                if not forced and here[1] == st.st_mtime_ns and here[2] == st.st_size and \
-                        here[3] == st.st_ctime_ns and here[4] == st.st_ino and here[5] != "too-large" and \
-                        here[5] != "environment":
-                    same += 1
-                    continue
-                check(key, path, st, here[1:])
-            if same >= 1000:  # counted as it goes: a running pass's status shows them
-                pipeline.unchanged(counts, n=same)
-                same = 0
+                if not forced and walked is None and row is not None and row[0] == _first_key(run):
+                    # a run whose files are the next stored rows with the same stats, none a verdict
+                    # that never stands (the test is all C: a million files' pass was 2.3x the bare
+                    # walk with a Python merge step per file)
+                    keys, stats = _keys_and_stats(run)
+                    taken = [row]
+                    while ahead and len(taken) < len(keys):
+                        taken.append(ahead.pop())
+                    taken += islice(rows, len(keys) - len(taken))
+                    if list(map(_KEY, taken)) == keys and list(map(_STORED_STAT, taken)) == stats and \
+                            READ_AGAIN_OR_CAPPED.isdisjoint(map(_REASON, taken)):
+                        same += len(keys)
+                        last_file = keys[-1]
+                        row = next_row()
+                        if same >= 1000:
+                            pipeline.unchanged(counts, n=same)
+                            same = 0
+                        continue
+                    ahead.extend(reversed(taken[1:]))  # not all the same: file by file below
+                # a run walked elsewhere is stat'ed here: what is read is decided on this pass's stat
+                for key, path, st, in_order in (run.files() if isinstance(run, WalkedElsewhere) else run):
+                    if not in_order:
+                        linked.setdefault(key, (path, st))
+                        continue
+                    while row is not None and row[0] < key:
+                        not_walked(row[0])
+                        row = next_row()
+                    last_file = key
+                    if walked is not None:
+                        walked.add(key)
+                    if row is None or row[0] != key:
+                        check(key, path, st, None)
+                        continue
+                    here, row = row, next_row()
+                    # the common case of the change test inline: the same stat, not a too-large skip
+                    if not forced and here[1] == st.st_mtime_ns and here[2] == st.st_size and \
+                            here[3] == st.st_ctime_ns and here[4] == st.st_ino and here[5] != "too-large" and \
+                            here[5] != "environment":
+                        same += 1
+                        continue
+                    check(key, path, st, here[1:])
+                if same >= 1000:  # counted as it goes: a running pass's status shows them
+                    pipeline.unchanged(counts, n=same)
+                    same = 0
+        finally:
+            runs.close()  # type: ignore[attr-defined]  # a generator: a walking process ends with it
         if same:
             pipeline.unchanged(counts, n=same)
         while row is not None:

@@ -1,0 +1,259 @@
+"""The walk of a large tree in a process of its own, so that the kernel's ``stat`` of every file
+(on one core) overlaps the reconcile's read of the stored rows and its merge (on another).
+
+:func:`walk_runs_elsewhere` starts ``python -m indexerd.sources.files.walkprocess`` (a fresh
+interpreter: no fork of a threaded daemon), which runs the very walk of the pass
+(:func:`indexerd.sources.files.walk.walk_runs`, symlinks not followed) and streams each run of
+files as its keys and ``(st_mtime_ns, st_size, st_ctime_ns, st_ino)``: everything the reconcile's
+change test compares (:func:`indexerd.sources.files.change.unchanged`).  A run whose stats are
+not all the stored ones is stat'ed again by the pass (:meth:`WalkedElsewhere.files`), so what is
+read, indexed or deleted is decided on the pass's own ``os.stat_result``, as with the walk in
+process.  Frames: a 4-byte big-endian length, then a MessagePack array of items (msgspec).
+
+The reconcile uses it when the source holds at least :data:`WALK_PROCESS_MIN_FILES` documents
+and does not follow symlinks (:func:`walks_elsewhere`); below that,
+a process's start (~50 ms) costs more than the overlap saves.  The walk's warnings (a directory
+that cannot be listed) are logged by the pass, under the walk's logger.
+
+Raises (while iterating): :class:`~indexerd.core.errors.EnvironmentFailure` when the process
+cannot be started or ends without finishing the walk: the pass then fails before it deletes
+anything, as a pass whose walk raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import subprocess
+import sys
+from typing import Callable, Iterator, NamedTuple
+
+import msgspec
+
+from indexerd.core.errors import EnvironmentFailure
+from indexerd.core.filekeys import key_to_path
+from indexerd.sources.files.walk import Unlisted, WalkedFile
+
+__all__ = ["WALK_PROCESS_MIN_FILES", "WalkedElsewhere", "walk_runs_elsewhere", "walks_elsewhere"]
+
+log = logging.getLogger("indexerd.sources.files.scan")  # the walk's logger, as in process
+
+#: A source with at least this many stored documents walks its tree in a process of its own.
+WALK_PROCESS_MIN_FILES = 50_000
+#: Files per frame the walking process sends (about 60 KB of names and stats).
+_FILES_PER_FRAME = 2000
+_HEADER = struct.Struct(">I")
+#: A frame larger than this is not one the walker wrote (bytes).
+_MAX_FRAME_BYTES = 256 * 1024 * 1024
+_Stat = tuple[int, int, int, int]
+
+
+class _Run(msgspec.Struct, array_like=True, tag="r"):
+    """Files of one directory whose keys are ``key_dir + name``."""
+    key_dir: str
+    names: list[str]
+    stats: list[_Stat]
+
+
+class _KeyedRun(msgspec.Struct, array_like=True, tag="k"):
+    """Files whose keys are spelled out (a directory whose key needs percent-encoding)."""
+    keys: list[str]
+    stats: list[_Stat]
+
+
+class _Unlisted(msgspec.Struct, array_like=True, tag="u"):
+    path: str
+    prefix: str
+
+
+class _Seen(msgspec.Struct, array_like=True, tag="n"):
+    """Files the walk found since the last count (the pass's progress)."""
+    files: int
+
+
+class _Log(msgspec.Struct, array_like=True, tag="l"):
+    level: int
+    message: str
+
+
+class _End(msgspec.Struct, array_like=True, tag="e"):
+    """The walk is over."""
+
+
+_Item = _Run | _KeyedRun | _Unlisted | _Seen | _Log | _End
+
+
+class WalkedElsewhere(NamedTuple):
+    """A run of files walked by the other process: their keys in walk order and each one's
+    ``(st_mtime_ns, st_size, st_ctime_ns, st_ino)`` as the walk saw it."""
+
+    keys: list[str]
+    stats: list[_Stat]
+
+    def files(self) -> list[WalkedFile]:
+        """The run as :func:`~indexerd.sources.files.walk.walk_runs` yields it, each file
+        stat'ed again here (``lstat``: symlinks are not followed); a file gone since the walk
+        is left out (the reconcile then finds it gone)."""
+        out = []
+        for key in self.keys:
+            path = key_to_path(key)
+            try:
+                st = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue
+            out.append(WalkedFile(key, path, st, True))
+        return out
+
+
+def walks_elsewhere(store, source: str, start: str | None, follow_symlinks: bool) -> bool:
+    """Whether a reconcile of ``source`` walks in a process of its own: a whole tree (``start``
+    None) whose source holds :data:`WALK_PROCESS_MIN_FILES` documents or more in ``store`` (its
+    kept counts: no scan of its rows), symlinks not followed."""
+    if start is not None or follow_symlinks:
+        return False
+    return sum(store.counts_by_source().get(source, {}).values()) >= WALK_PROCESS_MIN_FILES
+
+
+def walk_runs_elsewhere(root: str, include: list[str], exclude: list[str], *, start: str | None = None,
+                        on_file: Callable[[int], None] | None = None) -> Iterator[WalkedElsewhere | Unlisted]:
+    """:func:`~indexerd.sources.files.walk.walk_runs` of ``root`` (or the subtree ``start``)
+    with the include/exclude globs ``include``/``exclude``, symlinks not followed, in a process
+    of its own; yields its runs as :class:`WalkedElsewhere` and its :class:`Unlisted`
+    directories, in the walk's order.  ``on_file(n)``: n more files found (progress).  Closing
+    the generator ends the process.
+
+    Raises:
+        EnvironmentFailure: the process cannot be started, or ended before the walk did.
+    """
+    argv = [sys.executable, "-m", "indexerd.sources.files.walkprocess"]
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+    except OSError as e:
+        raise EnvironmentFailure(f"cannot start the walk's process ({argv[0]}): {e.strerror or e}") from None
+    assert proc.stdin is not None and proc.stdout is not None  # Popen(PIPE)
+    decode = msgspec.msgpack.Decoder(list[_Item]).decode
+    try:
+        try:
+            proc.stdin.write(json.dumps({"root": root, "start": start, "include": include,
+                                         "exclude": exclude}).encode("utf-8") + b"\n")
+            proc.stdin.close()
+        except OSError as e:
+            raise EnvironmentFailure(f"cannot start the walk's process: {e}") from None
+        stdout = proc.stdout
+        while True:
+            header = stdout.read(_HEADER.size)
+            (size,) = _HEADER.unpack(header) if len(header) == _HEADER.size else (None,)
+            if size is None or size > _MAX_FRAME_BYTES:
+                raise EnvironmentFailure(f"the walk's process ended before the walk did "
+                                         f"(exit {proc.poll()}): nothing is deleted this pass")
+            payload = stdout.read(size)
+            if len(payload) != size:
+                raise EnvironmentFailure(f"the walk's process ended mid-frame (exit {proc.poll()})")
+            for item in decode(payload):
+                if isinstance(item, _Run):
+                    key_dir = item.key_dir
+                    yield WalkedElsewhere([key_dir + name for name in item.names], item.stats)
+                elif isinstance(item, _KeyedRun):
+                    yield WalkedElsewhere(item.keys, item.stats)
+                elif isinstance(item, _Unlisted):
+                    yield Unlisted(item.path, item.prefix)
+                elif isinstance(item, _Seen):
+                    if on_file is not None:
+                        on_file(item.files)
+                elif isinstance(item, _Log):
+                    log.log(item.level, "%s", item.message)
+                else:
+                    return
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+# -- the walking process ------------------------------------------------------------------------
+class _Frames:
+    """The walker's output: items gathered into frames of about :data:`_FILES_PER_FRAME` files."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+        self.items: list[_Item] = []
+        self.files = 0
+        self.seen = 0
+        self.encode = msgspec.msgpack.Encoder().encode
+
+    def add(self, item: _Item, files: int = 0) -> None:
+        self.items.append(item)
+        self.files += files
+        if self.files >= _FILES_PER_FRAME:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.seen:  # listed before the runs of this frame were taken from it
+            self.items.insert(0, _Seen(self.seen))
+            self.seen = 0
+        if self.items:
+            payload = self.encode(self.items)
+            self.out.write(_HEADER.pack(len(payload)) + payload)
+            self.out.flush()
+            self.items, self.files = [], 0
+
+
+class _Forward(logging.Handler):
+    """The walk's log records, sent to the pass to be logged there."""
+
+    def __init__(self, frames: _Frames) -> None:
+        super().__init__(logging.DEBUG)
+        self.frames = frames
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.frames.add(_Log(record.levelno, record.getMessage()))
+
+
+def _run_item(run: list[WalkedFile]) -> _Run | _KeyedRun:
+    """One run as sent: its directory's key and the names when every key is ``dir/name``."""
+    stats = [(st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino) for _k, _p, st, _o in run]
+    first = run[0].key
+    key_dir = first[:first.rindex("/") + 1]
+    cut = len(key_dir)
+    names = [w.key[cut:] for w in run]
+    if all(w.key.startswith(key_dir) for w in run) and not any("/" in n for n in names):
+        return _Run(key_dir, names, stats)
+    return _KeyedRun([w.key for w in run], stats)
+
+
+def main() -> int:
+    """The walking process: one JSON line on stdin (``root``, ``start``, ``include``,
+    ``exclude``), frames on stdout until an end item.  Exit 0, or 1 on a failure (printed to
+    stderr; the pass sees the missing end)."""
+    from indexerd.sources.files.globs import PathMatcher
+    from indexerd.sources.files.walk import walk_runs
+
+    spec = json.loads(sys.stdin.buffer.readline())
+    frames = _Frames(sys.stdout.buffer)
+    walk_log = logging.getLogger("indexerd.sources.files.scan")
+    walk_log.setLevel(logging.DEBUG)
+    walk_log.propagate = False
+    walk_log.addHandler(_Forward(frames))
+
+    def seen(n: int) -> None:
+        frames.seen += n
+
+    matcher = PathMatcher(spec["include"], spec["exclude"])
+    for run in walk_runs(spec["root"], matcher, follow_symlinks=False, start=spec["start"], on_file=seen):
+        if isinstance(run, Unlisted):
+            frames.add(_Unlisted(run.path, run.prefix))
+        else:
+            frames.add(_run_item(run), len(run))
+    frames.add(_End())
+    frames.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the pass ended (cancelled, failed): nobody reads
+        sys.exit(0)
