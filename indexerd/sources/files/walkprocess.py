@@ -22,6 +22,7 @@ anything, as a pass whose walk raised.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -45,6 +46,9 @@ WALK_PROCESS_MIN_FILES = 50_000
 #: Files per frame the walking process sends (about 60 KB of names and stats).
 _FILES_PER_FRAME = 2000
 _HEADER = struct.Struct(">I")
+#: ``fcntl`` command that sets a pipe's capacity (Linux, ``F_SETPIPE_SZ``), and the capacity asked
+#: (bytes; an unprivileged process may ask up to ``/proc/sys/fs/pipe-max-size``, 1 MiB by default)
+_F_SETPIPE_SZ, _PIPE_BYTES = 1031, 1024 * 1024
 #: A frame larger than this is not one the walker wrote (bytes).
 _MAX_FRAME_BYTES = 256 * 1024 * 1024
 _Stat = tuple[int, int, int, int]
@@ -133,6 +137,10 @@ def walk_runs_elsewhere(root: str, include: list[str], exclude: list[str], *, st
     except OSError as e:
         raise EnvironmentFailure(f"cannot start the walk's process ({argv[0]}): {e.strerror or e}") from None
     assert proc.stdin is not None and proc.stdout is not None  # Popen(PIPE)
+    try:  # room for the walk to run ahead of the merge (Linux; the default is 64 KiB)
+        fcntl.fcntl(proc.stdout.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
+    except OSError:
+        pass
     decode = msgspec.msgpack.Decoder(list[_Item]).decode
     try:
         try:
