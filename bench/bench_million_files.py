@@ -13,7 +13,8 @@ first      ``indexerd index --json`` from an empty state dir (config of the benc
            process tree (bench/benchlib.py ``measure``).
 unchanged  ``indexerd index --json`` again, alternating with the floor (a bare ``os.scandir``
            walk + ``stat`` of every file in a separate process), REPS times each, the order
-           flipped every repetition: the whole command, the pass as indexerd times it, the floor.
+           rotated every repetition: the whole command, the pass as indexerd times it, the floor.
+           ``--code NAME=REPO`` (repeatable): each checkout's code in turn (``PYTHONPATH``).
 daemon     ``indexerd run`` on the same state (control_socket set): the time until its start-up
            reconcile of the tree is over and its peak memory then; EDITS edits (a new file with a
            new unique word, in a leaf directory of the tree) timed until ``indexerd ctl search``
@@ -143,9 +144,11 @@ def config(work: Path, root: Path) -> Path:
 ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
 
 
-def index_once(cfg: Path) -> dict:
-    """``indexerd index --json`` measured (benchlib ``measure``), with its summary merged in."""
-    m = measure([PY, "-m", "indexerd.cli.main", "-c", str(cfg), "index", "--json"], env=ENV, cwd=REPO, poll=0.5)
+def index_once(cfg: Path, repo: Path = REPO) -> dict:
+    """``indexerd index --json`` of checkout ``repo`` (``PYTHONPATH``) measured (benchlib
+    ``measure``), with its summary merged in."""
+    m = measure([PY, "-m", "indexerd.cli.main", "-c", str(cfg), "index", "--json"],
+                env={**ENV, "PYTHONPATH": str(repo)}, cwd=repo, poll=0.5)
     if m["rc"] != 0:
         raise SystemExit(f"indexerd index exited {m['rc']}: {m['stderr'][-3000:]}")
     s = json.loads(m.pop("stdout").strip().splitlines()[-1])
@@ -260,6 +263,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--edits", type=int, default=10)
     ap.add_argument("--skip-first", action="store_true", help="keep WORK's state from an earlier run")
+    ap.add_argument("--code", action="append", default=[], metavar="NAME=REPO",
+                    help="unchanged phase: time each checkout's `indexerd index` (PYTHONPATH), in turn with "
+                         "the floor (default: this one)")
     ap.add_argument("--only", default="first,unchanged,daemon", help="phases to run (comma-separated)")
     ARGS = args = ap.parse_args()
     root = Path(args.root)
@@ -283,19 +289,29 @@ def main() -> None:
         log(f"first index: {m['wall']:.0f} s wall, {m['cpu']:.0f} s CPU, {m['peak_mb']:.0f} MB peak, "
             f"indexed {m['indexed']:,} ({machine()})")
     if "unchanged" in phases:
+        codes = dict(c.split("=", 1) for c in args.code) or {"this": str(REPO)}
+        for repo in codes.values():  # byte-compiled, as an install is
+            subprocess.run([PY, "-m", "compileall", "-q", str(Path(repo) / "indexerd")], check=True)
         rows = []
+        whats = ["floor", *codes]
         for rep in range(args.reps):
-            order = ("floor", "index") if rep % 2 == 0 else ("index", "floor")
+            order = whats[rep % len(whats):] + whats[:rep % len(whats)]  # each first in turn
             row = {}
             for what in order:
                 if what == "floor":
                     row["floor"] = floor_run()
                     log(f"unchanged rep {rep + 1}: floor {row['floor']}")
                 else:
-                    m = index_once(cfg)
-                    row["index"] = m
-                    log(f"unchanged rep {rep + 1}: indexerd index {m['wall']:.1f} s wall, pass "
+                    m = index_once(cfg, Path(codes[what]))
+                    row[f"index:{what}"] = m
+                    row.setdefault("index", m)
+                    log(f"unchanged rep {rep + 1}: {what}: indexerd index {m['wall']:.1f} s wall, pass "
                         f"{m['elapsed_seconds']} s, {m['peak_mb']:.0f} MB, unchanged {m['unchanged']:,}")
+            for name in codes:
+                m = row[f"index:{name}"]
+                log(f"unchanged rep {rep + 1}: {name}: pass / floor walk {m['elapsed_seconds']} / "
+                    f"{row['floor']['walk_s']:.2f} s = {float(m['elapsed_seconds']) / row['floor']['walk_s']:.2f}x, "
+                    f"command / floor process {m['wall'] / row['floor']['wall']:.2f}x")
             rows.append(row)
         res["unchanged"] = rows
     if "daemon" in phases:

@@ -29,6 +29,7 @@ import os
 import struct
 import subprocess
 import sys
+from operator import itemgetter
 from typing import Callable, Iterator, NamedTuple
 
 import msgspec
@@ -46,6 +47,7 @@ WALK_PROCESS_MIN_FILES = 50_000
 #: Files per frame the walking process sends (about 60 KB of names and stats).
 _FILES_PER_FRAME = 2000
 _HEADER = struct.Struct(">I")
+_FIRST = itemgetter(0)
 #: ``fcntl`` command that sets a pipe's capacity (Linux, ``F_SETPIPE_SZ``), and the capacity asked
 #: (bytes; an unprivileged process may ask up to ``/proc/sys/fs/pipe-max-size``, 1 MiB by default)
 _F_SETPIPE_SZ, _PIPE_BYTES = 1031, 1024 * 1024
@@ -55,15 +57,9 @@ _Stat = tuple[int, int, int, int]
 
 
 class _Run(msgspec.Struct, array_like=True, tag="r"):
-    """Files of one directory whose keys are ``key_dir + name``."""
+    """Files of one directory: their keys are ``key_dir + name`` (``name`` as keys spell it)."""
     key_dir: str
     names: list[str]
-    stats: list[_Stat]
-
-
-class _KeyedRun(msgspec.Struct, array_like=True, tag="k"):
-    """Files whose keys are spelled out (a directory whose key needs percent-encoding)."""
-    keys: list[str]
     stats: list[_Stat]
 
 
@@ -86,7 +82,7 @@ class _End(msgspec.Struct, array_like=True, tag="e"):
     """The walk is over."""
 
 
-_Item = _Run | _KeyedRun | _Unlisted | _Seen | _Log | _End
+_Item = _Run | _Unlisted | _Seen | _Log | _End
 
 
 class WalkedElsewhere(NamedTuple):
@@ -163,8 +159,6 @@ def walk_runs_elsewhere(root: str, include: list[str], exclude: list[str], *, st
                 if isinstance(item, _Run):
                     key_dir = item.key_dir
                     yield WalkedElsewhere([key_dir + name for name in item.names], item.stats)
-                elif isinstance(item, _KeyedRun):
-                    yield WalkedElsewhere(item.keys, item.stats)
                 elif isinstance(item, _Unlisted):
                     yield Unlisted(item.path, item.prefix)
                 elif isinstance(item, _Seen):
@@ -220,16 +214,96 @@ class _Forward(logging.Handler):
         self.frames.add(_Log(record.levelno, record.getMessage()))
 
 
-def _run_item(run: list[WalkedFile]) -> _Run | _KeyedRun:
-    """One run as sent: its directory's key and the names when every key is ``dir/name``."""
-    stats = [(st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino) for _k, _p, st, _o in run]
-    first = run[0].key
-    key_dir = first[:first.rindex("/") + 1]
-    cut = len(key_dir)
-    names = [w.key[cut:] for w in run]
-    if all(w.key.startswith(key_dir) for w in run) and not any("/" in n for n in names):
-        return _Run(key_dir, names, stats)
-    return _KeyedRun([w.key for w in run], stats)
+def compact_runs(root: str, matcher, *, start: str | None = None,
+                 on_file: Callable[[int], None] | None = None) -> Iterator[_Run | _Unlisted]:
+    """:func:`~indexerd.sources.files.walk.walk_runs` with symlinks not followed, each run as
+    its directory's key, its files' names as keys spell them and their stats -- the same files
+    in the same order, made without a :class:`WalkedFile` or a path per file (the walking
+    process's whole work: it sets the pace of the reconcile).  tests/test_walkprocess.py holds
+    the two walks equal."""
+    from indexerd.core.filekeys import URI_SAFE, path_to_key
+    from indexerd.sources.files.keys import display_path
+    from indexerd.sources.files.walk import _key_name
+
+    safe = URI_SAFE.fullmatch
+    needs_rel, exc_name, inc_all = matcher.needs_rel, matcher.exc_file_name_match, matcher.include_all
+    top = start or root
+    top_rel = "" if top == root else os.path.relpath(top, root).replace(os.sep, "/")
+
+    def listing(dirpath: str, rel: str) -> list | None:
+        """``(name as keyed [+ "/"], stat or None, (path, rel) of a subdirectory or None)``
+        sorted, as walk_runs' listing; None when the directory cannot be listed."""
+        try:
+            it = os.scandir(dirpath)
+        except OSError as e:
+            log.warning("cannot list directory %s: %s", display_path(dirpath), e.strerror)
+            return None
+        entries: list = []
+        n_files = 0
+        with it:
+            for entry in it:
+                name = entry.name
+                try:
+                    if entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        erel = f"{rel}/{name}" if rel else name
+                        if not matcher.dir_excluded(name, erel):
+                            entries.append((_key_name(name) + "/", None, (entry.path, erel)))
+                        continue
+                    if exc_name is not None and exc_name(name):
+                        continue
+                    if (needs_rel or not inc_all) and \
+                            not matcher.file_selected(name, f"{rel}/{name}" if rel else name):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except OSError as e:  # vanished between listing and stat
+                    log.debug("cannot stat %s: %s", display_path(entry.path), e.strerror)
+                    continue
+                n_files += 1
+                entries.append((name if safe(name) else _key_name(name),
+                                (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino), None))
+        entries.sort(key=_FIRST)
+        if on_file is not None and n_files:
+            on_file(n_files)
+        return entries
+
+    def key_dir(dirpath: str) -> str:
+        key = path_to_key(dirpath)
+        return key if key.endswith("/") else key + "/"
+
+    def unlisted(dirpath: str) -> _Unlisted:
+        return _Unlisted(dirpath, path_to_key(dirpath).rstrip("/") + "/")  # as walk_runs says it
+
+    first = listing(top, top_rel)
+    if first is None:
+        yield unlisted(top)
+        return
+    stack = [(first, 0, key_dir(top))]  # (a directory's sorted entries, the next to take, its key)
+    while stack:
+        entries, at, kdir = stack.pop()
+        names: list[str] = []
+        stats: list[_Stat] = []
+        for i in range(at, len(entries)):
+            kname, st, subdir = entries[i]
+            if subdir is None:
+                names.append(kname)
+                stats.append(st)
+                continue
+            if names:
+                yield _Run(kdir, names, stats)
+                names, stats = [], []
+            stack.append((entries, i + 1, kdir))
+            dirpath, rel = subdir
+            below = listing(dirpath, rel)
+            if below is None:
+                yield unlisted(dirpath)
+            else:
+                stack.append((below, 0, kdir + kname))
+            break
+        else:
+            if names:
+                yield _Run(kdir, names, stats)
 
 
 def main() -> int:
@@ -237,7 +311,6 @@ def main() -> int:
     ``exclude``), frames on stdout until an end item.  Exit 0, or 1 on a failure (printed to
     stderr; the pass sees the missing end)."""
     from indexerd.sources.files.globs import PathMatcher
-    from indexerd.sources.files.walk import walk_runs
 
     spec = json.loads(sys.stdin.buffer.readline())
     frames = _Frames(sys.stdout.buffer)
@@ -250,11 +323,8 @@ def main() -> int:
         frames.seen += n
 
     matcher = PathMatcher(spec["include"], spec["exclude"])
-    for run in walk_runs(spec["root"], matcher, follow_symlinks=False, start=spec["start"], on_file=seen):
-        if isinstance(run, Unlisted):
-            frames.add(_Unlisted(run.path, run.prefix))
-        else:
-            frames.add(_run_item(run), len(run))
+    for item in compact_runs(spec["root"], matcher, start=spec["start"], on_file=seen):
+        frames.add(item, len(item.names) if isinstance(item, _Run) else 0)
     frames.add(_End())
     frames.flush()
     return 0
