@@ -156,10 +156,16 @@ def test_a_bulk_passs_commits_are_left_to_the_idle_merge(tmp_path: Path) -> None
     assert ix.segment_count() < MERGE_AT_SEGMENTS and ix.doc_count() == size * (MERGE_AT_SEGMENTS + 2)
 
 
-def test_an_idle_maintenance_merges_until_a_round_changes_nothing(tmp_path: Path) -> None:
+def test_an_idle_maintenance_merges_until_a_round_changes_nothing(tmp_path: Path, caplog) -> None:
     """30 commits of 150 documents (a bulk pass's, too big for the live merge): one round of
-    the small-segment merge leaves 18 segments, the rounds until nothing changes leave 6."""
+    the small-segment merge leaves 18 segments, the rounds until nothing changes leave 6.
+    Each round says so in the log (a daemon's merge after its first pass of 50,000 files ran
+    for minutes at full CPU without a line)."""
+    import logging
+    import re
     from dataclasses import replace
+
+    caplog.set_level(logging.INFO, logger="indexerd.index.whoosh.engine")
 
     ix = open_index(tmp_path)
     for start in range(0, 30 * 150, 150):
@@ -171,6 +177,9 @@ def test_an_idle_maintenance_merges_until_a_round_changes_nothing(tmp_path: Path
     ix.maintain()
     assert ix.segment_count() <= 6 and ix.doc_count() == 30 * 150
     assert len(ix.search("common", limit=10_000)) == 30 * 150
+    rounds = [r.getMessage() for r in caplog.records if "idle merge" in r.getMessage()]
+    assert rounds and re.fullmatch(r"index: idle merge round 1: 30 -> \d+ segments in \d+\.\d s", rounds[0]), rounds
+    assert rounds[-1].endswith(f"-> {ix.segment_count()} segments in " + rounds[-1].rsplit(" in ", 1)[1])
 
 
 def every_hit(ix: SearchIndex) -> dict[str, list[str]]:
