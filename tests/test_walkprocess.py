@@ -139,3 +139,30 @@ def test_a_reconcile_through_the_walk_elsewhere_finds_every_change(tmp_path, mon
         assert (forced["indexed"] + forced["unchanged"] + forced["skipped"], forced["deleted"]) == (40, 0), forced
     finally:
         ix.close()
+
+
+def test_a_walking_process_that_dies_fails_the_pass_and_deletes_nothing(tmp_path, monkeypatch) -> None:
+    """The walking process ends before the walk (killed, out of memory): the pass reports the
+    failure, every document stays (what the walk did not report is not gone), and the next pass
+    runs normally."""
+    monkeypatch.setattr(walkprocess, "WALK_PROCESS_MIN_FILES", 1)
+    root = tmp_path / "root"
+    for i in range(20):
+        write(root / f"d{i % 2}" / f"f{i:02d}.txt", f"text {i}\n")
+    ix = make_indexer(tmp_path, root)
+    ix.open("index")
+    try:
+        assert ix.run_pass(progress=False).as_dict()["indexed"] == 20
+        real = sys.executable
+        monkeypatch.setattr(sys, "executable", "/bin/true")
+        failed = ix.run_pass(progress=False)
+        d = failed.as_dict()
+        assert d["deleted"] == 0 and d["errors"] >= 1, d
+        assert failed.totals.failed == failed.totals.last_error == \
+            "the walk's process ended before the walk did (exit 0): nothing is deleted this pass"
+        assert len(ix.store.keys()) == 20
+        monkeypatch.setattr(sys, "executable", real)
+        again = ix.run_pass(progress=False).as_dict()
+        assert (again["unchanged"], again["deleted"]) == (20, 0), again
+    finally:
+        ix.close()

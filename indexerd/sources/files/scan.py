@@ -36,7 +36,7 @@ from indexerd.config import SourcePolicy
 from indexerd.sources.files.table import FilesystemSource
 from indexerd.core.metamap import MetaMap
 from indexerd.core.decide import DecideSettings
-from indexerd.core.errors import IndexUnavailable, StoreError
+from indexerd.core.errors import EnvironmentFailure, IndexUnavailable, StoreError
 from indexerd.pipeline.fetched import Policy
 from indexerd.pipeline.stages import PassCounts, Pipeline
 
@@ -52,6 +52,14 @@ _ST = itemgetter(2)  # a WalkedFile's stat
 _STORED_STAT = itemgetter(1, 2, 3, 4)  # a stored row's (mtime_ns, size, ctime_ns, ino)
 _STAT = attrgetter("st_mtime_ns", "st_size", "st_ctime_ns", "st_ino")
 _REASON = itemgetter(5)
+
+
+def _walk_failed(source: str, e: EnvironmentFailure, counts: PassCounts, pipeline: Pipeline) -> None:
+    """The walking process died mid-walk: the pass fails (``error.walk``), nothing deleted."""
+    log.error("source %s: %s", source, e)
+    counts.failed = str(e)
+    counts.fail(str(e))
+    pipeline.counters.inc("error.walk")
 
 
 def _first_key(run: list[WalkedFile] | WalkedElsewhere) -> str:
@@ -98,8 +106,7 @@ class FileSource:
         return os.path.relpath(path, self.root).replace(os.sep, "/")
 
     def walk_runs(self, start: str | None = None, on_file=None) -> Iterator[list[WalkedFile] | Unlisted]:
-        """The files of the tree (or the subtree ``start``) in key order, a run at a time:
-        :func:`indexerd.sources.files.walk.walk_runs`."""
+        """The tree's (or subtree ``start``'s) files in key order, a run at a time: :func:`.walk.walk_runs`."""
         return walk_runs(self.root, self.matcher, follow_symlinks=self.cfg.follow_symlinks, start=start,
                          on_file=on_file)
 
@@ -324,6 +331,8 @@ class FileSource:
                 if same >= 1000:  # counted as it goes: a running pass's status shows them
                     pipeline.unchanged(counts, n=same)
                     same = 0
+        except EnvironmentFailure as e:  # the walking process died: what it did not report is not gone
+            return _walk_failed(self.name, e, counts, pipeline)
         finally:
             runs.close()  # type: ignore[attr-defined]  # a generator: a walking process ends with it
         if same:

@@ -151,10 +151,11 @@ def walk_runs_elsewhere(root: str, include: list[str], exclude: list[str], *, st
             (size,) = _HEADER.unpack(header) if len(header) == _HEADER.size else (None,)
             if size is None or size > _MAX_FRAME_BYTES:
                 raise EnvironmentFailure(f"the walk's process ended before the walk did "
-                                         f"(exit {proc.poll()}): nothing is deleted this pass")
+                                         f"({_exit(proc)}): nothing is deleted this pass")
             payload = stdout.read(size)
             if len(payload) != size:
-                raise EnvironmentFailure(f"the walk's process ended mid-frame (exit {proc.poll()})")
+                raise EnvironmentFailure(f"the walk's process ended mid-frame ({_exit(proc)}): "
+                                         f"nothing is deleted this pass")
             for item in decode(payload):
                 if isinstance(item, _Run):
                     key_dir = item.key_dir
@@ -173,6 +174,15 @@ def walk_runs_elsewhere(root: str, include: list[str], exclude: list[str], *, st
             proc.kill()
         proc.wait()
         proc.stdout.close()
+
+
+def _exit(proc: subprocess.Popen) -> str:
+    """How ``proc`` ended, for a message (it closed its output: it is ending)."""
+    try:
+        code = proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return "still running"
+    return f"killed by signal {-code}" if code < 0 else f"exit {code}"
 
 
 # -- the walking process ------------------------------------------------------------------------
