@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,21 @@ def test_closing_the_walk_ends_its_process_and_a_process_that_ends_early_is_an_e
         list(walk_runs_elsewhere(str(root), ["*"], []))
 
 
+@contextmanager
+def opened_tree(tmp_path: Path, files: int, dirs: int, text: str):
+    """An indexer opened on a tree of ``files`` files spread over ``dirs`` directories
+    (``d{i % dirs}/f{i:02d}.txt``, each ``text`` formatted with ``i``), closed after."""
+    root = tmp_path / "root"
+    for i in range(files):
+        write(root / f"d{i % dirs}" / f"f{i:02d}.txt", text.format(i=i))
+    ix = make_indexer(tmp_path, root)
+    ix.open("index")
+    try:
+        yield root, ix
+    finally:
+        ix.close()
+
+
 def test_a_reconcile_through_the_walk_elsewhere_finds_every_change(tmp_path, monkeypatch) -> None:
     """The same tree passes with the walk in process and elsewhere: an unchanged pass reads
     nothing; a same-size rewrite, a new file, a deleted one, a rename within a directory and a
@@ -110,12 +126,7 @@ def test_a_reconcile_through_the_walk_elsewhere_finds_every_change(tmp_path, mon
 
     monkeypatch.setattr(scan_mod, "walks_elsewhere", walks_elsewhere)
     monkeypatch.setattr(walkprocess, "WALK_PROCESS_MIN_FILES", 10)
-    root = tmp_path / "root"
-    for i in range(40):
-        write(root / f"d{i % 4}" / f"f{i:02d}.txt", f"original text {i:02d}\n")
-    ix = make_indexer(tmp_path, root)
-    ix.open("index")
-    try:
+    with opened_tree(tmp_path, 40, 4, "original text {i:02d}\n") as (root, ix):
         first = ix.run_pass(progress=False).as_dict()
         assert (first["indexed"], used) == (40, [False])  # an empty store: the walk in process
         again = ix.run_pass(progress=False).as_dict()
@@ -137,8 +148,6 @@ def test_a_reconcile_through_the_walk_elsewhere_finds_every_change(tmp_path, mon
         assert [h.path for h in ix.index().search("changed", limit=5)] == [str(root / "d0" / "f00.txt")]
         forced = ix.run_pass(progress=False, forced=True).as_dict()
         assert (forced["indexed"] + forced["unchanged"] + forced["skipped"], forced["deleted"]) == (40, 0), forced
-    finally:
-        ix.close()
 
 
 def test_a_walking_process_that_dies_fails_the_pass_and_deletes_nothing(tmp_path, monkeypatch) -> None:
@@ -146,12 +155,7 @@ def test_a_walking_process_that_dies_fails_the_pass_and_deletes_nothing(tmp_path
     failure, every document stays (what the walk did not report is not gone), and the next pass
     runs normally."""
     monkeypatch.setattr(walkprocess, "WALK_PROCESS_MIN_FILES", 1)
-    root = tmp_path / "root"
-    for i in range(20):
-        write(root / f"d{i % 2}" / f"f{i:02d}.txt", f"text {i}\n")
-    ix = make_indexer(tmp_path, root)
-    ix.open("index")
-    try:
+    with opened_tree(tmp_path, 20, 2, "text {i}\n") as (_root, ix):
         assert ix.run_pass(progress=False).as_dict()["indexed"] == 20
         real = sys.executable
         monkeypatch.setattr(sys, "executable", "/bin/true")
@@ -164,5 +168,3 @@ def test_a_walking_process_that_dies_fails_the_pass_and_deletes_nothing(tmp_path
         monkeypatch.setattr(sys, "executable", real)
         again = ix.run_pass(progress=False).as_dict()
         assert (again["unchanged"], again["deleted"]) == (20, 0), again
-    finally:
-        ix.close()

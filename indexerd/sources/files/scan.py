@@ -54,12 +54,14 @@ _STAT = attrgetter("st_mtime_ns", "st_size", "st_ctime_ns", "st_ino")
 _REASON = itemgetter(5)
 
 
-def _walk_failed(source: str, e: EnvironmentFailure, counts: PassCounts, pipeline: Pipeline) -> None:
-    """The walking process died mid-walk: the pass fails (``error.walk``), nothing deleted."""
-    log.error("source %s: %s", source, e)
-    counts.failed = str(e)
-    counts.fail(str(e))
-    pipeline.counters.inc("error.walk")
+def _pass_failed(source: str, why: str, counted: str, counts: PassCounts, pipeline: Pipeline,
+                 logged: str = "") -> None:
+    """A pass that cannot go on, before anything is deleted: ``why`` is its failure and its one
+    error (``logged`` added to both in the log and the error), counted as ``counted``."""
+    log.error("source %s: %s%s", source, why, logged)
+    counts.failed = why
+    counts.fail(why + logged)
+    pipeline.counters.inc(counted)
 
 
 def _first_key(run: list[WalkedFile] | WalkedElsewhere) -> str:
@@ -217,10 +219,9 @@ class FileSource:
         """The pass's top directory is missing or unreadable: one error, nothing deleted (an
         unmounted disk or a permission change must not empty the index).  Counted as
         ``error.root-missing`` / ``error.root-unreadable``; the message is the pass's error."""
-        self.root_failed = counts.failed = f"root {display_path(top)} {why}"
-        log.error("source %s: %s; nothing is deleted", self.name, self.root_failed)
-        counts.fail(f"{self.root_failed}; nothing is deleted")
-        pipeline.counters.inc("error.root-missing" if "missing" in why else "error.root-unreadable")
+        self.root_failed = f"root {display_path(top)} {why}"
+        _pass_failed(self.name, self.root_failed, "error.root-missing" if "missing" in why else "error.root-unreadable",
+                     counts, pipeline, "; nothing is deleted")
 
     def scan(self, pipeline: Pipeline, counts: PassCounts, *, start: str | None = None,
              progress=None, forced: bool = False, cancel=None) -> None:
@@ -332,7 +333,7 @@ class FileSource:
                     pipeline.unchanged(counts, n=same)
                     same = 0
         except EnvironmentFailure as e:  # the walking process died: what it did not report is not gone
-            return _walk_failed(self.name, e, counts, pipeline)
+            return _pass_failed(self.name, str(e), "error.walk", counts, pipeline)
         finally:
             runs.close()  # type: ignore[attr-defined]  # a generator: a walking process ends with it
         if same:
