@@ -102,20 +102,43 @@ def postings_of(state: Path) -> dict:
     return out
 
 
-def test_faster_blocks_read_back_as_whooshs(tmp_path: Path) -> None:
+def test_faster_blocks_read_back_as_whooshs(tmp_path: Path, monkeypatch) -> None:
     """With the posting writer's own block encoding (pickle protocol 4, a small zlib window,
     small blocks stored raw) the blocks differ in bytes, not in what Whoosh reads from them:
-    every term's statistics and postings equal stock Whoosh's."""
+    every term's statistics and postings equal stock Whoosh's (blocks of 64 postings here, so
+    that long lists span several; the next test holds the default size)."""
     from indexerd.index.whoosh import postingwriter
 
-    assert postingwriter.BLOCK_FORMAT != postingwriter.WHOOSHS_BLOCKS
+    assert postingwriter.BLOCK_FORMAT[:4] != postingwriter.WHOOSHS_BLOCKS[:4]
+    monkeypatch.setattr(postingwriter, "BLOCK_FORMAT", postingwriter.BLOCK_FORMAT._replace(postings=64))
     batches = [docs(1, 420), docs(2, 120)]
     build(tmp_path / "theirs", batches, ours=False, limit=200_000, merge_last=True)
     build(tmp_path / "ours", batches, ours=True, limit=200_000, merge_last=True)
     theirs, ours = postings_of(tmp_path / "theirs"), postings_of(tmp_path / "ours")
     assert len(ours) > 3000 and ours.keys() == theirs.keys()
-    assert max(len(v[-1]) for v in ours.values()) > 128  # a posting list of 2+ blocks
+    assert max(len(v[-1]) for v in ours.values()) > 128  # a posting list of 3+ blocks
     assert ours == theirs
+
+
+def test_blocks_hold_1024_postings(tmp_path: Path) -> None:
+    """A new segment's posting blocks hold up to 1,024 postings (Whoosh writes 128), as the
+    block headers say, and Whoosh's own matcher reads the long list back whole."""
+    from whoosh import index as windex
+
+    from indexerd.index.whoosh.postingarrays import TermBlocks
+
+    ix = opened(tmp_path, 64 * 1024 * 1024)
+    s = ix.session()
+    for i in range(1100):
+        s.update(IndexDoc(key=f"k{i}", source="a", url=f"k{i}", path=None, title="t", content=f"zyx w{i}",
+                          last_modified=None, date_source="none", media_type="text/plain", size=1))
+    s.commit(merge=False)
+    ix.close()
+    wix = windex.open_dir(str(tmp_path / "index"))
+    with wix.reader() as r:
+        assert TermBlocks(r.postings("content", "zyx"))._counts == [1024, 76]
+        assert list(r.postings("content", "zyx").all_ids()) == list(range(1100))
+    wix.close()
 
 
 def test_spills_runs_and_cleans_up(tmp_path: Path) -> None:

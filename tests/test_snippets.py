@@ -166,6 +166,21 @@ def test_a_long_text_is_read_only_as_far_as_its_passage_needs():
     assert _snip(none, "quokka").note == NOTE_NOT_IN_TEXT and none.read == 4
 
 
+def test_a_word_the_document_lacks_does_not_keep_the_scan_going():
+    """An ``a OR b`` hit holding only ``a``: told that ``b`` is absent (the engine's postings),
+    the scan stops after the first passage holding ``a`` (before: the whole text was read, looking
+    for a window with ``b`` too); the snippet is the same, and so is a phrase's with ``b``."""
+    def text():
+        return _Chunks(["The quokka lives here, on an island. " + "more words " * 700]
+                       + ["other words " * 700] * 30)
+
+    for query in ("quokka OR wombat", 'quokka OR "wombat island"', "quokka wombat"):
+        whole, told = text(), text()
+        expect = _snip(whole, query)
+        assert _snip(told, query, absent={"wombat"}) == expect and _marked(expect) == ["quokka"]
+        assert whole.read == 31 and told.read == 1, (query, whole.read, told.read)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(["apple", "Apple", "pear", "apples", "x", "日本語", "pine-apple", "apple.pear",
                                  "pg_hba.conf", " ", "\n", ".", "the", "of", "lorem " * 200]), max_size=400),

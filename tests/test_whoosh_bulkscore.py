@@ -23,7 +23,7 @@ from whoosh import query as wq
 from whoosh.collectors import FilterCollector, TopCollector
 
 from indexerd.index.base import IndexDoc
-from indexerd.index.whoosh import bulkscore, postingarrays
+from indexerd.index.whoosh import bulkscore, postingarrays, postingwriter
 from indexerd.index.whoosh.bulkscore import Unsupported, count_documents, top_documents
 from indexerd.index.whoosh.compile import compile_query
 from indexerd.index.whoosh.engine import WhooshIndex
@@ -54,9 +54,19 @@ def text(rng: random.Random, n: int) -> str:
 @pytest.fixture(scope="module")
 def ix(tmp_path_factory):
     """An index of 900 documents in 9 segments, a tenth of them rewritten (deletions in the old
-    segments), a run of identical documents (equal scores)."""
+    segments), a run of identical documents (equal scores); posting blocks of 16 postings, so a
+    common word's list spans several blocks and a query reads only some of them."""
     rng = random.Random(11)
     path: Path = tmp_path_factory.mktemp("bulk")
+    with pytest.MonkeyPatch.context() as mp:  # posting lists of several blocks: blocks of 16
+        mp.setattr(postingwriter, "BLOCK_FORMAT", postingwriter.BLOCK_FORMAT._replace(postings=16))
+        ix = built(path, rng)
+    yield ix
+    ix.close()
+
+
+def built(path: Path, rng: random.Random) -> WhooshIndex:
+    """The index of :func:`ix` in ``path``."""
     ix = WhooshIndex.open(path, create=True)
     docs = []
     for i in range(900):
@@ -74,8 +84,7 @@ def ix(tmp_path_factory):
     for i in range(0, 900, 10):  # rewritten: the old copies deleted in their segments
         s.update(doc(i, f"title{i % 10} again", "alpha rho " + text(rng, 30)))
     s.commit(merge=False)
-    yield ix
-    ix.close()
+    return ix
 
 
 def whooshs(searcher, q, limit, filt=None) -> list[tuple[float, int]]:
@@ -302,3 +311,29 @@ def test_sorted_unique_is_numpys_unique(parts):
     got = sorted_unique(values)
     assert got.dtype == np.int64 and got.tolist() == np.unique(values).tolist()
     assert sorted_unique(values[::-1]).tolist() == np.unique(values).tolist()   # any order
+
+
+@pytest.mark.parametrize("query", ["alpha OR rho", "iota OR kappa OR nowhere", "alpha rho", '"alpha beta" OR theta',
+                                   "title3 OR lambda", "alpha -beta"])
+def test_words_a_best_document_lacks_are_its_texts(ix, query: str) -> None:
+    """``words_absent`` names, for each best document, exactly the query's words its stored text
+    (here its whole content) does not hold, read from the postings the scoring read."""
+    import zlib
+
+    from indexerd.index.analysis import analyzer
+    from indexerd.index.snippets import SnippetQuery
+    from indexerd.index.whoosh.wordsheld import words_absent
+
+    tree = analysed(query)
+    sq = SnippetQuery(tree, analyzer())
+    words = sq.terms.union(*sq.phrases)
+    with ix._searchers.searcher() as searcher:
+        kept: list = []
+        best = top_documents(searcher, compile_query(tree), 40, kept=kept)
+        got = words_absent(kept, [d for _s, d in best], words)
+        assert len(got) == len(best) > 10
+        for _s, d in best:
+            text = zlib.decompress(searcher.stored_fields(d)["text_z"]).decode()
+            assert got[d] == {w for w in words if w not in set(analyzer().tokens(text))}, (query, d)
+    if query == "iota OR kappa OR nowhere":
+        assert any(got.values())  # some best documents lack a word of the query

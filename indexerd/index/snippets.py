@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -179,6 +179,14 @@ class SnippetQuery:
                          | {("i", i) for i in self.ids} | {("ip", p) for p in self.id_prefixes}
                          | {("ph", p) for p in self.phrases})
 
+    def keys_left(self, absent: Collection[str]) -> frozenset[tuple]:
+        """:attr:`keys` a text lacking the words ``absent`` can still give: without those words
+        and the phrases holding one."""
+        if not absent:
+            return self.keys
+        return frozenset(k for k in self.keys if not ((k[0] == "t" and k[1] in absent)
+                                                      or (k[0] == "ph" and any(t in absent for t in k[1]))))
+
     def _nothing_between(self, text: str, end: int, start: int) -> bool:
         """True when ``text[end:start]`` gives the index no token (punctuation, stop words)."""
         if start - end > MAX_GAP_CHARS:
@@ -244,17 +252,19 @@ class SnippetQuery:
         """:meth:`matches` of a short text (a title), without a time bound."""
         return self.matches(self.occurrences(text, float("inf"))[0])
 
-    def scan(self, text: "TextReader", deadline: float, fit: int) -> tuple[list[Match], bool]:
+    def scan(self, text: "TextReader", deadline: float, fit: int,
+             absent: Collection[str] = ()) -> tuple[list[Match], bool]:
         """The matches of the text ``text`` reads, as far as it is scanned, and whether it was
         scanned to its end or to an early stop before ``deadline`` (``time.monotonic()``).
+        ``absent``: words of the query the text is known not to hold (the engine's postings).
 
         The text is scanned in stretches of :data:`FIRST_STEP_CHARS`, each next one twice as
         long; after the stretch in which one window of ``fit`` characters first holds every term
-        and phrase of the query, the scan goes on to ``fit`` characters past that window's first
+        and phrase of the query (but ``absent``), the scan goes on to ``fit`` characters past that window's first
         match (its repeats) and stops: no window further on can hold more of the query.  ``text``
         is read only as far as the scan needs (plus :data:`READ_AHEAD_CHARS`)."""
         occ: list[_Occurrence] = []
-        pos, step, everything = 0, FIRST_STEP_CHARS, self.keys
+        pos, step, everything = 0, FIRST_STEP_CHARS, self.keys_left(absent)
         stop_at: int | None = None
         while True:
             stop = pos + step if stop_at is None else max(stop_at, pos)
@@ -320,7 +330,7 @@ class TextReader:
 
 
 def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: int, *, title: str = "",
-                 budget_seconds: float = SNIPPET_BUDGET_SECONDS) -> Snippet:
+                 budget_seconds: float = SNIPPET_BUDGET_SECONDS, absent: Collection[str] = ()) -> Snippet:
     """The snippet of a hit: the best passage of ``text`` (the stored text, or its chunks in
     order, read only as far as the passage needs) for ``query``, about ``chars`` characters, its
     matches marked (module docstring).
@@ -329,12 +339,13 @@ def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: i
     and ``note`` says why: the match is in ``title`` only, the document has no stored text, or
     the match lies outside the text kept for snippets.  ``query`` None or without words (a
     filter-only query): the text's start, no note.  Takes at most about ``budget_seconds`` (then
-    the best passage of the text scanned so far)."""
+    the best passage of the text scanned so far).  ``absent``: words of the query the document
+    is known to lack (the scan stops as soon as no window can hold more of what it has)."""
     reader = TextReader(text)
     if query is None or not query.has_words:
         return Snippet(_head(reader.upto(chars), chars))
     fit = chars * 4 // 5
-    found, complete = query.scan(reader, time.monotonic() + budget_seconds, fit)
+    found, complete = query.scan(reader, time.monotonic() + budget_seconds, fit, absent)
     if not found:
         body = reader.whole() if complete else reader.upto(0)
         return Snippet(_head(body, chars), (), _why_unmarked(query, body, title, complete))

@@ -72,7 +72,8 @@ _EMPTY = Matches(EMPTY_IDS, EMPTY_SCORES)
 FIRST_CHECK = 64
 
 
-def top_documents(searcher, q, limit: int, allow: set | None = None) -> list[tuple[float, int]]:
+def top_documents(searcher, q, limit: int, allow: set | None = None,
+                  kept: list | None = None) -> list[tuple[float, int]]:
     """The best ``limit`` documents of Whoosh query ``q`` on ``searcher`` (a
     ``whoosh.searching.Searcher``, scored by its weighting) as ``(score, docnum)`` pairs, best
     first, equal scores in document order: what ``searcher.search(q, limit=limit,
@@ -84,6 +85,9 @@ def top_documents(searcher, q, limit: int, allow: set | None = None) -> list[tup
     documents, each scored at least as high: phrase scores are its words' scores, all above 0);
     then the candidates are checked best first, a batch at a time, until the best optimistic
     score left is below the ``limit``-th exact one.
+
+    ``kept``: when given, each segment's evaluation ``(_Segment, offset of its first document)``
+    is appended to it, in document order, for :func:`indexerd.index.whoosh.wordsheld.words_absent`.
 
     Raises:
         Unsupported: the tree holds a matcher evaluated neither here nor safely by Whoosh's own
@@ -106,6 +110,8 @@ def top_documents(searcher, q, limit: int, allow: set | None = None) -> list[tup
         scores.append(found.scores)
         where.append(np.full(len(found.ids), len(segments), dtype=np.int64))
         segments.append((seg, m, offset))
+        if kept is not None:
+            kept.append((seg, offset))
     d = np.concatenate(docs)
     s = np.concatenate(scores)
     if allow is not None:
@@ -190,6 +196,7 @@ class _Segment:
     def __init__(self, reader) -> None:
         self._reader = reader
         self._terms: dict[int, TermBlocks] = {}
+        self._by_term: dict[tuple[str, bytes], TermBlocks] = {}
         self._lengths: dict[str, np.ndarray | None] = {}
         self._walked: dict[int, Matches] = {}
         #: whether an evaluation took a phrase for its words' intersection (``optimistic``)
@@ -292,7 +299,19 @@ class _Segment:
         got = self._terms.get(id(m))
         if got is None:
             got = self._terms[id(m)] = TermBlocks(m)
+            if m._term is not None:
+                self._by_term[m._term] = got
         return got
+
+    @property
+    def reader(self):
+        """The segment's reader (a ``SegmentReader``)."""
+        return self._reader
+
+    def term_blocks(self, fieldname: str, tbytes: bytes) -> TermBlocks | None:
+        """The postings of the term ``(fieldname, tbytes)`` as an evaluation here read them, or
+        None when none did."""
+        return self._by_term.get((fieldname, tbytes))
 
     def _term(self, m, within: np.ndarray | None) -> Matches:
         """A term's postings scored as its scorer scores them (BM25F or the bare weight)."""

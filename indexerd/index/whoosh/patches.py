@@ -136,8 +136,8 @@ def open_writer(ix, *, memory_bytes: int, timeout_seconds: float):
     """Take the write lock and open a segment writer on ``ix``; returns ``(writer, lock)``.
 
     Patches active: the lock is ours (``lock.release()`` must be called whatever happens; Whoosh
-    releases it too at the end of a good commit or cancel) and the writer gets our posting pool
-    and field format.  Stock: Whoosh takes and releases its own lock; ``lock`` is None.
+    releases it too at the end of a good commit or cancel) and the writer gets our posting pool,
+    field format and posting blocks (:func:`indexerd.index.whoosh.postingwriter.codec`).  Stock: Whoosh takes and releases its own lock; ``lock`` is None.
     ``memory_bytes`` bounds the posting buffer before it spills to temp files.
 
     Raises:
@@ -160,7 +160,7 @@ def open_writer(ix, *, memory_bytes: int, timeout_seconds: float):
     if not try_for(lock.acquire, timeout=timeout_seconds, delay=0.1):
         return None, None
     try:
-        w = ix.writer(limitmb=limitmb, compound=False, _lk=False)
+        w = ix.writer(limitmb=limitmb, compound=False, _lk=False, codec=postingwriter.codec())
         patch_schema(w.schema)
         w.pool = TermPostingPool(w._tempstorage, limit_bytes=memory_bytes)
         postingwriter.install_on(w)

@@ -132,10 +132,21 @@ def _position_deltas(value: bytes) -> list[int]:
     return pickle.loads(value[_INT_SIZE:])
 
 
+#: bytes read at a block's start for its length and header (a header is ~30 bytes; a longer
+#: one is read again whole)
+_HEADER_READ = 96
+#: compressed bytes of a block read first for its ids and weights, per posting (they inflate
+#: to ~11 bytes a posting and compress to 2-4; each next read is twice as long)
+_HEAD_BYTES_PER_POSTING = 4
+
+
 class TermBlocks:
     """One term's posting blocks in one segment (the ``W3LeafMatcher`` ``m``'s, read from its
-    first block wherever ``m`` stands): the block headers read at once, a block's data decoded
-    when a document it may hold is asked for, and kept.
+    first block wherever ``m`` stands): the block headers read first, a block's data read and
+    decoded when a document it may hold is asked for, and kept.  Without the values only the
+    start of a block's data is read (its ids and weights: the positions after them are most of
+    a common word's bytes, 5.7 MB of the 6 MB a query of the most common word of a 50,000-file
+    index read before).
 
     The layout is ``W3LeafMatcher``'s (``_goto``, ``_read_data``): per block a 4-byte length
     (negative on the last block), a pickled ``(count, max id, max weight, compression, min
@@ -156,22 +167,27 @@ class TermBlocks:
             length = length[0]
         if not isinstance(length, int):
             raise Unsupported("a term info without its postings' extent")
-        start = m._baseoffset
-        buf = self._buf = bytes(m._postfile.get(start, m._startoffset + length - start))
-        bio = io.BytesIO(buf)
+        self._file = f = m._postfile
         load, unpack = pickle.load, _INT.unpack_from
         maxids: list[int] = []
         self._data: list[tuple[int, int, int]] = []  # (start, end, compression) of each block
         self._counts: list[int] = []
         counts = 0
-        pos, n = 0, len(buf)
+        pos, n = m._baseoffset, m._startoffset + length
         while pos < n:
-            (blen,) = unpack(buf, pos)
+            got = f.get(pos, min(_HEADER_READ, n - pos))
+            (blen,) = unpack(got, 0)
             nxt = pos + _INT_SIZE + abs(blen)
-            bio.seek(pos + _INT_SIZE)
-            count, maxid, _maxw, comp, _mnlen, _mxlen = load(bio)
+            try:
+                bio = io.BytesIO(got)
+                bio.seek(_INT_SIZE)
+                count, maxid, _maxw, comp, _mnlen, _mxlen = load(bio)
+            except (EOFError, pickle.UnpicklingError):  # a header longer than the first read
+                bio = io.BytesIO(f.get(pos, nxt - pos))
+                bio.seek(_INT_SIZE)
+                count, maxid, _maxw, comp, _mnlen, _mxlen = load(bio)
             maxids.append(maxid)
-            self._data.append((bio.tell(), nxt, comp))
+            self._data.append((pos + bio.tell(), nxt, comp))
             self._counts.append(count)
             counts += count
             pos = nxt
@@ -216,16 +232,24 @@ class TermBlocks:
         """Block ``j``'s ids, weights and (when ``values``, else None) values.  Without values
         only the start of the block is inflated when it reads as :func:`_ids_weights` reads."""
         start, end, comp = self._data[j]
-        data = self._buf[start:end]
         if not values:
             count = self._counts[j]
-            head = data
+            need = _head_bytes(count)
             if comp:
                 # zlib stops at max_length; ISA-L's decompressobj inflates the whole block
-                head = zlib.decompressobj().decompress(data, _head_bytes(count))
+                inflate, head = zlib.decompressobj(), b""
+                at, step = start, max(512, _HEAD_BYTES_PER_POSTING * count)
+                while len(head) < need and at < end:
+                    data = self._file.get(at, min(step, end - at))
+                    at += len(data)
+                    step *= 2
+                    head += inflate.decompress(data, need - len(head))
+            else:
+                head = self._file.get(start, min(need, end - start))
             fast = _ids_weights(head, count)
             if fast is not None:
                 return fast[0], fast[1], None
+        data = self._file.get(start, end - start)
         ids, ws, vs = pickle.loads(decompress(data) if comp else data)
         count = len(ids)
         if ws is None:

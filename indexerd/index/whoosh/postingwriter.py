@@ -46,18 +46,35 @@ class BlockFormat(NamedTuple):
     - ``raw_below``: a block whose pickle is shorter (bytes) is stored uncompressed
       (compression level 0 in its header), where zlib only adds its 6 bytes; Whoosh meant to do
       this below 20 bytes and always compresses (``W3PostingsWriter._write_block``).
+    - ``postings``: the most postings a block holds (``W3Codec``'s ``blocklimit``; Whoosh's is
+      128).  A query reads a common word's list a block at a time, each block a file read, a
+      header unpickled and an inflate: 1,024 a block read the posting lists of a 50,000-file
+      index's broad queries ~30% faster (bench/RESULTS.md); the block header's count tells any
+      Whoosh reader how many a block holds.
     """
 
     pickle_protocol: int
     zlib_window_bits: int
     zlib_memory_level: int
     raw_below: int
+    postings: int
 
 
 #: The blocks this writer writes (measured in bench/RESULTS.md).
-BLOCK_FORMAT = BlockFormat(pickle_protocol=4, zlib_window_bits=12, zlib_memory_level=4, raw_below=64)
+BLOCK_FORMAT = BlockFormat(pickle_protocol=4, zlib_window_bits=12, zlib_memory_level=4, raw_below=64,
+                           postings=1024)
 #: Whoosh 2.7.5's own blocks, byte for byte (tests/test_postingpool.py compares the files).
-WHOOSHS_BLOCKS = BlockFormat(pickle_protocol=2, zlib_window_bits=15, zlib_memory_level=8, raw_below=0)
+WHOOSHS_BLOCKS = BlockFormat(pickle_protocol=2, zlib_window_bits=15, zlib_memory_level=8, raw_below=0,
+                             postings=128)
+
+
+def codec():
+    """The ``W3Codec`` a writer of this module's blocks is opened with: Whoosh 2.7.5's own, its
+    blocks holding :data:`BLOCK_FORMAT`'s ``postings`` (read when called: tests swap the
+    format)."""
+    from whoosh.codec.whoosh3 import W3Codec
+
+    return W3Codec(blocklimit=BLOCK_FORMAT.postings)
 
 
 def install_on(writer) -> bool:
@@ -116,7 +133,7 @@ def write_postings(fieldwriter, schema, pdr, terms: Iterable[tuple[str, bytes, l
     write = postfile.write
     offset = postfile.tell()  # kept here: a buffered file's tell() is a system call
     compressobj, deflated = zlib.compressobj, zlib.DEFLATED
-    protocol, wbits, memlevel, raw_below = BLOCK_FORMAT
+    protocol, wbits, memlevel, raw_below, _postings = BLOCK_FORMAT
     add_term = _term_adder(fieldwriter._tindex)
     fieldname_now = None
     fieldkey = b""

@@ -125,19 +125,20 @@ def count(searchers, query: str | None, since: datetime | None, until: datetime 
         # (``len(results)`` would count the query's documents without the filter)
         return searcher.search(q, limit=None, scored=False, filter=filt).scored_length()
 
-def _best(searcher, q, limit: int, filt, sort: Sort) -> list[tuple[float | None, int]]:
+def _best(searcher, q, limit: int, filt, sort: Sort, kept: list) -> list[tuple[float | None, int]]:
     """The first ``limit`` ``(score, docnum)`` of ``q`` on ``searcher`` (Whoosh's query and
     searcher; ``filt`` a Whoosh filter query or None): by relevance, every match scored at once
     (:func:`~indexerd.index.whoosh.bulkscore.top_documents`, the same documents, order and scores
     as Whoosh's collector scoring every match; only on the Whoosh release
     :mod:`~indexerd.index.whoosh.patches` was written for), or by Whoosh's collector where that
     cannot evaluate the query; by
-    date, newest first (Whoosh's sorting collector, score None)."""
+    date, newest first (Whoosh's sorting collector, score None).  ``kept`` gets the bulk
+    evaluation's segments (:func:`~indexerd.index.whoosh.bulkscore.top_documents`), when it ran."""
     if sort == "relevance" and patches.active():
         from indexerd.index.whoosh.bulkscore import Unsupported, top_documents
 
         try:
-            return list(top_documents(searcher, q, limit, allow=searcher._filter_to_comb(filt)))
+            return list(top_documents(searcher, q, limit, allow=searcher._filter_to_comb(filt), kept=kept))
         except Unsupported as e:
             log.debug("query %s scored by Whoosh's collector: %s", q, e)
         results = searcher.search(q, limit=limit, filter=filt)
@@ -166,14 +167,23 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
     sq = SnippetQuery(tree, shared_analyzer(fold_diacritics=fold_diacritics))
     with searchers.searcher() as searcher:
         _check_prefixes(q, searcher)
-        found = _best(searcher, q, limit, date_filter(since, until), sort)
+        kept: list = []
+        found = _best(searcher, q, limit, date_filter(since, until), sort, kept)
         fields = [searcher.stored_fields(docnum) for _score, docnum in found]
         chosen = None if snippets_for is None else snippets_for([stored["key"] for stored in fields])
+        absent: dict[int, frozenset[str]] = {}
+        if kept:  # scored in bulk (numpy is imported)
+            from indexerd.index.whoosh.wordsheld import words_absent
+
+            absent = words_absent(kept, [d for (_s, d), stored in zip(found, fields)
+                                         if chosen is None or stored["key"] in chosen],
+                                  sq.terms.union(*sq.phrases))
         hits = []
-        for i, ((score, _docnum), stored) in enumerate(zip(found, fields), 1):
+        for i, ((score, docnum), stored) in enumerate(zip(found, fields), 1):
             if chosen is None or stored["key"] in chosen:
                 text = stored_text_chunks(stored["text_z"]) if stored.get("text_z") else ()
-                snip = make_snippet(text, sq, snippet_chars, title=stored.get("title") or "")
+                snip = make_snippet(text, sq, snippet_chars, title=stored.get("title") or "",
+                                    absent=absent.get(docnum, ()))
             else:
                 snip = NO_SNIPPET
             hits.append(Hit(rank=i, key=stored["key"],
