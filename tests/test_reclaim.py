@@ -186,15 +186,19 @@ def every_hit(ix: SearchIndex) -> dict[str, list[str]]:
     return {q: sorted(h.key for h in ix.search(q, limit=10_000)) for q in QUERIES}
 
 
-def test_after_a_long_idle_the_small_segments_left_by_the_rounds_are_folded_into_one(tmp_path: Path) -> None:
+def test_after_a_long_idle_the_small_segments_left_by_the_rounds_are_folded_into_one(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
     """Issue 29: the rounds of the small-segment merge stop at Whoosh's Fibonacci bound, which
     after a first pass leaves a few big segments and several small ones: an index bigger than a
     one-shot's.  The short maintenance leaves a thorough merge due; once ``merge_idle`` passes
-    without a write it folds the smallest segments into one (smallest first, within
-    ``THOROUGH_MERGE_MAX_DOCS`` live documents, never the largest), the answers the same; then
-    nothing more is due."""
+    without a write, in an index past ``FULL_MERGE_MAX_DOCS``, it folds the smallest segments
+    into one (smallest first, within ``THOROUGH_MERGE_MAX_DOCS`` live documents, never the
+    largest), the answers the same; then nothing more is due."""
     from dataclasses import replace
 
+    from indexerd.index.whoosh import mergepolicy
+
+    monkeypatch.setattr(mergepolicy, "FULL_MERGE_MAX_DOCS", 1000)  # 3,000 documents: past it
     ix = open_index(tmp_path)
     for start in range(0, 50 * 60, 60):
         s = ix.session()
@@ -282,8 +286,117 @@ def test_short_merges_go_on_while_their_rounds_leave_many_segments(tmp_path: Pat
         assert ix.maintenance_delay(0) == ix.merge_idle_seconds and ix.doc_count() == 60 * 10
     finally:
         ix.close()
-    ix = open_index(tmp_path)                    # an index with few segments owes nothing
+    ix = open_index(tmp_path)       # an index with a few segments owes the thorough merge only
     try:
+        assert ix.segment_count() > 1 and ix.maintenance_delay(0) == ix.merge_idle_seconds
+        ix.maintain()
+        assert ix.segment_count() == 1 and ix.doc_count() == 60 * 10
         assert ix.maintenance_delay(0) is None
     finally:
         ix.close()
+
+
+def one_shot_index(path: Path, commits: int = 6, per_commit: int = 50) -> None:
+    """An index as ``indexerd index`` leaves it: a segment per commit batch, no idle merge."""
+    from dataclasses import replace
+
+    ix = open_index(path)
+    for start in range(0, commits * per_commit, per_commit):
+        s = ix.session()
+        for n in range(start, start + per_commit):
+            s.update(replace(doc(n), content=f"word{n} common {('alpha', 'beta gamma', 'delta')[n % 3]}"))
+        s.commit(merge=False)
+    ix.close()
+
+
+def test_a_daemon_merges_an_index_of_several_segments_into_one_after_a_long_idle(tmp_path: Path, caplog) -> None:
+    """Issue 31: one segment answers a query about a quarter faster than the ten an ``indexerd
+    index`` of 50,000 files leaves.  A daemon opening such an index owes the thorough merge after
+    ``merge_idle`` (its own commits or not); below ``FULL_MERGE_MAX_DOCS`` it merges every
+    segment into one, without the short rounds first, the answers the same."""
+    one_shot_index(tmp_path)
+    ix = open_index(tmp_path)
+    try:
+        answers = every_hit(ix)
+        assert ix.segment_count() == 6
+        assert ix.maintenance_delay(0) == ix.merge_idle_seconds
+        with caplog.at_level("INFO", logger="indexerd.index.whoosh.engine"):
+            ix.maintain()
+        assert ix.segment_count() == 1 and every_hit(ix) == answers and ix.doc_count() == 300
+        assert [r.getMessage().split(":")[1].strip() for r in caplog.records] == ["thorough idle merge"]
+        assert ix.maintenance_delay(0) is None
+    finally:
+        ix.close()
+
+
+def test_an_idle_merge_gives_way_to_a_waiting_write(tmp_path: Path, caplog) -> None:
+    """A merge of everything takes minutes at 50,000 documents; a write that arrives meanwhile
+    does not wait for it: the merge is cancelled where it stands (the index as it was, every
+    answer the same, no file of the unfinished segment left behind) and is due again at the
+    next long idle."""
+    one_shot_index(tmp_path)
+    ix = open_index(tmp_path)
+    try:
+        answers, files = every_hit(ix), sorted(p.name for p in (tmp_path / "index").iterdir())
+        assert ix.maintenance_delay(0) == ix.merge_idle_seconds
+        asked = []
+
+        def interrupted() -> bool:
+            asked.append(1)
+            return len(asked) > 1            # the write arrives while the merge copies postings
+
+        with caplog.at_level("INFO", logger="indexerd.index.whoosh.engine"):
+            ix.maintain(interrupted=interrupted)
+        assert len(asked) == 2
+        assert ix.segment_count() == 6 and every_hit(ix) == answers
+        assert "gave way to a write" in caplog.text and "stopped after" in caplog.text
+        assert sorted(p.name for p in (tmp_path / "index").iterdir()) == files
+        update(ix, [1000])                   # the write goes through
+        assert ix.maintenance_delay(0) == ix.merge_idle_seconds   # still due
+        ix.maintain()
+        assert ix.segment_count() == 1 and ix.doc_count() == 301
+    finally:
+        ix.close()
+
+
+def test_the_live_writer_lets_a_file_event_through_a_long_idle_merge(tmp_path: Path, monkeypatch) -> None:
+    """End to end in the daemon's writer: after ``merge_idle`` it starts merging an index of
+    several segments into one; a live edit submitted meanwhile is searchable in well under the
+    merge's time (the merge gives way), and the merge finishes at the next idle."""
+    import threading
+    import time
+    from dataclasses import replace
+
+    from indexerd.config import IndexSettings, WhooshSettings
+    from indexerd.core.store import DocumentRecord
+    from indexerd.index.whoosh import mergepolicy
+    from indexerd.pipeline.writer import IndexWriter
+
+    one_shot_index(tmp_path, commits=6, per_commit=800)
+    started, calls = threading.Event(), []
+    real = mergepolicy.merge_all_into_one
+
+    def merge_all(writer, segments):
+        calls.append(time.monotonic())
+        started.set()
+        return real(writer, segments)
+
+    monkeypatch.setattr(mergepolicy, "merge_all_into_one", merge_all)
+    ix = open_index(tmp_path, IndexSettings(whoosh=WhooshSettings(merge_idle=0.2)))
+    w = IndexWriter(ix, tmp_path / "state.sqlite3", live=True, commit_interval_seconds=1.0)
+    try:
+        assert started.wait(30)
+        t0 = time.monotonic()
+        edit = replace(doc(5000), content="quokkaword")
+        w.submit_index(edit, DocumentRecord(key=edit.key, source="docs"))
+        while not ix.search("quokkaword") and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+        while ix.segment_count() > 1 and time.monotonic() - t0 < 60:
+            time.sleep(0.05)
+        merged = time.monotonic() - t0
+        assert ix.doc_count() == 4801 and len(calls) >= 2      # interrupted, then done again
+    finally:
+        w.close()
+        ix.close()
+    assert took < (merged - (calls[-1] - t0)) and took < 5, (took, merged)

@@ -243,9 +243,10 @@ class SearchIndex(Protocol):
         """Seconds of writer idleness after which :meth:`maintain` should run, given the number
         of live commits since the last maintenance; None: nothing to do."""
 
-    def maintain(self) -> None:
+    def maintain(self, interrupted: Callable[[], bool] | None = None) -> None:
         """Idle-time work (merge segments, reclaim deleted documents).  Takes the writer, so it
-        is only called by the writer thread with no session open.
+        is only called by the writer thread with no session open.  ``interrupted``: True once
+        a write waits (a long merge may give way to it and be tried again at the next idle).
 
         Raises:
             RetryLater: the writer is held by another process.

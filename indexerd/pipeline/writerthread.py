@@ -325,9 +325,9 @@ class WriterThread:
                 log.exception("writer failure callback failed")
 
     def _maintain(self) -> None:
-        """The index's idle maintenance (a merge); a failure is logged and tried again later."""
+        """The index's idle maintenance (a merge; it gives way to a waiting operation)."""
         try:
-            self.writer.index.maintain()
+            self.writer.index.maintain(interrupted=lambda: not self.ops.empty())
             self.writer.stats.merges += 1
             self.live_commits = 0
         except Exception as e:

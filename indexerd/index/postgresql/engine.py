@@ -243,9 +243,10 @@ class PgIndex:
         autovacuum's)."""
         return MAINTAIN_IDLE_SECONDS if commits_since >= MAINTAIN_AFTER_COMMITS else None
 
-    def maintain(self) -> None:
+    def maintain(self, interrupted=None) -> None:
         """Merge the GIN index's pending list into the index (``gin_clean_pending_list``), so
-        searches stop scanning it; vacuum and ``ANALYZE`` are left to autovacuum.
+        searches stop scanning it; vacuum and ``ANALYZE`` are left to autovacuum (``interrupted``
+        is not asked: the server's work is short).
 
         Raises:
             RetryLater: the server cannot be reached.

@@ -246,9 +246,10 @@ class TantivyIndex(TantivySearch):
         """None: tantivy merges segments after each commit (the session waits for them)."""
         return None
 
-    def maintain(self) -> None:
+    def maintain(self, interrupted=None) -> None:
         """An empty commit, which lets tantivy's merge policy look at the segments again, and
-        waits for the merges it starts (the bindings have no "merge everything" call).
+        waits for the merges it starts (the bindings have no "merge everything" call, nor a way
+        to stop one: ``interrupted`` is not asked).
 
         Raises:
             RetryLater: the writer is held by another process.

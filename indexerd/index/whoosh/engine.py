@@ -38,6 +38,8 @@ from indexerd.index.whoosh.postingvalues import TASK as POSTINGS_TASK
 from indexerd.index.whoosh.schema import keep_old_names_importable, new_schema
 from indexerd.index.whoosh.searchers import SearcherPool
 from indexerd.index.whoosh.ondisk import holds_index_files
+from indexerd.index.whoosh import mergepolicy
+from indexerd.index.whoosh.postingpool import MergeInterrupted
 from indexerd.index.whoosh.session import WhooshSession
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,9 @@ class WhooshIndex:
         self.path = path
         self.writer_memory_bytes = writer_memory_bytes
         self.merge_idle_seconds = merge_idle_seconds
-        self._thorough_due = False  # a short maintenance ran; the thorough merge waits for a long idle
+        #: the thorough merge waits for a long idle: after a short maintenance, or in an index
+        #: opened with more than one segment (None: not looked at yet)
+        self._thorough_due: bool | None = None
         self._long_idle = False  # the last delay maintenance_delay gave was merge_idle
         #: the index was opened with MERGE_AFTER_COMMITS segments or more and no maintenance has
         #: run since (None: not looked at yet; only the writer thread asks)
@@ -165,9 +169,12 @@ class WhooshIndex:
         due.  An index opened with that many segments already (left by a process stopped before
         its merge: a daemon's first pass of 50,000 files left 252) owes the short merge too,
         whatever this process committed, and so does one whose short merge's rounds (at most
-        :data:`MAINTENANCE_ROUNDS`) left that many."""
+        :data:`MAINTENANCE_ROUNDS`) left that many; one opened with more than one segment (an
+        ``indexerd index`` leaves one a commit batch) owes the thorough merge."""
         if self._merge_owed is None:
             self._merge_owed = self.segment_count() >= MERGE_AFTER_COMMITS
+        if self._thorough_due is None:
+            self._thorough_due = self.segment_count() > 1
         if commits_since >= MERGE_AFTER_COMMITS or self._merge_owed:
             self._long_idle = False
             return SHORT_IDLE_SECONDS
@@ -176,36 +183,29 @@ class WhooshIndex:
             return self.merge_idle_seconds
         return None
 
-    def maintain(self) -> None:
+    def maintain(self, interrupted: Callable[[], bool] | None = None) -> None:
         """Merge small segments and rewrite those more than a third deleted (empty commits with
         the idle merge policy), again while a round still lowers the segment count (at most
         :data:`MAINTENANCE_ROUNDS`): one round merges only the smallest few, and a daemon's
         index should reach the shape a one-shot ``indexerd index`` leaves (which merges at
         every commit), and so its size and query speed.  After ``merge_idle`` seconds without
-        a write (the delay :meth:`maintenance_delay` gave last), one more commit folds the
-        segments still small beside the largest into one
-        (:func:`~indexerd.index.whoosh.mergepolicy.merge_small_into_one`); after the short
-        delay that thorough merge is left due for the next long idle.
+        a write (the delay :meth:`maintenance_delay` gave last), one more commit merges every
+        segment into one, or in an index of more than
+        :data:`~indexerd.index.whoosh.mergepolicy.FULL_MERGE_MAX_DOCS` documents the segments
+        still small beside the largest (:func:`~indexerd.index.whoosh.mergepolicy.merge_thoroughly`);
+        after the short delay that thorough merge is left due for the next long idle.  Once
+        ``interrupted()`` says a write is waiting, the merge under way is cancelled (the index
+        as it was) and what is left stays due.
 
         Raises:
             RetryLater: another process holds the writer for a second.
         """
-        before = start = self.segment_count()
-        self._merge_owed = False
-        for i in range(MAINTENANCE_ROUNDS):
-            after = _logged_merge(self, f"idle merge round {i + 1}", before)
-            if after >= before or after <= 1:
-                break
-            before = after
-        if not self._long_idle:
+        try:
+            _maintain(self, interrupted)
+        except MergeInterrupted:
+            self._merge_owed = self.segment_count() >= MERGE_AFTER_COMMITS
             self._thorough_due = True
-            # rounds that still leave 16 segments or more, having merged some, go on after the
-            # next short idle, not after merge_idle (252 segments took about 20 rounds)
-            self._merge_owed = start > before >= MERGE_AFTER_COMMITS
-            return
-        if (before := self.segment_count()) > 1:
-            _logged_merge(self, "thorough idle merge", before, thorough=True)
-        self._thorough_due = False
+            log.info("index: idle merge gave way to a write; it goes on at the next idle")
 
     # -- reading ----------------------------------------------------------------------------
     def commit_token(self) -> str:
@@ -349,12 +349,44 @@ class WhooshIndex:
             worker.close()
 
 
-def _logged_merge(ix: WhooshIndex, what: str, before: int, *, thorough: bool = False) -> int:
-    """One merging commit of ``ix`` (the idle policy; ``thorough``: the fold of the small
-    segments), logged as ``index: WHAT: BEFORE -> AFTER segments in S s`` (a round of a big
-    index takes seconds to a minute at full CPU); returns the segments after it."""
+def _maintain(ix: WhooshIndex, interrupted: Callable[[], bool] | None) -> None:
+    """:meth:`WhooshIndex.maintain` without its interruption handling."""
+    before = start = ix.segment_count()
+    ix._merge_owed = False
+    # a merge of every segment into one needs no rounds before it: each would rewrite postings
+    # that merge rewrites again
+    full = ix._long_idle and ix.doc_count() <= mergepolicy.FULL_MERGE_MAX_DOCS
+    for i in range(0 if full else MAINTENANCE_ROUNDS):
+        after = _logged_merge(ix, f"idle merge round {i + 1}", before, interrupted=interrupted)
+        if after >= before or after <= 1:
+            break
+        before = after
+    if not ix._long_idle:
+        ix._thorough_due = True
+        # rounds that still leave 16 segments or more, having merged some, go on after the
+        # next short idle, not after merge_idle (252 segments took about 20 rounds)
+        ix._merge_owed = start > before >= MERGE_AFTER_COMMITS
+        return
+    if (before := ix.segment_count()) > 1:
+        _logged_merge(ix, "thorough idle merge", before, thorough=True, interrupted=interrupted)
+    ix._thorough_due = False
+
+
+def _logged_merge(ix: WhooshIndex, what: str, before: int, *, thorough: bool = False,
+                  interrupted: Callable[[], bool] | None = None) -> int:
+    """One merging commit of ``ix`` (the idle policy; ``thorough``: the thorough merge),
+    logged as ``index: WHAT: BEFORE -> AFTER segments in S s`` (a round of a big index takes
+    seconds to minutes at full CPU); returns the segments after it.
+
+    Raises:
+        MergeInterrupted: ``interrupted()`` said True during the merge (logged with its time).
+    """
     began = time.monotonic()
-    ix.session(timeout_seconds=1.0).commit(merge=True, thorough=thorough)
+    try:
+        ix.session(timeout_seconds=1.0).commit(merge=True, thorough=thorough, interrupted=interrupted)
+    except MergeInterrupted:
+        log.info("index: %s: stopped after %.1f s for a waiting write", what, time.monotonic() - began)
+        raise
     after = ix.segment_count()
     log.info("index: %s: %d -> %d segments in %.1f s", what, before, after, time.monotonic() - began)
     return after

@@ -23,7 +23,7 @@ import heapq
 import marshal
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 _POSTING_BYTES = 130
 """Estimated memory of one pending posting: three list slots, a docnum ``int``, a weight
@@ -41,6 +41,11 @@ _CHUNK_LEN = struct.Struct("!I")
 
 _CHECK_EVERY = 4096
 """Postings added between two memory checks (keeps ``add`` to a dict lookup and an append)."""
+
+
+class MergeInterrupted(Exception):
+    """A merge stopped because a write is waiting (:attr:`TermPostingPool.interrupted`); the
+    commit is cancelled and the index left as it was."""
 
 
 class TermPostingPool:
@@ -66,6 +71,9 @@ class TermPostingPool:
         self._runs: list[str] = []
         self._unordered: set[tuple[str, bytes]] = set()  # terms whose docnums did not increase
         self.runs_written = 0
+        #: asked every :data:`_CHECK_EVERY` postings added and terms read back (a merge sets
+        #: it): True stops the writer's work with :exc:`MergeInterrupted`
+        self.interrupted: Callable[[], bool] | None = None
 
     # -- adding --------------------------------------------------------------------------
     def add(self, item: tuple) -> None:
@@ -114,8 +122,14 @@ class TermPostingPool:
         self._until_check -= postings
         if self._until_check <= 0:
             self._until_check = _CHECK_EVERY
+            self._check_interrupted()
             if self.pending_bytes() > self.limit_bytes:
                 self._spill()
+
+    def _check_interrupted(self) -> None:
+        """Raises :exc:`MergeInterrupted` when :attr:`interrupted` says so."""
+        if self.interrupted is not None and self.interrupted():
+            raise MergeInterrupted("a write is waiting")
 
     def pending_bytes(self) -> int:
         """Estimated memory of the postings not yet spilled (bytes)."""
@@ -177,6 +191,14 @@ class TermPostingPool:
         """Every term added, as ``(fieldname, tbytes, flat)`` in (field, term) order, ``flat``
         its postings ``[docnum, weight, vbytes, ...]`` in the order :meth:`iter_postings`
         gives them (what :func:`indexerd.index.whoosh.postingwriter.write_postings` takes)."""
+        n = 0
+        for term in self._iter_terms():
+            n += 1
+            if n % _CHECK_EVERY == 0:
+                self._check_interrupted()
+            yield term
+
+    def _iter_terms(self) -> Iterator[tuple[str, bytes, list]]:
         if not self._runs:
             yield from self._sorted_terms()
             return

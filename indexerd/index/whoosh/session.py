@@ -30,7 +30,8 @@ from pathlib import Path
 from indexerd.index.base import IndexDoc
 from indexerd.index.offload import AnalysisWorker, OrderedBatches
 from indexerd.index.whoosh.postingvalues import PostingValues, posting_values
-from indexerd.index.whoosh.mergepolicy import bounded, merge_small_into_one, reclaim_and_merge_small
+from indexerd.index.whoosh.mergepolicy import bounded, merge_thoroughly, reclaim_and_merge_small
+from indexerd.index.whoosh.postingpool import MergeInterrupted
 
 log = logging.getLogger(__name__)
 UTC = timezone.utc
@@ -160,26 +161,36 @@ class WhooshSession:
                 self._w.delete_document(d)
         return len(docnums)
 
-    def commit(self, *, merge: bool, thorough: bool = False) -> str:
+    def commit(self, *, merge: bool, thorough: bool = False,
+               interrupted: Callable[[], bool] | None = None) -> str:
         """Apply the deletes and commit; returns the new generation as the commit token.  With
         ``merge`` the idle merge policy runs (:func:`~.mergepolicy.reclaim_and_merge_small`, or
-        with ``thorough`` :func:`~.mergepolicy.merge_small_into_one`); else (a live commit)
+        with ``thorough`` :func:`~.mergepolicy.merge_thoroughly`); else (a live commit)
         segments left empty are dropped and, once there are
         :data:`~.mergepolicy.MERGE_AT_SEGMENTS`, the smallest are merged
-        (:func:`~.mergepolicy.bounded`), so a daemon's searches never open more."""
-        policy = (merge_small_into_one if thorough else reclaim_and_merge_small) if merge else bounded
+        (:func:`~.mergepolicy.bounded`), so a daemon's searches never open more.
+        ``interrupted`` is asked while the commit writes (:class:`~.postingpool.TermPostingPool`).
+
+        Raises:
+            MergeInterrupted: ``interrupted`` said True; the commit is cancelled.
+            OSError: the index could not be written; the commit is cancelled."""
+        policy = (merge_thoroughly if thorough else reclaim_and_merge_small) if merge else bounded
+        if hasattr(self._w.pool, "interrupted"):
+            self._w.pool.interrupted = interrupted
         try:
             self._apply(block=True, last=True)
             self._apply_removals()
             # each drops segments with no live document; only a merge rewrites (see mergepolicy)
             self._w.commit(mergetype=policy)
-        except BaseException:
+        except BaseException as e:
             self._remove_temp_tocs()  # still under our lock: no other writer can be making one
             try:
                 if not self._w.is_closed:
                     self._w.cancel()
             except Exception:
                 pass
+            if isinstance(e, MergeInterrupted):  # raised before any TOC names the new segment
+                self._remove_new_segment()
             raise
         finally:
             self._release()
@@ -187,6 +198,21 @@ class WhooshSession:
         if self._on_commit is not None:
             self._on_commit()
         return str(self._w.generation)
+
+    def _remove_new_segment(self) -> None:
+        """Remove the files of the segment an interrupted merge was writing (the next commit
+        would, but a merge of 50,000 documents leaves hundreds of MB until then)."""
+        folder = getattr(getattr(self._w, "storage", None), "folder", None)
+        segment = getattr(self._w, "newsegment", None)
+        if folder is None or segment is None:
+            return
+        prefix = segment.segment_id() + "."
+        for name in os.listdir(folder):
+            if name.startswith(prefix):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except OSError as e:
+                    log.warning("cannot remove %s: %s", os.path.join(folder, name), e.strerror)
 
     def _remove_temp_tocs(self) -> None:
         """Remove the ``_MAIN_<gen>.toc.<time>`` file a failed commit leaves (Whoosh writes the
