@@ -351,3 +351,32 @@ def test_free_memory_inside_the_heap_goes_back_to_the_kernel(tmp_path: Path) -> 
     before, after, released = p.stdout.split()
     assert released == "True"
     assert int(before) - int(after) > 60 * 1024, p.stdout
+
+
+def test_a_session_is_full_once_its_documents_fill_half_the_writer_memory(ix, tmp_path: Path) -> None:
+    """Issue 31: tantivy queues up to 10,000 documents for its indexing thread outside
+    ``writer_memory`` (150-250 MB of a first index of 50,000 files); a session says it is full
+    once the documents it handed tantivy hold half the budget, and the bulk writer commits there
+    instead of at ``bulk_commit_batch`` documents, every document indexed once."""
+    from indexerd.core.store import DocumentRecord
+    from indexerd.pipeline.writer import IndexWriter
+
+    assert ix.queue_budget_bytes == ix.writer_memory_bytes // 2 == 32 * 1024 * 1024
+    ix.queue_budget_bytes = 40_000
+    s = ix.session()
+    n = 0
+    while not s.full() and n < 300:   # ~10 KB each once analysed, handed over a batch at a time
+        s.update(doc(f"k{n}", "word " * 2000))
+        n += 1
+    assert s.full() and n < 150, n
+    s.commit(merge=False)
+    w = IndexWriter(ix, tmp_path / "state.sqlite3", live=False, commit_batch=1000)
+    try:
+        for i in range(300):
+            d = doc(f"w{i}", f"unique{i} " + "word " * 2000)
+            w.submit_index(d, DocumentRecord(key=d.key, source="docs"))
+        assert w.flush(timeout=60)
+        assert w.stats.commits >= 3, w.stats.commits      # not one: bulk_commit_batch is 1,000
+    finally:
+        w.close()
+    assert ix.count("word") == n + 300 and ix.count("unique7") == 1

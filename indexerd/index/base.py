@@ -152,6 +152,11 @@ class IndexSession(Protocol):
     def cancel(self) -> None:
         """Drop every write of this session and end it; safe after a failure."""
 
+    def full(self) -> bool:
+        """True when the session holds as much as its engine should before a commit (the
+        writer then commits the batch early): tantivy's documents waiting for its indexing
+        thread, held outside ``writer_memory``; never on the other engines."""
+
 
 class SearchIndex(Protocol):
     """One open full-text index (``<state_dir>/index``).

@@ -149,7 +149,7 @@ class WriterThread:
             self._write(op)
         size = self.writer.commit_batch
         if b.docs - b.removes + len(self.fenced) >= size or len(b.upserts) >= max(size, 2000) \
-                or b.removes >= max(size, 20_000):
+                or b.removes >= max(size, 20_000) or (self.session is not None and self.session.full()):
             self.commit()
         elif self.writer.live and b.urgent and self.ops.empty():
             time.sleep(0.05)  # grace: a burst usually brings more work

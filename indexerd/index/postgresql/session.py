@@ -172,6 +172,10 @@ class PgSession:
         finally:
             self._end()
 
+    def full(self) -> bool:
+        """Never: this engine's writes wait nowhere unbounded (the protocol's ``full``)."""
+        return False
+
     def cancel(self) -> None:
         """Drop every write of the session (the transaction is rolled back) and end it."""
         self._pending.clear()

@@ -39,7 +39,7 @@ from indexerd.index.heap import release_free_heap
 from indexerd.index.offload import OrderedBatches
 
 from .offload import TASK, AnalysisWorker, analyse_texts
-from .schema import build_schema, register_tokenizer, to_document
+from .schema import build_schema, queued_bytes, register_tokenizer, to_document
 from .search import TantivySearch
 from .token import read_token
 
@@ -56,6 +56,9 @@ DEFAULT_WRITER_MEMORY_BYTES = 64 * 1024 * 1024
 DEFAULT_WRITER_THREADS = 1
 #: Analysed batches a session lets the worker run ahead of tantivy (bounds the memory held).
 MAX_BATCHES_IN_FLIGHT = 4
+#: A session is full (:meth:`TantivySession.full`) once its documents hold ``writer_memory``
+#: divided by this: what waits for tantivy's indexing thread stays within half the budget.
+QUEUE_BUDGET_DIVISOR = 2
 
 
 def _texts_of(doc) -> tuple[str, str, str]:
@@ -81,6 +84,7 @@ class TantivySession:
         self._worker = worker
         self._batches = OrderedBatches(worker, analyse_texts, _texts_of, index.fold_diacritics,
                                        MAX_BATCHES_IN_FLIGHT)
+        self._queued = 0  # bytes of the documents handed to tantivy (queued_bytes)
 
     def _writer(self):
         if self._w is None:
@@ -115,6 +119,7 @@ class TantivySession:
 
         def add(op, analysed) -> None:
             d = to_document(op, analysed)
+            self._queued += queued_bytes(op, analysed)
             w.delete_documents_by_term("key", op.key)
             try:
                 w.add_document(d)
@@ -150,6 +155,14 @@ class TantivySession:
             release_free_heap()  # the writer's buffers, freed in its threads' arenas
         return str(opstamp)
 
+    def full(self) -> bool:
+        """True once the documents handed to tantivy in this session hold
+        :attr:`TantivyIndex.queue_budget_bytes`: tantivy's writer queues up to 10,000 documents
+        for its indexing thread (``PIPELINE_MAX_SIZE_IN_DOCS``), outside its heap budget, and
+        Python feeds them faster than one thread indexes them (a first index of 50,000 files
+        held 150-250 MB there: bench/RESULTS.md); a commit waits until they are indexed."""
+        return self._queued >= self._index.queue_budget_bytes
+
     def cancel(self) -> None:
         """Drop everything written since the session began and release the writer."""
         self._batches.clear()
@@ -181,6 +194,8 @@ class TantivyIndex(TantivySearch):
         super().__init__(ix, path, fold_diacritics=fold_diacritics)
         self.writer_memory_bytes = int(getattr(settings, "writer_memory", DEFAULT_WRITER_MEMORY_BYTES))
         self.writer_threads = int(getattr(settings, "writer_threads", DEFAULT_WRITER_THREADS))
+        #: bytes of documents a session hands tantivy before the writer commits it (``full``)
+        self.queue_budget_bytes = max(1, self.writer_memory_bytes // QUEUE_BUDGET_DIVISOR)
         offload = getattr(settings, "analysis_worker", True) and (os.cpu_count() or 1) > 1
         self._worker = AnalysisWorker(TASK, self.fold_diacritics) if offload else None
 

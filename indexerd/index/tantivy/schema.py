@@ -112,6 +112,14 @@ def to_document(doc, analysed: tuple[str, str, str, str, str]) -> tantivy.Docume
     return d
 
 
+def queued_bytes(doc, analysed: tuple[str, str, str, str, str]) -> int:
+    """About how many bytes :func:`to_document`'s document of ``doc`` holds (its texts' UTF-8
+    lengths, the stored text at most ``SNIPPET_TEXT_CAP_BYTES``; counted as code points)."""
+    shown = doc.content if doc.snippet_text is None else doc.snippet_text
+    return (sum(map(len, analysed)) + min(len(shown), SNIPPET_TEXT_CAP_BYTES) + len(doc.key)
+            + len(doc.title) + len(doc.path or "") + 64)
+
+
 def stored_fields(d: tantivy.Document) -> dict[str, Any]:
     """The stored fields of a document as plain values: ``key``, ``source``, ``title``, ``path``
     (None when the document has none), ``last_modified`` (aware UTC), ``date_source``,

@@ -231,6 +231,10 @@ class WhooshSession:
                 except OSError as e:
                     log.warning("cannot remove %s: %s", os.path.join(folder, name), e.strerror)
 
+    def full(self) -> bool:
+        """Never: this engine's writes wait nowhere unbounded (the protocol's ``full``)."""
+        return False
+
     def cancel(self) -> None:
         """Drop the session's writes and release the writer."""
         try:
