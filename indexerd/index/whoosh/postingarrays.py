@@ -135,6 +135,9 @@ def _position_deltas(value: bytes) -> list[int]:
 #: bytes read at a block's start for its length and header (a header is ~30 bytes; a longer
 #: one is read again whole)
 _HEADER_READ = 96
+#: bytes of the postings file read ahead at once: the headers of many small blocks (Whoosh's own
+#: of 128 postings, ~1-2 KB each) or one big block's header and ids and weights in one read
+_WINDOW = 16384
 #: compressed bytes of a block read first for its ids and weights, per posting (they inflate
 #: to ~11 bytes a posting and compress to 2-4; each next read is twice as long)
 _HEAD_BYTES_PER_POSTING = 4
@@ -167,15 +170,17 @@ class TermBlocks:
             length = length[0]
         if not isinstance(length, int):
             raise Unsupported("a term info without its postings' extent")
-        self._file = f = m._postfile
+        self._file = m._postfile
+        self._window, self._window_at = b"", 0
         load, unpack = pickle.load, _INT.unpack_from
         maxids: list[int] = []
         self._data: list[tuple[int, int, int]] = []  # (start, end, compression) of each block
         self._counts: list[int] = []
         counts = 0
         pos, n = m._baseoffset, m._startoffset + length
+        self._end = n
         while pos < n:
-            got = f.get(pos, min(_HEADER_READ, n - pos))
+            got = self._read(pos, min(_HEADER_READ, n - pos))
             (blen,) = unpack(got, 0)
             nxt = pos + _INT_SIZE + abs(blen)
             try:
@@ -183,7 +188,7 @@ class TermBlocks:
                 bio.seek(_INT_SIZE)
                 count, maxid, _maxw, comp, _mnlen, _mxlen = load(bio)
             except (EOFError, pickle.UnpicklingError):  # a header longer than the first read
-                bio = io.BytesIO(f.get(pos, nxt - pos))
+                bio = io.BytesIO(self._read(pos, nxt - pos))
                 bio.seek(_INT_SIZE)
                 count, maxid, _maxw, comp, _mnlen, _mxlen = load(bio)
             maxids.append(maxid)
@@ -228,6 +233,16 @@ class TermBlocks:
                 vals = [v for v, k in zip(vals, keep.tolist()) if k]
         return Postings(ids, w, vals if values else None)
 
+    def _read(self, pos: int, n: int) -> bytes:
+        """``n`` bytes of the postings file from ``pos`` (within this list), through a window of
+        :data:`_WINDOW` bytes read ahead (the list is read forward, block by block)."""
+        at = pos - self._window_at
+        if 0 <= at and at + n <= len(self._window):
+            return self._window[at:at + n]
+        self._window = self._file.get(pos, min(max(n, _WINDOW), self._end - pos))
+        self._window_at = pos
+        return self._window[:n]
+
     def _decode(self, j: int, values: bool) -> tuple[np.ndarray, np.ndarray, Any]:
         """Block ``j``'s ids, weights and (when ``values``, else None) values.  Without values
         only the start of the block is inflated when it reads as :func:`_ids_weights` reads."""
@@ -240,16 +255,16 @@ class TermBlocks:
                 inflate, head = zlib.decompressobj(), b""
                 at, step = start, max(512, _HEAD_BYTES_PER_POSTING * count)
                 while len(head) < need and at < end:
-                    data = self._file.get(at, min(step, end - at))
+                    data = self._read(at, min(step, end - at))
                     at += len(data)
                     step *= 2
                     head += inflate.decompress(data, need - len(head))
             else:
-                head = self._file.get(start, min(need, end - start))
+                head = self._read(start, min(need, end - start))
             fast = _ids_weights(head, count)
             if fast is not None:
                 return fast[0], fast[1], None
-        data = self._file.get(start, end - start)
+        data = self._read(start, end - start)
         ids, ws, vs = pickle.loads(decompress(data) if comp else data)
         count = len(ids)
         if ws is None:
