@@ -253,9 +253,10 @@ class SnippetQuery:
         return self.matches(self.occurrences(text, float("inf"))[0])
 
     def scan(self, text: "TextReader", deadline: float, fit: int,
-             absent: Collection[str] = ()) -> tuple[list[Match], bool]:
-        """The matches of the text ``text`` reads, as far as it is scanned, and whether it was
-        scanned to its end or to an early stop before ``deadline`` (``time.monotonic()``).
+             absent: Collection[str] = ()) -> tuple[list[Match], bool, tuple | None]:
+        """The matches of the text ``text`` reads, as far as it is scanned, whether it was
+        scanned to its end or to an early stop before ``deadline`` (``time.monotonic()``), and
+        ``best_window(matches, fit)`` when the scan computed it (else None).
         ``absent``: words of the query the text is known not to hold (the engine's postings).
 
         The text is scanned in stretches of :data:`FIRST_STEP_CHARS`, each next one twice as
@@ -264,26 +265,30 @@ class SnippetQuery:
         match (its repeats) and stops: no window further on can hold more of the query.  ``text``
         is read only as far as the scan needs (plus :data:`READ_AHEAD_CHARS`)."""
         occ: list[_Occurrence] = []
+        found: list[Match] = []
         pos, step, everything = 0, FIRST_STEP_CHARS, self.keys_left(absent)
         stop_at: int | None = None
+        window: tuple | None = None  # best_window(found, fit) of the latest found, when known
         while True:
             stop = pos + step if stop_at is None else max(stop_at, pos)
             body = text.upto(stop + READ_AHEAD_CHARS)
             prev_end = occ[-1].word_end if occ else -1
             more, pos, in_time = self.occurrences(body, deadline, pos=pos, stop=stop, prev_end=prev_end,
                                                   partial=not text.complete)
-            occ += more
-            found = self.matches(occ)
+            if more:
+                occ += more
+                found, window = self.matches(occ), None
             if not in_time or (text.complete and pos >= len(body)):
-                return found, in_time
+                return found, in_time, window
             if stop_at is not None:
-                return found, True
+                return found, True, window
             if found and {m.key for m in found} >= everything:   # (else no window can hold them all)
-                first, _end, keys = best_window(found, fit)
+                window = best_window(found, fit)
+                first, _end, keys = window
                 if keys >= everything:
                     stop_at = first + fit
                     if pos >= stop_at:
-                        return found, True
+                        return found, True, window
                     continue
             step *= 2
 
@@ -345,11 +350,11 @@ def make_snippet(text: str | Iterable[str], query: SnippetQuery | None, chars: i
     if query is None or not query.has_words:
         return Snippet(_head(reader.upto(chars), chars))
     fit = chars * 4 // 5
-    found, complete = query.scan(reader, time.monotonic() + budget_seconds, fit, absent)
+    found, complete, window = query.scan(reader, time.monotonic() + budget_seconds, fit, absent)
     if not found:
         body = reader.whole() if complete else reader.upto(0)
         return Snippet(_head(body, chars), (), _why_unmarked(query, body, title, complete))
-    start, end, _keys = best_window(found, fit)
+    start, end, _keys = window if window is not None else best_window(found, fit)
     # render reads up to a passage's width past the window, then a word's length to a whole word
     return Snippet(*render(reader.upto(end + chars + 2 * EDGE_WORD_CHARS + 2), found, start, end, chars))
 
