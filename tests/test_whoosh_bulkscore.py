@@ -337,3 +337,32 @@ def test_words_a_best_document_lacks_are_its_texts(ix, query: str) -> None:
             assert got[d] == {w for w in words if w not in set(analyzer().tokens(text))}, (query, d)
     if query == "iota OR kappa OR nowhere":
         assert any(got.values())  # some best documents lack a word of the query
+
+
+def test_a_segment_reader_remembers_its_term_infos(ix, monkeypatch) -> None:
+    """A term's matcher looked it up three times in each segment (``in``, the postings, the
+    scorer's block statistics); the patched terms reader answers from a dict after the first
+    (the same term info as a fresh lookup's), remembers a missing term too, and keeps at most
+    ``TERM_INFOS_KEPT`` of them."""
+    from whoosh.codec.whoosh3 import W3TermInfo
+    from whoosh.reading import TermNotFound
+
+    from indexerd.index.whoosh import patches
+
+    monkeypatch.setattr(patches, "TERM_INFOS_KEPT", 3)
+    with ix._searchers.searcher() as searcher:
+        terms = searcher.leaf_searchers()[0][0].reader()._terms
+        terms.__dict__.pop("_indexerd_infos", None)
+        info = terms.term_info("content", b"alpha")
+        assert terms.term_info("content", b"alpha") is info and ("content", b"alpha") in terms
+        fresh = W3TermInfo.from_bytes(terms._tindex[terms._keycoder("content", b"alpha")])
+        assert (info.doc_frequency(), info.weight(), info.max_weight()) == \
+            (fresh.doc_frequency(), fresh.weight(), fresh.max_weight())
+        for _ in range(2):
+            assert ("content", b"nowhere") not in terms
+            with pytest.raises(TermNotFound):
+                terms.term_info("content", b"nowhere")
+        terms.term_info("content", b"beta")
+        terms.term_info("content", b"gamma")                 # a fourth: looked up, not kept
+        assert set(terms._indexerd_infos) == {("content", b"alpha"), ("content", b"nowhere"),
+                                              ("content", b"beta")}

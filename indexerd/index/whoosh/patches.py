@@ -26,6 +26,10 @@ memory:
   while the bulk scorer builds its matchers (the same matcher otherwise).  The bulk scorer
   itself (:mod:`~indexerd.index.whoosh.bulkscore`: Whoosh's posting blocks and matcher classes)
   is used only with the patches.
+- **Term infos remembered** (process-wide): ``W3TermsReader.term_info`` and ``__contains__``
+  answer from a dict per segment reader (:data:`TERM_INFOS_KEPT` terms at most), as Lucene 3's
+  ``TermInfosReader`` kept its last 1,024: building one term's matcher looked the term up three
+  times (``in``, the postings, the scorer's block statistics), in every segment.
 - **Writer lock** (per writer): the session takes ``MAIN_WRITELOCK`` itself and opens the writer
   with ``_lk=False``, so the lock is released even when Whoosh's commit or cancel fails before
   its own release (a read-only or full state dir left the lock's descriptor open for good).
@@ -66,6 +70,7 @@ def install() -> bool:
             if version == WRITTEN_FOR:
                 _compact_hash_writer()
                 _unread_array_unions()
+                _remembered_term_infos()
                 _state = True
             else:
                 log.warning("Whoosh %s is installed, indexerd's speed-ups were written for %s: using "
@@ -107,6 +112,50 @@ def _unread_intersections() -> None:
 
     _find_first.indexerd_unread = True  # type: ignore[attr-defined]
     IntersectionMatcher._find_first = _find_first
+
+
+#: term infos a segment reader remembers (each ~200 bytes); past it, looked up each time
+TERM_INFOS_KEPT = 4096
+_NOT_LOOKED_UP = object()
+
+
+def _remembered_term_infos() -> None:
+    """``W3TermsReader.term_info`` and ``__contains__`` through a dict on the reader (a
+    segment's terms never change; the reader goes with its searcher at the next commit).  The
+    same ``W3TermInfo`` is handed to every caller: Whoosh only reads it."""
+    from whoosh.codec.whoosh3 import W3TermsReader
+    from whoosh.reading import TermNotFound
+
+    if getattr(W3TermsReader.term_info, "indexerd_remembered", False):
+        return
+    stock = W3TermsReader.term_info
+
+    def remembered(self, fieldname, tbytes):
+        kept = self.__dict__.get("_indexerd_infos")
+        if kept is None:
+            kept = self._indexerd_infos = {}
+        info = kept.get((fieldname, tbytes), _NOT_LOOKED_UP)
+        if info is _NOT_LOOKED_UP:
+            try:
+                info = stock(self, fieldname, tbytes)
+            except TermNotFound:
+                info = None
+            if len(kept) < TERM_INFOS_KEPT:
+                kept[fieldname, tbytes] = info
+        return info
+
+    def term_info(self, fieldname, tbytes):
+        info = remembered(self, fieldname, tbytes)
+        if info is None:
+            raise TermNotFound("No term %s:%r" % (fieldname, tbytes))
+        return info
+
+    def contains(self, term) -> bool:
+        return remembered(self, *term) is not None
+
+    term_info.indexerd_remembered = True  # type: ignore[attr-defined]
+    W3TermsReader.term_info = term_info
+    W3TermsReader.__contains__ = contains
 
 
 def active() -> bool:
