@@ -496,5 +496,9 @@ def test_snippets_are_made_only_for_the_keys_the_caller_chooses_on_every_engine(
         assert [h.snippet for h in some] == [every[0].snippet, "", "", every[-1].snippet]
         assert every[0].snippet and every[-1].snippet and every[0].marks
         assert [(h.marks, h.snippet_note) for h in some[1:3]] == [((), None), ((), None)]
+        # the others by key: the chosen hits whole, every hit's key, source and rank
+        light = ix.search("python OR running", limit=10, snippets_for=first_and_last, others_keys_only=True)
+        assert [light[0], light[-1]] == [some[0], some[-1]]
+        assert [(h.key, h.source, h.rank, h.snippet) for h in light] == [(h.key, h.source, h.rank, h.snippet) for h in some]
     finally:
         ix.close()

@@ -203,7 +203,8 @@ def search_any_engine(ix, req: SearchRequest, *, exact: bool = False,
         depth = want * 2
         while True:
             found = ix.search(query, limit=depth, since=req.since, until=req.until,
-                              snippet_chars=req.snippet_chars, sort=req.sort, snippets_for=shown)
+                              snippet_chars=req.snippet_chars, sort=req.sort, snippets_for=shown,
+                              others_keys_only=not req.facets)  # folded facets need the others
             hits, folded = collapse(found, read)
             if len(hits) >= want or len(found) < depth or depth >= want * COLLAPSE_DEPTH_FACTOR:
                 break

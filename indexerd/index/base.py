@@ -179,14 +179,18 @@ class SearchIndex(Protocol):
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
                sort: Sort = "relevance",
-               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
+               snippets_for: Callable[[list[str]], Container[str]] | None = None,
+               others_keys_only: bool = False) -> list[Hit]:
         """The best ``limit`` hits of ``query`` (the query language of :mod:`indexerd.index.query`),
         restricted to ``since <= last_modified < until`` (aware datetimes, None: unbounded),
         ordered by relevance or by date (newest first).  Snippets are at most about
         ``snippet_chars`` characters.  ``snippets_for``: given the hits' keys in rank order, the
         keys whose hits get a snippet (the others: ``snippet`` empty, no marks, no note), so a
         caller that shows some of the hits only (identical documents collapsed) pays for the
-        snippets it shows; None: every hit.
+        snippets it shows; None: every hit.  ``others_keys_only``: the hits ``snippets_for`` did
+        not choose may carry their ``key`` and ``source`` only (title and snippet empty, path,
+        date and media type None): a caller that lists the others by key only does not pay to
+        read them (an engine may give them whole).
 
         Raises:
             QueryError: the query is malformed (the same message on every engine).

@@ -269,10 +269,12 @@ class PgIndex:
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
                sort: str = "relevance",
-               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
+               snippets_for: Callable[[list[str]], Container[str]] | None = None,
+               others_keys_only: bool = False) -> list[Hit]:
         """The best ``limit`` hits of ``query`` with ``since <= last_modified < until`` (aware;
         None: unbounded), by ``ts_rank_cd`` or by date (newest first), with snippets of about
-        ``snippet_chars`` characters from the stored text.
+        ``snippet_chars`` characters from the stored text (``others_keys_only`` is the
+        protocol's; every hit whole).
 
         Raises:
             QueryError: the query is malformed (raised by the parser, before this engine).

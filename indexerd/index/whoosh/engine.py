@@ -303,7 +303,8 @@ class WhooshIndex:
     def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                until: datetime | None = None, snippet_chars: int = 240,
                sort: Sort = "relevance",
-               snippets_for: Callable[[list[str]], Container[str]] | None = None) -> list[Hit]:
+               snippets_for: Callable[[list[str]], Container[str]] | None = None,
+               others_keys_only: bool = False) -> list[Hit]:
         """Run a query, retrying on a fresh snapshot when a concurrent commit or merge removed a
         segment file this reader had not opened yet (Whoosh opens segment columns lazily).
 
@@ -313,7 +314,8 @@ class WhooshIndex:
         """
         check_sort(sort)
         return self._with_retries(lambda: searching.search(self._searchers, query, limit, since, until, snippet_chars,
-                                                           sort, self.fold_diacritics, snippets_for))
+                                                           sort, self.fold_diacritics, snippets_for,
+                                                           others_keys_only))
 
     def _with_retries(self, fn):
         """Run a query ``fn()`` again on a fresh snapshot when a concurrent commit or merge removed
