@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 import logging
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Container, Iterator
 from datetime import datetime
 
@@ -202,16 +203,25 @@ def search(searchers, query: str, limit: int, since: datetime | None, until: dat
 def _fields_of(searcher, docnums: list[int], snippets_for, others_keys_only: bool) -> tuple[list[dict], Container[str] | None]:
     """The stored fields of each of ``docnums`` and the keys ``snippets_for`` chose (None: no
     choice, every hit); with ``others_keys_only``, those not chosen as ``{"key", "source"}``
-    from the columns."""
-    reader = searcher.reader()
-    if snippets_for is None or not others_keys_only or not (reader.has_column("key") and reader.has_column("source")):
+    from the segments' columns (their readers kept on each segment reader: opening them costs
+    ~0.5 ms a segment)."""
+    if snippets_for is None or not others_keys_only or not searcher.reader().has_column("source"):
         fields = [searcher.stored_fields(d) for d in docnums]
         return fields, None if snippets_for is None else snippets_for([f["key"] for f in fields])
-    key_of, source_of = reader.column_reader("key"), reader.column_reader("source")
-    keys = [key_of[d] for d in docnums]
+    leaves = searcher.leaf_searchers()
+    offsets = [offset for _sub, offset in leaves]
+    columns = []
+    for d in docnums:
+        sub, offset = leaves[bisect_right(offsets, d) - 1]
+        reader = sub.reader()
+        kept = reader.__dict__.get("_indexerd_columns")
+        if kept is None:
+            kept = reader._indexerd_columns = (reader.column_reader("key"), reader.column_reader("source"))
+        columns.append((kept, d - offset))
+    keys = [key_of[local] for (key_of, _source_of), local in columns]
     chosen = snippets_for(keys)
-    return [searcher.stored_fields(d) if k in chosen else {"key": k, "source": source_of[d]}
-            for d, k in zip(docnums, keys)], chosen
+    return [searcher.stored_fields(d) if k in chosen else {"key": k, "source": source_of[local]}
+            for d, k, ((_key_of, source_of), local) in zip(docnums, keys, columns)], chosen
 
 
 def facets(searchers, query: str | None, since: datetime | None, until: datetime | None,
