@@ -357,7 +357,7 @@ def _maintain(ix: WhooshIndex, interrupted: Callable[[], bool] | None) -> None:
     ix._merge_owed = False
     # a merge of every segment into one needs no rounds before it: each would rewrite postings
     # that merge rewrites again
-    full = ix._long_idle and ix.doc_count() <= mergepolicy.FULL_MERGE_MAX_DOCS
+    full = ix._long_idle and patches.active() and ix.doc_count() <= mergepolicy.FULL_MERGE_MAX_DOCS
     for i in range(0 if full else MAINTENANCE_ROUNDS):
         after = _logged_merge(ix, f"idle merge round {i + 1}", before, interrupted=interrupted)
         if after >= before or after <= 1:

@@ -126,9 +126,10 @@ FULL_MERGE_MAX_DOCS = 100_000
 def merge_thoroughly(writer, segments: list) -> list:
     """The thorough idle merge, after ``merge_idle`` seconds without a write: every segment
     with a live document rewritten into one (:func:`merge_all_into_one`) while they hold at most
-    :data:`FULL_MERGE_MAX_DOCS` live documents, else :func:`merge_small_into_one`.  Returns the
+    :data:`FULL_MERGE_MAX_DOCS` live documents and the writer's pool can stop it for a waiting
+    write (indexerd's pool: not stock Whoosh's), else :func:`merge_small_into_one`.  Returns the
     segments kept unchanged."""
-    if sum(_live(seg) for seg in segments) <= FULL_MERGE_MAX_DOCS:
+    if sum(_live(seg) for seg in segments) <= FULL_MERGE_MAX_DOCS and hasattr(writer.pool, "interrupted"):
         return merge_all_into_one(writer, segments)
     return merge_small_into_one(writer, segments)
 
