@@ -500,5 +500,8 @@ def test_snippets_are_made_only_for_the_keys_the_caller_chooses_on_every_engine(
         light = ix.search("python OR running", limit=10, snippets_for=first_and_last, others_keys_only=True)
         assert [light[0], light[-1]] == [some[0], some[-1]]
         assert [(h.key, h.source, h.rank, h.snippet) for h in light] == [(h.key, h.source, h.rank, h.snippet) for h in some]
+        if index_engine == "whoosh":  # read from the columns: no stored field of the others
+            assert [(h.media_type, h.last_modified) for h in light[1:3]] == [(None, None)] * 2
+            assert all(h.media_type and h.last_modified for h in some)
     finally:
         ix.close()

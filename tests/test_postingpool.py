@@ -122,15 +122,21 @@ def test_faster_blocks_read_back_as_whooshs(tmp_path: Path, monkeypatch) -> None
 
 def test_blocks_hold_1024_postings(tmp_path: Path) -> None:
     """A new segment's posting blocks hold up to 1,024 postings (Whoosh writes 128), as the
-    block headers say, and Whoosh's own matcher reads the long list back whole."""
+    block headers say, and Whoosh's own matcher reads the long list back whole; so does the bulk
+    scorer's reader, whose 16 KiB read-ahead window the list's ~30 positions a document outgrow."""
+    import numpy as np
     from whoosh import index as windex
 
     from indexerd.index.whoosh.postingarrays import TermBlocks
 
+    def filler(i: int) -> str:  # 30 more of the word, at random distances (positions that compress badly)
+        rng = random.Random(i)
+        return " ".join("zyx" if rng.random() < 0.3 else f"f{rng.randrange(50)}" for _ in range(100))
+
     ix = opened(tmp_path, 64 * 1024 * 1024)
     s = ix.session()
     for i in range(1100):
-        s.update(IndexDoc(key=f"k{i}", source="a", url=f"k{i}", path=None, title="t", content=f"zyx w{i}",
+        s.update(IndexDoc(key=f"k{i}", source="a", url=f"k{i}", path=None, title="t", content=f"zyx w{i} " + filler(i),
                           last_modified=None, date_source="none", media_type="text/plain", size=1))
     s.commit(merge=False)
     ix.close()
@@ -138,6 +144,16 @@ def test_blocks_hold_1024_postings(tmp_path: Path) -> None:
     with wix.reader() as r:
         assert TermBlocks(r.postings("content", "zyx"))._counts == [1024, 76]
         assert list(r.postings("content", "zyx").all_ids()) == list(range(1100))
+        blocks = TermBlocks(r.postings("content", "zyx"))
+        assert blocks._end - blocks._data[0][0] > 16384  # more than one window
+        assert blocks.read(None).ids.tolist() == list(range(1100))
+        m = r.postings("content", "zyx")
+        theirs = {}
+        while m.is_active():
+            theirs[m.id()] = m.value()
+            m.next()
+        got = TermBlocks(r.postings("content", "zyx")).read(np.array([5, 1050]), values=True)
+        assert got.ids.tolist() == [5, 1050] and got.values == [theirs[5], theirs[1050]]
     wix.close()
 
 

@@ -171,10 +171,12 @@ class WhooshIndex:
         whatever this process committed, and so does one whose short merge's rounds (at most
         :data:`MAINTENANCE_ROUNDS`) left that many; one opened with more than one segment (an
         ``indexerd index`` leaves one a commit batch) owes the thorough merge."""
-        if self._merge_owed is None:
-            self._merge_owed = self.segment_count() >= MERGE_AFTER_COMMITS
-        if self._thorough_due is None:
-            self._thorough_due = self.segment_count() > 1
+        if self._merge_owed is None or self._thorough_due is None:
+            segments = self.segment_count()
+            if self._merge_owed is None:
+                self._merge_owed = segments >= MERGE_AFTER_COMMITS
+            if self._thorough_due is None:
+                self._thorough_due = segments > 1
         if commits_since >= MERGE_AFTER_COMMITS or self._merge_owed:
             self._long_idle = False
             return SHORT_IDLE_SECONDS
